@@ -1,0 +1,65 @@
+/**
+ * The compiled DAG (`dag.json`): the artifact `leoflow dags compile` writes, the API accepts,
+ * and a dag_version row stores. Its JSON Schema is `@leoflow/protocol`'s dag.schema.json.
+ */
+export const DAG_SCHEMA_VERSION = '1.0';
+
+export type TaskType = 'bash' | 'python' | 'node';
+export const TASK_TYPES: readonly TaskType[] = ['bash', 'python', 'node'];
+
+export type TriggerRule = 'all_success' | 'all_failed' | 'all_done' | 'one_success' | 'one_failed';
+export const TRIGGER_RULES: readonly TriggerRule[] = [
+  'all_success',
+  'all_failed',
+  'all_done',
+  'one_success',
+  'one_failed',
+];
+
+export interface TaskDefaults {
+  retries: number;
+  retry_delay_seconds: number;
+  /** null = no timeout */
+  execution_timeout_seconds: number | null;
+}
+
+export interface TaskSpecDef {
+  task_id: string;
+  type: TaskType;
+  /** bash: the command line; python/node: the script source (inline or read from `script:`). */
+  command: string;
+  depends_on: string[];
+  trigger_rule: TriggerRule;
+  retries: number;
+  retry_delay_seconds: number;
+  execution_timeout_seconds: number | null;
+  env: Record<string, string>;
+  variables: string[];
+  connections: string[];
+  do_xcom_push: boolean;
+}
+
+export interface DagSpec {
+  schema_version: typeof DAG_SCHEMA_VERSION;
+  dag_id: string;
+  description: string;
+  owner: string;
+  tags: string[];
+  /** cron expression, preset (@hourly … @yearly), @once, or null for manual only */
+  schedule: string | null;
+  schedule_timezone: string;
+  /** RFC 3339 */
+  start_date: string | null;
+  end_date: string | null;
+  catchup: boolean;
+  max_active_runs: number;
+  /** 0 = unlimited */
+  max_active_tasks: number;
+  defaults: TaskDefaults;
+  params: Record<string, unknown>;
+  variables: string[];
+  connections: string[];
+  tasks: TaskSpecDef[];
+}
+
+export const ID_PATTERN = /^[a-zA-Z0-9_][a-zA-Z0-9_.-]{0,199}$/;

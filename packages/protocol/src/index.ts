@@ -1,0 +1,2 @@
+export * from './gen/leoflow/agent/v1/agent_pb.js';
+export { dagSchema, DAG_SCHEMA_ID } from './dag-schema.js';

@@ -1,0 +1,161 @@
+import type { DagRunState, DagSpec, TaskInstanceState } from '@leoflow/core';
+import type {
+  DagRow,
+  DagRunRow,
+  DagVersionRow,
+  LogLineRow,
+  Page,
+  RunType,
+  TaskInstanceHistoryRow,
+  TaskInstanceRow,
+  XComRow,
+} from './types.js';
+
+export interface NewRun {
+  tenant_id: string;
+  dag_id: string;
+  run_id: string;
+  run_type: RunType;
+  dag_version: number;
+  logical_date: number | null;
+  data_interval_start: number | null;
+  data_interval_end: number | null;
+  conf: Record<string, unknown>;
+  /** one task instance per task, created in state `none`, try 1 */
+  tasks: { task_id: string; max_tries: number }[];
+  now: number;
+}
+
+/** Fields a compare-and-set on a task instance may write. */
+export type TaskInstancePatch = Partial<
+  Pick<
+    TaskInstanceRow,
+    | 'state'
+    | 'queued_at'
+    | 'started_at'
+    | 'ended_at'
+    | 'last_heartbeat_at'
+    | 'retry_at'
+    | 'exit_code'
+    | 'error_message'
+    | 'hostname'
+    | 'pid'
+    | 'terminate_requested'
+    | 'max_tries'
+  >
+>;
+
+export interface TaskInstanceExpectation {
+  /** the row must currently be in one of these states */
+  states: readonly TaskInstanceState[];
+  /** and, when given, carry this try number */
+  try_number?: number;
+}
+
+export type HeartbeatOutcome =
+  | { kind: 'live'; terminate_requested: boolean }
+  /** no row with that try in queued/running: the attempt moved on */
+  | { kind: 'stale' };
+
+/**
+ * The persistence port. One implementation (Kysely) serves SQLite and PostgreSQL; the same
+ * storage suite runs against both. Every mutation that the scheduler races on is a
+ * compare-and-set that reports whether it applied, so two writers can never both win.
+ */
+export interface Store {
+  readonly dialect: 'sqlite' | 'postgres';
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+
+  ensureTenant(tenant_id: string, name: string, now: number): Promise<void>;
+
+  /**
+   * Registers a DAG version. If the spec's hash equals the current version's, nothing is
+   * written and the current version is returned with created=false.
+   */
+  putDagVersion(
+    tenant_id: string,
+    spec: DagSpec,
+    spec_hash: string,
+    now: number,
+  ): Promise<{ version: number; created: boolean }>;
+  getDag(tenant_id: string, dag_id: string): Promise<DagRow | undefined>;
+  listDags(tenant_id: string, page: Page): Promise<DagRow[]>;
+  /** every unpaused DAG of every tenant (the cron planner's input) */
+  listSchedulableDags(): Promise<DagRow[]>;
+  getDagVersion(tenant_id: string, dag_id: string, version: number): Promise<DagVersionRow | undefined>;
+  listDagVersions(tenant_id: string, dag_id: string): Promise<Omit<DagVersionRow, 'spec'>[]>;
+  setDagPaused(tenant_id: string, dag_id: string, paused: boolean, now: number): Promise<boolean>;
+
+  /**
+   * Creates the run and its task instances atomically. Returns undefined when a run with that
+   * (tenant, dag_id, run_id) already exists — creation is idempotent. For scheduled runs the
+   * DAG's last_scheduled_logical_date advances in the same transaction.
+   */
+  createRun(run: NewRun): Promise<DagRunRow | undefined>;
+  getRunById(id: string): Promise<DagRunRow | undefined>;
+  getRun(tenant_id: string, dag_id: string, run_id: string): Promise<DagRunRow | undefined>;
+  listRuns(
+    tenant_id: string,
+    filter: { dag_id?: string; state?: DagRunState },
+    page: Page,
+  ): Promise<DagRunRow[]>;
+  /** across tenants, oldest first (scheduler input) */
+  listRunsInStates(states: readonly DagRunState[]): Promise<DagRunRow[]>;
+  countRunsInStates(tenant_id: string, dag_id: string, states: readonly DagRunState[]): Promise<number>;
+  /** CAS on the run's state; sets started_at/ended_at when given */
+  setRunState(
+    id: string,
+    from: readonly DagRunState[],
+    to: DagRunState,
+    times: { started_at?: number | null; ended_at?: number | null },
+  ): Promise<boolean>;
+  setRunVersion(id: string, dag_version: number): Promise<void>;
+
+  listTaskInstances(dag_run_id: string): Promise<TaskInstanceRow[]>;
+  getTaskInstance(dag_run_id: string, task_id: string): Promise<TaskInstanceRow | undefined>;
+  getTaskInstanceById(id: string): Promise<TaskInstanceRow | undefined>;
+  /** across tenants */
+  listTaskInstancesInStates(states: readonly TaskInstanceState[], limit: number): Promise<TaskInstanceRow[]>;
+  countTaskInstancesInStates(
+    tenant_id: string,
+    dag_id: string,
+    states: readonly TaskInstanceState[],
+  ): Promise<number>;
+  /** Applies the patch only if the expectation holds; true when a row changed. */
+  updateTaskInstance(
+    id: string,
+    expect: TaskInstanceExpectation,
+    patch: TaskInstancePatch,
+    now: number,
+  ): Promise<boolean>;
+  /**
+   * In one transaction, if the expectation holds: copy the row to task_instance_history (with
+   * `archived_state` as its state), then bump try_number by one and apply the patch.
+   * Used by retry and clear. True when it applied.
+   */
+  archiveAndBumpTry(
+    id: string,
+    expect: TaskInstanceExpectation,
+    archived_state: TaskInstanceState,
+    patch: TaskInstancePatch,
+    now: number,
+  ): Promise<boolean>;
+  listTaskInstanceHistory(dag_run_id: string, task_id?: string): Promise<TaskInstanceHistoryRow[]>;
+  /** UPDATE last_heartbeat_at where (id, try) matches and state is queued|running */
+  recordHeartbeat(id: string, try_number: number, now: number): Promise<HeartbeatOutcome>;
+
+  putXCom(row: XComRow): Promise<void>;
+  getXCom(dag_run_id: string, task_id: string, key: string): Promise<XComRow | undefined>;
+  listXComs(dag_run_id: string, task_id?: string): Promise<XComRow[]>;
+
+  /** Idempotent: a line already stored (same attempt and line_number) is ignored. */
+  appendLogs(lines: LogLineRow[]): Promise<void>;
+  readLogs(
+    dag_run_id: string,
+    task_id: string,
+    try_number: number,
+    after_line: number,
+    limit: number,
+  ): Promise<LogLineRow[]>;
+}

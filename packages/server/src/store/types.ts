@@ -1,0 +1,118 @@
+import type { DagRunState, DagSpec, TaskInstanceState } from '@leoflow/core';
+
+/**
+ * Row shapes as the rest of the server sees them. All times are epoch milliseconds (numbers)
+ * on both dialects; JSON columns are parsed. Every row carries its tenant.
+ */
+export interface DagRow {
+  tenant_id: string;
+  dag_id: string;
+  current_version: number;
+  is_paused: boolean;
+  /** logical date (ms) of the newest scheduled run created, for the cron planner */
+  last_scheduled_logical_date: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface DagVersionRow {
+  tenant_id: string;
+  dag_id: string;
+  version: number;
+  spec: DagSpec;
+  spec_hash: string;
+  created_at: number;
+}
+
+export type RunType = 'scheduled' | 'manual';
+
+export interface DagRunRow {
+  id: string;
+  tenant_id: string;
+  dag_id: string;
+  run_id: string;
+  dag_version: number;
+  run_type: RunType;
+  state: DagRunState;
+  logical_date: number | null;
+  data_interval_start: number | null;
+  data_interval_end: number | null;
+  conf: Record<string, unknown>;
+  created_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+export interface TaskInstanceRow {
+  id: string;
+  tenant_id: string;
+  dag_run_id: string; // DagRunRow.id
+  dag_id: string;
+  task_id: string;
+  try_number: number;
+  max_tries: number;
+  state: TaskInstanceState;
+  queued_at: number | null;
+  started_at: number | null;
+  ended_at: number | null;
+  last_heartbeat_at: number | null;
+  /** when an up_for_retry row becomes schedulable again */
+  retry_at: number | null;
+  exit_code: number | null;
+  error_message: string | null;
+  hostname: string | null;
+  pid: number | null;
+  /** set by clear/timeout/terminate: the next heartbeat answers should_terminate */
+  terminate_requested: boolean;
+  updated_at: number;
+}
+
+export interface TaskInstanceHistoryRow {
+  id: string;
+  tenant_id: string;
+  dag_run_id: string;
+  task_id: string;
+  try_number: number;
+  state: TaskInstanceState;
+  started_at: number | null;
+  ended_at: number | null;
+  exit_code: number | null;
+  error_message: string | null;
+  archived_at: number;
+}
+
+export interface XComRow {
+  tenant_id: string;
+  dag_run_id: string;
+  task_id: string;
+  key: string;
+  value: Uint8Array;
+  content_type: string;
+  created_at: number;
+}
+
+export type LogStreamName = 'stdout' | 'stderr' | 'agent';
+
+export interface LogLineRow {
+  tenant_id: string;
+  dag_run_id: string;
+  task_id: string;
+  try_number: number;
+  line_number: number;
+  time: number;
+  stream: LogStreamName;
+  message: string;
+}
+
+/** Identifies one attempt: the unit a credential is minted for. */
+export interface AttemptKey {
+  tenant_id: string;
+  dag_run_id: string;
+  task_id: string;
+  try_number: number;
+}
+
+export interface Page {
+  limit: number;
+  offset: number;
+}
