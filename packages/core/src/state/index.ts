@@ -1,1 +1,2 @@
 export * from './task-state.js';
+export * from './transitions.js';

@@ -1,0 +1,36 @@
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['**/dist/**', '**/node_modules/**', 'packages/protocol/src/gen/**', '.leoflow/**', 'bench/results/**', 'examples/**'] },
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false } }],
+      '@typescript-eslint/switch-exhaustiveness-check': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    // core is pure: no I/O, no clock, no platform modules.
+    files: ['packages/core/src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['node:*', 'fs', 'child_process', 'net', 'http', 'http2'], message: 'core stays pure: pass I/O in from the server or CLI' }, { group: ['@leoflow/server', '@leoflow/agent', '@leoflow/cli'], message: 'core imports only protocol' }] }],
+      'no-restricted-globals': ['error', { name: 'process', message: 'core stays pure' }],
+    },
+  },
+  {
+    // Code that runs beside user code never imports the control plane.
+    files: ['packages/agent/src/**/*.ts', 'packages/protocol/src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['@leoflow/server', '@leoflow/cli'], message: 'the agent never imports control-plane code' }] }],
+    },
+  },
+  {
+    files: ['**/*.js', '**/*.mjs', 'vitest.config.ts', 'eslint.config.js'],
+    ...tseslint.configs.disableTypeChecked,
+  },
+);

@@ -1,0 +1,563 @@
+import { chownSync, mkdirSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { Code } from '@connectrpc/connect';
+import { LogStream, ReportedState, TaskType, type TaskSpec } from '@leoflow/protocol';
+import type { AgentConfig } from './config.js';
+import type { Diagnostics } from './diag.js';
+import { buildTaskEnv, xcomEnvName, type EnvMap } from './env.js';
+import { LogShipper, type BufferedLine, type StreamName } from './log-shipper.js';
+import { codeName, errorCode, retryUntil } from './retry.js';
+import type { AgentClient } from './rpc.js';
+import {
+  exitCodeOf,
+  planLaunch,
+  TaskProcess,
+  UnsupportedTaskTypeError,
+  writeTaskFile,
+  type RunAs,
+  type TaskExit,
+} from './task-process.js';
+import type { TokenHolder } from './token.js';
+
+export const AGENT_VERSION = '0.1.0';
+
+/** Process exit codes of the agent itself (not of the task). */
+export const EXIT = {
+  /** the final state was delivered (or the server answered the report with should_terminate) */
+  OK: 0,
+  /** unexpected agent failure */
+  FAILURE: 1,
+  /** configuration, token pipe, Register or GetTaskSpec failed within the bootstrap deadline */
+  BOOTSTRAP: 2,
+  /** the task ran but its final state could not be delivered before the report deadline */
+  REPORT_UNDELIVERED: 3,
+  /** the control plane said should_terminate on a heartbeat; the task group was killed */
+  TERMINATED: 4,
+  /** the agent received SIGTERM/SIGINT/SIGHUP */
+  SIGNALLED: 143,
+} as const;
+
+/** An upstream XCom is also exported as env when it is at most this big and valid UTF-8. */
+export const XCOM_ENV_MAX_BYTES = 64 * 1024;
+
+const TYPE_NAMES: Record<number, string> = {
+  [TaskType.BASH]: 'bash',
+  [TaskType.PYTHON]: 'python',
+  [TaskType.NODE]: 'node',
+};
+
+const STREAMS: Record<StreamName, LogStream> = {
+  stdout: LogStream.STDOUT,
+  stderr: LogStream.STDERR,
+  agent: LogStream.AGENT,
+};
+
+type StopReason =
+  | { kind: 'terminate'; reason: string }
+  | { kind: 'timeout'; seconds: number }
+  | { kind: 'signal'; signal: NodeJS.Signals };
+
+interface Outcome {
+  state: ReportedState;
+  exitCode: number;
+  errorMessage: string;
+  timedOut: boolean;
+  occurredAtMs: number;
+}
+
+export interface AgentDeps {
+  config: AgentConfig;
+  client: AgentClient;
+  tokens: TokenHolder;
+  diag: Diagnostics;
+  agentEnv: Record<string, string | undefined>;
+  /** epoch ms at which the bootstrap deadline started (the process start, normally) */
+  startedAt: number;
+}
+
+const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** Short exponential backoff for the pre-task calls; the bootstrap deadline bounds the total. */
+const bootstrapBackoff = (attempt: number): number => Math.min(250 * 2 ** attempt, 5_000);
+
+/**
+ * One task attempt, start to finish. Order of the steps is the contract in docs/agent.md:
+ * register → spec → secrets → upstream XComs → env → spawn → heartbeat/timeout → report.
+ */
+export class Agent {
+  readonly #cfg: AgentConfig;
+  readonly #client: AgentClient;
+  readonly #tokens: TokenHolder;
+  readonly #diag: Diagnostics;
+  readonly #agentEnv: Record<string, string | undefined>;
+  readonly #startedAt: number;
+
+  #shipper: LogShipper | undefined;
+  #task: TaskProcess | undefined;
+  #stop: StopReason | undefined;
+  #killing: Promise<void> | undefined;
+  #heartbeatTimer: NodeJS.Timeout | undefined;
+  #heartbeatInFlight = false;
+  #heartbeatsStopped = false;
+  #heartbeatIntervalMs: number;
+  #lastStdout: string | undefined;
+  /** After a signal, no retry may wait past this point (epoch ms). */
+  #cutoff = Number.POSITIVE_INFINITY;
+
+  constructor(deps: AgentDeps) {
+    this.#cfg = deps.config;
+    this.#client = deps.client;
+    this.#tokens = deps.tokens;
+    this.#diag = deps.diag;
+    this.#agentEnv = deps.agentEnv;
+    this.#startedAt = deps.startedAt;
+    this.#heartbeatIntervalMs = deps.config.heartbeatIntervalMs;
+  }
+
+  /** Whether a task process has been started (signals before that just end the agent). */
+  get taskStarted(): boolean {
+    return this.#task !== undefined;
+  }
+
+  /** Last-resort cleanup for crashes: the task group must not outlive the agent. */
+  killTaskGroupNow(): void {
+    const pid = this.#task?.pid;
+    if (pid === undefined) return;
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+
+  onSignal(signal: NodeJS.Signals): void {
+    this.#diag.log('warn', `received ${signal}`);
+    // Whatever phase we are in, the executor wants us gone soon: bound every remaining retry.
+    this.#cutoff = Math.min(this.#cutoff, Date.now() + this.#cfg.killGraceMs + 3_000);
+    if (this.#stop === undefined) this.#stop = { kind: 'signal', signal };
+    if (this.#task) {
+      this.#agentLine(`agent received ${signal}; terminating the task process group`);
+      void this.#killGroup();
+    }
+  }
+
+  async run(): Promise<number> {
+    const bootstrapDeadline = this.#startedAt + this.#cfg.bootstrapDeadlineMs;
+
+    // --- bootstrap: Register + GetTaskSpec, bounded by the bootstrap deadline ---------------
+    let spec: TaskSpec;
+    try {
+      const reg = await this.#bootstrapCall('Register', bootstrapDeadline, () =>
+        this.#client.register(
+          { agentVersion: AGENT_VERSION, hostname: os.hostname(), pid: process.pid },
+          { timeoutMs: this.#callTimeout(bootstrapDeadline) },
+        ),
+      );
+      if (!this.#cfg.heartbeatIntervalFromEnv && reg.heartbeatIntervalSeconds > 0) {
+        this.#heartbeatIntervalMs = reg.heartbeatIntervalSeconds * 1000;
+      }
+      const res = await this.#bootstrapCall('GetTaskSpec', bootstrapDeadline, () =>
+        this.#client.getTaskSpec({}, { timeoutMs: this.#callTimeout(bootstrapDeadline) }),
+      );
+      if (!res.spec) throw new Error('GetTaskSpec returned no spec');
+      spec = res.spec;
+    } catch (err) {
+      this.#diag.log('error', `bootstrap failed: ${err instanceof Error ? err.message : String(err)}`);
+      return EXIT.BOOTSTRAP;
+    }
+    if (this.#stop) return EXIT.SIGNALLED;
+    this.#diag.log(
+      'info',
+      `task ${spec.dagId}/${spec.runId}/${spec.taskId} try ${spec.tryNumber} (${TYPE_NAMES[spec.type] ?? spec.type})`,
+    );
+
+    const shipper = new LogShipper({
+      push: (lines) => this.#pushLogs(lines),
+      diag: this.#diag,
+    });
+    this.#shipper = shipper;
+    shipper.start();
+
+    // --- preparation: secrets, upstream XComs, env, launch plan ----------------------------
+    const workdir = this.#cfg.workdir;
+    const runAs = this.#cfg.runAs;
+    const asRoot = process.getuid?.() === 0;
+    let launch: ReturnType<typeof planLaunch>;
+    let env: EnvMap;
+    try {
+      if (runAs && asRoot) {
+        // The task's cwd and HOME; it must be able to write there and nobody else should.
+        chownSync(workdir, runAs.uid, runAs.gid);
+      }
+      const [variables, connections] = await Promise.all([
+        this.#fetchSecrets('variables', async () => (await this.#client.getVariables({}, this.#quickOpts())).variables),
+        this.#fetchSecrets('connections', async () =>
+          (await this.#client.getConnections({}, this.#quickOpts())).connectionUris,
+        ),
+      ]);
+      const xcomDir = path.join(workdir, 'xcom');
+      const xcomEnv = await this.#fetchUpstreamXComs(spec, xcomDir, runAs && asRoot ? runAs : undefined);
+      const built = buildTaskEnv({
+        agentEnv: this.#agentEnv,
+        spec,
+        workdir,
+        xcomDir,
+        xcomEnv,
+        variables,
+        connections,
+      });
+      env = built.env;
+      if (built.dropped.length > 0) {
+        this.#agentLine(`not exported (NUL byte or '=' in name): ${built.dropped.join(', ')}`);
+      }
+      launch = planLaunch(spec.type, spec.command, {
+        workdir,
+        env,
+        runAs: runAs && asRoot ? runAs : undefined,
+        python: this.#cfg.python,
+        node: this.#cfg.node,
+      });
+    } catch (err) {
+      const msg =
+        err instanceof UnsupportedTaskTypeError
+          ? err.message
+          : `could not prepare the task: ${err instanceof Error ? err.message : String(err)}`;
+      this.#agentLine(msg);
+      this.#diag.log('error', msg);
+      return this.#finish({
+        state: ReportedState.FAILED,
+        exitCode: 1,
+        errorMessage: msg,
+        timedOut: false,
+        occurredAtMs: Date.now(),
+      });
+    }
+    if (this.#stop) return EXIT.SIGNALLED;
+
+    // --- run --------------------------------------------------------------------------------
+    const task = new TaskProcess({
+      plan: launch,
+      workdir,
+      env,
+      runAs,
+      onLine: (stream, line) => {
+        shipper.add(stream, line);
+        if (stream === 'stdout' && line.trim() !== '') this.#lastStdout = line;
+      },
+    });
+    this.#task = task;
+    this.#agentLine(
+      `started ${TYPE_NAMES[spec.type] ?? 'task'} process ${task.pid ?? '(spawn failed)'}` +
+        (runAs ? ` as uid ${runAs.uid} gid ${runAs.gid}` : ''),
+    );
+    this.#startHeartbeats();
+
+    let timeoutTimer: NodeJS.Timeout | undefined;
+    const timeoutS = spec.executionTimeoutSeconds;
+    if (timeoutS > 0) {
+      timeoutTimer = setTimeout(() => {
+        if (this.#stop) return;
+        this.#stop = { kind: 'timeout', seconds: timeoutS };
+        this.#agentLine(`execution timeout after ${timeoutS}s; terminating the task process group`);
+        void this.#killGroup();
+      }, timeoutS * 1000);
+    }
+
+    const exit = await task.exited;
+    const exitedAt = Date.now();
+    clearTimeout(timeoutTimer);
+    if (this.#killing) await this.#killing;
+    else if (await task.reapGroup(this.#cfg.killGraceMs)) {
+      this.#agentLine('terminated processes the task left running in its process group');
+    }
+    await task.outputDone(2_000);
+    this.#agentLine(describeExit(exit));
+
+    const stop = this.#stop as StopReason | undefined;
+    if (stop?.kind === 'terminate') {
+      this.#stopHeartbeats();
+      await shipper.drain(Date.now() + 10_000);
+      this.#diag.log('info', `exiting without a report: control plane asked to terminate (${stop.reason})`);
+      return EXIT.TERMINATED;
+    }
+    if (stop?.kind === 'signal') {
+      const deadline = Math.max(Date.now() + 1_000, this.#cutoff);
+      await shipper.drain(deadline);
+      await this.#report(
+        {
+          state: ReportedState.FAILED,
+          exitCode: exitCodeOf(exit),
+          errorMessage: `agent received ${stop.signal}; task killed`,
+          timedOut: false,
+          occurredAtMs: exitedAt,
+        },
+        deadline,
+      );
+      this.#stopHeartbeats();
+      return EXIT.SIGNALLED;
+    }
+
+    let outcome: Outcome;
+    if (stop?.kind === 'timeout') {
+      outcome = {
+        state: ReportedState.FAILED,
+        exitCode: exitCodeOf(exit),
+        errorMessage: `execution timeout after ${stop.seconds}s`,
+        timedOut: true,
+        occurredAtMs: exitedAt,
+      };
+    } else if (exit.spawnError === undefined && exit.code === 0) {
+      outcome = { state: ReportedState.SUCCESS, exitCode: 0, errorMessage: '', timedOut: false, occurredAtMs: exitedAt };
+    } else {
+      outcome = {
+        state: ReportedState.FAILED,
+        exitCode: exitCodeOf(exit),
+        errorMessage: describeExit(exit),
+        timedOut: false,
+        occurredAtMs: exitedAt,
+      };
+    }
+    return this.#finish(outcome, spec);
+  }
+
+  /** XCom push (on success), log drain, then the state report with retries. */
+  async #finish(outcome: Outcome, spec?: TaskSpec): Promise<number> {
+    const shipper = this.#shipper;
+    const deadline = Date.now() + this.#cfg.reportDeadlineMs;
+    if (outcome.state === ReportedState.SUCCESS && spec?.doXcomPush && this.#lastStdout !== undefined) {
+      const failure = await this.#pushReturnValue(this.#lastStdout, deadline);
+      if (failure !== undefined) {
+        outcome = { ...outcome, state: ReportedState.FAILED, exitCode: 0, errorMessage: failure };
+        this.#agentLine(failure);
+      }
+    }
+
+    if (shipper) await shipper.drain(() => Math.min(deadline, this.#cutoff));
+    const delivered = await this.#report(outcome, deadline);
+    this.#stopHeartbeats();
+    shipper?.stop();
+    if (delivered === 'terminated') return EXIT.TERMINATED;
+    return delivered ? EXIT.OK : EXIT.REPORT_UNDELIVERED;
+  }
+
+  async #report(outcome: Outcome, deadline: number): Promise<boolean | 'terminated'> {
+    const stateName = ReportedState[outcome.state] ?? String(outcome.state);
+    try {
+      const res = await retryUntil(
+        () =>
+          this.#client.reportState(
+            {
+              state: outcome.state,
+              exitCode: outcome.exitCode,
+              errorMessage: outcome.errorMessage,
+              occurredAtMs: BigInt(outcome.occurredAtMs),
+              timedOut: outcome.timedOut,
+            },
+            { timeoutMs: this.#cfg.rpcTimeoutMs },
+          ),
+        {
+          deadline,
+          onRetry: (err, attempt, wait) => {
+            if (this.#stop?.kind === 'terminate') return false;
+            this.#diag.log('warn', `ReportState ${stateName} failed (${codeName(err)}); retry ${attempt + 1} in ${wait} ms`);
+            return Date.now() + wait <= this.#cutoff;
+          },
+        },
+      );
+      this.#diag.log(
+        'info',
+        `reported ${stateName} (acknowledged=${res.acknowledged}${res.shouldTerminate ? ', should_terminate' : ''})`,
+      );
+      return true;
+    } catch (err) {
+      if (this.#stop?.kind === 'terminate') {
+        this.#diag.log('warn', 'stopped reporting: control plane asked to terminate');
+        return 'terminated';
+      }
+      this.#diag.log('error', `could not deliver ReportState ${stateName}: ${codeName(err)}`);
+      return false;
+    }
+  }
+
+  /** Returns a failure message, or undefined when the value was accepted. */
+  async #pushReturnValue(line: string, deadline: number): Promise<string | undefined> {
+    try {
+      const res = await retryUntil(
+        () =>
+          this.#client.pushXCom(
+            { key: 'return_value', value: new TextEncoder().encode(line), contentType: 'text/plain' },
+            { timeoutMs: this.#cfg.rpcTimeoutMs },
+          ),
+        { deadline, onRetry: (_e, _a, wait) => this.#stop?.kind !== 'terminate' && Date.now() + wait <= this.#cutoff },
+      );
+      if (!res.accepted) return `xcom push rejected: ${res.rejectionReason || 'no reason given'}`;
+      return undefined;
+    } catch (err) {
+      return `xcom push failed: ${codeName(err)}`;
+    }
+  }
+
+  #agentLine(message: string): void {
+    this.#shipper?.add('agent', message);
+    this.#diag.log('info', message);
+  }
+
+  async #pushLogs(lines: BufferedLine[]): Promise<void> {
+    await this.#client.pushLogs(
+      {
+        lines: lines.map((l) => ({
+          lineNumber: BigInt(l.lineNumber),
+          timeMs: BigInt(l.timeMs),
+          stream: STREAMS[l.stream],
+          message: l.message,
+        })),
+      },
+      { timeoutMs: this.#cfg.rpcTimeoutMs },
+    );
+  }
+
+  #callTimeout(deadline: number): number {
+    return Math.max(1_000, Math.min(this.#cfg.rpcTimeoutMs, deadline - Date.now()));
+  }
+
+  #quickOpts(): { timeoutMs: number } {
+    return { timeoutMs: this.#cfg.rpcTimeoutMs };
+  }
+
+  async #bootstrapCall<T>(name: string, deadline: number, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await retryUntil(fn, {
+        deadline,
+        backoff: bootstrapBackoff,
+        onRetry: (err, attempt) => {
+          if (attempt === 0 || attempt % 10 === 0) this.#diag.log('warn', `${name} failed (${codeName(err)}); retrying`);
+          return this.#stop === undefined;
+        },
+      });
+    } catch (err) {
+      throw new Error(`${name} failed: ${codeName(err)}`);
+    }
+  }
+
+  /**
+   * Best effort by contract: any refusal (PermissionDenied from the liveness gate,
+   * Unimplemented on a server without secrets, …) means the task runs without them. Transient
+   * codes get a few quick retries first so a blip does not silently strip a task's secrets.
+   */
+  async #fetchSecrets(
+    what: 'variables' | 'connections',
+    fn: () => Promise<Record<string, string>>,
+  ): Promise<Record<string, string> | undefined> {
+    try {
+      return await retryUntil(fn, {
+        deadline: Date.now() + 5_000,
+        backoff: bootstrapBackoff,
+        onRetry: () => this.#stop === undefined,
+      });
+    } catch (err) {
+      const line = `secret fetch refused: ${codeName(err)} (${what})`;
+      this.#shipper?.add('agent', line);
+      this.#diag.log('warn', line);
+      return undefined;
+    }
+  }
+
+  async #fetchUpstreamXComs(spec: TaskSpec, xcomDir: string, chownTo: RunAs | undefined): Promise<EnvMap> {
+    mkdirSync(xcomDir, { recursive: true, mode: 0o700 });
+    if (chownTo) chownSync(xcomDir, chownTo.uid, chownTo.gid);
+    const env: EnvMap = {};
+    for (const upstream of spec.dependsOn) {
+      let value: Uint8Array;
+      try {
+        const res = await retryUntil(
+          () => this.#client.fetchXCom({ upstreamTaskId: upstream, key: 'return_value' }, this.#quickOpts()),
+          { deadline: Date.now() + 5_000, backoff: bootstrapBackoff, onRetry: () => this.#stop === undefined },
+        );
+        if (!res.found) continue;
+        value = res.value;
+      } catch (err) {
+        if (errorCode(err) !== Code.NotFound) this.#agentLine(`xcom fetch from ${upstream} failed: ${codeName(err)}`);
+        continue;
+      }
+      // Task ids become file names: refuse anything that could escape the xcom directory.
+      if (upstream === '' || upstream === '.' || upstream === '..' || /[/\\\0]/.test(upstream)) {
+        this.#agentLine(`xcom from ${JSON.stringify(upstream)} not written: unusable as a file name`);
+      } else {
+        writeTaskFile(path.join(xcomDir, upstream), value, chownTo);
+      }
+      const name = xcomEnvName(upstream);
+      if (name === 'LEOFLOW_XCOM_DIR') {
+        this.#agentLine(`xcom from ${upstream} not exported as env: its name collides with LEOFLOW_XCOM_DIR`);
+        continue;
+      }
+      if (value.length > XCOM_ENV_MAX_BYTES) continue;
+      let text: string;
+      try {
+        text = fatalUtf8.decode(value);
+      } catch {
+        continue;
+      }
+      if (text.includes('\0')) continue;
+      env[name] = text;
+    }
+    return env;
+  }
+
+  #startHeartbeats(): void {
+    const beat = (): void => {
+      if (this.#heartbeatsStopped) return;
+      this.#heartbeatTimer = setTimeout(beat, this.#heartbeatIntervalMs);
+      if (this.#heartbeatInFlight) return;
+      this.#heartbeatInFlight = true;
+      this.#client
+        .heartbeat(
+          { sentAtMs: BigInt(Date.now()) },
+          { timeoutMs: Math.max(1_000, Math.min(this.#cfg.rpcTimeoutMs, this.#heartbeatIntervalMs)) },
+        )
+        .then(
+          (res) => {
+            if (this.#heartbeatsStopped) return;
+            if (res.renewedToken !== '' && this.#tokens.swap(res.renewedToken)) {
+              this.#diag.log('info', 'bearer token renewed');
+            }
+            if (res.shouldTerminate) this.#onTerminate(res.terminateReason || 'attempt is no longer live');
+          },
+          (err: unknown) => {
+            // Transient by design: the agent-lost reaper, not the agent, decides when silence is fatal.
+            this.#diag.log('warn', `heartbeat failed (${codeName(err)}); continuing`);
+          },
+        )
+        .finally(() => {
+          this.#heartbeatInFlight = false;
+        });
+    };
+    beat();
+  }
+
+  #stopHeartbeats(): void {
+    this.#heartbeatsStopped = true;
+    clearTimeout(this.#heartbeatTimer);
+  }
+
+  #onTerminate(reason: string): void {
+    if (this.#stop?.kind === 'terminate') return;
+    // A terminate outranks a timeout or signal already in progress: nothing should be reported.
+    this.#stop = { kind: 'terminate', reason };
+    this.#agentLine(`control plane asked to terminate (${reason}); terminating the task process group`);
+    void this.#killGroup();
+  }
+
+  #killGroup(): Promise<void> {
+    if (!this.#task) return Promise.resolve();
+    this.#killing ??= this.#task.terminateGroup(this.#cfg.killGraceMs);
+    return this.#killing;
+  }
+}
+
+export function describeExit(exit: TaskExit): string {
+  if (exit.spawnError !== undefined) return `task could not be started: ${exit.spawnError}`;
+  if (exit.code !== null) return `task exited with code ${exit.code}`;
+  if (exit.signal) return `killed by signal ${exit.signal}`;
+  return 'task exited';
+}

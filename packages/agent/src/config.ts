@@ -1,0 +1,86 @@
+/**
+ * Everything the agent reads from its environment. The executor passes a minimal env; the token
+ * is NOT here (it arrives on fd 3), and nothing read here is secret.
+ */
+export interface AgentConfig {
+  agentUrl: string;
+  taskInstanceId: string;
+  workdir: string;
+  heartbeatIntervalMs: number;
+  /** True when LEOFLOW_HEARTBEAT_INTERVAL_MS was given; otherwise Register's answer may set it. */
+  heartbeatIntervalFromEnv: boolean;
+  runAs: { uid: number; gid: number } | undefined;
+  python: string;
+  node: string;
+  reportDeadlineMs: number;
+  bootstrapDeadlineMs: number;
+  killGraceMs: number;
+  rpcTimeoutMs: number;
+}
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+type Env = Record<string, string | undefined>;
+
+function positiveInt(env: Env, name: string, dflt: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return dflt;
+  if (!/^\d+$/.test(raw.trim()) || Number(raw) <= 0) {
+    throw new ConfigError(`${name}=${JSON.stringify(raw)} is not a positive integer (milliseconds)`);
+  }
+  return Number(raw);
+}
+
+function id(env: Env, name: string): number | undefined {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name}=${JSON.stringify(raw)} is not a numeric id`);
+  return Number(raw);
+}
+
+function required(env: Env, name: string): string {
+  const v = env[name];
+  if (v === undefined || v === '') throw new ConfigError(`${name} is required; the executor sets it`);
+  return v;
+}
+
+export function readConfig(env: Env, execPath: string = process.execPath): AgentConfig {
+  const agentUrl = required(env, 'LEOFLOW_AGENT_URL');
+  let parsed: URL;
+  try {
+    parsed = new URL(agentUrl);
+  } catch {
+    throw new ConfigError(`LEOFLOW_AGENT_URL=${JSON.stringify(agentUrl)} is not a URL`);
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+    throw new ConfigError(`LEOFLOW_AGENT_URL must be http:// (h2c) or https://, got ${parsed.protocol}`);
+  }
+
+  const uid = id(env, 'LEOFLOW_RUN_AS_UID');
+  const gid = id(env, 'LEOFLOW_RUN_AS_GID');
+  // Half a run-as pair would leave the task in root's group (or root's user): fail closed.
+  if ((uid === undefined) !== (gid === undefined)) {
+    throw new ConfigError('LEOFLOW_RUN_AS_UID and LEOFLOW_RUN_AS_GID must be set together');
+  }
+
+  const hb = env['LEOFLOW_HEARTBEAT_INTERVAL_MS'];
+  return {
+    agentUrl,
+    taskInstanceId: required(env, 'LEOFLOW_TASK_INSTANCE_ID'),
+    workdir: required(env, 'LEOFLOW_WORKDIR'),
+    heartbeatIntervalMs: positiveInt(env, 'LEOFLOW_HEARTBEAT_INTERVAL_MS', 15_000),
+    heartbeatIntervalFromEnv: hb !== undefined && hb !== '',
+    runAs: uid !== undefined && gid !== undefined ? { uid, gid } : undefined,
+    python: env['LEOFLOW_PYTHON'] || 'python3',
+    node: env['LEOFLOW_NODE'] || execPath,
+    reportDeadlineMs: positiveInt(env, 'LEOFLOW_REPORT_DEADLINE_MS', 15 * 60_000),
+    bootstrapDeadlineMs: positiveInt(env, 'LEOFLOW_BOOTSTRAP_DEADLINE_MS', 60_000),
+    killGraceMs: positiveInt(env, 'LEOFLOW_KILL_GRACE_MS', 5_000),
+    rpcTimeoutMs: positiveInt(env, 'LEOFLOW_RPC_TIMEOUT_MS', 10_000),
+  };
+}

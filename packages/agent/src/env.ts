@@ -1,0 +1,105 @@
+import type { TaskSpec } from '@leoflow/protocol';
+
+export type EnvMap = Record<string, string>;
+
+/** The only LEOFLOW_* names the task may inherit from the agent's own environment. */
+export const TASK_VISIBLE_AGENT_VARS: readonly string[] = ['LEOFLOW_STAGING_DIR', 'LEOFLOW_TASK_INSTANCE_ID'];
+
+function isLeoflowName(name: string): boolean {
+  return name.toUpperCase().startsWith('LEOFLOW_');
+}
+
+/**
+ * Drops every agent-only variable (URL, workdir, run-as ids, interpreter paths, …) before the
+ * task sees the environment. Matching is case-insensitive because a lower-cased copy reaches a
+ * task just as well.
+ */
+export function stripAgentOnly(env: Record<string, string | undefined>): EnvMap {
+  const out: EnvMap = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (v === undefined) continue;
+    if (isLeoflowName(k) && !TASK_VISIBLE_AGENT_VARS.includes(k)) continue;
+    out[k] = v;
+  }
+  return out;
+}
+
+/** `LEOFLOW_XCOM_<UPSTREAM>`: upper-cased, anything outside [A-Z0-9] becomes `_`. */
+export function xcomEnvName(upstreamTaskId: string): string {
+  return `LEOFLOW_XCOM_${upstreamTaskId.toUpperCase().replace(/[^A-Z0-9]/g, '_')}`;
+}
+
+export const variableEnvName = (key: string): string => `AIRFLOW_VAR_${key.toUpperCase()}`;
+export const connectionEnvName = (connId: string): string => `AIRFLOW_CONN_${connId.toUpperCase()}`;
+
+export interface TaskEnvInputs {
+  /** The agent's own process.env. */
+  agentEnv: Record<string, string | undefined>;
+  spec: Pick<
+    TaskSpec,
+    | 'env'
+    | 'dagId'
+    | 'runId'
+    | 'taskId'
+    | 'tryNumber'
+    | 'logicalDate'
+    | 'dataIntervalStart'
+    | 'dataIntervalEnd'
+    | 'paramsJson'
+    | 'confJson'
+  >;
+  workdir: string;
+  xcomDir: string;
+  /** env name → value, already filtered to exportable upstream XComs. */
+  xcomEnv: EnvMap;
+  variables: Record<string, string> | undefined;
+  connections: Record<string, string> | undefined;
+}
+
+export interface TaskEnvResult {
+  env: EnvMap;
+  /** Names (never values) of entries that could not be exported, for one agent log line. */
+  dropped: string[];
+}
+
+/**
+ * Order matters: later layers win. Runtime context beats author env so a DAG cannot spoof its
+ * own identity; secrets come last because they are what the attempt was granted.
+ */
+export function buildTaskEnv(inp: TaskEnvInputs): TaskEnvResult {
+  const env: EnvMap = stripAgentOnly(inp.agentEnv);
+  const dropped: string[] = [];
+  const put = (k: string, v: string, secret = false): void => {
+    // spawn() throws on NUL bytes and an '=' in a name corrupts the environ block.
+    if (k === '' || k.includes('=') || k.includes('\0') || v.includes('\0')) {
+      dropped.push(secret ? '(a secret entry)' : k.replace(/\0/g, '\\0'));
+      return;
+    }
+    env[k] = v;
+  };
+
+  for (const [k, v] of Object.entries(inp.spec.env)) {
+    // The server already drops these at dispatch; dropping again costs nothing.
+    if (isLeoflowName(k)) continue;
+    put(k, v);
+  }
+
+  put('AIRFLOW_CTX_DAG_ID', inp.spec.dagId);
+  put('AIRFLOW_CTX_DAG_RUN_ID', inp.spec.runId);
+  put('AIRFLOW_CTX_TASK_ID', inp.spec.taskId);
+  put('AIRFLOW_CTX_TRY_NUMBER', String(inp.spec.tryNumber));
+  if (inp.spec.logicalDate) put('AIRFLOW_CTX_LOGICAL_DATE', inp.spec.logicalDate);
+  put('LEOFLOW_RUN_ID', inp.spec.runId);
+  put('LEOFLOW_RUN_CONF', inp.spec.confJson || '{}');
+  put('LEOFLOW_PARAMS', inp.spec.paramsJson || '{}');
+  if (inp.spec.dataIntervalStart) put('LEOFLOW_DATA_INTERVAL_START', inp.spec.dataIntervalStart);
+  if (inp.spec.dataIntervalEnd) put('LEOFLOW_DATA_INTERVAL_END', inp.spec.dataIntervalEnd);
+  put('LEOFLOW_XCOM_DIR', inp.xcomDir);
+  for (const [k, v] of Object.entries(inp.xcomEnv)) put(k, v);
+  put('HOME', inp.workdir);
+
+  for (const [k, v] of Object.entries(inp.variables ?? {})) put(variableEnvName(k), v, true);
+  for (const [k, v] of Object.entries(inp.connections ?? {})) put(connectionEnvName(k), v, true);
+
+  return { env, dropped };
+}

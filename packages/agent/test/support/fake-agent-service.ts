@@ -1,0 +1,179 @@
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import {
+  AgentService,
+  HeartbeatResponseSchema,
+  ReportStateResponseSchema,
+  TaskSpecSchema,
+  TaskType,
+  type LogLine,
+  type PushXComRequest,
+  type RegisterRequest,
+  type ReportStateRequest,
+} from '@leoflow/protocol';
+
+export type SpecInit = MessageInitShape<typeof TaskSpecSchema>;
+type HeartbeatInit = MessageInitShape<typeof HeartbeatResponseSchema>;
+type ReportInit = MessageInitShape<typeof ReportStateResponseSchema>;
+
+/** Each hook gets the 1-based call number; throwing (e.g. a ConnectError) fails the RPC. */
+export interface Script {
+  spec: SpecInit;
+  register?: (n: number) => void;
+  getTaskSpec?: (n: number) => void;
+  variables?: Record<string, string> | Code;
+  connections?: Record<string, string> | Code;
+  xcoms?: Record<string, Uint8Array | string>;
+  heartbeat?: (n: number) => HeartbeatInit | void;
+  pushLogs?: (n: number) => void;
+  reportState?: (n: number) => ReportInit | void;
+  pushXCom?: (n: number) => { accepted: boolean; rejectionReason?: string } | void;
+}
+
+export interface RecordedCall {
+  method: string;
+  authorization: string | null;
+  at: number;
+}
+
+export function fail(code: Code, message = 'scripted failure'): never {
+  throw new ConnectError(message, code);
+}
+
+export function defaultSpec(overrides: SpecInit = {}): SpecInit {
+  return {
+    tenantId: 'default',
+    dagId: 'demo',
+    dagVersion: 1,
+    runId: 'manual__2026-01-01T00:00:00Z',
+    taskId: 't1',
+    tryNumber: 1,
+    maxTries: 1,
+    type: TaskType.BASH,
+    command: 'echo hello',
+    taskInstanceId: 'ti-1',
+    ...overrides,
+  };
+}
+
+/**
+ * An in-test AgentService over h2c that records every call (with its bearer) and answers from a
+ * script. It is deliberately dumb: it accepts whatever the agent sends so the tests can assert on it.
+ */
+export class FakeAgentService {
+  readonly calls: RecordedCall[] = [];
+  readonly logLines: LogLine[] = [];
+  readonly reports: ReportStateRequest[] = [];
+  readonly xcomPushes: PushXComRequest[] = [];
+  readonly registers: RegisterRequest[] = [];
+  readonly #counts = new Map<string, number>();
+  readonly #sessions = new Set<http2.ServerHttp2Session>();
+  #server: http2.Http2Server | undefined;
+  url = '';
+
+  constructor(readonly script: Script) {}
+
+  static async start(script: Script): Promise<FakeAgentService> {
+    const fake = new FakeAgentService(script);
+    await fake.#listen();
+    return fake;
+  }
+
+  count(method: string): number {
+    return this.#counts.get(method) ?? 0;
+  }
+
+  callsOf(method: string): RecordedCall[] {
+    return this.calls.filter((c) => c.method === method);
+  }
+
+  /** Messages shipped for one stream ('stdout' | 'stderr' | 'agent'), in line-number order. */
+  lines(stream?: number): string[] {
+    return [...this.logLines]
+      .sort((a, b) => Number(a.lineNumber - b.lineNumber))
+      .filter((l) => stream === undefined || l.stream === stream)
+      .map((l) => l.message);
+  }
+
+  #record(method: string, ctx: HandlerContext): number {
+    const n = (this.#counts.get(method) ?? 0) + 1;
+    this.#counts.set(method, n);
+    this.calls.push({ method, authorization: ctx.requestHeader.get('authorization'), at: Date.now() });
+    return n;
+  }
+
+  #routes = (router: ConnectRouter): void => {
+    const s = this.script;
+    router.service(AgentService, {
+      register: (req, ctx) => {
+        const n = this.#record('Register', ctx);
+        s.register?.(n);
+        this.registers.push(req);
+        return { sessionId: 'ti-1', serverTimeMs: BigInt(Date.now()) };
+      },
+      getTaskSpec: (_req, ctx) => {
+        const n = this.#record('GetTaskSpec', ctx);
+        s.getTaskSpec?.(n);
+        return { spec: create(TaskSpecSchema, s.spec) };
+      },
+      getVariables: (_req, ctx) => {
+        this.#record('GetVariables', ctx);
+        if (typeof s.variables === 'number') fail(s.variables, 'refused');
+        return { variables: s.variables ?? {} };
+      },
+      getConnections: (_req, ctx) => {
+        this.#record('GetConnections', ctx);
+        if (typeof s.connections === 'number') fail(s.connections, 'refused');
+        return { connectionUris: s.connections ?? {} };
+      },
+      fetchXCom: (req, ctx) => {
+        this.#record('FetchXCom', ctx);
+        const v = s.xcoms?.[req.upstreamTaskId];
+        if (v === undefined) return { found: false };
+        return { found: true, value: typeof v === 'string' ? new TextEncoder().encode(v) : v, contentType: 'text/plain' };
+      },
+      heartbeat: (_req, ctx) => {
+        const n = this.#record('Heartbeat', ctx);
+        return { serverTimeMs: BigInt(Date.now()), ...(s.heartbeat?.(n) ?? {}) };
+      },
+      pushLogs: (req, ctx) => {
+        const n = this.#record('PushLogs', ctx);
+        s.pushLogs?.(n);
+        this.logLines.push(...req.lines);
+        const last = req.lines[req.lines.length - 1];
+        return { acknowledgedThroughLine: last ? last.lineNumber : 0n };
+      },
+      reportState: (req, ctx) => {
+        const n = this.#record('ReportState', ctx);
+        const res = s.reportState?.(n);
+        this.reports.push(req);
+        return { acknowledged: true, ...(res ?? {}) };
+      },
+      pushXCom: (req, ctx) => {
+        const n = this.#record('PushXCom', ctx);
+        const res = s.pushXCom?.(n);
+        this.xcomPushes.push(req);
+        return res ?? { accepted: true };
+      },
+    });
+  };
+
+  async #listen(): Promise<void> {
+    const server = http2.createServer(connectNodeAdapter({ routes: this.#routes }));
+    server.on('session', (session) => {
+      this.#sessions.add(session);
+      session.on('close', () => this.#sessions.delete(session));
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    this.#server = server;
+    this.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.#sessions) s.destroy();
+    await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()));
+  }
+}

@@ -1,0 +1,123 @@
+import { resolve } from 'node:path';
+import type { Command } from 'commander';
+import { defaultServerConfig, startControlPlane, type ServerConfig } from '@leoflow/server';
+import { CliError } from '../client.js';
+import { parseDurationMs } from '../duration.js';
+
+interface StandaloneFlags {
+  dataDir?: string;
+  httpPort?: string;
+  agentPort?: string;
+  dagsFolder?: string;
+  host?: string;
+  databaseUrl?: string;
+  heartbeatInterval?: string;
+  agentLostThreshold?: string;
+  dispatchLostThreshold?: string;
+  runAsUser?: string;
+  logLevel?: string;
+}
+
+/** defaults < env (LEOFLOW_…) < flags */
+export function standaloneConfig(flags: StandaloneFlags, env = process.env): ServerConfig {
+  const dataDir = flags.dataDir ?? env.LEOFLOW_DATA_DIR ?? '.leoflow';
+  const cfg = defaultServerConfig(dataDir);
+  const pick = (flag: string | undefined, envName: string) => flag ?? env[envName];
+  const port = (v: string | undefined, setting: string, fallback: number) => {
+    if (v === undefined) return fallback;
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0 || n > 65535) {
+      throw new CliError(`${setting} must be a port number 0-65535 (got "${v}")`, 2, 'LF_CONFIG_INVALID');
+    }
+    return n;
+  };
+  cfg.http.port = port(pick(flags.httpPort, 'LEOFLOW_HTTP_PORT'), '--http-port / LEOFLOW_HTTP_PORT', cfg.http.port);
+  cfg.agent.port = port(pick(flags.agentPort, 'LEOFLOW_AGENT_PORT'), '--agent-port / LEOFLOW_AGENT_PORT', cfg.agent.port);
+  const host = pick(flags.host, 'LEOFLOW_HTTP_HOST');
+  if (host) cfg.http.host = host;
+  const dags = pick(flags.dagsFolder, 'LEOFLOW_DAGS_FOLDER');
+  cfg.dagsFolder = dags ? resolve(dags) : null;
+  const db = pick(flags.databaseUrl, 'LEOFLOW_DATABASE_URL');
+  if (db) {
+    if (!/^postgres(ql)?:\/\//.test(db)) {
+      throw new CliError('--database-url must be a postgres:// URL (Lite uses SQLite when it is unset)', 2, 'LF_CONFIG_INVALID');
+    }
+    cfg.database = { kind: 'postgres', url: db };
+  }
+  const dur = (v: string | undefined, setting: string, fallback: number) =>
+    v === undefined ? fallback : parseDurationMs(v, setting);
+  const ex = cfg.execution;
+  ex.heartbeatIntervalMs = dur(
+    pick(flags.heartbeatInterval, 'LEOFLOW_EXECUTION_HEARTBEAT_INTERVAL'),
+    'execution.heartbeat_interval',
+    ex.heartbeatIntervalMs,
+  );
+  ex.agentLostThresholdMs = dur(
+    pick(flags.agentLostThreshold, 'LEOFLOW_EXECUTION_AGENT_LOST_THRESHOLD'),
+    'execution.agent_lost_threshold',
+    ex.agentLostThresholdMs,
+  );
+  ex.dispatchLostThresholdMs = dur(
+    pick(flags.dispatchLostThreshold, 'LEOFLOW_EXECUTION_DISPATCH_LOST_THRESHOLD'),
+    'execution.dispatch_lost_threshold',
+    ex.dispatchLostThresholdMs,
+  );
+  const runAs = pick(flags.runAsUser, 'LEOFLOW_EXECUTION_RUN_AS_USER');
+  if (runAs !== undefined) ex.runAsUser = runAs === '' || runAs === 'none' ? null : runAs;
+  const level = pick(flags.logLevel, 'LEOFLOW_LOG_LEVEL');
+  if (level) cfg.logLevel = level;
+  if (ex.heartbeatIntervalMs >= ex.agentLostThresholdMs) {
+    throw new CliError(
+      `execution.heartbeat_interval (${ex.heartbeatIntervalMs} ms) must be below execution.agent_lost_threshold ` +
+        `(${ex.agentLostThresholdMs} ms); raise LEOFLOW_EXECUTION_AGENT_LOST_THRESHOLD or lower the interval`,
+      2,
+      'LF_CONFIG_LADDER',
+    );
+  }
+  return cfg;
+}
+
+export function registerStandalone(program: Command): void {
+  program
+    .command('standalone')
+    .description('run Leoflow Lite: API, scheduler, agent RPC and executor in one process (SQLite)')
+    .option('--data-dir <dir>', 'data directory (database, keys, admin token)', undefined)
+    .option('--http-port <port>', 'REST API port (default 8080; 0 picks a free one)')
+    .option('--agent-port <port>', 'agent RPC port (default 8793; 0 picks a free one)')
+    .option('--host <host>', 'REST API listen address (default 127.0.0.1)')
+    .option('--dags-folder <dir>', 'load every DAG folder (with leoflow.yaml) under this folder at start')
+    .option('--database-url <url>', 'use PostgreSQL instead of the embedded SQLite file')
+    .option('--heartbeat-interval <duration>', 'agent heartbeat interval (default 15s)')
+    .option('--agent-lost-threshold <duration>', 'fail attempts silent for this long (default 90s)')
+    .option('--dispatch-lost-threshold <duration>', 'fail attempts whose agent never started (default 3m)')
+    .option('--run-as-user <user>', 'when root, run tasks as this user (default nobody; "none" disables)')
+    .option('--log-level <level>', 'debug, info, warn, error (default info)')
+    .action(async (flags: StandaloneFlags) => {
+      const cfg = standaloneConfig(flags);
+      const cp = await startControlPlane(cfg);
+      const lines = [
+        'Leoflow Lite is running.',
+        `  REST API     ${cp.httpUrl}/api/v1`,
+        `  agent RPC    ${cp.agentUrl} (gRPC over HTTP/2, loopback)`,
+        `  data dir     ${cfg.dataDir}`,
+        `  admin token  ${cp.adminTokenFile} (mode 0600; the CLI reads it from ./.leoflow, or set LEOFLOW_TOKEN)`,
+        `  DAGs folder  ${cfg.dagsFolder ?? '(none; push DAGs with `leoflow dags push <dir>`)'}`,
+        cp.runAs
+          ? `  tasks run as ${cp.runAs.user} (uid ${cp.runAs.uid})`
+          : '  tasks run as this user: task code can read the data directory (run as root with --run-as-user to isolate it)',
+        '',
+        `Try: LEOFLOW_URL=${cp.httpUrl} leoflow runs trigger hello --wait`,
+        '',
+      ];
+      process.stdout.write(lines.join('\n'));
+      let closing = false;
+      const shutdown = (signal: string) => {
+        if (closing) process.exit(130);
+        closing = true;
+        process.stdout.write(`\n${signal}: stopping (running attempts are stopped; press again to force)\n`);
+        void cp.close().then(() => process.exit(0));
+      };
+      process.on('SIGINT', () => shutdown('SIGINT'));
+      process.on('SIGTERM', () => shutdown('SIGTERM'));
+    });
+}

@@ -1,0 +1,21 @@
+import { Command, Option } from 'commander';
+import { registerDags } from './commands/dags.js';
+import { registerRuns } from './commands/runs.js';
+import { registerStandalone } from './commands/standalone.js';
+import { registerTasks } from './commands/tasks.js';
+
+export function buildProgram(): Command {
+  const program = new Command('leoflow')
+    .description('Leoflow: a workflow orchestrator whose tasks get exactly the credentials they declare')
+    .version('0.1.0')
+    .option('--url <url>', 'control-plane URL (env LEOFLOW_URL, default http://127.0.0.1:8080)')
+    .option('--token <token>', 'API token (env LEOFLOW_TOKEN; default: ./.leoflow/admin.token)')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'json', 'yaml']).default('table'))
+    .showHelpAfterError()
+    .exitOverride();
+  registerStandalone(program);
+  registerDags(program);
+  registerRuns(program);
+  registerTasks(program);
+  return program;
+}

@@ -1,0 +1,114 @@
+import { isAlias, isMap, isScalar, isSeq, type Document, type Node as YamlNode } from 'yaml';
+import { childPath, indexPath } from './diagnostics.js';
+
+/**
+ * Thin helpers over the yaml package's AST. The compiler walks the AST (not `toJS()` output)
+ * because every diagnostic must point at the line and column of the offending node.
+ */
+
+export type { YamlNode };
+
+export interface MapEntry {
+  key: string;
+  keyNode: YamlNode;
+  /** the value as written: may be an Alias, or undefined/null for `key:` with no value */
+  value: unknown;
+}
+
+export function isYamlNode(v: unknown): v is YamlNode {
+  return isScalar(v) || isMap(v) || isSeq(v) || isAlias(v);
+}
+
+/** Follows an alias to its anchored node; anything else is returned as is. */
+export function deref(doc: Document, v: unknown): unknown {
+  if (isAlias(v)) return v.resolve(doc);
+  return v;
+}
+
+export function isNullish(doc: Document, v: unknown): boolean {
+  const n = deref(doc, v);
+  return n === null || n === undefined || (isScalar(n) && n.value === null);
+}
+
+/** Text of a scalar key. Non-string keys keep their source spelling (`1.10:` stays "1.10"). */
+export function keyText(key: unknown): string | undefined {
+  if (!isScalar(key)) return undefined;
+  if (typeof key.value === 'string') return key.value;
+  if (typeof key.value === 'symbol') return '<<';
+  return key.source ?? String(key.value);
+}
+
+export function isMergeKey(key: unknown): boolean {
+  // With `merge: true` the parser turns a plain `<<` key into a symbol; a quoted '<<' stays text.
+  return isScalar(key) && typeof key.value === 'symbol';
+}
+
+/** Human wording of what a node holds, for "must be X, not Y" messages. */
+export function describe(doc: Document, v: unknown): string {
+  const n = deref(doc, v);
+  if (n === null || n === undefined) return 'an empty value';
+  if (isMap(n)) return 'a mapping';
+  if (isSeq(n)) return 'a list';
+  if (isScalar(n)) {
+    const val = n.value;
+    if (val === null) return 'an empty value (null)';
+    if (typeof val === 'string') {
+      const shown = val.length > 40 ? `${val.slice(0, 37)}...` : val;
+      return `the string ${JSON.stringify(shown)}`;
+    }
+    if (typeof val === 'number') return `the number ${n.source ?? String(val)}`;
+    if (typeof val === 'boolean') return `the boolean ${n.source ?? String(val)}`;
+    if (val instanceof Uint8Array) return 'binary data';
+  }
+  return 'an unsupported value';
+}
+
+export function startOffset(v: unknown): number {
+  if (isYamlNode(v)) return v.range?.[0] ?? 0;
+  return 0;
+}
+
+/** True when `inner` lies textually inside `outer` (used to spot an alias inside its own anchor). */
+export function encloses(outer: YamlNode, inner: YamlNode): boolean {
+  const o = outer.range;
+  const i = inner.range;
+  if (!o || !i) return false;
+  return i[0] >= o[0] && i[1] <= o[1];
+}
+
+/**
+ * The YAML path of the innermost node at `offset`, as far as the (possibly damaged) AST allows.
+ * Used to give parser errors a path too.
+ */
+export function pathAtOffset(root: unknown, offset: number): string {
+  let path = '';
+  let node: unknown = root;
+  const within = (n: unknown): boolean => {
+    if (!isYamlNode(n) || !n.range) return false;
+    return offset >= n.range[0] && offset <= n.range[1];
+  };
+  for (let depth = 0; depth < 64; depth++) {
+    if (isMap(node)) {
+      let next: unknown;
+      for (const pair of node.items) {
+        const k = keyText(pair.key) ?? '?';
+        if (within(pair.key)) return childPath(path, k);
+        if (within(pair.value)) {
+          path = childPath(path, k);
+          next = pair.value;
+          break;
+        }
+      }
+      if (next === undefined) return path;
+      node = next;
+    } else if (isSeq(node)) {
+      const i = node.items.findIndex(within);
+      if (i < 0) return path;
+      path = indexPath(path, i);
+      node = node.items[i];
+    } else {
+      return path;
+    }
+  }
+  return path;
+}

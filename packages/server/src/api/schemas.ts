@@ -1,0 +1,89 @@
+/**
+ * Reply schemas are a security feature: fast-json-stringify emits only the declared fields, so
+ * a stray property added to a row can never leak through a response.
+ */
+const nullableString = { type: ['string', 'null'] } as const;
+const nullableInt = { type: ['integer', 'null'] } as const;
+
+export const errorSchema = {
+  type: 'object',
+  required: ['code', 'message'],
+  properties: { code: { type: 'string' }, message: { type: 'string' }, details: { type: 'object', additionalProperties: true } },
+} as const;
+
+export const dagSchema = {
+  type: 'object',
+  properties: {
+    dag_id: { type: 'string' },
+    current_version: { type: 'integer' },
+    is_paused: { type: 'boolean' },
+    created_at: nullableString,
+    updated_at: nullableString,
+  },
+} as const;
+
+export const runSchema = {
+  type: 'object',
+  properties: {
+    dag_id: { type: 'string' },
+    run_id: { type: 'string' },
+    dag_version: { type: 'integer' },
+    run_type: { type: 'string' },
+    state: { type: 'string' },
+    logical_date: nullableString,
+    data_interval_start: nullableString,
+    data_interval_end: nullableString,
+    conf: { type: 'object', additionalProperties: true },
+    created_at: nullableString,
+    started_at: nullableString,
+    ended_at: nullableString,
+  },
+} as const;
+
+export const taskInstanceSchema = {
+  type: 'object',
+  properties: {
+    task_id: { type: 'string' },
+    try_number: { type: 'integer' },
+    max_tries: { type: 'integer' },
+    state: { type: 'string' },
+    queued_at: nullableString,
+    started_at: nullableString,
+    ended_at: nullableString,
+    last_heartbeat_at: nullableString,
+    retry_at: nullableString,
+    exit_code: nullableInt,
+    error_message: nullableString,
+    hostname: nullableString,
+  },
+} as const;
+
+export const historySchema = {
+  type: 'object',
+  properties: {
+    task_id: { type: 'string' },
+    try_number: { type: 'integer' },
+    state: { type: 'string' },
+    started_at: nullableString,
+    ended_at: nullableString,
+    exit_code: nullableInt,
+    error_message: nullableString,
+  },
+} as const;
+
+export const logLineSchema = {
+  type: 'object',
+  properties: {
+    line_number: { type: 'integer' },
+    time: nullableString,
+    stream: { type: 'string' },
+    message: { type: 'string' },
+  },
+} as const;
+
+export const pageQuery = {
+  limit: { type: 'integer', minimum: 1, maximum: 1000, default: 100 },
+  offset: { type: 'integer', minimum: 0, default: 0 },
+} as const;
+
+export const stdErrors = { 400: errorSchema, 401: errorSchema, 404: errorSchema, 409: errorSchema } as const;

@@ -1,0 +1,62 @@
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+/**
+ * The effective configuration of a control-plane process. Operator-scoped: nothing here is
+ * settable by a DAG author. Precedence (applied by the CLI): defaults < env < flags.
+ */
+export interface ServerConfig {
+  dataDir: string;
+  dagsFolder: string | null;
+  http: { host: string; port: number };
+  agent: { host: string; port: number; /** URL agents dial; derived from host/port when null */ advertiseUrl: string | null };
+  database: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; schema?: string };
+  tenantId: string;
+  execution: {
+    heartbeatIntervalMs: number;
+    agentLostThresholdMs: number;
+    dispatchLostThresholdMs: number;
+    /** extra time the control plane grants past execution_timeout before it steps in itself */
+    timeoutGraceMs: number;
+    schedulerTickMs: number;
+    /** user attempts run as when the control plane runs as root; null = do not drop */
+    runAsUser: string | null;
+    workDir: string;
+    agentEntry: string;
+    keepWorkDirs: boolean;
+  };
+  logLevel: string;
+}
+
+export function defaultServerConfig(dataDir: string): ServerConfig {
+  const abs = resolve(dataDir);
+  return {
+    dataDir: abs,
+    dagsFolder: null,
+    http: { host: '127.0.0.1', port: 8080 },
+    agent: { host: '127.0.0.1', port: 8793, advertiseUrl: null },
+    database: { kind: 'sqlite', file: join(abs, 'leoflow.db') },
+    tenantId: 'default',
+    execution: {
+      heartbeatIntervalMs: 15_000,
+      agentLostThresholdMs: 90_000,
+      dispatchLostThresholdMs: 180_000,
+      timeoutGraceMs: 30_000,
+      schedulerTickMs: 250,
+      runAsUser: 'nobody',
+      workDir: join(tmpdir(), 'leoflow-work'),
+      agentEntry: defaultAgentEntry(),
+      keepWorkDirs: false,
+    },
+    logLevel: 'info',
+  };
+}
+
+function defaultAgentEntry(): string {
+  // packages/server/dist/config → packages/agent/dist/main.js
+  return resolve(new URL('.', import.meta.url).pathname, '../../../agent/dist/main.js');
+}
+
+export function agentUrl(cfg: ServerConfig, boundPort: number): string {
+  return cfg.agent.advertiseUrl ?? `http://${cfg.agent.host}:${boundPort}`;
+}

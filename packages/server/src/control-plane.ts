@@ -1,0 +1,190 @@
+import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { agentTokenTtlSeconds, dagSpecHash, formatDiagnostic, isActive, type Clock } from '@leoflow/core';
+import type { Logger } from 'pino';
+import { buildApi } from './api/app.js';
+import { AgentTokenIssuer } from './auth/agent-token.js';
+import { loadOrCreateSigningKey } from './auth/signing-keys.js';
+import { UserTokenIssuer } from './auth/user-token.js';
+import { agentUrl as agentUrlOf, type ServerConfig } from './config/server-config.js';
+import { compileDagFolder, findDagFolders } from './dags/compile-folder.js';
+import type { Executor } from './executor/executor.js';
+import { resolveRunAs, type RunAs } from './executor/run-as-user.js';
+import { SubprocessExecutor } from './executor/subprocess-executor.js';
+import { createAgentService } from './rpc/agent-service.js';
+import { startAgentRpcServer } from './rpc/agent-server.js';
+import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
+import { RunOperations } from './scheduler/run-operations.js';
+import { Scheduler } from './scheduler/scheduler.js';
+import { SpecCache } from './scheduler/spec-cache.js';
+import { openStore } from './store/index.js';
+import type { Store } from './store/store.js';
+import { createLogger } from './util/logger.js';
+import { systemClock } from './util/system-clock.js';
+
+export const LEOFLOW_VERSION = '0.1.0';
+export const ADMIN_TOKEN_FILE = 'admin.token';
+
+export interface ControlPlane {
+  httpUrl: string;
+  agentUrl: string;
+  adminTokenFile: string;
+  runAs: RunAs | null;
+  store: Store;
+  scheduler: Scheduler;
+  executor: Executor;
+  close(): Promise<void>;
+}
+
+export interface ControlPlaneOptions {
+  clock?: Clock;
+  logger?: Logger;
+  executor?: Executor;
+}
+
+/** Starts everything Lite runs in one process: store, scheduler, agent RPC, REST API. */
+export async function startControlPlane(cfg: ServerConfig, opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
+  const clock = opts.clock ?? systemClock;
+  const logger = opts.logger ?? createLogger(cfg.logLevel);
+  prepareDataDir(cfg.dataDir);
+
+  const store = await openStore(cfg.database);
+  await store.migrate();
+  await store.ensureTenant(cfg.tenantId, cfg.tenantId, clock.now());
+
+  const heartbeatSeconds = Math.max(1, Math.round(cfg.execution.heartbeatIntervalMs / 1000));
+  const agentKey = await loadOrCreateSigningKey(cfg.dataDir, 'agent');
+  const userKey = await loadOrCreateSigningKey(cfg.dataDir, 'user');
+  const tokens = new AgentTokenIssuer(agentKey, agentTokenTtlSeconds(heartbeatSeconds));
+  const users = new UserTokenIssuer(userKey);
+  const adminTokenFile = join(cfg.dataDir, ADMIN_TOKEN_FILE);
+  await ensureAdminToken(adminTokenFile, users, cfg.tenantId, clock.now());
+
+  let scheduler: Scheduler | null = null;
+  const poke = () => scheduler?.poke();
+  const specs = new SpecCache(store);
+  const lifecycle = new AttemptLifecycle(store, specs, clock, logger, poke);
+  const runs = new RunOperations(store, clock, poke);
+
+  const runAs = resolveRunAs(cfg.execution.runAsUser);
+  const executor =
+    opts.executor ??
+    new SubprocessExecutor({
+      agentEntry: cfg.execution.agentEntry,
+      workDir: cfg.execution.workDir,
+      diagnosticsDir: join(cfg.dataDir, 'agents'),
+      runAs,
+      keepWorkDirs: cfg.execution.keepWorkDirs,
+      logger,
+    });
+
+  const rpc = await startAgentRpcServer(
+    createAgentService({
+      store,
+      specs,
+      clock,
+      tokens,
+      lifecycle,
+      logger,
+      heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs,
+      maxCredentialLifetimeMs: 24 * 3600 * 1000,
+      onChange: poke,
+    }),
+    cfg.agent.host,
+    cfg.agent.port,
+  );
+  const agentUrl = agentUrlOf(cfg, rpc.port);
+
+  // An agent that exits without its report landing (crash, OOM kill) fails its attempt now
+  // rather than after the agent-lost threshold.
+  executor.onAgentExit((exit) => {
+    void (async () => {
+      const ti = await store.getTaskInstanceById(exit.identity.task_instance_id);
+      if (!ti || ti.try_number !== exit.identity.try_number || !isActive(ti.state)) return;
+      const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode ?? '?'}`;
+      await lifecycle.fail(ti.id, ti.try_number, { reason: `agent exited (${how}) without reporting the task's outcome` });
+    })().catch((err: unknown) => logger.error({ err }, 'agent exit bookkeeping failed'));
+  });
+
+  scheduler = new Scheduler({
+    store,
+    specs,
+    clock,
+    executor,
+    tokens,
+    lifecycle,
+    logger,
+    agentUrl: () => agentUrl,
+    timings: {
+      tickMs: cfg.execution.schedulerTickMs,
+      heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs,
+      agentLostThresholdMs: cfg.execution.agentLostThresholdMs,
+      dispatchLostThresholdMs: cfg.execution.dispatchLostThresholdMs,
+      timeoutGraceMs: cfg.execution.timeoutGraceMs,
+      settlingGraceMs: cfg.execution.agentLostThresholdMs,
+    },
+  });
+
+  if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
+
+  const api = buildApi({ store, clock, users, runs, logger, version: LEOFLOW_VERSION, onChange: poke });
+  await api.listen({ host: cfg.http.host, port: cfg.http.port });
+  const addr = api.server.address();
+  const httpPort = typeof addr === 'object' && addr ? addr.port : cfg.http.port;
+  scheduler.start();
+
+  return {
+    httpUrl: `http://${cfg.http.host}:${httpPort}`,
+    agentUrl,
+    adminTokenFile,
+    runAs,
+    store,
+    scheduler,
+    executor,
+    async close() {
+      await scheduler?.stop();
+      await api.close();
+      await executor.close();
+      await rpc.close();
+      await store.close();
+    },
+  };
+}
+
+function prepareDataDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: 0o700 });
+  // The data directory holds signing keys, the admin token and the database: owner only.
+  chmodSync(dir, 0o700);
+}
+
+async function ensureAdminToken(file: string, users: UserTokenIssuer, tenantId: string, now: number): Promise<void> {
+  if (existsSync(file) && readFileSync(file, 'utf8').trim() !== '') return;
+  const token = await users.mint({ subject: 'admin', tenant_id: tenantId, role: 'admin' }, now);
+  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+}
+
+export async function loadDagsFolder(
+  folder: string,
+  store: Store,
+  tenantId: string,
+  clock: Clock,
+  logger: Logger,
+): Promise<{ loaded: string[]; failed: string[] }> {
+  const loaded: string[] = [];
+  const failed: string[] = [];
+  for (const dir of findDagFolders(folder)) {
+    const result = compileDagFolder(dir);
+    if (!result.ok) {
+      failed.push(dir);
+      logger.error(
+        { file: result.file, errors: result.errors.length },
+        `DAG not loaded:\n${result.errors.map(formatDiagnostic).join('\n')}`,
+      );
+      continue;
+    }
+    const out = await store.putDagVersion(tenantId, result.spec, dagSpecHash(result.spec), clock.now());
+    loaded.push(result.spec.dag_id);
+    logger.info({ dag_id: result.spec.dag_id, version: out.version, created: out.created }, 'DAG loaded');
+  }
+  return { loaded, failed };
+}

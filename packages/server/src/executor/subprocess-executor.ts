@@ -1,0 +1,135 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chownSync, closeSync, mkdirSync, openSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from 'pino';
+import type { AgentExit, AttemptLaunch, Executor } from './executor.js';
+import type { RunAs } from './run-as-user.js';
+
+export interface SubprocessExecutorOptions {
+  agentEntry: string;
+  /** where per-attempt working directories go; must be outside the data directory */
+  workDir: string;
+  /** where agent diagnostics files go (inside the data directory: never task-readable) */
+  diagnosticsDir: string;
+  runAs: RunAs | null;
+  keepWorkDirs: boolean;
+  logger: Logger;
+}
+
+/** The only variables an agent inherits: the control plane's own settings never reach it. */
+const INHERITED_ENV = ['PATH', 'LANG', 'LC_ALL', 'TZ', 'SYSTEMROOT'];
+
+/**
+ * One agent process per attempt. The credential travels through an inherited pipe (fd 3) that
+ * the agent reads to EOF and closes, so it is in neither the agent's environment nor its argv
+ * and task code cannot find it under /proc.
+ */
+export class SubprocessExecutor implements Executor {
+  readonly name = 'subprocess';
+  private readonly children = new Map<string, ChildProcess>();
+  private readonly listeners: ((exit: AgentExit) => void)[] = [];
+
+  constructor(private readonly opts: SubprocessExecutorOptions) {
+    mkdirSync(opts.workDir, { recursive: true, mode: 0o711 });
+    mkdirSync(opts.diagnosticsDir, { recursive: true, mode: 0o700 });
+  }
+
+  start(launch: AttemptLaunch): Promise<void> {
+    const { identity } = launch;
+    const key = attemptKey(identity.task_instance_id, identity.try_number);
+    const workdir = join(this.opts.workDir, `${identity.task_instance_id}-try${identity.try_number}`);
+    rmSync(workdir, { recursive: true, force: true });
+    mkdirSync(workdir, { recursive: true, mode: 0o700 });
+    if (this.opts.runAs) chownSync(workdir, this.opts.runAs.uid, this.opts.runAs.gid);
+
+    const env: Record<string, string> = {};
+    for (const name of INHERITED_ENV) {
+      const v = process.env[name];
+      if (v !== undefined) env[name] = v;
+    }
+    env.LEOFLOW_AGENT_URL = launch.agentUrl;
+    env.LEOFLOW_TASK_INSTANCE_ID = identity.task_instance_id;
+    env.LEOFLOW_WORKDIR = workdir;
+    env.LEOFLOW_HEARTBEAT_INTERVAL_MS = String(launch.heartbeatIntervalMs);
+    if (this.opts.runAs) {
+      env.LEOFLOW_RUN_AS_UID = String(this.opts.runAs.uid);
+      env.LEOFLOW_RUN_AS_GID = String(this.opts.runAs.gid);
+    }
+
+    const diag = openSync(join(this.opts.diagnosticsDir, `${key}.log`), 'a', 0o600);
+    let child: ChildProcess;
+    try {
+      child = spawn(process.execPath, [this.opts.agentEntry], {
+        env,
+        cwd: workdir,
+        // Own process group: a Ctrl-C aimed at the control plane's terminal does not reach
+        // agents, and a crashed control plane leaves them running to report when it returns.
+        detached: true,
+        stdio: ['ignore', diag, diag, 'pipe'],
+      });
+    } finally {
+      closeSync(diag);
+    }
+    const tokenPipe = child.stdio[3] as NodeJS.WritableStream | null;
+    if (!tokenPipe) throw new Error('agent spawn did not provide the credential pipe');
+    tokenPipe.on('error', () => {
+      // The agent died before reading its credential; its exit is reported below.
+    });
+    tokenPipe.end(launch.token);
+    this.children.set(key, child);
+    child.unref();
+
+    return new Promise((resolve, reject) => {
+      child.once('spawn', () => resolve());
+      child.once('error', (err) => {
+        this.children.delete(key);
+        reject(err);
+      });
+      child.once('exit', (code, signal) => {
+        this.children.delete(key);
+        if (!this.opts.keepWorkDirs) rmSync(workdir, { recursive: true, force: true });
+        for (const l of this.listeners) l({ identity, exitCode: code, signal });
+      });
+    });
+  }
+
+  terminate(taskInstanceId: string, tryNumber: number): Promise<void> {
+    const child = this.children.get(attemptKey(taskInstanceId, tryNumber));
+    if (child?.pid !== undefined) {
+      try {
+        process.kill(child.pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+    return Promise.resolve();
+  }
+
+  onAgentExit(listener: (exit: AgentExit) => void): void {
+    this.listeners.push(listener);
+  }
+
+  running(): number {
+    return this.children.size;
+  }
+
+  async close(): Promise<void> {
+    const exits = [...this.children.values()].map(
+      (c) =>
+        new Promise<void>((resolve) => {
+          if (c.exitCode !== null || c.signalCode !== null) return resolve();
+          c.once('exit', () => resolve());
+          try {
+            if (c.pid !== undefined) process.kill(c.pid, 'SIGTERM');
+          } catch {
+            resolve();
+          }
+        }),
+    );
+    await Promise.race([Promise.all(exits), new Promise((r) => setTimeout(r, 10_000))]);
+  }
+}
+
+function attemptKey(taskInstanceId: string, tryNumber: number): string {
+  return `${taskInstanceId}-try${tryNumber}`;
+}

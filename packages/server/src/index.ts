@@ -1,0 +1,11 @@
+export * from './config/server-config.js';
+export * from './control-plane.js';
+export * from './dags/compile-folder.js';
+export * from './auth/agent-token.js';
+export * from './auth/user-token.js';
+export * from './auth/signing-keys.js';
+export * from './executor/executor.js';
+export * from './util/logger.js';
+export * from './util/system-clock.js';
+export type { Store } from './store/store.js';
+export * from './store/types.js';

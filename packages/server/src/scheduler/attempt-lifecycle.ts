@@ -1,0 +1,118 @@
+import { afterFailure, type Clock } from '@leoflow/core';
+import type { Logger } from 'pino';
+import type { Store } from '../store/store.js';
+import type { TaskInstanceRow } from '../store/types.js';
+import type { SpecCache } from './spec-cache.js';
+
+const ACTIVE = ['queued', 'running'] as const;
+
+export interface FailureInput {
+  exitCode?: number | null;
+  reason: string;
+}
+
+/**
+ * The transitions one attempt goes through after dispatch. Every write is a compare-and-set on
+ * (task instance, try, active state): a report from a superseded try, a reaper racing a late
+ * report, or a duplicate delivery after a restart all find the expectation broken and change
+ * nothing — the caller then tells the agent to stop.
+ */
+export class AttemptLifecycle {
+  constructor(
+    private readonly store: Store,
+    private readonly specs: SpecCache,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly onChange: () => void,
+  ) {}
+
+  async markRunning(ti: TaskInstanceRow, tryNumber: number, hostname: string, pid: number): Promise<boolean> {
+    const now = this.clock.now();
+    const applied = await this.store.updateTaskInstance(
+      ti.id,
+      { states: ['queued'], try_number: tryNumber },
+      { state: 'running', started_at: now, last_heartbeat_at: now, hostname, pid },
+      now,
+    );
+    if (applied) return true;
+    // Already running (a repeated Register after a control-plane restart) is fine.
+    const cur = await this.store.getTaskInstanceById(ti.id);
+    return cur !== undefined && cur.try_number === tryNumber && cur.state === 'running';
+  }
+
+  async succeed(tiId: string, tryNumber: number, exitCode: number): Promise<boolean> {
+    const now = this.clock.now();
+    const applied = await this.store.updateTaskInstance(
+      tiId,
+      { states: ACTIVE, try_number: tryNumber },
+      { state: 'success', ended_at: now, exit_code: exitCode, error_message: null },
+      now,
+    );
+    if (applied) this.onChange();
+    return applied;
+  }
+
+  /** Fails the attempt; retries apply. False when the attempt had already moved on. */
+  async fail(tiId: string, tryNumber: number, input: FailureInput): Promise<boolean> {
+    const now = this.clock.now();
+    const ti = await this.store.getTaskInstanceById(tiId);
+    if (!ti || ti.try_number !== tryNumber || (ti.state !== 'queued' && ti.state !== 'running')) {
+      return false;
+    }
+    const run = await this.store.getRunById(ti.dag_run_id);
+    if (!run) return false;
+    const spec = await this.specs.get(run.tenant_id, run.dag_id, run.dag_version);
+    const task = spec.tasks.find((t) => t.task_id === ti.task_id);
+    const decision = afterFailure({
+      tryNumber,
+      maxTries: ti.max_tries,
+      retryDelaySeconds: task?.retry_delay_seconds ?? spec.defaults.retry_delay_seconds,
+      now,
+    });
+    const outcome = { exit_code: input.exitCode ?? null, error_message: input.reason };
+    let applied: boolean;
+    if (decision.kind === 'retry') {
+      // The history row is a copy of the live row, so the attempt's outcome goes on it first.
+      const recorded = await this.store.updateTaskInstance(
+        tiId,
+        { states: ACTIVE, try_number: tryNumber },
+        { ended_at: now, ...outcome },
+        now,
+      );
+      if (!recorded) return false;
+      applied = await this.store.archiveAndBumpTry(
+        tiId,
+        { states: ACTIVE, try_number: tryNumber },
+        'failed',
+        {
+          state: 'up_for_retry',
+          retry_at: decision.retryAt,
+          queued_at: null,
+          started_at: null,
+          ended_at: null,
+          last_heartbeat_at: null,
+          hostname: null,
+          pid: null,
+          terminate_requested: false,
+          ...outcome,
+        },
+        now,
+      );
+    } else {
+      applied = await this.store.updateTaskInstance(
+        tiId,
+        { states: ACTIVE, try_number: tryNumber },
+        { state: 'failed', ended_at: now, ...outcome },
+        now,
+      );
+    }
+    if (applied) {
+      this.logger.info(
+        { dag_id: ti.dag_id, task_id: ti.task_id, try: tryNumber, retry: decision.kind === 'retry' },
+        `attempt failed: ${input.reason}`,
+      );
+      this.onChange();
+    }
+    return applied;
+  }
+}

@@ -1,0 +1,159 @@
+import { randomBytes } from 'node:crypto';
+import {
+  downstreamOf,
+  isActive,
+  LeoflowError,
+  manualRunId,
+  type Clock,
+} from '@leoflow/core';
+import type { Store } from '../store/store.js';
+import type { DagRunRow } from '../store/types.js';
+
+export interface TriggerInput {
+  conf?: Record<string, unknown>;
+  runId?: string;
+  logicalDate?: number | null;
+}
+
+/** Operator actions on runs: manual trigger and clear-and-rerun. */
+export class RunOperations {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly onChange: () => void,
+  ) {}
+
+  async trigger(tenantId: string, dagId: string, input: TriggerInput): Promise<DagRunRow> {
+    const dag = await this.store.getDag(tenantId, dagId);
+    if (!dag) {
+      throw new LeoflowError(
+        'LF_DAG_NOT_FOUND',
+        `no DAG "${dagId}"; list DAGs with \`leoflow dags list\` or push it with \`leoflow dags push <dir>\``,
+      );
+    }
+    const version = await this.store.getDagVersion(tenantId, dagId, dag.current_version);
+    if (!version) throw new LeoflowError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dagId} has no current version`);
+    const spec = version.spec;
+    const now = this.clock.now();
+    const conf = input.conf ?? {};
+    checkConf(conf);
+    const runId = input.runId ?? manualRunId(now, randomBytes(3).toString('hex'));
+    const run = await this.store.createRun({
+      tenant_id: tenantId,
+      dag_id: dagId,
+      run_id: runId,
+      run_type: 'manual',
+      dag_version: version.version,
+      logical_date: input.logicalDate ?? now,
+      data_interval_start: input.logicalDate ?? now,
+      data_interval_end: input.logicalDate ?? now,
+      conf,
+      tasks: spec.tasks.map((t) => ({ task_id: t.task_id, max_tries: t.retries + 1 })),
+      now,
+    });
+    if (!run) {
+      throw new LeoflowError(
+        'LF_RUN_EXISTS',
+        `DAG ${dagId} already has a run "${runId}"; choose another --run-id or omit it`,
+      );
+    }
+    this.onChange();
+    return run;
+  }
+
+  /**
+   * Clear-and-rerun: each cleared task instance is archived to history and gets a new try
+   * (a new attempt, so a new credential lineage); the run re-binds to the DAG's current
+   * version. Active task instances are refused: clearing them would race a live attempt.
+   */
+  async clear(
+    tenantId: string,
+    dagId: string,
+    runId: string,
+    opts: { taskIds: string[] | null; downstream: boolean },
+  ): Promise<{ run: DagRunRow; cleared: string[] }> {
+    const run = await this.store.getRun(tenantId, dagId, runId);
+    if (!run) {
+      throw new LeoflowError('LF_RUN_NOT_FOUND', `DAG ${dagId} has no run "${runId}"; see \`leoflow runs list\``);
+    }
+    const dag = await this.store.getDag(tenantId, dagId);
+    if (!dag) throw new LeoflowError('LF_DAG_NOT_FOUND', `no DAG "${dagId}"`);
+    const current = await this.store.getDagVersion(tenantId, dagId, dag.current_version);
+    if (!current) throw new LeoflowError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dagId} has no current version`);
+    const spec = current.spec;
+    const known = new Set(spec.tasks.map((t) => t.task_id));
+
+    let targets: string[];
+    if (opts.taskIds === null) {
+      targets = spec.tasks.map((t) => t.task_id);
+    } else {
+      for (const id of opts.taskIds) {
+        if (!known.has(id)) {
+          throw new LeoflowError(
+            'LF_TASK_NOT_FOUND',
+            `DAG ${dagId} (version ${current.version}) has no task "${id}"`,
+          );
+        }
+      }
+      const set = new Set(opts.taskIds);
+      if (opts.downstream) for (const id of opts.taskIds) for (const d of downstreamOf(spec, id)) set.add(d);
+      targets = spec.tasks.map((t) => t.task_id).filter((id) => set.has(id));
+    }
+
+    const tis = new Map((await this.store.listTaskInstances(run.id)).map((ti) => [ti.task_id, ti]));
+    const busy = targets.filter((id) => {
+      const ti = tis.get(id);
+      return ti !== undefined && isActive(ti.state);
+    });
+    if (busy.length > 0) {
+      throw new LeoflowError(
+        'LF_TASK_ACTIVE',
+        `cannot clear ${busy.join(', ')}: still queued or running; wait for the attempt to finish and clear again`,
+      );
+    }
+
+    const now = this.clock.now();
+    await this.store.setRunVersion(run.id, current.version);
+    const cleared: string[] = [];
+    for (const id of targets) {
+      const ti = tis.get(id);
+      const task = spec.tasks.find((t) => t.task_id === id);
+      if (!task) continue;
+      if (!ti) continue; // a task added in a newer version than the run: created below
+      if (ti.state === 'none') continue;
+      const applied = await this.store.archiveAndBumpTry(
+        ti.id,
+        { states: [ti.state], try_number: ti.try_number },
+        ti.state,
+        {
+          state: 'none',
+          max_tries: ti.try_number + 1 + task.retries,
+          queued_at: null,
+          started_at: null,
+          ended_at: null,
+          last_heartbeat_at: null,
+          retry_at: null,
+          exit_code: null,
+          error_message: null,
+          hostname: null,
+          pid: null,
+          terminate_requested: false,
+        },
+        now,
+      );
+      if (applied) cleared.push(id);
+    }
+    await this.store.setRunState(run.id, ['success', 'failed', 'running', 'queued'], 'queued', {
+      ended_at: null,
+    });
+    this.onChange();
+    const after = await this.store.getRunById(run.id);
+    return { run: after ?? run, cleared };
+  }
+}
+
+function checkConf(conf: Record<string, unknown>): void {
+  if (typeof conf !== 'object' || conf === null || Array.isArray(conf)) {
+    throw new LeoflowError('LF_RUN_BAD_CONF', 'run conf must be a JSON object, e.g. --conf \'{"day":"2026-01-01"}\'');
+  }
+}

@@ -1,0 +1,326 @@
+import {
+  dueRuns,
+  planRun,
+  runOutcome,
+  scheduledRunId,
+  type Clock,
+  type TaskInstanceState,
+} from '@leoflow/core';
+import type { Logger } from 'pino';
+import type { AgentTokenIssuer } from '../auth/agent-token.js';
+import type { Executor } from '../executor/executor.js';
+import type { Store } from '../store/store.js';
+import type { DagRunRow, TaskInstanceRow } from '../store/types.js';
+import type { AttemptLifecycle } from './attempt-lifecycle.js';
+import type { SpecCache } from './spec-cache.js';
+
+export interface SchedulerTimings {
+  tickMs: number;
+  heartbeatIntervalMs: number;
+  agentLostThresholdMs: number;
+  dispatchLostThresholdMs: number;
+  timeoutGraceMs: number;
+  /** after start, reapers wait this long so agents of a crashed predecessor can check back in */
+  settlingGraceMs: number;
+}
+
+export interface SchedulerDeps {
+  store: Store;
+  specs: SpecCache;
+  clock: Clock;
+  executor: Executor;
+  tokens: AgentTokenIssuer;
+  lifecycle: AttemptLifecycle;
+  logger: Logger;
+  agentUrl: () => string;
+  timings: SchedulerTimings;
+}
+
+const REAP_BATCH = 100;
+
+/**
+ * One loop drives everything from the store: cron planning, run promotion, readiness, dispatch,
+ * reaping. It keeps no state that a restart would lose; every step is a compare-and-set, so a
+ * tick that dies halfway is finished by the next one, in this process or its successor.
+ */
+export class Scheduler {
+  private readonly startedAt: number;
+  private timer: NodeJS.Timeout | null = null;
+  private running: Promise<void> | null = null;
+  private again = false;
+  private stopped = false;
+
+  constructor(private readonly deps: SchedulerDeps) {
+    this.startedAt = deps.clock.now();
+  }
+
+  start(): void {
+    this.stopped = false;
+    this.schedule(0);
+  }
+
+  /** Run a tick soon (something changed); coalesces with a tick in flight. */
+  poke(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.again = true;
+      return;
+    }
+    this.schedule(0);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    await this.running;
+  }
+
+  private schedule(ms: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.loopOnce(), ms);
+  }
+
+  private async loopOnce(): Promise<void> {
+    this.timer = null;
+    if (this.running || this.stopped) return;
+    this.again = false;
+    this.running = this.tick().catch((err: unknown) => {
+      this.deps.logger.error({ err }, 'scheduler tick failed; retrying next tick');
+    });
+    await this.running;
+    this.running = null;
+    if (!this.stopped) this.schedule(this.again ? 0 : this.deps.timings.tickMs);
+  }
+
+  /** One full pass. Public so tests can drive the scheduler on a manual clock. */
+  async tick(): Promise<void> {
+    await this.planScheduledRuns();
+    await this.advanceRuns();
+    await this.dispatch();
+    await this.reap();
+  }
+
+  private async planScheduledRuns(): Promise<void> {
+    const { store, specs, clock } = this.deps;
+    const now = clock.now();
+    for (const dag of await store.listSchedulableDags()) {
+      const spec = await specs.get(dag.tenant_id, dag.dag_id, dag.current_version);
+      if (spec.schedule === null) continue;
+      const due = dueRuns({
+        schedule: spec.schedule,
+        timezone: spec.schedule_timezone,
+        startDate: spec.start_date === null ? null : Date.parse(spec.start_date),
+        endDate: spec.end_date === null ? null : Date.parse(spec.end_date),
+        catchup: spec.catchup,
+        lastLogicalDate: dag.last_scheduled_logical_date,
+        now,
+        limit: Math.max(1, spec.max_active_runs),
+      });
+      for (const d of due) {
+        const created = await store.createRun({
+          tenant_id: dag.tenant_id,
+          dag_id: dag.dag_id,
+          run_id: scheduledRunId(d.logicalDate),
+          run_type: 'scheduled',
+          dag_version: dag.current_version,
+          logical_date: d.logicalDate,
+          data_interval_start: d.dataIntervalStart,
+          data_interval_end: d.dataIntervalEnd,
+          conf: {},
+          tasks: spec.tasks.map((t) => ({ task_id: t.task_id, max_tries: t.retries + 1 })),
+          now,
+        });
+        if (created) {
+          this.deps.logger.info({ dag_id: dag.dag_id, run_id: created.run_id }, 'scheduled run created');
+        }
+      }
+    }
+  }
+
+  private async advanceRuns(): Promise<void> {
+    const { store, specs, clock } = this.deps;
+    const runs = await store.listRunsInStates(['queued', 'running']);
+    const runningPerDag = new Map<string, number>();
+    for (const r of runs) {
+      if (r.state === 'running') inc(runningPerDag, dagKey(r));
+    }
+    for (const run of runs) {
+      const spec = await specs.get(run.tenant_id, run.dag_id, run.dag_version);
+      if (run.state === 'queued') {
+        const key = dagKey(run);
+        if ((runningPerDag.get(key) ?? 0) >= spec.max_active_runs) continue;
+        const now = clock.now();
+        if (
+          await store.setRunState(run.id, ['queued'], 'running', {
+            started_at: run.started_at ?? now,
+            ended_at: null,
+          })
+        ) {
+          inc(runningPerDag, key);
+          run.state = 'running';
+        } else {
+          continue;
+        }
+      }
+      await this.advanceRun(run);
+    }
+  }
+
+  private async advanceRun(run: DagRunRow): Promise<void> {
+    const { store, specs, clock } = this.deps;
+    const spec = await specs.get(run.tenant_id, run.dag_id, run.dag_version);
+    const tis = await store.listTaskInstances(run.id);
+    const byTask = new Map(tis.map((ti) => [ti.task_id, ti]));
+    const now = clock.now();
+
+    for (const ti of tis) {
+      if (ti.state === 'up_for_retry' && ti.retry_at !== null && ti.retry_at <= now) {
+        if (
+          await store.updateTaskInstance(
+            ti.id,
+            { states: ['up_for_retry'], try_number: ti.try_number },
+            { state: 'scheduled', retry_at: null },
+            now,
+          )
+        ) {
+          ti.state = 'scheduled';
+        }
+      }
+    }
+
+    const states = new Map<string, TaskInstanceState>();
+    for (const t of spec.tasks) states.set(t.task_id, byTask.get(t.task_id)?.state ?? 'none');
+    const plan = planRun(spec, states);
+    const moves: [string[], TaskInstanceState][] = [
+      [plan.schedule, 'scheduled'],
+      [plan.skip, 'skipped'],
+      [plan.upstreamFailed, 'upstream_failed'],
+    ];
+    for (const [ids, to] of moves) {
+      for (const id of ids) {
+        const ti = byTask.get(id);
+        if (!ti) continue;
+        const terminal = to !== 'scheduled';
+        if (
+          await store.updateTaskInstance(
+            ti.id,
+            { states: ['none'], try_number: ti.try_number },
+            terminal ? { state: to, ended_at: now } : { state: to },
+            now,
+          )
+        ) {
+          states.set(id, to);
+        }
+      }
+    }
+
+    const outcome = runOutcome(spec, states);
+    if (outcome !== 'running') {
+      if (await store.setRunState(run.id, ['running'], outcome, { ended_at: now })) {
+        this.deps.logger.info({ dag_id: run.dag_id, run_id: run.run_id, state: outcome }, 'run finished');
+      }
+    }
+  }
+
+  private async dispatch(): Promise<void> {
+    const { store, specs, clock, tokens, executor, logger, timings } = this.deps;
+    const scheduled = await store.listTaskInstancesInStates(['scheduled'], 500);
+    if (scheduled.length === 0) return;
+    const activePerDag = new Map<string, number>();
+    for (const ti of scheduled) {
+      const run = await store.getRunById(ti.dag_run_id);
+      if (!run || run.state !== 'running') continue;
+      const spec = await specs.get(run.tenant_id, run.dag_id, run.dag_version);
+      const key = dagKey(run);
+      if (spec.max_active_tasks > 0) {
+        if (!activePerDag.has(key)) {
+          activePerDag.set(
+            key,
+            await store.countTaskInstancesInStates(run.tenant_id, run.dag_id, ['queued', 'running']),
+          );
+        }
+        if ((activePerDag.get(key) ?? 0) >= spec.max_active_tasks) continue;
+      }
+      const now = clock.now();
+      const claimed = await store.updateTaskInstance(
+        ti.id,
+        { states: ['scheduled'], try_number: ti.try_number },
+        { state: 'queued', queued_at: now },
+        now,
+      );
+      if (!claimed) continue;
+      inc(activePerDag, key);
+      const identity = {
+        tenant_id: run.tenant_id,
+        dag_id: run.dag_id,
+        dag_run_id: run.id,
+        run_id: run.run_id,
+        task_id: ti.task_id,
+        try_number: ti.try_number,
+        task_instance_id: ti.id,
+      };
+      try {
+        const token = await tokens.mint(identity, now);
+        await executor.start({
+          identity,
+          token,
+          agentUrl: this.deps.agentUrl(),
+          heartbeatIntervalMs: timings.heartbeatIntervalMs,
+        });
+      } catch (err) {
+        logger.error({ err, dag_id: run.dag_id, task_id: ti.task_id }, 'could not start agent');
+        await this.deps.lifecycle.fail(ti.id, ti.try_number, {
+          reason: `executor_error: could not start the agent (${(err as Error).message})`,
+        });
+      }
+    }
+  }
+
+  private async reap(): Promise<void> {
+    const { store, clock, timings, executor } = this.deps;
+    const now = clock.now();
+    if (now - this.startedAt < timings.settlingGraceMs) return;
+    const active = await store.listTaskInstancesInStates(['queued', 'running'], 10_000);
+    let reaped = 0;
+    for (const ti of active) {
+      if (reaped >= REAP_BATCH) break;
+      const reason = await this.reapReason(ti, now);
+      if (reason === null) continue;
+      reaped++;
+      await executor.terminate(ti.id, ti.try_number);
+      await this.deps.lifecycle.fail(ti.id, ti.try_number, { reason });
+    }
+  }
+
+  private async reapReason(ti: TaskInstanceRow, now: number): Promise<string | null> {
+    const t = this.deps.timings;
+    if (ti.state === 'running') {
+      if (ti.last_heartbeat_at !== null && now - ti.last_heartbeat_at > t.agentLostThresholdMs) {
+        return `agent_lost: no heartbeat within ${Math.round(t.agentLostThresholdMs / 1000)}s`;
+      }
+      if (ti.started_at !== null) {
+        const run = await this.deps.store.getRunById(ti.dag_run_id);
+        if (!run) return null;
+        const spec = await this.deps.specs.get(run.tenant_id, run.dag_id, run.dag_version);
+        const timeout = spec.tasks.find((x) => x.task_id === ti.task_id)?.execution_timeout_seconds;
+        if (timeout != null && now - ti.started_at > timeout * 1000 + t.timeoutGraceMs) {
+          return `execution timeout after ${timeout}s (enforced by the control plane)`;
+        }
+      }
+      return null;
+    }
+    if (ti.queued_at !== null && now - ti.queued_at > t.dispatchLostThresholdMs) {
+      return `dispatch_lost: the agent did not start within ${Math.round(t.dispatchLostThresholdMs / 1000)}s`;
+    }
+    return null;
+  }
+}
+
+function dagKey(r: { tenant_id: string; dag_id: string }): string {
+  return `${r.tenant_id}\u0000${r.dag_id}`;
+}
+
+function inc(m: Map<string, number>, k: string): void {
+  m.set(k, (m.get(k) ?? 0) + 1);
+}

@@ -1,0 +1,118 @@
+/**
+ * Column-level shapes as the drivers hand them to Kysely. They differ from the row types in
+ * types.ts where the dialects differ: booleans are INTEGER 0/1 on SQLite and BOOLEAN on
+ * PostgreSQL, JSON is stored as TEXT, and blobs come back as Buffers.
+ */
+
+/** 0/1 on SQLite, true/false on PostgreSQL; always go through the store's bool helpers. */
+export type DbBool = number | boolean;
+
+export interface TenantsTable {
+  id: string;
+  name: string;
+  created_at: number;
+}
+
+export interface DagsTable {
+  tenant_id: string;
+  dag_id: string;
+  current_version: number;
+  is_paused: DbBool;
+  last_scheduled_logical_date: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface DagVersionsTable {
+  tenant_id: string;
+  dag_id: string;
+  version: number;
+  spec_json: string;
+  spec_hash: string;
+  created_at: number;
+}
+
+export interface DagRunsTable {
+  id: string;
+  tenant_id: string;
+  dag_id: string;
+  run_id: string;
+  dag_version: number;
+  run_type: string;
+  state: string;
+  logical_date: number | null;
+  data_interval_start: number | null;
+  data_interval_end: number | null;
+  conf_json: string;
+  created_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+export interface TaskInstancesTable {
+  id: string;
+  tenant_id: string;
+  dag_run_id: string;
+  dag_id: string;
+  task_id: string;
+  try_number: number;
+  max_tries: number;
+  state: string;
+  queued_at: number | null;
+  started_at: number | null;
+  ended_at: number | null;
+  last_heartbeat_at: number | null;
+  retry_at: number | null;
+  exit_code: number | null;
+  error_message: string | null;
+  hostname: string | null;
+  pid: number | null;
+  terminate_requested: DbBool;
+  updated_at: number;
+}
+
+export interface TaskInstanceHistoryTable {
+  id: string;
+  tenant_id: string;
+  dag_run_id: string;
+  task_id: string;
+  try_number: number;
+  state: string;
+  started_at: number | null;
+  ended_at: number | null;
+  exit_code: number | null;
+  error_message: string | null;
+  archived_at: number;
+}
+
+export interface XComTable {
+  tenant_id: string;
+  dag_run_id: string;
+  task_id: string;
+  key: string;
+  value: Uint8Array;
+  content_type: string;
+  created_at: number;
+}
+
+export interface TaskLogsTable {
+  tenant_id: string;
+  dag_run_id: string;
+  task_id: string;
+  try_number: number;
+  line_number: number;
+  time: number;
+  stream: string;
+  message: string;
+}
+
+export interface Database {
+  tenants: TenantsTable;
+  dags: DagsTable;
+  dag_versions: DagVersionsTable;
+  dag_runs: DagRunsTable;
+  task_instances: TaskInstancesTable;
+  task_instance_history: TaskInstanceHistoryTable;
+  xcom: XComTable;
+  task_logs: TaskLogsTable;
+}

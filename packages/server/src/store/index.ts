@@ -1,0 +1,22 @@
+export { openStore } from './open-store.js';
+export type { OpenStoreOptions } from './open-store.js';
+export type {
+  HeartbeatOutcome,
+  NewRun,
+  Store,
+  TaskInstanceExpectation,
+  TaskInstancePatch,
+} from './store.js';
+export type {
+  AttemptKey,
+  DagRow,
+  DagRunRow,
+  DagVersionRow,
+  LogLineRow,
+  LogStreamName,
+  Page,
+  RunType,
+  TaskInstanceHistoryRow,
+  TaskInstanceRow,
+  XComRow,
+} from './types.js';

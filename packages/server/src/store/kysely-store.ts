@@ -1,0 +1,905 @@
+import { randomUUID } from 'node:crypto';
+import type { DagRunState, DagSpec, TaskInstanceState } from '@leoflow/core';
+import { Migrator, sql } from 'kysely';
+import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
+import type {
+  Database,
+  DagRunsTable,
+  DagsTable,
+  DbBool,
+  TaskInstanceHistoryTable,
+  TaskInstancesTable,
+  TaskLogsTable,
+  XComTable,
+} from './db-types.js';
+import { migrationProvider, type StoreDialect } from './migrations.js';
+import type {
+  HeartbeatOutcome,
+  NewRun,
+  Store,
+  TaskInstanceExpectation,
+  TaskInstancePatch,
+} from './store.js';
+import type {
+  DagRow,
+  DagRunRow,
+  DagVersionRow,
+  LogLineRow,
+  LogStreamName,
+  Page,
+  RunType,
+  TaskInstanceHistoryRow,
+  TaskInstanceRow,
+  XComRow,
+} from './types.js';
+
+export const MIGRATION_TABLE = 'leoflow_migration';
+export const MIGRATION_LOCK_TABLE = 'leoflow_migration_lock';
+
+// Well under SQLite's 32766 bound-parameter limit for the widest table (19 columns).
+const INSERT_CHUNK = 500;
+
+const PATCHABLE_KEYS = [
+  'state',
+  'queued_at',
+  'started_at',
+  'ended_at',
+  'last_heartbeat_at',
+  'retry_at',
+  'exit_code',
+  'error_message',
+  'hostname',
+  'pid',
+  'terminate_requested',
+  'max_tries',
+] as const satisfies readonly (keyof TaskInstancePatch)[];
+
+export interface KyselyStoreOptions {
+  dialect: StoreDialect;
+  /** PostgreSQL: the schema that holds the tables (and the migration bookkeeping). */
+  schema?: string;
+}
+
+type Tx = Kysely<Database>;
+
+/**
+ * The single Store implementation. Every method reads and writes through Kysely; the few
+ * dialect differences (boolean encoding, row locks, how a write transaction starts) are
+ * confined to small helpers below.
+ */
+export class KyselyStore implements Store {
+  readonly dialect: StoreDialect;
+  readonly #db: Kysely<Database>;
+  readonly #schema: string | undefined;
+  #closed = false;
+
+  constructor(db: Kysely<Database>, opts: KyselyStoreOptions) {
+    this.#db = db;
+    this.dialect = opts.dialect;
+    this.#schema = opts.schema;
+  }
+
+  /** Escape hatch for tests and tooling; production code goes through the Store methods. */
+  get kysely(): Kysely<Database> {
+    return this.#db;
+  }
+
+  async migrate(): Promise<void> {
+    const migrator = new Migrator({
+      db: this.#db,
+      provider: migrationProvider(this.dialect),
+      migrationTableName: MIGRATION_TABLE,
+      migrationLockTableName: MIGRATION_LOCK_TABLE,
+      // Without an explicit schema Kysely's "does the table exist" probe matches the table in
+      // any schema, so a second schema in the same database would skip creating its own.
+      ...(this.#schema !== undefined ? { migrationTableSchema: this.#schema } : {}),
+    });
+    const { error, results } = await migrator.migrateToLatest();
+    if (error !== undefined) {
+      const failed = results?.find((r) => r.status === 'Error')?.migrationName;
+      const cause = error instanceof Error ? error.message : String(error);
+      throw new Error(
+        `store migration ${failed ?? '(setup)'} failed on ${this.dialect}: ${cause}`,
+        { cause: error },
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    // Kysely owns the driver: this closes the SQLite handle (checkpointing the WAL) or ends
+    // the pg pool.
+    await this.#db.destroy();
+  }
+
+  // ---------------------------------------------------------------- tenants
+
+  async ensureTenant(tenant_id: string, name: string, now: number): Promise<void> {
+    await this.#db
+      .insertInto('tenants')
+      .values({ id: tenant_id, name, created_at: now })
+      .onConflict((oc) => oc.column('id').doNothing())
+      .execute();
+  }
+
+  // ---------------------------------------------------------------- dags
+
+  async putDagVersion(
+    tenant_id: string,
+    spec: DagSpec,
+    spec_hash: string,
+    now: number,
+  ): Promise<{ version: number; created: boolean }> {
+    try {
+      return await this.#putDagVersionOnce(tenant_id, spec, spec_hash, now);
+    } catch (err) {
+      // Two first-ever pushes of a DAG have no dags row to lock, so both may pick the same
+      // version; the primary key rejects the loser, and its retry then sees (and locks) the
+      // winner's row.
+      if (!isUniqueViolation(err)) throw err;
+      return await this.#putDagVersionOnce(tenant_id, spec, spec_hash, now);
+    }
+  }
+
+  async #putDagVersionOnce(
+    tenant_id: string,
+    spec: DagSpec,
+    spec_hash: string,
+    now: number,
+  ): Promise<{ version: number; created: boolean }> {
+    const dag_id = spec.dag_id;
+    return this.#writeTx(async (tx) => {
+      let dagQuery = tx
+        .selectFrom('dags')
+        .select(['current_version'])
+        .where('tenant_id', '=', tenant_id)
+        .where('dag_id', '=', dag_id);
+      if (this.dialect === 'postgres') dagQuery = dagQuery.forUpdate();
+      const dag = await dagQuery.executeTakeFirst();
+
+      if (dag !== undefined) {
+        const current = await tx
+          .selectFrom('dag_versions')
+          .select(['spec_hash'])
+          .where('tenant_id', '=', tenant_id)
+          .where('dag_id', '=', dag_id)
+          .where('version', '=', dag.current_version)
+          .executeTakeFirst();
+        if (current?.spec_hash === spec_hash) {
+          return { version: dag.current_version, created: false };
+        }
+      }
+
+      const max = await tx
+        .selectFrom('dag_versions')
+        .select((eb) => eb.fn.max<number | null>('version').as('max_version'))
+        .where('tenant_id', '=', tenant_id)
+        .where('dag_id', '=', dag_id)
+        .executeTakeFirst();
+      const version = Number(max?.max_version ?? 0) + 1;
+
+      await tx
+        .insertInto('dag_versions')
+        .values({
+          tenant_id,
+          dag_id,
+          version,
+          spec_json: JSON.stringify(spec),
+          spec_hash,
+          created_at: now,
+        })
+        .execute();
+      await tx
+        .insertInto('dags')
+        .values({
+          tenant_id,
+          dag_id,
+          current_version: version,
+          is_paused: this.#bool(false),
+          last_scheduled_logical_date: null,
+          created_at: now,
+          updated_at: now,
+        })
+        .onConflict((oc) =>
+          oc.columns(['tenant_id', 'dag_id']).doUpdateSet((eb) => ({
+            current_version: eb.ref('excluded.current_version'),
+            updated_at: eb.ref('excluded.updated_at'),
+          })),
+        )
+        .execute();
+      return { version, created: true };
+    });
+  }
+
+  async getDag(tenant_id: string, dag_id: string): Promise<DagRow | undefined> {
+    const row = await this.#db
+      .selectFrom('dags')
+      .selectAll()
+      .where('tenant_id', '=', tenant_id)
+      .where('dag_id', '=', dag_id)
+      .executeTakeFirst();
+    return row && toDagRow(row);
+  }
+
+  async listDags(tenant_id: string, page: Page): Promise<DagRow[]> {
+    const rows = await this.#db
+      .selectFrom('dags')
+      .selectAll()
+      .where('tenant_id', '=', tenant_id)
+      .orderBy('dag_id')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+    return rows.map(toDagRow);
+  }
+
+  async listSchedulableDags(): Promise<DagRow[]> {
+    const rows = await this.#db
+      .selectFrom('dags')
+      .selectAll()
+      .where('is_paused', '=', this.#bool(false))
+      .orderBy('tenant_id')
+      .orderBy('dag_id')
+      .execute();
+    return rows.map(toDagRow);
+  }
+
+  async getDagVersion(
+    tenant_id: string,
+    dag_id: string,
+    version: number,
+  ): Promise<DagVersionRow | undefined> {
+    const row = await this.#db
+      .selectFrom('dag_versions')
+      .selectAll()
+      .where('tenant_id', '=', tenant_id)
+      .where('dag_id', '=', dag_id)
+      .where('version', '=', version)
+      .executeTakeFirst();
+    if (row === undefined) return undefined;
+    return {
+      tenant_id: row.tenant_id,
+      dag_id: row.dag_id,
+      version: row.version,
+      spec: JSON.parse(row.spec_json) as DagSpec,
+      spec_hash: row.spec_hash,
+      created_at: num(row.created_at),
+    };
+  }
+
+  async listDagVersions(
+    tenant_id: string,
+    dag_id: string,
+  ): Promise<Omit<DagVersionRow, 'spec'>[]> {
+    const rows = await this.#db
+      .selectFrom('dag_versions')
+      .select(['tenant_id', 'dag_id', 'version', 'spec_hash', 'created_at'])
+      .where('tenant_id', '=', tenant_id)
+      .where('dag_id', '=', dag_id)
+      .orderBy('version')
+      .execute();
+    return rows.map((r) => ({ ...r, created_at: num(r.created_at) }));
+  }
+
+  async setDagPaused(
+    tenant_id: string,
+    dag_id: string,
+    paused: boolean,
+    now: number,
+  ): Promise<boolean> {
+    const res = await this.#db
+      .updateTable('dags')
+      .set({ is_paused: this.#bool(paused), updated_at: now })
+      .where('tenant_id', '=', tenant_id)
+      .where('dag_id', '=', dag_id)
+      .executeTakeFirst();
+    return changed(res.numUpdatedRows);
+  }
+
+  // ---------------------------------------------------------------- runs
+
+  async createRun(run: NewRun): Promise<DagRunRow | undefined> {
+    const id = randomUUID();
+    const row: Insertable<DagRunsTable> = {
+      id,
+      tenant_id: run.tenant_id,
+      dag_id: run.dag_id,
+      run_id: run.run_id,
+      dag_version: run.dag_version,
+      run_type: run.run_type,
+      state: 'queued',
+      logical_date: run.logical_date,
+      data_interval_start: run.data_interval_start,
+      data_interval_end: run.data_interval_end,
+      conf_json: JSON.stringify(run.conf),
+      created_at: run.now,
+      started_at: null,
+      ended_at: null,
+    };
+    try {
+      const created = await this.#writeTx(async (tx) => {
+        const existing = await tx
+          .selectFrom('dag_runs')
+          .select('id')
+          .where('tenant_id', '=', run.tenant_id)
+          .where('dag_id', '=', run.dag_id)
+          .where('run_id', '=', run.run_id)
+          .executeTakeFirst();
+        if (existing !== undefined) return false;
+
+        await tx.insertInto('dag_runs').values(row).execute();
+        const tis: Insertable<TaskInstancesTable>[] = run.tasks.map((t) => ({
+          id: randomUUID(),
+          tenant_id: run.tenant_id,
+          dag_run_id: id,
+          dag_id: run.dag_id,
+          task_id: t.task_id,
+          try_number: 1,
+          max_tries: t.max_tries,
+          state: 'none',
+          queued_at: null,
+          started_at: null,
+          ended_at: null,
+          last_heartbeat_at: null,
+          retry_at: null,
+          exit_code: null,
+          error_message: null,
+          hostname: null,
+          pid: null,
+          terminate_requested: this.#bool(false),
+          updated_at: run.now,
+        }));
+        for (const chunk of chunks(tis, INSERT_CHUNK)) {
+          await tx.insertInto('task_instances').values(chunk).execute();
+        }
+
+        if (run.run_type === 'scheduled' && run.logical_date !== null) {
+          const ld = run.logical_date;
+          // Backfills and catch-up may create runs out of order; the planner's cursor only
+          // moves forward.
+          await tx
+            .updateTable('dags')
+            .set((eb) => ({
+              last_scheduled_logical_date: eb
+                .case()
+                .when(
+                  eb.or([
+                    eb('last_scheduled_logical_date', 'is', null),
+                    eb('last_scheduled_logical_date', '<', ld),
+                  ]),
+                )
+                .then(ld)
+                .else(eb.ref('last_scheduled_logical_date'))
+                .end(),
+            }))
+            .where('tenant_id', '=', run.tenant_id)
+            .where('dag_id', '=', run.dag_id)
+            .execute();
+        }
+        return true;
+      });
+      return created ? toRunRow(row as Selectable<DagRunsTable>) : undefined;
+    } catch (err) {
+      // A concurrent creator won between our pre-check and insert. Only that case is
+      // idempotent: a duplicate task_id in run.tasks must still surface as an error.
+      if (isUniqueViolation(err)) {
+        const winner = await this.getRun(run.tenant_id, run.dag_id, run.run_id);
+        if (winner !== undefined) return undefined;
+      }
+      throw err;
+    }
+  }
+
+  async getRunById(id: string): Promise<DagRunRow | undefined> {
+    const row = await this.#db
+      .selectFrom('dag_runs')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toRunRow(row);
+  }
+
+  async getRun(tenant_id: string, dag_id: string, run_id: string): Promise<DagRunRow | undefined> {
+    const row = await this.#db
+      .selectFrom('dag_runs')
+      .selectAll()
+      .where('tenant_id', '=', tenant_id)
+      .where('dag_id', '=', dag_id)
+      .where('run_id', '=', run_id)
+      .executeTakeFirst();
+    return row && toRunRow(row);
+  }
+
+  async listRuns(
+    tenant_id: string,
+    filter: { dag_id?: string; state?: DagRunState },
+    page: Page,
+  ): Promise<DagRunRow[]> {
+    let q = this.#db.selectFrom('dag_runs').selectAll().where('tenant_id', '=', tenant_id);
+    if (filter.dag_id !== undefined) q = q.where('dag_id', '=', filter.dag_id);
+    if (filter.state !== undefined) q = q.where('state', '=', filter.state);
+    const rows = await q
+      .orderBy('created_at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+    return rows.map(toRunRow);
+  }
+
+  async listRunsInStates(states: readonly DagRunState[]): Promise<DagRunRow[]> {
+    if (states.length === 0) return [];
+    const rows = await this.#db
+      .selectFrom('dag_runs')
+      .selectAll()
+      .where('state', 'in', states)
+      .orderBy('created_at')
+      .orderBy('id')
+      .execute();
+    return rows.map(toRunRow);
+  }
+
+  async countRunsInStates(
+    tenant_id: string,
+    dag_id: string,
+    states: readonly DagRunState[],
+  ): Promise<number> {
+    if (states.length === 0) return 0;
+    const row = await this.#db
+      .selectFrom('dag_runs')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('tenant_id', '=', tenant_id)
+      .where('dag_id', '=', dag_id)
+      .where('state', 'in', states)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  async setRunState(
+    id: string,
+    from: readonly DagRunState[],
+    to: DagRunState,
+    times: { started_at?: number | null; ended_at?: number | null },
+  ): Promise<boolean> {
+    if (from.length === 0) return false;
+    const set: Updateable<DagRunsTable> = { state: to };
+    if (times.started_at !== undefined) set.started_at = times.started_at;
+    if (times.ended_at !== undefined) set.ended_at = times.ended_at;
+    const res = await this.#db
+      .updateTable('dag_runs')
+      .set(set)
+      .where('id', '=', id)
+      .where('state', 'in', from)
+      .executeTakeFirst();
+    return changed(res.numUpdatedRows);
+  }
+
+  async setRunVersion(id: string, dag_version: number): Promise<void> {
+    await this.#db.updateTable('dag_runs').set({ dag_version }).where('id', '=', id).execute();
+  }
+
+  // ---------------------------------------------------------------- task instances
+
+  async listTaskInstances(dag_run_id: string): Promise<TaskInstanceRow[]> {
+    const rows = await this.#db
+      .selectFrom('task_instances')
+      .selectAll()
+      .where('dag_run_id', '=', dag_run_id)
+      .orderBy('task_id')
+      .execute();
+    return rows.map(toTaskInstanceRow);
+  }
+
+  async getTaskInstance(dag_run_id: string, task_id: string): Promise<TaskInstanceRow | undefined> {
+    const row = await this.#db
+      .selectFrom('task_instances')
+      .selectAll()
+      .where('dag_run_id', '=', dag_run_id)
+      .where('task_id', '=', task_id)
+      .executeTakeFirst();
+    return row && toTaskInstanceRow(row);
+  }
+
+  async getTaskInstanceById(id: string): Promise<TaskInstanceRow | undefined> {
+    const row = await this.#db
+      .selectFrom('task_instances')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toTaskInstanceRow(row);
+  }
+
+  async listTaskInstancesInStates(
+    states: readonly TaskInstanceState[],
+    limit: number,
+  ): Promise<TaskInstanceRow[]> {
+    if (states.length === 0 || limit <= 0) return [];
+    const rows = await this.#db
+      .selectFrom('task_instances')
+      .selectAll()
+      .where('state', 'in', states)
+      // Longest-waiting first, so a busy tenant cannot starve rows that changed earlier.
+      .orderBy('updated_at')
+      .orderBy('id')
+      .limit(limit)
+      .execute();
+    return rows.map(toTaskInstanceRow);
+  }
+
+  async countTaskInstancesInStates(
+    tenant_id: string,
+    dag_id: string,
+    states: readonly TaskInstanceState[],
+  ): Promise<number> {
+    if (states.length === 0) return 0;
+    const row = await this.#db
+      .selectFrom('task_instances')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('tenant_id', '=', tenant_id)
+      .where('dag_id', '=', dag_id)
+      .where('state', 'in', states)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  async updateTaskInstance(
+    id: string,
+    expect: TaskInstanceExpectation,
+    patch: TaskInstancePatch,
+    now: number,
+  ): Promise<boolean> {
+    if (expect.states.length === 0) return false;
+    let q = this.#db
+      .updateTable('task_instances')
+      .set({ ...this.#patchColumns(patch), updated_at: now })
+      .where('id', '=', id)
+      .where('state', 'in', expect.states);
+    if (expect.try_number !== undefined) q = q.where('try_number', '=', expect.try_number);
+    const res = await q.executeTakeFirst();
+    return changed(res.numUpdatedRows);
+  }
+
+  async archiveAndBumpTry(
+    id: string,
+    expect: TaskInstanceExpectation,
+    archived_state: TaskInstanceState,
+    patch: TaskInstancePatch,
+    now: number,
+  ): Promise<boolean> {
+    if (expect.states.length === 0) return false;
+    return this.#writeTx(async (tx) => {
+      // The pre-image is what goes to history. On PostgreSQL the row lock makes a concurrent
+      // caller wait here and then re-read the bumped row, so its guarded UPDATE below misses.
+      let pre = tx.selectFrom('task_instances').selectAll().where('id', '=', id);
+      if (this.dialect === 'postgres') pre = pre.forUpdate();
+      const before = await pre.executeTakeFirst();
+      if (before === undefined) return false;
+
+      let q = tx
+        .updateTable('task_instances')
+        .set((eb) => ({
+          ...this.#patchColumns(patch),
+          try_number: eb('try_number', '+', 1),
+          updated_at: now,
+        }))
+        .where('id', '=', id)
+        .where('state', 'in', expect.states)
+        // Pins the update to the exact attempt we are about to archive.
+        .where('try_number', '=', before.try_number);
+      if (expect.try_number !== undefined) q = q.where('try_number', '=', expect.try_number);
+      const res = await q.executeTakeFirst();
+      if (!changed(res.numUpdatedRows)) return false;
+
+      const history: Insertable<TaskInstanceHistoryTable> = {
+        id: randomUUID(),
+        tenant_id: before.tenant_id,
+        dag_run_id: before.dag_run_id,
+        task_id: before.task_id,
+        try_number: before.try_number,
+        state: archived_state,
+        started_at: before.started_at,
+        ended_at: before.ended_at,
+        exit_code: before.exit_code,
+        error_message: before.error_message,
+        archived_at: now,
+      };
+      await tx.insertInto('task_instance_history').values(history).execute();
+      return true;
+    });
+  }
+
+  async listTaskInstanceHistory(
+    dag_run_id: string,
+    task_id?: string,
+  ): Promise<TaskInstanceHistoryRow[]> {
+    let q = this.#db
+      .selectFrom('task_instance_history')
+      .selectAll()
+      .where('dag_run_id', '=', dag_run_id);
+    if (task_id !== undefined) q = q.where('task_id', '=', task_id);
+    const rows = await q.orderBy('task_id').orderBy('try_number').execute();
+    return rows.map(toHistoryRow);
+  }
+
+  async recordHeartbeat(id: string, try_number: number, now: number): Promise<HeartbeatOutcome> {
+    // updated_at is left alone: it orders the scheduler's work queue, and a heartbeat is not
+    // a state change.
+    const row = await this.#db
+      .updateTable('task_instances')
+      .set({ last_heartbeat_at: now })
+      .where('id', '=', id)
+      .where('try_number', '=', try_number)
+      .where('state', 'in', ['queued', 'running'])
+      .returning('terminate_requested')
+      .executeTakeFirst();
+    if (row === undefined) return { kind: 'stale' };
+    return { kind: 'live', terminate_requested: fromBool(row.terminate_requested) };
+  }
+
+  // ---------------------------------------------------------------- xcom
+
+  async putXCom(row: XComRow): Promise<void> {
+    const value = toBuffer(row.value);
+    await this.#db
+      .insertInto('xcom')
+      .values({
+        tenant_id: row.tenant_id,
+        dag_run_id: row.dag_run_id,
+        task_id: row.task_id,
+        key: row.key,
+        value,
+        content_type: row.content_type,
+        created_at: row.created_at,
+      })
+      .onConflict((oc) =>
+        oc.columns(['dag_run_id', 'task_id', 'key']).doUpdateSet((eb) => ({
+          value: eb.ref('excluded.value'),
+          content_type: eb.ref('excluded.content_type'),
+          created_at: eb.ref('excluded.created_at'),
+        })),
+      )
+      .execute();
+  }
+
+  async getXCom(dag_run_id: string, task_id: string, key: string): Promise<XComRow | undefined> {
+    const row = await this.#db
+      .selectFrom('xcom')
+      .selectAll()
+      .where('dag_run_id', '=', dag_run_id)
+      .where('task_id', '=', task_id)
+      .where('key', '=', key)
+      .executeTakeFirst();
+    return row && toXComRow(row);
+  }
+
+  async listXComs(dag_run_id: string, task_id?: string): Promise<XComRow[]> {
+    let q = this.#db.selectFrom('xcom').selectAll().where('dag_run_id', '=', dag_run_id);
+    if (task_id !== undefined) q = q.where('task_id', '=', task_id);
+    const rows = await q.orderBy('task_id').orderBy('key').execute();
+    return rows.map(toXComRow);
+  }
+
+  // ---------------------------------------------------------------- logs
+
+  async appendLogs(lines: LogLineRow[]): Promise<void> {
+    if (lines.length === 0) return;
+    const rows: Insertable<TaskLogsTable>[] = lines.map((l) => ({
+      tenant_id: l.tenant_id,
+      dag_run_id: l.dag_run_id,
+      task_id: l.task_id,
+      try_number: l.try_number,
+      line_number: l.line_number,
+      time: l.time,
+      stream: l.stream,
+      message: l.message,
+    }));
+    const insertChunk = (db: Tx, chunk: Insertable<TaskLogsTable>[]) =>
+      db
+        .insertInto('task_logs')
+        .values(chunk)
+        .onConflict((oc) =>
+          oc.columns(['dag_run_id', 'task_id', 'try_number', 'line_number']).doNothing(),
+        )
+        .execute();
+    const parts = chunks(rows, INSERT_CHUNK);
+    if (parts.length === 1) {
+      await insertChunk(this.#db, rows);
+      return;
+    }
+    await this.#writeTx(async (tx) => {
+      for (const part of parts) await insertChunk(tx, part);
+    });
+  }
+
+  async readLogs(
+    dag_run_id: string,
+    task_id: string,
+    try_number: number,
+    after_line: number,
+    limit: number,
+  ): Promise<LogLineRow[]> {
+    if (limit <= 0) return [];
+    const rows = await this.#db
+      .selectFrom('task_logs')
+      .selectAll()
+      .where('dag_run_id', '=', dag_run_id)
+      .where('task_id', '=', task_id)
+      .where('try_number', '=', try_number)
+      .where('line_number', '>', after_line)
+      .orderBy('line_number')
+      .limit(limit)
+      .execute();
+    return rows.map((r) => ({
+      tenant_id: r.tenant_id,
+      dag_run_id: r.dag_run_id,
+      task_id: r.task_id,
+      try_number: r.try_number,
+      line_number: r.line_number,
+      time: num(r.time),
+      stream: r.stream as LogStreamName,
+      message: r.message,
+    }));
+  }
+
+  // ---------------------------------------------------------------- helpers
+
+  #bool(v: boolean): DbBool {
+    return this.dialect === 'postgres' ? v : v ? 1 : 0;
+  }
+
+  #patchColumns(patch: TaskInstancePatch): Updateable<TaskInstancesTable> {
+    // Copy only the patchable keys: a caller spreading a whole row into the patch must not be
+    // able to rewrite try_number, ids or the tenant.
+    const out: Record<string, unknown> = {};
+    for (const key of PATCHABLE_KEYS) {
+      const v = patch[key];
+      if (v === undefined) continue;
+      out[key] = key === 'terminate_requested' ? this.#bool(v as boolean) : v;
+    }
+    return out as Updateable<TaskInstancesTable>;
+  }
+
+  /**
+   * Runs fn in a write transaction. SQLite starts it IMMEDIATE so the write lock is taken up
+   * front: a deferred transaction that reads and then writes can fail with SQLITE_BUSY
+   * (which busy_timeout does not retry) when another connection wrote in between.
+   */
+  async #writeTx<T>(fn: (tx: Tx) => Promise<T>): Promise<T> {
+    if (this.dialect === 'postgres') return this.#db.transaction().execute(fn);
+    return this.#db.connection().execute(async (conn) => {
+      await sql`begin immediate`.execute(conn);
+      try {
+        const result = await fn(conn);
+        await sql`commit`.execute(conn);
+        return result;
+      } catch (err) {
+        await sql`rollback`.execute(conn).catch(() => undefined);
+        throw err;
+      }
+    });
+  }
+}
+
+// ------------------------------------------------------------------ row mapping
+
+/** pg hands back int8 as numbers via the pool's type parsers; this also guards stray strings. */
+function num(v: number | string | bigint): number {
+  return typeof v === 'number' ? v : Number(v);
+}
+
+function numOrNull(v: number | string | bigint | null): number | null {
+  return v === null ? null : num(v);
+}
+
+function fromBool(v: DbBool): boolean {
+  return v === true || v === 1;
+}
+
+function changed(n: bigint | number | undefined): boolean {
+  return n !== undefined && Number(n) > 0;
+}
+
+function toBuffer(v: Uint8Array): Buffer {
+  return Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+}
+
+function chunks<T>(items: T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+function toDagRow(r: Selectable<DagsTable>): DagRow {
+  return {
+    tenant_id: r.tenant_id,
+    dag_id: r.dag_id,
+    current_version: r.current_version,
+    is_paused: fromBool(r.is_paused),
+    last_scheduled_logical_date: numOrNull(r.last_scheduled_logical_date),
+    created_at: num(r.created_at),
+    updated_at: num(r.updated_at),
+  };
+}
+
+function toRunRow(r: Selectable<DagRunsTable>): DagRunRow {
+  return {
+    id: r.id,
+    tenant_id: r.tenant_id,
+    dag_id: r.dag_id,
+    run_id: r.run_id,
+    dag_version: r.dag_version,
+    run_type: r.run_type as RunType,
+    state: r.state as DagRunState,
+    logical_date: numOrNull(r.logical_date),
+    data_interval_start: numOrNull(r.data_interval_start),
+    data_interval_end: numOrNull(r.data_interval_end),
+    conf: JSON.parse(r.conf_json) as Record<string, unknown>,
+    created_at: num(r.created_at),
+    started_at: numOrNull(r.started_at),
+    ended_at: numOrNull(r.ended_at),
+  };
+}
+
+function toTaskInstanceRow(r: Selectable<TaskInstancesTable>): TaskInstanceRow {
+  return {
+    id: r.id,
+    tenant_id: r.tenant_id,
+    dag_run_id: r.dag_run_id,
+    dag_id: r.dag_id,
+    task_id: r.task_id,
+    try_number: r.try_number,
+    max_tries: r.max_tries,
+    state: r.state as TaskInstanceState,
+    queued_at: numOrNull(r.queued_at),
+    started_at: numOrNull(r.started_at),
+    ended_at: numOrNull(r.ended_at),
+    last_heartbeat_at: numOrNull(r.last_heartbeat_at),
+    retry_at: numOrNull(r.retry_at),
+    exit_code: r.exit_code,
+    error_message: r.error_message,
+    hostname: r.hostname,
+    pid: r.pid,
+    terminate_requested: fromBool(r.terminate_requested),
+    updated_at: num(r.updated_at),
+  };
+}
+
+function toHistoryRow(r: Selectable<TaskInstanceHistoryTable>): TaskInstanceHistoryRow {
+  return {
+    id: r.id,
+    tenant_id: r.tenant_id,
+    dag_run_id: r.dag_run_id,
+    task_id: r.task_id,
+    try_number: r.try_number,
+    state: r.state as TaskInstanceState,
+    started_at: numOrNull(r.started_at),
+    ended_at: numOrNull(r.ended_at),
+    exit_code: r.exit_code,
+    error_message: r.error_message,
+    archived_at: num(r.archived_at),
+  };
+}
+
+function toXComRow(r: Selectable<XComTable>): XComRow {
+  return {
+    tenant_id: r.tenant_id,
+    dag_run_id: r.dag_run_id,
+    task_id: r.task_id,
+    key: r.key,
+    // A plain Uint8Array copy: callers get the declared type, not a Buffer that may be a view
+    // into the driver's shared pool.
+    value: new Uint8Array(r.value),
+    content_type: r.content_type,
+    created_at: num(r.created_at),
+  };
+}
+
+/** SQLite (better-sqlite3) and PostgreSQL (pg) report unique/PK violations differently. */
+export function isUniqueViolation(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const code = (err as { code?: unknown }).code;
+  return (
+    code === '23505' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || code === 'SQLITE_CONSTRAINT_UNIQUE'
+  );
+}

@@ -1,0 +1,126 @@
+import { closeSync, mkdirSync, openSync } from 'node:fs';
+import { dirname } from 'node:path';
+import BetterSqlite3 from 'better-sqlite3';
+import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import pg from 'pg';
+import type { Database } from './db-types.js';
+import { KyselyStore } from './kysely-store.js';
+import type { Store } from './store.js';
+
+export type OpenStoreOptions =
+  | { kind: 'sqlite'; file: string }
+  | { kind: 'postgres'; url: string; schema?: string };
+
+/**
+ * Opens (does not migrate) a store. Call `migrate()` before first use; it is cheap and
+ * idempotent, so every process may call it at boot.
+ */
+export async function openStore(opts: OpenStoreOptions): Promise<Store> {
+  return opts.kind === 'sqlite' ? openSqlite(opts.file) : openPostgres(opts.url, opts.schema);
+}
+
+function openSqlite(file: string): KyselyStore {
+  // ':memory:' stays usable for fast unit tests elsewhere; it has no file to protect.
+  if (file !== ':memory:') createPrivateFile(file);
+  const db = new BetterSqlite3(file);
+  try {
+    // busy_timeout first, so switching to WAL waits for a lock instead of failing outright.
+    db.pragma('busy_timeout = 5000');
+    db.pragma('journal_mode = WAL');
+    db.pragma('foreign_keys = ON');
+    // With WAL, NORMAL is durable against application crashes and keeps the database
+    // consistent across power loss; it only risks the last commits on an OS crash.
+    db.pragma('synchronous = NORMAL');
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: db }) });
+  return new KyselyStore(kysely, { dialect: 'sqlite' });
+}
+
+/**
+ * The database holds connection secrets (encrypted) and everything else a tenant owns, so the
+ * file is created owner-only before SQLite ever sees it. SQLite gives its -wal and -shm
+ * companions the same permission bits as the main file.
+ */
+function createPrivateFile(file: string): void {
+  mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+  try {
+    closeSync(openSync(file, 'wx', 0o600));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+}
+
+const PG_INT8 = 20;
+const PG_NUMERIC = 1700;
+
+// Per-pool parsers rather than pg.types.setTypeParser, which would change every pg user in
+// the process. Epoch-ms values and counts fit comfortably in a double.
+const pgTypes = {
+  getTypeParser(oid: number, format?: 'text' | 'binary') {
+    if (format !== 'binary' && (oid === PG_INT8 || oid === PG_NUMERIC)) {
+      return (value: string) => Number(value);
+    }
+    return pg.types.getTypeParser(oid, format);
+  },
+} as unknown as pg.CustomTypesConfig;
+
+async function openPostgres(url: string, schema: string | undefined): Promise<KyselyStore> {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 10,
+    types: pgTypes,
+    // Fail a request instead of hanging forever when the server is unreachable.
+    connectionTimeoutMillis: 10_000,
+  });
+  // An idle client dying (server restart, network blip) is emitted on the pool; without a
+  // listener that would crash the process. The pool has already discarded the client and the
+  // next checkout reconnects, so there is nothing else to do here.
+  pool.on('error', () => undefined);
+
+  const searchPath = schema === undefined ? undefined : quoteIdent(schema);
+  const kysely = new Kysely<Database>({
+    dialect: new PostgresDialect({
+      pool,
+      ...(searchPath === undefined
+        ? {}
+        : {
+            onCreateConnection: async (conn) => {
+              await conn.executeQuery(CompiledQuery.raw(`SET search_path TO ${searchPath}`));
+            },
+          }),
+    }),
+  });
+
+  try {
+    if (searchPath !== undefined) {
+      try {
+        await sql.raw(`CREATE SCHEMA IF NOT EXISTS ${searchPath}`).execute(kysely);
+      } catch (err) {
+        // IF NOT EXISTS still races between two concurrent creators; losing that race is fine.
+        const code = (err as { code?: unknown }).code;
+        if (code !== '23505' && code !== '42P06') throw err;
+      }
+    }
+    const { rows } = await sql<{ s: string | null }>`select current_schema() as s`.execute(kysely);
+    const effective = rows[0]?.s ?? null;
+    if (effective === null) {
+      throw new Error(
+        'postgres store: no schema on the search_path exists; pass `schema` or create one',
+      );
+    }
+    return new KyselyStore(kysely, { dialect: 'postgres', schema: effective });
+  } catch (err) {
+    await kysely.destroy();
+    throw err;
+  }
+}
+
+function quoteIdent(name: string): string {
+  if (name.length === 0 || name.length > 63 || name.includes('\0')) {
+    throw new Error(`postgres store: invalid schema name ${JSON.stringify(name)}`);
+  }
+  return `"${name.replace(/"/g, '""')}"`;
+}

@@ -1,0 +1,103 @@
+import pg from 'pg';
+import { describe, expect, it } from 'vitest';
+import { openStore } from '../../src/store/index.js';
+import {
+  POSTGRES_HOWTO,
+  postgresAvailability,
+  postgresRequired,
+  postgresTestUrl,
+  useFreshPostgresSchema,
+} from '../support/databases.js';
+import { registerStoreSuite } from './store.suite.js';
+
+const availability = await postgresAvailability();
+
+if (availability.ok) {
+  describe('postgres storage suite', () => {
+    const schema = useFreshPostgresSchema('store');
+    registerStoreSuite({
+      open: () => openStore({ kind: 'postgres', url: postgresTestUrl(), schema: schema() }),
+    });
+  });
+
+  describe('postgres specifics', () => {
+    const schemaA = useFreshPostgresSchema('store_a');
+    const schemaB = useFreshPostgresSchema('store_b');
+
+    it('keeps schemas apart, each with its own migration bookkeeping', async () => {
+      const a = await openStore({ kind: 'postgres', url: postgresTestUrl(), schema: schemaA() });
+      await a.migrate();
+      await a.ensureTenant('t', 'T', 1);
+      // Migrating B while A's tables exist must still create B's own tables.
+      const b = await openStore({ kind: 'postgres', url: postgresTestUrl(), schema: schemaB() });
+      await b.migrate();
+      await b.ensureTenant('t', 'T', 1);
+      await a.putDagVersion('t', minimalSpec('only-in-a'), 'h', 1);
+      expect(await b.getDag('t', 'only-in-a')).toBeUndefined();
+      expect((await a.getDag('t', 'only-in-a'))?.current_version).toBe(1);
+      await Promise.all([a.close(), b.close()]);
+    });
+
+    it('creates a missing schema and migrates concurrently from several processes safely', async () => {
+      const name = `${schemaA()}_created`;
+      const stores = await Promise.all(
+        [1, 2, 3].map(() => openStore({ kind: 'postgres', url: postgresTestUrl(), schema: name })),
+      );
+      try {
+        await Promise.all(stores.map((s) => s.migrate()));
+        await stores[0]?.ensureTenant('t', 'T', 1);
+        expect(await stores[1]?.listDags('t', { limit: 1, offset: 0 })).toEqual([]);
+      } finally {
+        await Promise.all(stores.map((s) => s.close()));
+        const c = new pg.Client({ connectionString: postgresTestUrl() });
+        await c.connect();
+        await c.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
+        await c.end();
+      }
+    });
+
+    it('parses int8 as numbers on its own pool only, leaving the global pg parsers alone', async () => {
+      const s = await openStore({ kind: 'postgres', url: postgresTestUrl(), schema: schemaA() });
+      await s.migrate();
+      expect(pg.types.getTypeParser(20, 'text')('12')).toBe('12');
+      await s.close();
+    });
+  });
+} else if (postgresRequired()) {
+  describe('postgres storage suite', () => {
+    it('requires PostgreSQL (LEOFLOW_TEST_REQUIRE_POSTGRES=1 or CI=true)', () => {
+      throw new Error(
+        `PostgreSQL is required but unreachable: ${availability.reason}. To fix: ${POSTGRES_HOWTO}.`,
+      );
+    });
+  });
+} else {
+  process.stderr.write(
+    `postgres storage suite skipped: ${availability.reason}; set LEOFLOW_TEST_POSTGRES_URL or start PostgreSQL\n`,
+  );
+  describe.skip('postgres storage suite', () => {
+    registerStoreSuite({ open: () => Promise.reject(new Error('skipped')) });
+  });
+}
+
+function minimalSpec(dag_id: string) {
+  return {
+    schema_version: '1.0' as const,
+    dag_id,
+    description: '',
+    owner: '',
+    tags: [],
+    schedule: null,
+    schedule_timezone: 'UTC',
+    start_date: null,
+    end_date: null,
+    catchup: false,
+    max_active_runs: 1,
+    max_active_tasks: 0,
+    defaults: { retries: 0, retry_delay_seconds: 0, execution_timeout_seconds: null },
+    params: {},
+    variables: [],
+    connections: [],
+    tasks: [],
+  };
+}

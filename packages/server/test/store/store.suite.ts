@@ -1,0 +1,1126 @@
+import { randomUUID } from 'node:crypto';
+import type { DagSpec, TaskInstanceState } from '@leoflow/core';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { LogLineRow, NewRun, Store, TaskInstanceRow } from '../../src/store/index.js';
+
+/**
+ * The one storage suite. Each dialect's test file supplies `open`, which must return a new
+ * Store over the same database every time it is called (so reopen-keeps-data is testable).
+ * Tests share one database per file and isolate themselves with fresh tenant ids; assertions
+ * on cross-tenant methods filter to the test's own tenants.
+ */
+export interface StoreSuiteHarness {
+  open(): Promise<Store>;
+}
+
+// Past 2^31 on purpose: epoch ms must survive the bigint columns on both dialects.
+const T0 = 1_700_000_000_000;
+
+export function registerStoreSuite(harness: StoreSuiteHarness): void {
+  let store: Store;
+
+  beforeAll(async () => {
+    store = await harness.open();
+    await store.migrate();
+  });
+  afterAll(async () => {
+    await store?.close();
+  });
+
+  async function newTenant(label = 't'): Promise<string> {
+    const id = `${label}-${randomUUID()}`;
+    await store.ensureTenant(id, `Tenant ${label}`, T0);
+    return id;
+  }
+
+  function spec(dag_id: string, taskIds: string[] = ['extract', 'load'], description = ''): DagSpec {
+    return {
+      schema_version: '1.0',
+      dag_id,
+      description,
+      owner: 'data-eng',
+      tags: ['etl', 'ünïcode'],
+      schedule: '@daily',
+      schedule_timezone: 'UTC',
+      start_date: '2024-01-01T00:00:00Z',
+      end_date: null,
+      catchup: false,
+      max_active_runs: 1,
+      max_active_tasks: 0,
+      defaults: { retries: 1, retry_delay_seconds: 300, execution_timeout_seconds: null },
+      params: { nested: { list: [1, 'two', null], flag: true } },
+      variables: ['api_key'],
+      connections: ['warehouse'],
+      tasks: taskIds.map((task_id, i) => ({
+        task_id,
+        type: 'bash' as const,
+        command: `echo ${task_id}`,
+        depends_on: i === 0 ? [] : [taskIds[i - 1] ?? ''],
+        trigger_rule: 'all_success' as const,
+        retries: 1,
+        retry_delay_seconds: 300,
+        execution_timeout_seconds: null,
+        env: { MODE: 'test' },
+        variables: [],
+        connections: [],
+        do_xcom_push: false,
+      })),
+    };
+  }
+
+  function newRun(tenant_id: string, dag_id: string, over: Partial<NewRun> = {}): NewRun {
+    return {
+      tenant_id,
+      dag_id,
+      run_id: `manual__${randomUUID()}`,
+      run_type: 'manual',
+      dag_version: 1,
+      logical_date: null,
+      data_interval_start: null,
+      data_interval_end: null,
+      conf: {},
+      tasks: [
+        { task_id: 'extract', max_tries: 2 },
+        { task_id: 'load', max_tries: 1 },
+      ],
+      now: T0,
+      ...over,
+    };
+  }
+
+  /** A tenant, a registered DAG and one run with two task instances. */
+  async function fixture(label = 'fx') {
+    const tenant_id = await newTenant(label);
+    const dag_id = 'etl';
+    await store.putDagVersion(tenant_id, spec(dag_id), 'hash-1', T0);
+    const run = await store.createRun(newRun(tenant_id, dag_id));
+    if (run === undefined) throw new Error('fixture run not created');
+    const tis = await store.listTaskInstances(run.id);
+    const ti = (task_id: string): TaskInstanceRow => {
+      const found = tis.find((t) => t.task_id === task_id);
+      if (found === undefined) throw new Error(`no task instance ${task_id}`);
+      return found;
+    };
+    return { tenant_id, dag_id, run, extract: ti('extract'), load: ti('load') };
+  }
+
+  async function ti(id: string): Promise<TaskInstanceRow> {
+    const row = await store.getTaskInstanceById(id);
+    if (row === undefined) throw new Error(`task instance ${id} vanished`);
+    return row;
+  }
+
+  describe('migrations and lifecycle', () => {
+    it('migrate() a second time is a no-op that keeps data', async () => {
+      const tenant_id = await newTenant();
+      await store.putDagVersion(tenant_id, spec('d'), 'h', T0);
+      await store.migrate();
+      await store.migrate();
+      expect((await store.getDag(tenant_id, 'd'))?.current_version).toBe(1);
+    });
+
+    it('a store reopened over the same database sees everything written before close', async () => {
+      const { tenant_id, run, extract } = await fixture('reopen');
+      await store.updateTaskInstance(
+        extract.id,
+        { states: ['none'] },
+        { state: 'queued', terminate_requested: true, queued_at: T0 + 5 },
+        T0 + 5,
+      );
+      await store.putXCom({
+        tenant_id,
+        dag_run_id: run.id,
+        task_id: 'extract',
+        key: 'k',
+        value: new Uint8Array([0, 1, 255]),
+        content_type: 'application/octet-stream',
+        created_at: T0,
+      });
+      await store.close();
+
+      store = await harness.open();
+      await store.migrate();
+      expect(await store.getRunById(run.id)).toEqual(run);
+      const reread = await ti(extract.id);
+      expect(reread).toMatchObject({ state: 'queued', terminate_requested: true, queued_at: T0 + 5 });
+      expect((await store.getXCom(run.id, 'extract', 'k'))?.value).toEqual(
+        new Uint8Array([0, 1, 255]),
+      );
+    });
+
+    it('close() twice is harmless', async () => {
+      const extra = await harness.open();
+      await extra.migrate();
+      await extra.close();
+      await expect(extra.close()).resolves.toBeUndefined();
+    });
+
+    it('reports its dialect', () => {
+      expect(['sqlite', 'postgres']).toContain(store.dialect);
+    });
+  });
+
+  describe('tenants', () => {
+    it('ensureTenant is idempotent', async () => {
+      const id = `tenant-${randomUUID()}`;
+      await store.ensureTenant(id, 'A', T0);
+      await store.ensureTenant(id, 'A again', T0 + 1);
+      await expect(store.putDagVersion(id, spec('d'), 'h', T0)).resolves.toEqual({
+        version: 1,
+        created: true,
+      });
+    });
+
+    it('rows for an unknown tenant are rejected by the foreign key', async () => {
+      await expect(
+        store.putDagVersion(`ghost-${randomUUID()}`, spec('d'), 'h', T0),
+      ).rejects.toThrow();
+    });
+  });
+
+  describe('dags and versions', () => {
+    it('numbers versions 1,2,3 and a same-hash push is a no-op', async () => {
+      const t = await newTenant();
+      expect(await store.putDagVersion(t, spec('d', ['a']), 'h1', T0)).toEqual({
+        version: 1,
+        created: true,
+      });
+      expect(await store.putDagVersion(t, spec('d', ['a']), 'h1', T0 + 1)).toEqual({
+        version: 1,
+        created: false,
+      });
+      expect(await store.putDagVersion(t, spec('d', ['a', 'b']), 'h2', T0 + 2)).toEqual({
+        version: 2,
+        created: true,
+      });
+      // Compared with the current version only: going back to an older spec is a new version.
+      expect(await store.putDagVersion(t, spec('d', ['a']), 'h1', T0 + 3)).toEqual({
+        version: 3,
+        created: true,
+      });
+
+      expect(await store.getDag(t, 'd')).toEqual({
+        tenant_id: t,
+        dag_id: 'd',
+        current_version: 3,
+        is_paused: false,
+        last_scheduled_logical_date: null,
+        created_at: T0,
+        updated_at: T0 + 3,
+      });
+      expect(await store.listDagVersions(t, 'd')).toEqual([
+        { tenant_id: t, dag_id: 'd', version: 1, spec_hash: 'h1', created_at: T0 },
+        { tenant_id: t, dag_id: 'd', version: 2, spec_hash: 'h2', created_at: T0 + 2 },
+        { tenant_id: t, dag_id: 'd', version: 3, spec_hash: 'h1', created_at: T0 + 3 },
+      ]);
+    });
+
+    it('getDagVersion returns the spec parsed back into an object', async () => {
+      const t = await newTenant();
+      const s = spec('d', ['a', 'b', 'c'], 'line one\nline "two"');
+      await store.putDagVersion(t, s, 'h', T0);
+      expect(await store.getDagVersion(t, 'd', 1)).toEqual({
+        tenant_id: t,
+        dag_id: 'd',
+        version: 1,
+        spec: s,
+        spec_hash: 'h',
+        created_at: T0,
+      });
+      expect(await store.getDagVersion(t, 'd', 2)).toBeUndefined();
+      expect(await store.getDag(t, 'nope')).toBeUndefined();
+    });
+
+    it('concurrent pushes of different specs get distinct consecutive versions', async () => {
+      const t = await newTenant();
+      const n = 8;
+      const results = await Promise.all(
+        Array.from({ length: n }, (_, i) =>
+          store.putDagVersion(t, spec('race', [`t${i}`]), `h${i}`, T0 + i),
+        ),
+      );
+      expect(results.every((r) => r.created)).toBe(true);
+      expect(results.map((r) => r.version).sort((a, b) => a - b)).toEqual(
+        Array.from({ length: n }, (_, i) => i + 1),
+      );
+      expect((await store.getDag(t, 'race'))?.current_version).toBe(n);
+      expect(await store.listDagVersions(t, 'race')).toHaveLength(n);
+    });
+
+    it('concurrent pushes of the same spec create exactly one version', async () => {
+      const t = await newTenant();
+      const results = await Promise.all(
+        Array.from({ length: 10 }, () => store.putDagVersion(t, spec('same'), 'h', T0)),
+      );
+      expect(results.filter((r) => r.created)).toHaveLength(1);
+      expect(new Set(results.map((r) => r.version))).toEqual(new Set([1]));
+      expect(await store.listDagVersions(t, 'same')).toHaveLength(1);
+    });
+
+    it('setDagPaused toggles is_paused and drives listSchedulableDags', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('a'), 'h', T0);
+      await store.putDagVersion(t, spec('b'), 'h', T0);
+      const mine = async () =>
+        (await store.listSchedulableDags()).filter((d) => d.tenant_id === t).map((d) => d.dag_id);
+      expect(await mine()).toEqual(['a', 'b']);
+
+      expect(await store.setDagPaused(t, 'a', true, T0 + 10)).toBe(true);
+      expect(await store.getDag(t, 'a')).toMatchObject({ is_paused: true, updated_at: T0 + 10 });
+      expect(await mine()).toEqual(['b']);
+
+      expect(await store.setDagPaused(t, 'a', false, T0 + 20)).toBe(true);
+      expect((await store.getDag(t, 'a'))?.is_paused).toBe(false);
+      expect(await mine()).toEqual(['a', 'b']);
+
+      expect(await store.setDagPaused(t, 'missing', true, T0)).toBe(false);
+    });
+
+    it('a new version keeps the pause flag and the planner cursor', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('d'), 'h1', T0);
+      await store.setDagPaused(t, 'd', true, T0);
+      await store.createRun(
+        newRun(t, 'd', { run_type: 'scheduled', run_id: 'scheduled__1', logical_date: T0 }),
+      );
+      await store.putDagVersion(t, spec('d', ['x']), 'h2', T0 + 1);
+      expect(await store.getDag(t, 'd')).toMatchObject({
+        current_version: 2,
+        is_paused: true,
+        last_scheduled_logical_date: T0,
+        created_at: T0,
+      });
+    });
+
+    it('listDags pages in dag_id order', async () => {
+      const t = await newTenant();
+      for (const d of ['c', 'a', 'e', 'b', 'd']) await store.putDagVersion(t, spec(d), 'h', T0);
+      const ids = async (limit: number, offset: number) =>
+        (await store.listDags(t, { limit, offset })).map((d) => d.dag_id);
+      expect(await ids(2, 0)).toEqual(['a', 'b']);
+      expect(await ids(2, 2)).toEqual(['c', 'd']);
+      expect(await ids(2, 4)).toEqual(['e']);
+      expect(await ids(10, 5)).toEqual([]);
+    });
+  });
+
+  describe('runs', () => {
+    it('createRun stores the run and one try-1 task instance per task in state none', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('d'), 'h', T0);
+      const conf = { date: '2024-01-01', deep: { n: 1, arr: [true, null] }, emoji: '🚀' };
+      const run = await store.createRun(
+        newRun(t, 'd', {
+          run_id: 'manual__one',
+          conf,
+          logical_date: T0 - 1000,
+          data_interval_start: T0 - 2000,
+          data_interval_end: T0 - 1000,
+        }),
+      );
+      expect(run).toEqual({
+        id: expect.any(String),
+        tenant_id: t,
+        dag_id: 'd',
+        run_id: 'manual__one',
+        dag_version: 1,
+        run_type: 'manual',
+        state: 'queued',
+        logical_date: T0 - 1000,
+        data_interval_start: T0 - 2000,
+        data_interval_end: T0 - 1000,
+        conf,
+        created_at: T0,
+        started_at: null,
+        ended_at: null,
+      });
+      if (run === undefined) return;
+      expect(await store.getRunById(run.id)).toEqual(run);
+      expect(await store.getRun(t, 'd', 'manual__one')).toEqual(run);
+
+      const tis = await store.listTaskInstances(run.id);
+      expect(tis.map((x) => x.task_id)).toEqual(['extract', 'load']);
+      expect(tis[0]).toEqual({
+        id: expect.any(String),
+        tenant_id: t,
+        dag_run_id: run.id,
+        dag_id: 'd',
+        task_id: 'extract',
+        try_number: 1,
+        max_tries: 2,
+        state: 'none',
+        queued_at: null,
+        started_at: null,
+        ended_at: null,
+        last_heartbeat_at: null,
+        retry_at: null,
+        exit_code: null,
+        error_message: null,
+        hostname: null,
+        pid: null,
+        terminate_requested: false,
+        updated_at: T0,
+      });
+      const first = tis[0];
+      if (first === undefined) return;
+      expect(await store.getTaskInstance(run.id, 'extract')).toEqual(first);
+      expect(await store.getTaskInstanceById(first.id)).toEqual(first);
+      expect(await store.getTaskInstance(run.id, 'nope')).toBeUndefined();
+      expect(await store.getRunById(randomUUID())).toBeUndefined();
+    });
+
+    it('createRun is idempotent on (tenant, dag_id, run_id)', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('d'), 'h', T0);
+      const first = await store.createRun(newRun(t, 'd', { run_id: 'r1' }));
+      expect(first).toBeDefined();
+      const again = await store.createRun(
+        newRun(t, 'd', { run_id: 'r1', tasks: [{ task_id: 'other', max_tries: 1 }] }),
+      );
+      expect(again).toBeUndefined();
+      expect(await store.listRuns(t, {}, { limit: 10, offset: 0 })).toHaveLength(1);
+      if (first === undefined) return;
+      expect((await store.listTaskInstances(first.id)).map((x) => x.task_id)).toEqual([
+        'extract',
+        'load',
+      ]);
+    });
+
+    it('concurrent createRun calls with one run_id create exactly one run', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('d'), 'h', T0);
+      const results = await Promise.all(
+        Array.from({ length: 10 }, () => store.createRun(newRun(t, 'd', { run_id: 'dup' }))),
+      );
+      const created = results.filter((r) => r !== undefined);
+      expect(created).toHaveLength(1);
+      const runs = await store.listRuns(t, {}, { limit: 10, offset: 0 });
+      expect(runs).toHaveLength(1);
+      expect(await store.listTaskInstances(runs[0]?.id ?? '')).toHaveLength(2);
+    });
+
+    it('a run with a duplicate task_id fails as a whole instead of being treated as a duplicate run', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('d'), 'h', T0);
+      await expect(
+        store.createRun(
+          newRun(t, 'd', {
+            run_id: 'bad',
+            tasks: [
+              { task_id: 'x', max_tries: 1 },
+              { task_id: 'x', max_tries: 1 },
+            ],
+          }),
+        ),
+      ).rejects.toThrow();
+      expect(await store.getRun(t, 'd', 'bad')).toBeUndefined();
+    });
+
+    it('creates many task instances in one run', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('wide'), 'h', T0);
+      const tasks = Array.from({ length: 1234 }, (_, i) => ({
+        task_id: `task_${String(i).padStart(4, '0')}`,
+        max_tries: 1,
+      }));
+      const run = await store.createRun(newRun(t, 'wide', { tasks }));
+      expect(run).toBeDefined();
+      const tis = await store.listTaskInstances(run?.id ?? '');
+      expect(tis).toHaveLength(1234);
+      expect(await store.countTaskInstancesInStates(t, 'wide', ['none'])).toBe(1234);
+    });
+
+    it('scheduled runs advance last_scheduled_logical_date to the max; manual runs do not', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('d'), 'h', T0);
+      const sched = (ld: number) =>
+        store.createRun(
+          newRun(t, 'd', { run_type: 'scheduled', run_id: `scheduled__${ld}`, logical_date: ld }),
+        );
+      await sched(T0 + 2 * 86_400_000);
+      expect((await store.getDag(t, 'd'))?.last_scheduled_logical_date).toBe(T0 + 2 * 86_400_000);
+      // Catch-up / backfill creating an older run must not move the cursor back.
+      await sched(T0 + 86_400_000);
+      expect((await store.getDag(t, 'd'))?.last_scheduled_logical_date).toBe(T0 + 2 * 86_400_000);
+      await store.createRun(newRun(t, 'd', { run_type: 'manual', logical_date: T0 + 9e8 }));
+      expect((await store.getDag(t, 'd'))?.last_scheduled_logical_date).toBe(T0 + 2 * 86_400_000);
+      await sched(T0 + 3 * 86_400_000);
+      expect((await store.getDag(t, 'd'))?.last_scheduled_logical_date).toBe(T0 + 3 * 86_400_000);
+    });
+
+    it('listRuns filters by dag and state, newest first, and pages', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('a'), 'h', T0);
+      await store.putDagVersion(t, spec('b'), 'h', T0);
+      const a1 = await store.createRun(newRun(t, 'a', { run_id: 'a1', now: T0 + 1 }));
+      const a2 = await store.createRun(newRun(t, 'a', { run_id: 'a2', now: T0 + 2 }));
+      const b1 = await store.createRun(newRun(t, 'b', { run_id: 'b1', now: T0 + 3 }));
+      await store.setRunState(a2?.id ?? '', ['queued'], 'running', { started_at: T0 + 4 });
+
+      const runIds = (rows: { run_id: string }[]) => rows.map((r) => r.run_id);
+      const page = { limit: 10, offset: 0 };
+      expect(runIds(await store.listRuns(t, {}, page))).toEqual(['b1', 'a2', 'a1']);
+      expect(runIds(await store.listRuns(t, { dag_id: 'a' }, page))).toEqual(['a2', 'a1']);
+      expect(runIds(await store.listRuns(t, { state: 'queued' }, page))).toEqual(['b1', 'a1']);
+      expect(runIds(await store.listRuns(t, { dag_id: 'a', state: 'running' }, page))).toEqual([
+        'a2',
+      ]);
+      expect(runIds(await store.listRuns(t, {}, { limit: 1, offset: 1 }))).toEqual(['a2']);
+      expect(a1 && b1).toBeDefined();
+    });
+
+    it('listRunsInStates spans tenants oldest first; countRunsInStates counts per dag', async () => {
+      const t1 = await newTenant('one');
+      const t2 = await newTenant('two');
+      await store.putDagVersion(t1, spec('d'), 'h', T0);
+      await store.putDagVersion(t2, spec('d'), 'h', T0);
+      await store.createRun(newRun(t1, 'd', { run_id: 'late', now: T0 + 30 }));
+      await store.createRun(newRun(t2, 'd', { run_id: 'early', now: T0 + 10 }));
+      const mid = await store.createRun(newRun(t1, 'd', { run_id: 'mid', now: T0 + 20 }));
+      await store.setRunState(mid?.id ?? '', ['queued'], 'running', {});
+
+      const mine = (await store.listRunsInStates(['queued', 'running'])).filter(
+        (r) => r.tenant_id === t1 || r.tenant_id === t2,
+      );
+      expect(mine.map((r) => r.run_id)).toEqual(['early', 'mid', 'late']);
+      const queuedOnly = (await store.listRunsInStates(['queued'])).filter(
+        (r) => r.tenant_id === t1 || r.tenant_id === t2,
+      );
+      expect(queuedOnly.map((r) => r.run_id)).toEqual(['early', 'late']);
+      expect(await store.listRunsInStates([])).toEqual([]);
+
+      expect(await store.countRunsInStates(t1, 'd', ['queued', 'running'])).toBe(2);
+      expect(await store.countRunsInStates(t1, 'd', ['running'])).toBe(1);
+      expect(await store.countRunsInStates(t2, 'd', ['running'])).toBe(0);
+      expect(await store.countRunsInStates(t1, 'd', [])).toBe(0);
+    });
+
+    it('setRunState is a compare-and-set and writes only the times it is given', async () => {
+      const { run } = await fixture();
+      expect(await store.setRunState(run.id, ['running'], 'success', { ended_at: T0 })).toBe(false);
+      expect(await store.setRunState(run.id, ['queued'], 'running', { started_at: T0 + 1 })).toBe(
+        true,
+      );
+      expect(await store.getRunById(run.id)).toMatchObject({
+        state: 'running',
+        started_at: T0 + 1,
+        ended_at: null,
+      });
+      expect(await store.setRunState(run.id, ['running'], 'failed', { ended_at: T0 + 2 })).toBe(
+        true,
+      );
+      expect(await store.getRunById(run.id)).toMatchObject({
+        state: 'failed',
+        started_at: T0 + 1,
+        ended_at: T0 + 2,
+      });
+      // Clear-and-rerun: explicit nulls reset the times.
+      expect(
+        await store.setRunState(run.id, ['failed', 'success'], 'queued', {
+          started_at: null,
+          ended_at: null,
+        }),
+      ).toBe(true);
+      expect(await store.getRunById(run.id)).toMatchObject({
+        state: 'queued',
+        started_at: null,
+        ended_at: null,
+      });
+      expect(await store.setRunState(run.id, [], 'running', {})).toBe(false);
+      expect(await store.setRunState(randomUUID(), ['queued'], 'running', {})).toBe(false);
+    });
+
+    it('concurrent setRunState with the same expectation applies once', async () => {
+      const { run } = await fixture();
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          store.setRunState(run.id, ['queued'], 'running', { started_at: T0 + i }),
+        ),
+      );
+      expect(results.filter(Boolean)).toHaveLength(1);
+    });
+
+    it('setRunVersion rebinds a run to another DAG version', async () => {
+      const { tenant_id, dag_id, run } = await fixture();
+      await store.putDagVersion(tenant_id, spec(dag_id, ['z']), 'hash-2', T0);
+      await store.setRunVersion(run.id, 2);
+      expect((await store.getRunById(run.id))?.dag_version).toBe(2);
+    });
+  });
+
+  describe('task instances', () => {
+    it('updateTaskInstance applies the patch only when state and try match', async () => {
+      const { extract } = await fixture();
+      expect(
+        await store.updateTaskInstance(extract.id, { states: ['queued'] }, { state: 'running' }, T0 + 1),
+      ).toBe(false);
+      expect(
+        await store.updateTaskInstance(
+          extract.id,
+          { states: ['none', 'scheduled'], try_number: 2 },
+          { state: 'queued' },
+          T0 + 1,
+        ),
+      ).toBe(false);
+      expect((await ti(extract.id)).state).toBe('none');
+
+      expect(
+        await store.updateTaskInstance(
+          extract.id,
+          { states: ['none', 'scheduled'], try_number: 1 },
+          { state: 'queued', queued_at: T0 + 2, hostname: 'host-a', pid: 4242 },
+          T0 + 2,
+        ),
+      ).toBe(true);
+      expect(await ti(extract.id)).toMatchObject({
+        state: 'queued',
+        queued_at: T0 + 2,
+        hostname: 'host-a',
+        pid: 4242,
+        updated_at: T0 + 2,
+        try_number: 1,
+      });
+
+      expect(
+        await store.updateTaskInstance(
+          extract.id,
+          { states: ['queued'] },
+          {
+            state: 'failed',
+            exit_code: 3,
+            error_message: 'boom',
+            ended_at: T0 + 3,
+            terminate_requested: true,
+            max_tries: 5,
+            retry_at: T0 + 100,
+            hostname: null,
+            pid: null,
+          },
+          T0 + 3,
+        ),
+      ).toBe(true);
+      expect(await ti(extract.id)).toMatchObject({
+        state: 'failed',
+        exit_code: 3,
+        error_message: 'boom',
+        ended_at: T0 + 3,
+        terminate_requested: true,
+        max_tries: 5,
+        retry_at: T0 + 100,
+        hostname: null,
+        pid: null,
+        queued_at: T0 + 2,
+      });
+
+      expect(await store.updateTaskInstance(extract.id, { states: [] }, { state: 'none' }, T0)).toBe(
+        false,
+      );
+      expect(
+        await store.updateTaskInstance(randomUUID(), { states: ['none'] }, { state: 'queued' }, T0),
+      ).toBe(false);
+    });
+
+    it('a patch cannot rewrite columns outside TaskInstancePatch', async () => {
+      const { extract } = await fixture();
+      const sneaky = { state: 'queued', try_number: 99, tenant_id: 'other' } as never;
+      expect(await store.updateTaskInstance(extract.id, { states: ['none'] }, sneaky, T0)).toBe(true);
+      expect(await ti(extract.id)).toMatchObject({
+        state: 'queued',
+        try_number: 1,
+        tenant_id: extract.tenant_id,
+      });
+    });
+
+    it('of 20 concurrent updates with the same expectation exactly one wins', async () => {
+      const { extract } = await fixture();
+      await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'queued' }, T0);
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          store.updateTaskInstance(
+            extract.id,
+            { states: ['queued'], try_number: 1 },
+            { state: 'running', pid: 1000 + i },
+            T0 + i,
+          ),
+        ),
+      );
+      expect(results.filter(Boolean)).toHaveLength(1);
+      const winner = results.indexOf(true);
+      expect(await ti(extract.id)).toMatchObject({ state: 'running', pid: 1000 + winner });
+    });
+
+    it('listTaskInstancesInStates spans tenants, least recently updated first, limited', async () => {
+      // Timestamps far below everyone else's so this test's rows sort first.
+      const tA = await newTenant('a');
+      const tB = await newTenant('b');
+      await store.putDagVersion(tA, spec('d'), 'h', T0);
+      await store.putDagVersion(tB, spec('d'), 'h', T0);
+      const rA = await store.createRun(newRun(tA, 'd'));
+      const rB = await store.createRun(newRun(tB, 'd'));
+      const tisA = await store.listTaskInstances(rA?.id ?? '');
+      const tisB = await store.listTaskInstances(rB?.id ?? '');
+      const order = [tisB[1], tisA[0], tisB[0]];
+      for (const [i, row] of order.entries()) {
+        await store.updateTaskInstance(
+          row?.id ?? '',
+          { states: ['none'] },
+          { state: 'up_for_reschedule' },
+          1 + i,
+        );
+      }
+      const got = await store.listTaskInstancesInStates(['up_for_reschedule', 'scheduled'], 2);
+      expect(got.map((r) => r.id)).toEqual([order[0]?.id, order[1]?.id]);
+      const all = await store.listTaskInstancesInStates(['up_for_reschedule'], 10_000);
+      expect(all.filter((r) => r.tenant_id === tA || r.tenant_id === tB).map((r) => r.id)).toEqual(
+        order.map((r) => r?.id),
+      );
+      expect(await store.listTaskInstancesInStates([], 10)).toEqual([]);
+    });
+
+    it('countTaskInstancesInStates counts one DAG of one tenant', async () => {
+      const { tenant_id, dag_id, extract } = await fixture();
+      const other = await fixture();
+      await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
+      expect(await store.countTaskInstancesInStates(tenant_id, dag_id, ['running'])).toBe(1);
+      expect(await store.countTaskInstancesInStates(tenant_id, dag_id, ['running', 'none'])).toBe(2);
+      expect(await store.countTaskInstancesInStates(other.tenant_id, dag_id, ['running'])).toBe(0);
+      expect(await store.countTaskInstancesInStates(tenant_id, 'elsewhere', ['none'])).toBe(0);
+      expect(await store.countTaskInstancesInStates(tenant_id, dag_id, [])).toBe(0);
+    });
+  });
+
+  describe('archiveAndBumpTry and history', () => {
+    async function failedAttempt() {
+      const fx = await fixture();
+      await store.updateTaskInstance(
+        fx.extract.id,
+        { states: ['none'] },
+        {
+          state: 'running',
+          queued_at: T0 + 1,
+          started_at: T0 + 2,
+          hostname: 'h1',
+          pid: 7,
+          last_heartbeat_at: T0 + 3,
+        },
+        T0 + 3,
+      );
+      await store.updateTaskInstance(
+        fx.extract.id,
+        { states: ['running'], try_number: 1 },
+        { state: 'failed', ended_at: T0 + 4, exit_code: 1, error_message: 'exit 1' },
+        T0 + 4,
+      );
+      return fx;
+    }
+
+    it('copies the attempt to history, bumps the try and applies the patch', async () => {
+      const { run, extract } = await failedAttempt();
+      const applied = await store.archiveAndBumpTry(
+        extract.id,
+        { states: ['failed'], try_number: 1 },
+        'failed',
+        {
+          state: 'up_for_retry',
+          retry_at: T0 + 300_000,
+          started_at: null,
+          ended_at: null,
+          exit_code: null,
+          error_message: null,
+          hostname: null,
+          pid: null,
+          last_heartbeat_at: null,
+          queued_at: null,
+        },
+        T0 + 5,
+      );
+      expect(applied).toBe(true);
+      expect(await ti(extract.id)).toMatchObject({
+        try_number: 2,
+        state: 'up_for_retry',
+        retry_at: T0 + 300_000,
+        started_at: null,
+        ended_at: null,
+        exit_code: null,
+        error_message: null,
+        updated_at: T0 + 5,
+      });
+      expect(await store.listTaskInstanceHistory(run.id)).toEqual([
+        {
+          id: expect.any(String),
+          tenant_id: extract.tenant_id,
+          dag_run_id: run.id,
+          task_id: 'extract',
+          try_number: 1,
+          state: 'failed',
+          started_at: T0 + 2,
+          ended_at: T0 + 4,
+          exit_code: 1,
+          error_message: 'exit 1',
+          archived_at: T0 + 5,
+        },
+      ]);
+    });
+
+    it('is a no-op when the expectation fails', async () => {
+      const { run, extract } = await failedAttempt();
+      expect(
+        await store.archiveAndBumpTry(
+          extract.id,
+          { states: ['running'] },
+          'failed',
+          { state: 'scheduled' },
+          T0 + 5,
+        ),
+      ).toBe(false);
+      expect(
+        await store.archiveAndBumpTry(
+          extract.id,
+          { states: ['failed'], try_number: 2 },
+          'failed',
+          { state: 'scheduled' },
+          T0 + 5,
+        ),
+      ).toBe(false);
+      expect(
+        await store.archiveAndBumpTry(randomUUID(), { states: ['failed'] }, 'failed', {}, T0),
+      ).toBe(false);
+      expect(await store.archiveAndBumpTry(extract.id, { states: [] }, 'failed', {}, T0)).toBe(
+        false,
+      );
+      expect(await ti(extract.id)).toMatchObject({ try_number: 1, state: 'failed' });
+      expect(await store.listTaskInstanceHistory(run.id)).toEqual([]);
+    });
+
+    it('of 20 concurrent archives guarded only by try_number exactly one applies', async () => {
+      const { run, extract } = await failedAttempt();
+      // The patch keeps the row inside the expected states, so only the try guard stops
+      // the losers.
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          store.archiveAndBumpTry(
+            extract.id,
+            { states: ['failed', 'up_for_retry'], try_number: 1 },
+            'failed',
+            { state: 'up_for_retry', retry_at: T0 + i },
+            T0 + 10 + i,
+          ),
+        ),
+      );
+      expect(results.filter(Boolean)).toHaveLength(1);
+      expect((await ti(extract.id)).try_number).toBe(2);
+      const history = await store.listTaskInstanceHistory(run.id, 'extract');
+      expect(history).toHaveLength(1);
+      expect(history[0]).toMatchObject({ try_number: 1, state: 'failed' });
+    });
+
+    it('of 20 concurrent archives guarded only by state exactly one applies', async () => {
+      const { run, extract } = await failedAttempt();
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) =>
+          store.archiveAndBumpTry(
+            extract.id,
+            { states: ['failed'] },
+            'failed',
+            { state: 'scheduled' },
+            T0 + 10 + i,
+          ),
+        ),
+      );
+      expect(results.filter(Boolean)).toHaveLength(1);
+      expect(await ti(extract.id)).toMatchObject({ try_number: 2, state: 'scheduled' });
+      expect(await store.listTaskInstanceHistory(run.id)).toHaveLength(1);
+    });
+
+    it('keeps one history row per archived try, filterable by task', async () => {
+      const { run, extract, load } = await failedAttempt();
+      for (const n of [1, 2, 3]) {
+        expect(
+          await store.archiveAndBumpTry(
+            extract.id,
+            { states: ['failed', 'up_for_retry', 'success'], try_number: n },
+            n === 3 ? 'success' : 'failed',
+            { state: n === 2 ? 'success' : 'up_for_retry' },
+            T0 + 10 * n,
+          ),
+        ).toBe(true);
+      }
+      await store.updateTaskInstance(load.id, { states: ['none'] }, { state: 'upstream_failed' }, T0);
+      expect(
+        await store.archiveAndBumpTry(load.id, { states: ['upstream_failed'] }, 'upstream_failed', { state: 'none' }, T0 + 50),
+      ).toBe(true);
+
+      const extractHistory = await store.listTaskInstanceHistory(run.id, 'extract');
+      expect(extractHistory.map((h) => [h.try_number, h.state, h.archived_at])).toEqual([
+        [1, 'failed', T0 + 10],
+        [2, 'failed', T0 + 20],
+        [3, 'success', T0 + 30],
+      ]);
+      expect((await ti(extract.id)).try_number).toBe(4);
+      const all = await store.listTaskInstanceHistory(run.id);
+      expect(all.map((h) => `${h.task_id}#${h.try_number}`)).toEqual([
+        'extract#1',
+        'extract#2',
+        'extract#3',
+        'load#1',
+      ]);
+      expect(await store.listTaskInstanceHistory(randomUUID())).toEqual([]);
+    });
+  });
+
+  describe('heartbeats', () => {
+    it('is live for queued/running at the current try and records the time', async () => {
+      const { extract } = await fixture();
+      for (const state of ['queued', 'running'] as const) {
+        await store.updateTaskInstance(
+          extract.id,
+          { states: ['none', 'queued'] },
+          { state },
+          T0,
+        );
+        expect(await store.recordHeartbeat(extract.id, 1, T0 + 15_000)).toEqual({
+          kind: 'live',
+          terminate_requested: false,
+        });
+        expect(await ti(extract.id)).toMatchObject({
+          last_heartbeat_at: T0 + 15_000,
+          // A heartbeat is not a state change.
+          updated_at: T0,
+        });
+      }
+    });
+
+    it('reports terminate_requested', async () => {
+      const { extract } = await fixture();
+      await store.updateTaskInstance(
+        extract.id,
+        { states: ['none'] },
+        { state: 'running', terminate_requested: true },
+        T0,
+      );
+      expect(await store.recordHeartbeat(extract.id, 1, T0 + 1)).toEqual({
+        kind: 'live',
+        terminate_requested: true,
+      });
+    });
+
+    it('is stale for another try, a non-active state or an unknown id, and writes nothing', async () => {
+      const { extract } = await fixture();
+      expect(await store.recordHeartbeat(extract.id, 1, T0 + 1)).toEqual({ kind: 'stale' });
+      await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
+      expect(await store.recordHeartbeat(extract.id, 2, T0 + 2)).toEqual({ kind: 'stale' });
+      expect(await store.recordHeartbeat(randomUUID(), 1, T0 + 2)).toEqual({ kind: 'stale' });
+      for (const state of ['success', 'failed', 'up_for_retry', 'scheduled'] as TaskInstanceState[]) {
+        await store.updateTaskInstance(
+          extract.id,
+          { states: ['running', 'success', 'failed', 'up_for_retry', 'scheduled'] },
+          { state },
+          T0,
+        );
+        expect(await store.recordHeartbeat(extract.id, 1, T0 + 3)).toEqual({ kind: 'stale' });
+      }
+      expect((await ti(extract.id)).last_heartbeat_at).toBeNull();
+    });
+
+    it('is stale for the superseded try after archiveAndBumpTry', async () => {
+      const { extract } = await fixture();
+      await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
+      await store.archiveAndBumpTry(
+        extract.id,
+        { states: ['running'], try_number: 1 },
+        'failed',
+        { state: 'queued' },
+        T0 + 1,
+      );
+      expect(await store.recordHeartbeat(extract.id, 1, T0 + 2)).toEqual({ kind: 'stale' });
+      expect(await store.recordHeartbeat(extract.id, 2, T0 + 2)).toEqual({
+        kind: 'live',
+        terminate_requested: false,
+      });
+    });
+  });
+
+  describe('xcom', () => {
+    it('stores bytes exactly, overwrites on the same key and lists in order', async () => {
+      const { tenant_id, run } = await fixture();
+      const row = (task_id: string, key: string, value: Uint8Array, created_at = T0) => ({
+        tenant_id,
+        dag_run_id: run.id,
+        task_id,
+        key,
+        value,
+        content_type: 'application/json',
+        created_at,
+      });
+      const bytes = new Uint8Array(256 * 1024);
+      for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 31) % 256;
+      await store.putXCom(row('load', 'z', new TextEncoder().encode('"z"')));
+      await store.putXCom(row('extract', 'return_value', bytes));
+      await store.putXCom(row('extract', 'a', new Uint8Array([])));
+
+      const got = await store.getXCom(run.id, 'extract', 'return_value');
+      expect(got?.value).toBeInstanceOf(Uint8Array);
+      expect(got?.value).toEqual(bytes);
+      expect(got).toMatchObject({ tenant_id, content_type: 'application/json', created_at: T0 });
+
+      // A view into a larger buffer must store only its own bytes.
+      const backing = new Uint8Array([9, 9, 1, 2, 3, 9]);
+      await store.putXCom({
+        ...row('extract', 'return_value', backing.subarray(2, 5), T0 + 1),
+        content_type: 'application/octet-stream',
+      });
+      expect(await store.getXCom(run.id, 'extract', 'return_value')).toEqual({
+        ...row('extract', 'return_value', new Uint8Array([1, 2, 3]), T0 + 1),
+        content_type: 'application/octet-stream',
+      });
+
+      expect((await store.listXComs(run.id)).map((x) => `${x.task_id}/${x.key}`)).toEqual([
+        'extract/a',
+        'extract/return_value',
+        'load/z',
+      ]);
+      expect((await store.listXComs(run.id, 'extract')).map((x) => x.key)).toEqual([
+        'a',
+        'return_value',
+      ]);
+      expect((await store.getXCom(run.id, 'extract', 'a'))?.value).toEqual(new Uint8Array([]));
+      expect(await store.getXCom(run.id, 'extract', 'missing')).toBeUndefined();
+    });
+  });
+
+  describe('logs', () => {
+    function lines(
+      key: { tenant_id: string; dag_run_id: string; task_id: string; try_number: number },
+      numbers: number[],
+      tag = 'm',
+    ): LogLineRow[] {
+      return numbers.map((n) => ({
+        ...key,
+        line_number: n,
+        time: T0 + n,
+        stream: n % 2 === 0 ? 'stderr' : 'stdout',
+        message: `${tag} ${n}`,
+      }));
+    }
+
+    it('appends, ignores re-sent lines and pages by line number', async () => {
+      const { tenant_id, run } = await fixture();
+      const key = { tenant_id, dag_run_id: run.id, task_id: 'extract', try_number: 1 };
+      await store.appendLogs(lines(key, [1, 2, 3]));
+      // The agent retries a batch after a lost ack: overlap must not duplicate or overwrite.
+      await store.appendLogs(lines(key, [3, 4, 2, 5], 'resent'));
+      await store.appendLogs([]);
+
+      const all = await store.readLogs(run.id, 'extract', 1, 0, 100);
+      expect(all.map((l) => l.message)).toEqual(['m 1', 'm 2', 'm 3', 'resent 4', 'resent 5']);
+      expect(all[0]).toEqual({
+        tenant_id,
+        dag_run_id: run.id,
+        task_id: 'extract',
+        try_number: 1,
+        line_number: 1,
+        time: T0 + 1,
+        stream: 'stdout',
+        message: 'm 1',
+      });
+      expect((await store.readLogs(run.id, 'extract', 1, 0, 2)).map((l) => l.line_number)).toEqual([
+        1, 2,
+      ]);
+      expect((await store.readLogs(run.id, 'extract', 1, 2, 2)).map((l) => l.line_number)).toEqual([
+        3, 4,
+      ]);
+      expect((await store.readLogs(run.id, 'extract', 1, 5, 2))).toEqual([]);
+      expect(await store.readLogs(run.id, 'extract', 2, 0, 10)).toEqual([]);
+      expect(await store.readLogs(run.id, 'load', 1, 0, 10)).toEqual([]);
+    });
+
+    it('keeps attempts apart and handles large batches', async () => {
+      const { tenant_id, run } = await fixture();
+      const k1 = { tenant_id, dag_run_id: run.id, task_id: 'extract', try_number: 1 };
+      const k2 = { ...k1, try_number: 2 };
+      const many = Array.from({ length: 2500 }, (_, i) => i + 1);
+      await store.appendLogs([...lines(k1, many), ...lines(k2, [1], 'second')]);
+      await store.appendLogs(lines(k1, many, 'dup'));
+      const first = await store.readLogs(run.id, 'extract', 1, 0, 10_000);
+      expect(first).toHaveLength(2500);
+      expect(first.every((l) => l.message.startsWith('m '))).toBe(true);
+      expect((await store.readLogs(run.id, 'extract', 2, 0, 10)).map((l) => l.message)).toEqual([
+        'second 1',
+      ]);
+    });
+
+    it('property: paging through any append sequence yields the first-written line per number', async () => {
+      const { tenant_id, run } = await fixture();
+      let attempt = 0;
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(fc.uniqueArray(fc.integer({ min: 1, max: 40 }), { maxLength: 15 }), {
+            maxLength: 6,
+          }),
+          fc.integer({ min: 1, max: 7 }),
+          async (batches, pageSize) => {
+            attempt += 1;
+            const key = { tenant_id, dag_run_id: run.id, task_id: `p${attempt}`, try_number: 1 };
+            const model = new Map<number, string>();
+            for (const [b, batch] of batches.entries()) {
+              const rows = lines(key, batch, `b${b}`);
+              for (const r of rows) if (!model.has(r.line_number)) model.set(r.line_number, r.message);
+              await store.appendLogs(rows);
+            }
+            const seen: string[] = [];
+            let after = 0;
+            for (;;) {
+              const page = await store.readLogs(run.id, key.task_id, 1, after, pageSize);
+              expect(page.length).toBeLessThanOrEqual(pageSize);
+              if (page.length === 0) break;
+              seen.push(...page.map((l) => l.message));
+              after = page[page.length - 1]?.line_number ?? after;
+            }
+            const expected = [...model.entries()].sort((a, b) => a[0] - b[0]).map((e) => e[1]);
+            expect(seen).toEqual(expected);
+          },
+        ),
+        { numRuns: 25 },
+      );
+    });
+  });
+
+  describe('tenant isolation', () => {
+    it('list and count methods never return another tenant’s rows', async () => {
+      const a = await newTenant('iso-a');
+      const b = await newTenant('iso-b');
+      // Same dag_id and run_id in both tenants: the keys are per tenant.
+      for (const t of [a, b]) {
+        await store.putDagVersion(t, spec('shared'), `hash-${t}`, T0);
+        await store.createRun(newRun(t, 'shared', { run_id: 'same-run-id' }));
+      }
+      await store.putDagVersion(a, spec('only-a'), 'h', T0);
+
+      expect((await store.listDags(a, { limit: 10, offset: 0 })).map((d) => d.dag_id)).toEqual([
+        'only-a',
+        'shared',
+      ]);
+      expect((await store.listDags(b, { limit: 10, offset: 0 })).map((d) => d.dag_id)).toEqual([
+        'shared',
+      ]);
+      expect(await store.getDag(b, 'only-a')).toBeUndefined();
+      expect(await store.getDagVersion(a, 'shared', 1)).toMatchObject({ spec_hash: `hash-${a}` });
+      expect(await store.getDagVersion(b, 'shared', 1)).toMatchObject({ spec_hash: `hash-${b}` });
+      expect(await store.listDagVersions(b, 'only-a')).toEqual([]);
+
+      const runsA = await store.listRuns(a, {}, { limit: 10, offset: 0 });
+      const runsB = await store.listRuns(b, {}, { limit: 10, offset: 0 });
+      expect(runsA.map((r) => r.tenant_id)).toEqual([a]);
+      expect(runsB.map((r) => r.tenant_id)).toEqual([b]);
+      expect(runsA[0]?.id).not.toBe(runsB[0]?.id);
+      expect((await store.getRun(b, 'shared', 'same-run-id'))?.id).toBe(runsB[0]?.id);
+      expect(await store.listRuns(b, { dag_id: 'only-a' }, { limit: 10, offset: 0 })).toEqual([]);
+
+      expect(await store.countRunsInStates(a, 'shared', ['queued'])).toBe(1);
+      expect(await store.countTaskInstancesInStates(a, 'shared', ['none'])).toBe(2);
+      const tisA = await store.listTaskInstances(runsA[0]?.id ?? '');
+      expect(tisA.every((x) => x.tenant_id === a)).toBe(true);
+    });
+  });
+}

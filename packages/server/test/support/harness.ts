@@ -1,0 +1,179 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createClient, createRouterTransport, type Client } from '@connectrpc/connect';
+import { ManualClock, type DagSpec } from '@leoflow/core';
+import { AgentService } from '@leoflow/protocol';
+import { pino } from 'pino';
+import { AgentTokenIssuer } from '../../src/auth/agent-token.js';
+import { loadOrCreateSigningKey } from '../../src/auth/signing-keys.js';
+import type { AgentExit, AttemptLaunch, Executor } from '../../src/executor/executor.js';
+import { createAgentService } from '../../src/rpc/agent-service.js';
+import { AttemptLifecycle } from '../../src/scheduler/attempt-lifecycle.js';
+import { RunOperations } from '../../src/scheduler/run-operations.js';
+import { Scheduler, type SchedulerTimings } from '../../src/scheduler/scheduler.js';
+import { SpecCache } from '../../src/scheduler/spec-cache.js';
+import { openStore } from '../../src/store/index.js';
+import type { Store } from '../../src/store/store.js';
+
+/** Records launches instead of starting processes; tests play the agent through the RPC. */
+export class RecordingExecutor implements Executor {
+  readonly name = 'recording';
+  readonly launches: AttemptLaunch[] = [];
+  readonly terminated: string[] = [];
+  private readonly listeners: ((e: AgentExit) => void)[] = [];
+  start(launch: AttemptLaunch): Promise<void> {
+    this.launches.push(launch);
+    return Promise.resolve();
+  }
+  terminate(tiId: string, tryNumber: number): Promise<void> {
+    this.terminated.push(`${tiId}#${tryNumber}`);
+    return Promise.resolve();
+  }
+  onAgentExit(l: (e: AgentExit) => void): void {
+    this.listeners.push(l);
+  }
+  running(): number {
+    return 0;
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+  take(): AttemptLaunch[] {
+    return this.launches.splice(0);
+  }
+}
+
+export const T0 = Date.parse('2026-08-20T12:00:00Z');
+
+export const FAST_TIMINGS: SchedulerTimings = {
+  tickMs: 50,
+  heartbeatIntervalMs: 15_000,
+  agentLostThresholdMs: 90_000,
+  dispatchLostThresholdMs: 180_000,
+  timeoutGraceMs: 30_000,
+  settlingGraceMs: 0,
+};
+
+export interface Harness {
+  dir: string;
+  store: Store;
+  clock: ManualClock;
+  executor: RecordingExecutor;
+  scheduler: Scheduler;
+  runs: RunOperations;
+  tokens: AgentTokenIssuer;
+  agent(token: string): Client<typeof AgentService>;
+  /** a second scheduler on the same store, as after a control-plane restart */
+  restart(): Scheduler;
+  close(): Promise<void>;
+}
+
+export async function createHarness(timings: SchedulerTimings = FAST_TIMINGS): Promise<Harness> {
+  const dir = mkdtempSync(join(tmpdir(), 'leoflow-sched-'));
+  const store = await openStore({ kind: 'sqlite', file: join(dir, 'leoflow.db') });
+  await store.migrate();
+  const clock = new ManualClock(T0);
+  await store.ensureTenant('default', 'default', clock.now());
+  const logger = pino({ level: 'silent' });
+  const key = await loadOrCreateSigningKey(dir, 'agent');
+  const tokens = new AgentTokenIssuer(key, 600);
+  const specs = new SpecCache(store);
+  const executor = new RecordingExecutor();
+  const noop = () => undefined;
+  const lifecycle = new AttemptLifecycle(store, specs, clock, logger, noop);
+  const runs = new RunOperations(store, clock, noop);
+  const build = () =>
+    new Scheduler({
+      store,
+      specs,
+      clock,
+      executor,
+      tokens,
+      lifecycle,
+      logger,
+      agentUrl: () => 'http://agent.invalid',
+      timings,
+    });
+  const service = createAgentService({
+    store,
+    specs,
+    clock,
+    tokens,
+    lifecycle,
+    logger,
+    heartbeatIntervalMs: timings.heartbeatIntervalMs,
+    maxCredentialLifetimeMs: 24 * 3600_000,
+    onChange: noop,
+  });
+  return {
+    dir,
+    store,
+    clock,
+    executor,
+    scheduler: build(),
+    runs,
+    tokens,
+    agent: (token) =>
+      createClient(
+        AgentService,
+        createRouterTransport((router) => router.service(AgentService, service), {
+          transport: {
+            interceptors: [
+              (next) => (req) => {
+                req.header.set('authorization', `Bearer ${token}`);
+                return next(req);
+              },
+            ],
+          },
+        }),
+      ),
+    restart: build,
+    async close() {
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function spec(partial: Partial<DagSpec> & Pick<DagSpec, 'dag_id' | 'tasks'>): DagSpec {
+  return {
+    schema_version: '1.0',
+    description: '',
+    owner: '',
+    tags: [],
+    schedule: null,
+    schedule_timezone: 'UTC',
+    start_date: null,
+    end_date: null,
+    catchup: false,
+    max_active_runs: 16,
+    max_active_tasks: 0,
+    defaults: { retries: 0, retry_delay_seconds: 300, execution_timeout_seconds: null },
+    params: {},
+    variables: [],
+    connections: [],
+    ...partial,
+  };
+}
+
+export function task(
+  task_id: string,
+  extra: Partial<DagSpec['tasks'][number]> = {},
+): DagSpec['tasks'][number] {
+  return {
+    task_id,
+    type: 'bash',
+    command: `echo ${task_id}`,
+    depends_on: [],
+    trigger_rule: 'all_success',
+    retries: 0,
+    retry_delay_seconds: 300,
+    execution_timeout_seconds: null,
+    env: {},
+    variables: [],
+    connections: [],
+    do_xcom_push: false,
+    ...extra,
+  };
+}

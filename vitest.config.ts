@@ -1,0 +1,17 @@
+import { defaultServerConditions, defineConfig } from 'vite';
+
+// Tests import workspace packages from their TypeScript sources (the "source" export
+// condition), so `vitest` never runs against stale dist/ output of a sibling package.
+const conditions = ['source', ...defaultServerConditions];
+
+export default defineConfig({
+  resolve: { conditions },
+  ssr: { resolve: { conditions, externalConditions: conditions } },
+  test: {
+    include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts'],
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+    pool: 'forks',
+    reporters: ['default', './test/support/plain-summary-reporter.ts'],
+  },
+});
