@@ -167,6 +167,10 @@ export class Agent {
       return EXIT.BOOTSTRAP;
     }
     if (this.#stop) return EXIT.SIGNALLED;
+    if (spec.taskInstanceId !== '' && spec.taskInstanceId !== this.#cfg.taskInstanceId) {
+      // The token decides which attempt this is; the env value is only a label for diagnostics.
+      this.#diag.log('warn', `spec is for task instance ${spec.taskInstanceId}, env says ${this.#cfg.taskInstanceId}`);
+    }
     this.#diag.log(
       'info',
       `task ${spec.dagId}/${spec.runId}/${spec.taskId} try ${spec.tryNumber} (${TYPE_NAMES[spec.type] ?? spec.type})`,

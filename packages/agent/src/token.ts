@@ -1,4 +1,5 @@
-import { createReadStream } from 'node:fs';
+import { fstatSync, readFileSync, closeSync } from 'node:fs';
+import { Socket } from 'node:net';
 
 /**
  * The per-attempt bearer. It lives only in this object: never in env, argv, files or logs.
@@ -48,51 +49,71 @@ const MAX_TOKEN_BYTES = 64 * 1024;
  * Reads the inherited token pipe to EOF and closes it. The descriptor must be closed before the
  * task is spawned: an inherited fd 3 has no close-on-exec flag, so a task would otherwise
  * inherit the pipe.
+ *
+ * Pipes are read through a net.Socket (event loop, non-blocking) rather than fs: a blocking read
+ * parked in the thread pool cannot be cancelled and would keep the process from exiting when the
+ * executor never closes its end.
  */
-export function readTokenFromFd(fd: number, timeoutMs: number): Promise<string> {
+export async function readTokenFromFd(fd: number, timeoutMs: number): Promise<string> {
+  let raw: Buffer;
+  let isStream: boolean;
+  try {
+    const st = fstatSync(fd);
+    isStream = st.isFIFO() || st.isSocket();
+  } catch (e) {
+    throw new TokenReadError(`token pipe (fd ${fd}) unreadable: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+  }
+  if (isStream) {
+    raw = await readStreamFd(fd, timeoutMs);
+  } else {
+    // A regular file (or /dev/null) on fd 3: not the contract, but harmless to accept.
+    try {
+      raw = readFileSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    if (raw.length > MAX_TOKEN_BYTES) {
+      throw new TokenReadError(`token pipe (fd ${fd}) carried more than ${MAX_TOKEN_BYTES} bytes`);
+    }
+  }
+  const token = raw.toString('utf8').trim();
+  raw.fill(0);
+  if (token === '') throw new TokenReadError(`token pipe (fd ${fd}) was empty`);
+  return token;
+}
+
+function readStreamFd(fd: number, timeoutMs: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     let settled = false;
-    const stream = createReadStream('', { fd, autoClose: true });
-    const finish = (err: Error | undefined, value?: string, waitForClose = true): void => {
+    const sock = new Socket({ fd, readable: true, writable: false, allowHalfOpen: true });
+    const finish = (err: Error | undefined): void => {
       if (settled) return;
       settled = true;
       clearTimeout(timer);
-      const settle = (): void => (err ? reject(err) : resolve(value ?? ''));
-      stream.destroy();
       // Resolve only once the descriptor is really closed, so a spawn that follows cannot
-      // inherit it. A timed-out read is stuck in the thread pool and would never let the close
-      // finish; the agent exits in that case anyway.
-      if (!waitForClose || stream.closed) settle();
-      else stream.once('close', settle);
+      // inherit it.
+      const settle = (): void => (err ? reject(err) : resolve(Buffer.concat(chunks)));
+      if (sock.closed) settle();
+      else sock.once('close', settle);
+      sock.destroy();
     };
     const timer = setTimeout(
-      () =>
-        finish(
-          new TokenReadError(`token pipe (fd ${fd}) not closed by the executor within ${timeoutMs} ms`),
-          undefined,
-          false,
-        ),
+      () => finish(new TokenReadError(`token pipe (fd ${fd}) not closed by the executor within ${timeoutMs} ms`)),
       timeoutMs,
     );
-    stream.on('data', (chunk: Buffer | string) => {
-      const b = typeof chunk === 'string' ? Buffer.from(chunk) : chunk;
-      size += b.length;
+    sock.on('data', (chunk: Buffer) => {
+      size += chunk.length;
       if (size > MAX_TOKEN_BYTES) {
         finish(new TokenReadError(`token pipe (fd ${fd}) carried more than ${MAX_TOKEN_BYTES} bytes`));
         return;
       }
-      chunks.push(b);
+      chunks.push(chunk);
     });
-    stream.on('error', (e: NodeJS.ErrnoException) =>
+    sock.on('error', (e: NodeJS.ErrnoException) =>
       finish(new TokenReadError(`token pipe (fd ${fd}) unreadable: ${e.code ?? e.message}`)),
     );
-    stream.on('end', () => {
-      const token = Buffer.concat(chunks).toString('utf8').trim();
-      chunks.length = 0;
-      if (token === '') finish(new TokenReadError(`token pipe (fd ${fd}) was empty`));
-      else finish(undefined, token);
-    });
+    sock.on('end', () => finish(undefined));
   });
 }

@@ -66,6 +66,8 @@ export function defaultSpec(overrides: SpecInit = {}): SpecInit {
 export class FakeAgentService {
   readonly calls: RecordedCall[] = [];
   readonly logLines: LogLine[] = [];
+  /** size of every accepted PushLogs batch */
+  readonly logBatches: number[] = [];
   readonly reports: ReportStateRequest[] = [];
   readonly xcomPushes: PushXComRequest[] = [];
   readonly registers: RegisterRequest[] = [];
@@ -143,6 +145,7 @@ export class FakeAgentService {
         const n = this.#record('PushLogs', ctx);
         s.pushLogs?.(n);
         this.logLines.push(...req.lines);
+        this.logBatches.push(req.lines.length);
         const last = req.lines[req.lines.length - 1];
         return { acknowledgedThroughLine: last ? last.lineNumber : 0n };
       },

@@ -4,7 +4,9 @@ import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 
-export const AGENT_MAIN = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/main.js');
+/** The tsc output by default; set AGENT_TEST_ENTRY to run the same suite against the bundle. */
+export const AGENT_MAIN =
+  process.env['AGENT_TEST_ENTRY'] ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/main.js');
 
 export function assertAgentBuilt(): void {
   if (!existsSync(AGENT_MAIN)) {

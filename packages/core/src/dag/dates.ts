@@ -29,7 +29,15 @@ function isLeap(y: number): boolean {
 }
 
 // Date.UTC maps years 0–99 to 1900–1999; setUTCFullYear does not.
-function utcMs(y: number, mo: number, d: number, h: number, mi: number, s: number, ms: number): number {
+function utcMs(
+  y: number,
+  mo: number,
+  d: number,
+  h: number,
+  mi: number,
+  s: number,
+  ms: number,
+): number {
   const date = new Date(0);
   date.setUTCFullYear(y, mo - 1, d);
   date.setUTCHours(h, mi, s, ms);
@@ -118,7 +126,10 @@ export function parseAuthorDate(text: string, timeZone: string): DateParse {
   if (y < 1) return { ok: false, reason: `year ${ys} is out of range (0001–9999)` };
   if (mo < 1 || mo > 12) return { ok: false, reason: `month ${mos} is out of range (01–12)` };
   if (d < 1 || d > daysInMonth(y, mo)) {
-    return { ok: false, reason: `day ${ds} does not exist in ${ys}-${String(mo).padStart(2, '0')}` };
+    return {
+      ok: false,
+      reason: `day ${ds} does not exist in ${ys}-${String(mo).padStart(2, '0')}`,
+    };
   }
   if (h > 23) return { ok: false, reason: `hour ${hs} is out of range (00–23)` };
   if (mi > 59) return { ok: false, reason: `minute ${mis} is out of range (00–59)` };
@@ -138,6 +149,7 @@ export function parseAuthorDate(text: string, timeZone: string): DateParse {
     instant = wall - sign * (oh * 60 + omin) * 60_000;
   }
   const iso = new Date(instant).toISOString();
-  if (!CANONICAL_RE.test(iso)) return { ok: false, reason: `"${text}" is outside years 0001–9999 in UTC` };
+  if (!CANONICAL_RE.test(iso))
+    return { ok: false, reason: `"${text}" is outside years 0001–9999 in UTC` };
   return { ok: true, iso };
 }

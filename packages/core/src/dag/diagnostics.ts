@@ -63,7 +63,9 @@ export interface CompileDiagnostic {
 export function formatDiagnostic(d: CompileDiagnostic): string {
   const where = `${d.file}:${d.line}:${d.column}`;
   const code = d.severity === 'warning' ? `warning ${d.code}` : d.code;
-  const head = d.path ? `${where} ${code} ${d.path}: ${d.message}` : `${where} ${code}: ${d.message}`;
+  const head = d.path
+    ? `${where} ${code} ${d.path}: ${d.message}`
+    : `${where} ${code}: ${d.message}`;
   return d.hint ? `${head}\n  hint: ${d.hint}` : head;
 }
 

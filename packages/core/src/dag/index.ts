@@ -1,1 +1,11 @@
 export * from './spec.js';
+export { compileDagYaml, type CompileInput, type CompileResult } from './compile.js';
+export { validateDagSpec, type DagSpecError, type DagSpecValidation } from './validate.js';
+export { dagSpecHash, canonicalJson } from './canonical.js';
+export { sha256Hex } from './sha256.js';
+export {
+  formatDiagnostic,
+  DAG_ERROR_CODES,
+  type CompileDiagnostic,
+  type DagErrorCode,
+} from './diagnostics.js';

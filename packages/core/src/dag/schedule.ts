@@ -2,11 +2,19 @@ import { Cron } from 'croner';
 import { didYouMean } from './diagnostics.js';
 
 /** Presets the compiled spec may hold; aliases are rewritten to these. */
-export const SCHEDULE_PRESETS = ['@once', '@hourly', '@daily', '@weekly', '@monthly', '@yearly'] as const;
+export const NORMAL_PRESETS = [
+  '@once',
+  '@hourly',
+  '@daily',
+  '@weekly',
+  '@monthly',
+  '@yearly',
+] as const;
 
 const PRESET_ALIASES: Record<string, string> = { '@annually': '@yearly', '@midnight': '@daily' };
 
-export type ScheduleCheck = { ok: true; schedule: string } | { ok: false; message: string; hint: string };
+export type ScheduleCheck =
+  { ok: true; schedule: string } | { ok: false; message: string; hint: string };
 
 const PRESET_HINT =
   'write a 5-field cron expression such as "0 6 * * *", one of @hourly @daily @weekly @monthly @yearly, @once, or null for manual runs only';
@@ -21,7 +29,8 @@ export function normalizeSchedule(raw: string): ScheduleCheck {
   if (text.startsWith('@')) {
     const lower = text.toLowerCase();
     const preset = PRESET_ALIASES[lower] ?? lower;
-    if ((SCHEDULE_PRESETS as readonly string[]).includes(preset)) return { ok: true, schedule: preset };
+    if ((NORMAL_PRESETS as readonly string[]).includes(preset))
+      return { ok: true, schedule: preset };
     return { ok: false, message: `"${raw}" is not a schedule preset`, hint: PRESET_HINT };
   }
   const fields = text === '' ? [] : text.split(' ');
@@ -49,7 +58,11 @@ export function normalizeSchedule(raw: string): ScheduleCheck {
     job = new Cron(text, { paused: true, mode: '5-part' });
   } catch (e) {
     const detail = e instanceof Error ? e.message.replace(/^CronPattern: /, '') : String(e);
-    return { ok: false, message: `cron expression "${raw}" is invalid: ${detail}`, hint: PRESET_HINT };
+    return {
+      ok: false,
+      message: `cron expression "${raw}" is invalid: ${detail}`,
+      hint: PRESET_HINT,
+    };
   }
   // A fixed reference date keeps this pure; leap days still fall inside the search window.
   const next = job.nextRun(new Date(Date.UTC(2000, 0, 1)));

@@ -1,3 +1,4 @@
+import { validateSchedule } from '../schedule/timetable.js';
 import { isCanonicalTimestamp } from './dates.js';
 import { DAG_ERROR_CODES as C, childPath, didYouMean, indexPath } from './diagnostics.js';
 import { checkTimezone, normalizeSchedule } from './schedule.js';
@@ -26,7 +27,8 @@ export function isReservedEnvName(key: string): boolean {
   return key.toLowerCase().startsWith(RESERVED_ENV_PREFIX);
 }
 
-const ID_HINT = 'ids start with a letter, digit or underscore, then use only letters, digits, _ . - (at most 200 characters)';
+const ID_HINT =
+  'ids start with a letter, digit or underscore, then use only letters, digits, _ . - (at most 200 characters)';
 
 export function suggestId(raw: string): string {
   const cleaned = raw
@@ -37,7 +39,10 @@ export function suggestId(raw: string): string {
   return cleaned || 'my_id';
 }
 
-export function checkDagSemantics(spec: DagSpec, skip: (path: string) => boolean = () => false): SemanticIssue[] {
+export function checkDagSemantics(
+  spec: DagSpec,
+  skip: (path: string) => boolean = () => false,
+): SemanticIssue[] {
   const issues: SemanticIssue[] = [];
   const add = (issue: SemanticIssue): void => {
     if (!skip(issue.path)) issues.push(issue);
@@ -47,7 +52,12 @@ export function checkDagSemantics(spec: DagSpec, skip: (path: string) => boolean
 
   const checkId = (value: string, path: string, what: string): void => {
     if (!ID_PATTERN.test(value)) {
-      err(C.BAD_ID, path, `${what} "${value}" is not a valid id`, `${ID_HINT}; for example "${suggestId(value)}"`);
+      err(
+        C.BAD_ID,
+        path,
+        `${what} "${value}" is not a valid id`,
+        `${ID_HINT}; for example "${suggestId(value)}"`,
+      );
     }
   };
 
@@ -59,13 +69,35 @@ export function checkDagSemantics(spec: DagSpec, skip: (path: string) => boolean
     const r = normalizeSchedule(spec.schedule);
     if (!r.ok) err(C.BAD_CRON, 'schedule', r.message, r.hint);
     else if (r.schedule !== spec.schedule) {
-      err(C.BAD_CRON, 'schedule', `schedule "${spec.schedule}" is not in normal form`, `write "${r.schedule}"`);
+      err(
+        C.BAD_CRON,
+        'schedule',
+        `schedule "${spec.schedule}" is not in normal form`,
+        `write "${r.schedule}"`,
+      );
     }
   }
 
   const tz = checkTimezone(spec.schedule_timezone);
   if (!tz.ok) {
-    err(C.UNKNOWN_TIMEZONE, 'schedule_timezone', `unknown time zone "${spec.schedule_timezone}"`, tz.hint);
+    err(
+      C.UNKNOWN_TIMEZONE,
+      'schedule_timezone',
+      `unknown time zone "${spec.schedule_timezone}"`,
+      tz.hint,
+    );
+  } else if (spec.schedule !== null && normalizeSchedule(spec.schedule).ok) {
+    // The scheduler's own parser has the last word, so a DAG that compiles is one it can plan.
+    try {
+      validateSchedule(spec.schedule, spec.schedule_timezone);
+    } catch (e) {
+      err(
+        C.BAD_CRON,
+        'schedule',
+        e instanceof Error ? e.message : String(e),
+        'write a 5-field cron expression such as "0 6 * * *"',
+      );
+    }
   }
 
   let datesOk = true;
@@ -73,10 +105,20 @@ export function checkDagSemantics(spec: DagSpec, skip: (path: string) => boolean
     const v = spec[key];
     if (v !== null && !isCanonicalTimestamp(v)) {
       datesOk = false;
-      err(C.BAD_DATE, key, `${key} "${v}" is not an RFC 3339 UTC timestamp`, 'write it as YYYY-MM-DDTHH:MM:SS.sssZ, e.g. 2026-01-01T00:00:00.000Z');
+      err(
+        C.BAD_DATE,
+        key,
+        `${key} "${v}" is not an RFC 3339 UTC timestamp`,
+        'write it as YYYY-MM-DDTHH:MM:SS.sssZ, e.g. 2026-01-01T00:00:00.000Z',
+      );
     }
   }
-  if (datesOk && spec.start_date !== null && spec.end_date !== null && spec.end_date < spec.start_date) {
+  if (
+    datesOk &&
+    spec.start_date !== null &&
+    spec.end_date !== null &&
+    spec.end_date < spec.start_date
+  ) {
     err(
       C.BAD_DATE,
       'end_date',
@@ -85,7 +127,12 @@ export function checkDagSemantics(spec: DagSpec, skip: (path: string) => boolean
     );
   }
 
-  if (spec.catchup && spec.start_date === null && spec.schedule !== null && spec.schedule !== '@once') {
+  if (
+    spec.catchup &&
+    spec.start_date === null &&
+    spec.schedule !== null &&
+    spec.schedule !== '@once'
+  ) {
     add({
       code: C.CATCHUP_WITHOUT_START,
       severity: 'warning',
@@ -123,7 +170,12 @@ export function checkDagSemantics(spec: DagSpec, skip: (path: string) => boolean
     task.depends_on.forEach((dep, j) => {
       const p = indexPath(depsPath, j);
       if (seenDeps.has(dep)) {
-        err(C.DUPLICATE_DECLARATION, p, `"${dep}" is listed twice in depends_on`, `remove the second "${dep}"`);
+        err(
+          C.DUPLICATE_DECLARATION,
+          p,
+          `"${dep}" is listed twice in depends_on`,
+          `remove the second "${dep}"`,
+        );
         return;
       }
       seenDeps.add(dep);
@@ -161,12 +213,23 @@ export function checkDagSemantics(spec: DagSpec, skip: (path: string) => boolean
         );
       }
       if (value.includes('\0')) {
-        err(C.BAD_ENV, p, `env value of "${key}" contains a NUL character, which no process environment can hold`, 'remove the \\0 from the value');
+        err(
+          C.BAD_ENV,
+          p,
+          `env value of "${key}" contains a NUL character, which no process environment can hold`,
+          'remove the \\0 from the value',
+        );
       }
     }
 
     checkDeclarations(task.variables, childPath(base, 'variables'), 'variable key', checkId, err);
-    checkDeclarations(task.connections, childPath(base, 'connections'), 'connection id', checkId, err);
+    checkDeclarations(
+      task.connections,
+      childPath(base, 'connections'),
+      'connection id',
+      checkId,
+      err,
+    );
   });
 
   for (const issue of findCycles(spec, firstIndex, skip)) add(issue);
@@ -188,7 +251,13 @@ function checkDeclarations(
   checkUnique(names, listPath, what, true, err);
 }
 
-function checkUnique(names: string[], listPath: string, what: string, foldCase: boolean, err: ErrFn): void {
+function checkUnique(
+  names: string[],
+  listPath: string,
+  what: string,
+  foldCase: boolean,
+  err: ErrFn,
+): void {
   const seen = new Map<string, string>();
   names.forEach((name, i) => {
     const k = foldCase ? name.toUpperCase() : name;
@@ -215,7 +284,11 @@ interface Edge {
  * cycle through it (shortest from the component's first task), so a tangle of many edges gives
  * one readable message instead of dozens.
  */
-function findCycles(spec: DagSpec, firstIndex: Map<string, number>, skip: (p: string) => boolean): SemanticIssue[] {
+function findCycles(
+  spec: DagSpec,
+  firstIndex: Map<string, number>,
+  skip: (p: string) => boolean,
+): SemanticIssue[] {
   const n = spec.tasks.length;
   const adj: Edge[][] = spec.tasks.map(() => []);
   spec.tasks.forEach((task, i) => {
@@ -301,7 +374,7 @@ function findCycles(spec: DagSpec, firstIndex: Map<string, number>, skip: (p: st
     if (!closing) continue; // unreachable: every SCC member reaches every other
     const chain: number[] = [start];
     let firstEdge = closing.edge;
-    for (let v = closing.from; v !== start; ) {
+    for (let v = closing.from; v !== start;) {
       chain.push(v);
       const step = prev.get(v)!;
       firstEdge = step.edge;

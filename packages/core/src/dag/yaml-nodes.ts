@@ -38,6 +38,14 @@ export function keyText(key: unknown): string | undefined {
   return key.source ?? String(key.value);
 }
 
+/** Source text of a number or boolean scalar (for "quote it" hints); undefined otherwise. */
+export function numberOrBoolText(v: unknown): string | undefined {
+  if (!isScalar(v)) return undefined;
+  if (typeof v.value === 'number' || typeof v.value === 'boolean')
+    return v.source ?? String(v.value);
+  return undefined;
+}
+
 export function isMergeKey(key: unknown): boolean {
   // With `merge: true` the parser turns a plain `<<` key into a symbol; a quoted '<<' stays text.
   return isScalar(key) && typeof key.value === 'symbol';
@@ -89,18 +97,19 @@ export function pathAtOffset(root: unknown, offset: number): string {
   };
   for (let depth = 0; depth < 64; depth++) {
     if (isMap(node)) {
-      let next: unknown;
+      // The entry whose key starts last at or before the offset; its value may start later than
+      // the offset (a tag or anchor sits between key and value) and still be the culprit.
+      let hit: (typeof node.items)[number] | undefined;
       for (const pair of node.items) {
-        const k = keyText(pair.key) ?? '?';
-        if (within(pair.key)) return childPath(path, k);
-        if (within(pair.value)) {
-          path = childPath(path, k);
-          next = pair.value;
-          break;
-        }
+        if (startOffset(pair.key) <= offset) hit = pair;
       }
-      if (next === undefined) return path;
-      node = next;
+      if (!hit) return path;
+      const k = keyText(hit.key) ?? '?';
+      if (within(hit.key)) return childPath(path, k);
+      path = childPath(path, k);
+      const v = hit.value;
+      if (!isYamlNode(v) || !v.range || offset < v.range[0] || offset > v.range[1]) return path;
+      node = v;
     } else if (isSeq(node)) {
       const i = node.items.findIndex(within);
       if (i < 0) return path;

@@ -1,5 +1,6 @@
 import { Cron } from 'croner';
 import { LeoflowError } from '../errors/leoflow-error.js';
+import { lastAtOrBefore } from './search.js';
 
 /**
  * Airflow's presets, spelled out so a schedule means the same cron line whatever croner's own
@@ -140,9 +141,10 @@ function fireAfter(cron: Cron, afterMs: number): number | null {
 
 /** Latest fire at or before `atMs`, or null if none within croner's horizon. */
 function fireAtOrBefore(cron: Cron, atMs: number): number | null {
-  // Fast path: croner's backward walk, accepted only after proving it with the forward walk
-  // (p is a fire, and nothing fires in (p, atMs]); the forward walk is the one the rest of
-  // the timetable uses, so both directions agree by construction, DST included.
+  // croner's backward walk is fast but is a second implementation of the calendar; its
+  // answer is accepted only once the forward walk (the one everything else uses) proves it:
+  // p is a fire and nothing fires in (p, atMs]. Otherwise search with the forward walk alone,
+  // so both directions agree by construction, DST included.
   const [guess] = cron.previousRuns(1, new Date(atMs + 1));
   if (guess !== undefined) {
     const p = guess.getTime();
@@ -151,26 +153,7 @@ function fireAtOrBefore(cron: Cron, atMs: number): number | null {
       if (after === null || after > atMs) return p;
     }
   }
-  // Slow path: gallop back until some fire lands in (lo, atMs], then bisect for the last
-  // `lo` whose next fire is still ≤ atMs. Invariant: F(lo) ≤ atMs < F(hi) (or F(hi) null).
-  let hi = atMs;
-  let step = 60_000;
-  let lo = atMs - step;
-  for (;;) {
-    const f = fireAfter(cron, lo);
-    if (f !== null && f <= atMs) break;
-    hi = lo;
-    step *= 2;
-    if (step > MAX_SEARCH_BACK_MS) return null;
-    lo = atMs - step;
-  }
-  while (hi - lo > 1) {
-    const mid = lo + Math.floor((hi - lo) / 2);
-    const f = fireAfter(cron, mid);
-    if (f !== null && f <= atMs) lo = mid;
-    else hi = mid;
-  }
-  return fireAfter(cron, lo);
+  return lastAtOrBefore((x) => fireAfter(cron, x), atMs, MAX_SEARCH_BACK_MS);
 }
 
 /**

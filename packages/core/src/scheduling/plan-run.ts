@@ -152,7 +152,10 @@ export function planRun(spec: DagSpec, states: ReadonlyMap<string, TaskInstanceS
  * that itself succeeds does not fail the run, while a skipped leaf does not fail it either.
  * A DAG with no tasks is vacuously `success`.
  */
-export function runOutcome(spec: DagSpec, states: ReadonlyMap<string, TaskInstanceState>): RunOutcome {
+export function runOutcome(
+  spec: DagSpec,
+  states: ReadonlyMap<string, TaskInstanceState>,
+): RunOutcome {
   const g = buildGraph(spec);
   let leafFailed = false;
   for (const id of g.topo) {

@@ -43,9 +43,7 @@ export function afterFailure(input: FailureInput): FailureDecision {
 }
 
 function invalid(name: string, value: number, want: string): LeoflowError {
-  return new LeoflowError(
-    'LF_INVALID_ARGUMENT',
-    `${name} must be ${want}, got ${String(value)}.`,
-    { [name]: value },
-  );
+  return new LeoflowError('LF_INVALID_ARGUMENT', `${name} must be ${want}, got ${String(value)}.`, {
+    [name]: value,
+  });
 }

@@ -102,12 +102,13 @@ export function assertRunTransition(from: DagRunState, to: DagRunState): void {
 
 /** The legal next states of a task instance, in table order. */
 export function legalNextStates(from: TaskInstanceState): readonly TaskInstanceState[] {
-  return Object.prototype.hasOwnProperty.call(TASK_TRANSITIONS, from)
-    ? TASK_TRANSITIONS[from]
-    : [];
+  return Object.prototype.hasOwnProperty.call(TASK_TRANSITIONS, from) ? TASK_TRANSITIONS[from] : [];
 }
 
-function describeTargets<S extends string>(table: Readonly<Record<S, readonly S[]>>, from: S): string {
+function describeTargets<S extends string>(
+  table: Readonly<Record<S, readonly S[]>>,
+  from: S,
+): string {
   const targets = Object.prototype.hasOwnProperty.call(table, from) ? table[from] : [];
   return targets.length === 0 ? '(none)' : targets.join(', ');
 }

@@ -24,14 +24,17 @@ describe('agentTokenTtlSeconds', () => {
     expect(ttl).toBeGreaterThanOrEqual(600);
   });
 
-  it.each([0, -15, Number.NaN, Number.POSITIVE_INFINITY])('refuses heartbeat %s naming the key', (hb) => {
-    expect(() => agentTokenTtlSeconds(hb)).toThrow(
-      expect.objectContaining({
-        code: 'LF_INVALID_CONFIG',
-        details: { key: 'execution.heartbeat_interval' },
-      }),
-    );
-  });
+  it.each([0, -15, Number.NaN, Number.POSITIVE_INFINITY])(
+    'refuses heartbeat %s naming the key',
+    (hb) => {
+      expect(() => agentTokenTtlSeconds(hb)).toThrow(
+        expect.objectContaining({
+          code: 'LF_INVALID_CONFIG',
+          details: { key: 'execution.heartbeat_interval' },
+        }),
+      );
+    },
+  );
 });
 
 describe('settlingGraceSeconds', () => {
@@ -54,9 +57,9 @@ function keys(cfg: Partial<TimingLadderConfig>): string[] {
 describe('validateTimingLadder', () => {
   it('accepts the defaults, with and without the settling grace rung', () => {
     expect(validateTimingLadder(DEFAULTS)).toEqual([]);
-    expect(validateTimingLadder({ ...DEFAULTS, settlingGraceSeconds: settlingGraceSeconds(90) })).toEqual(
-      [],
-    );
+    expect(
+      validateTimingLadder({ ...DEFAULTS, settlingGraceSeconds: settlingGraceSeconds(90) }),
+    ).toEqual([]);
   });
 
   it('refuses a ceiling not above the token TTL, naming auth.max_attempt_credential_lifetime', () => {

@@ -101,7 +101,11 @@ describe('planRun', () => {
 
   it('cascades skips, and a one_failed task is skipped once everything upstream is done clean', () => {
     const plan = planRun(ETL, st({ extract: 'skipped' }));
-    expect(plan).toEqual({ schedule: ['notify'], skip: ['transform', 'load', 'alert'], upstreamFailed: [] });
+    expect(plan).toEqual({
+      schedule: ['notify'],
+      skip: ['transform', 'load', 'alert'],
+      upstreamFailed: [],
+    });
   });
 
   it('keeps a downstream of a newly scheduled task waiting', () => {
@@ -183,8 +187,12 @@ describe('runOutcome', () => {
   });
 
   it('succeeds when every leaf succeeded or was skipped', () => {
-    expect(runOutcome(dag(['a'], ['b', ['a']]), st({ a: 'success', b: 'success' }))).toBe('success');
-    expect(runOutcome(dag(['a'], ['b', ['a']]), st({ a: 'success', b: 'skipped' }))).toBe('success');
+    expect(runOutcome(dag(['a'], ['b', ['a']]), st({ a: 'success', b: 'success' }))).toBe(
+      'success',
+    );
+    expect(runOutcome(dag(['a'], ['b', ['a']]), st({ a: 'success', b: 'skipped' }))).toBe(
+      'success',
+    );
   });
 
   it('fails when some leaf failed or is upstream_failed', () => {
@@ -260,10 +268,8 @@ const dagArb = fc
     }),
   )
   .map(({ deps, rules, states, perm }) => {
-    const spec = dag(
-      ...perm.map((i): T => [`t${i}`, deps[i]!.map((j) => `t${j}`), rules[i]!]),
-    );
-    const map = new Map(states.map((s, i) => [`t${i}`, s] as const));
+    const spec = dag(...perm.map((i): T => [`t${i}`, deps[i]!.map((j) => `t${j}`), rules[i]!]));
+    const map = new Map<string, TaskInstanceState>(states.map((s, i) => [`t${i}`, s]));
     return { spec, states: map };
   });
 

@@ -56,7 +56,9 @@ describe('afterFailure', () => {
     { tryNumber: 1, maxTries: 2, retryDelaySeconds: Number.NaN, now: NOW },
     { tryNumber: 1, maxTries: 2, retryDelaySeconds: 1, now: Number.POSITIVE_INFINITY },
   ])('rejects nonsense input %j', (input) => {
-    expect(() => afterFailure(input)).toThrow(expect.objectContaining({ code: 'LF_INVALID_ARGUMENT' }));
+    expect(() => afterFailure(input)).toThrow(
+      expect.objectContaining({ code: 'LF_INVALID_ARGUMENT' }),
+    );
   });
 });
 
@@ -65,6 +67,8 @@ describe('maxTriesFor', () => {
     expect(maxTriesFor(0)).toBe(1);
     expect(maxTriesFor(3)).toBe(4);
     expect(() => maxTriesFor(-1)).toThrow(expect.objectContaining({ code: 'LF_INVALID_ARGUMENT' }));
-    expect(() => maxTriesFor(1.5)).toThrow(expect.objectContaining({ code: 'LF_INVALID_ARGUMENT' }));
+    expect(() => maxTriesFor(1.5)).toThrow(
+      expect.objectContaining({ code: 'LF_INVALID_ARGUMENT' }),
+    );
   });
 });

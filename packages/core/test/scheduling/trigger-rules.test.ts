@@ -113,19 +113,17 @@ const anyStateArb = fc.constantFrom(...TASK_INSTANCE_STATES);
 
 describe('evaluateTriggerRule properties', () => {
   it('is monotonic: as upstreams finish, non-wait never returns to wait and ready stays ready', () => {
-    const scenario = fc
-      .integer({ min: 1, max: 6 })
-      .chain((n) =>
-        fc.record({
-          rule: ruleArb,
-          start: fc.array(fc.constantFrom(...NON_TERMINAL), { minLength: n, maxLength: n }),
-          finish: fc.array(fc.constantFrom(...TERMINAL), { minLength: n, maxLength: n }),
-          order: fc.shuffledSubarray(
-            Array.from({ length: n }, (_, i) => i),
-            { minLength: n, maxLength: n },
-          ),
-        }),
-      );
+    const scenario = fc.integer({ min: 1, max: 6 }).chain((n) =>
+      fc.record({
+        rule: ruleArb,
+        start: fc.array(fc.constantFrom(...NON_TERMINAL), { minLength: n, maxLength: n }),
+        finish: fc.array(fc.constantFrom(...TERMINAL), { minLength: n, maxLength: n }),
+        order: fc.shuffledSubarray(
+          Array.from({ length: n }, (_, i) => i),
+          { minLength: n, maxLength: n },
+        ),
+      }),
+    );
     fc.assert(
       fc.property(scenario, ({ rule, start, finish, order }) => {
         const states = [...start];
@@ -146,9 +144,13 @@ describe('evaluateTriggerRule properties', () => {
 
   it('never waits once every upstream is terminal', () => {
     fc.assert(
-      fc.property(ruleArb, fc.array(fc.constantFrom(...TERMINAL), { maxLength: 8 }), (rule, ups) => {
-        expect(evaluateTriggerRule(rule, ups)).not.toBe('wait');
-      }),
+      fc.property(
+        ruleArb,
+        fc.array(fc.constantFrom(...TERMINAL), { maxLength: 8 }),
+        (rule, ups) => {
+          expect(evaluateTriggerRule(rule, ups)).not.toBe('wait');
+        },
+      ),
     );
   });
 

@@ -26,18 +26,19 @@ const TASK_COLUMNS: readonly TaskInstanceState[] = [
   'up_for_retry',
   'up_for_reschedule',
 ];
-//                                        none sch que run suc fai ski upf ufr ufs
+// prettier-ignore
 const TASK_EXPECTED: Record<TaskInstanceState, string> = {
-  none: /*                              */ '  0   1   0   0   0   0   1   1   0   0',
-  scheduled: /*                         */ '  1   0   1   0   0   0   1   1   0   0',
-  queued: /*                            */ '  0   0   0   1   1   1   1   0   1   1',
-  running: /*                           */ '  0   0   0   0   1   1   1   0   1   1',
-  success: /*                           */ '  1   0   0   0   0   0   0   0   0   0',
-  failed: /*                            */ '  1   0   0   0   0   0   0   0   0   0',
-  skipped: /*                           */ '  1   0   0   0   0   0   0   0   0   0',
-  upstream_failed: /*                   */ '  1   0   0   0   0   0   0   0   0   0',
-  up_for_retry: /*                      */ '  1   1   0   0   0   0   0   0   0   0',
-  up_for_reschedule: /*                 */ '  1   1   0   0   0   0   0   0   0   0',
+  //                  non sch que run suc fai ski upf ufr ufs
+  none:              '0   1   0   0   0   0   1   1   0   0',
+  scheduled:         '1   0   1   0   0   0   1   1   0   0',
+  queued:            '0   0   0   1   1   1   1   0   1   1',
+  running:           '0   0   0   0   1   1   1   0   1   1',
+  success:           '1   0   0   0   0   0   0   0   0   0',
+  failed:            '1   0   0   0   0   0   0   0   0   0',
+  skipped:           '1   0   0   0   0   0   0   0   0   0',
+  upstream_failed:   '1   0   0   0   0   0   0   0   0   0',
+  up_for_retry:      '1   1   0   0   0   0   0   0   0   0',
+  up_for_reschedule: '1   1   0   0   0   0   0   0   0   0',
 };
 
 function expectedTask(from: TaskInstanceState, to: TaskInstanceState): boolean {
@@ -113,12 +114,13 @@ describe('task-instance transitions', () => {
   });
 });
 
-//                                          que run suc fai
+// prettier-ignore
 const RUN_EXPECTED: Record<DagRunState, string> = {
-  queued: /*                            */ '  0   1   0   1',
-  running: /*                           */ '  0   0   1   1',
-  success: /*                           */ '  1   0   0   0',
-  failed: /*                            */ '  1   0   0   0',
+  //        que run suc fai
+  queued:  '0   1   0   1',
+  running: '0   0   1   1',
+  success: '1   0   0   0',
+  failed:  '1   0   0   0',
 };
 const RUN_COLUMNS: readonly DagRunState[] = ['queued', 'running', 'success', 'failed'];
 const RUN_PAIRS = DAG_RUN_STATES.flatMap((from) =>

@@ -277,6 +277,7 @@ export function buildApi(deps: ApiDeps) {
             properties: {
               ...pageQuery,
               dag_id: { type: 'string' },
+              run_id: { type: 'string' },
               state: { type: 'string', enum: ['queued', 'running', 'success', 'failed'] },
             },
             additionalProperties: false,
@@ -285,10 +286,14 @@ export function buildApi(deps: ApiDeps) {
         },
       },
       async (req) => {
-        const q = req.query as { limit: number; offset: number; dag_id?: string; state?: 'queued' };
+        const q = req.query as { limit: number; offset: number; dag_id?: string; run_id?: string; state?: 'queued' };
         const list = await store.listRuns(
           req.principal.tenant_id,
-          { ...(q.dag_id ? { dag_id: q.dag_id } : {}), ...(q.state ? { state: q.state } : {}) },
+          {
+            ...(q.dag_id ? { dag_id: q.dag_id } : {}),
+            ...(q.run_id ? { run_id: q.run_id } : {}),
+            ...(q.state ? { state: q.state } : {}),
+          },
           { limit: q.limit, offset: q.offset },
         );
         return { runs: list.map(runOut) };
@@ -312,6 +317,10 @@ export function buildApi(deps: ApiDeps) {
         const { dag_id, run_id } = req.params as { dag_id: string; run_id: string };
         const run = await requireRun(req.principal.tenant_id, dag_id, run_id);
         const tis = await store.listTaskInstances(run.id);
+        // Task instances in the DAG's declaration order (dependency order), not alphabetical.
+        const version = await store.getDagVersion(run.tenant_id, run.dag_id, run.dag_version);
+        const order = new Map((version?.spec.tasks ?? []).map((t, i) => [t.task_id, i]));
+        tis.sort((a, b) => (order.get(a.task_id) ?? Infinity) - (order.get(b.task_id) ?? Infinity));
         return { run: runOut(run), task_instances: tis.map(taskInstanceOut) };
       },
     );

@@ -114,12 +114,18 @@ export class RunOperations {
 
     const now = this.clock.now();
     await this.store.setRunVersion(run.id, current.version);
+    // Tasks added in the current version get their task instances now.
+    await this.store.ensureTaskInstances(
+      run.id,
+      spec.tasks.map((t) => ({ task_id: t.task_id, max_tries: t.retries + 1 })),
+      now,
+    );
     const cleared: string[] = [];
     for (const id of targets) {
       const ti = tis.get(id);
       const task = spec.tasks.find((t) => t.task_id === id);
       if (!task) continue;
-      if (!ti) continue; // a task added in a newer version than the run: created below
+      if (!ti) continue; // created just now by ensureTaskInstances, already in state none
       if (ti.state === 'none') continue;
       const applied = await this.store.archiveAndBumpTry(
         ti.id,

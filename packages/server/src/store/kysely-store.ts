@@ -97,7 +97,7 @@ export class KyselyStore implements Store {
     const { error, results } = await migrator.migrateToLatest();
     if (error !== undefined) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
-      const cause = error instanceof Error ? error.message : String(error);
+      const cause = error instanceof Error ? error.message : JSON.stringify(error);
       throw new Error(
         `store migration ${failed ?? '(setup)'} failed on ${this.dialect}: ${cause}`,
         { cause: error },
@@ -134,9 +134,8 @@ export class KyselyStore implements Store {
     try {
       return await this.#putDagVersionOnce(tenant_id, spec, spec_hash, now);
     } catch (err) {
-      // Two first-ever pushes of a DAG have no dags row to lock, so both may pick the same
-      // version; the primary key rejects the loser, and its retry then sees (and locks) the
-      // winner's row.
+      // The row lock below already serialises pushes of one DAG; the primary key is the
+      // last line of defence, and a push that loses to it simply re-reads and tries again.
       if (!isUniqueViolation(err)) throw err;
       return await this.#putDagVersionOnce(tenant_id, spec, spec_hash, now);
     }
@@ -150,15 +149,32 @@ export class KyselyStore implements Store {
   ): Promise<{ version: number; created: boolean }> {
     const dag_id = spec.dag_id;
     return this.#writeTx(async (tx) => {
+      // Every push first makes sure the dags row exists and then locks it, so concurrent
+      // pushes of one DAG (including the very first ones, when there is no row to lock yet)
+      // run one after another and always lock dags before dag_versions. A placeholder with
+      // current_version 0 is only ever visible inside this transaction.
+      await tx
+        .insertInto('dags')
+        .values({
+          tenant_id,
+          dag_id,
+          current_version: 0,
+          is_paused: this.#bool(false),
+          last_scheduled_logical_date: null,
+          created_at: now,
+          updated_at: now,
+        })
+        .onConflict((oc) => oc.columns(['tenant_id', 'dag_id']).doNothing())
+        .execute();
       let dagQuery = tx
         .selectFrom('dags')
         .select(['current_version'])
         .where('tenant_id', '=', tenant_id)
         .where('dag_id', '=', dag_id);
       if (this.dialect === 'postgres') dagQuery = dagQuery.forUpdate();
-      const dag = await dagQuery.executeTakeFirst();
+      const dag = await dagQuery.executeTakeFirstOrThrow();
 
-      if (dag !== undefined) {
+      if (dag.current_version > 0) {
         const current = await tx
           .selectFrom('dag_versions')
           .select(['spec_hash'])
@@ -191,22 +207,10 @@ export class KyselyStore implements Store {
         })
         .execute();
       await tx
-        .insertInto('dags')
-        .values({
-          tenant_id,
-          dag_id,
-          current_version: version,
-          is_paused: this.#bool(false),
-          last_scheduled_logical_date: null,
-          created_at: now,
-          updated_at: now,
-        })
-        .onConflict((oc) =>
-          oc.columns(['tenant_id', 'dag_id']).doUpdateSet((eb) => ({
-            current_version: eb.ref('excluded.current_version'),
-            updated_at: eb.ref('excluded.updated_at'),
-          })),
-        )
+        .updateTable('dags')
+        .set({ current_version: version, updated_at: now })
+        .where('tenant_id', '=', tenant_id)
+        .where('dag_id', '=', dag_id)
         .execute();
       return { version, created: true };
     });
@@ -268,10 +272,7 @@ export class KyselyStore implements Store {
     };
   }
 
-  async listDagVersions(
-    tenant_id: string,
-    dag_id: string,
-  ): Promise<Omit<DagVersionRow, 'spec'>[]> {
+  async listDagVersions(tenant_id: string, dag_id: string): Promise<Omit<DagVersionRow, 'spec'>[]> {
     const rows = await this.#db
       .selectFrom('dag_versions')
       .select(['tenant_id', 'dag_id', 'version', 'spec_hash', 'created_at'])
@@ -329,27 +330,9 @@ export class KyselyStore implements Store {
         if (existing !== undefined) return false;
 
         await tx.insertInto('dag_runs').values(row).execute();
-        const tis: Insertable<TaskInstancesTable>[] = run.tasks.map((t) => ({
-          id: randomUUID(),
-          tenant_id: run.tenant_id,
-          dag_run_id: id,
-          dag_id: run.dag_id,
-          task_id: t.task_id,
-          try_number: 1,
-          max_tries: t.max_tries,
-          state: 'none',
-          queued_at: null,
-          started_at: null,
-          ended_at: null,
-          last_heartbeat_at: null,
-          retry_at: null,
-          exit_code: null,
-          error_message: null,
-          hostname: null,
-          pid: null,
-          terminate_requested: this.#bool(false),
-          updated_at: run.now,
-        }));
+        const tis = run.tasks.map((t) =>
+          this.#newTaskInstance(run.tenant_id, run.dag_id, id, t, run.now),
+        );
         for (const chunk of chunks(tis, INSERT_CHUNK)) {
           await tx.insertInto('task_instances').values(chunk).execute();
         }
@@ -413,12 +396,13 @@ export class KyselyStore implements Store {
 
   async listRuns(
     tenant_id: string,
-    filter: { dag_id?: string; state?: DagRunState },
+    filter: { dag_id?: string; state?: DagRunState; run_id?: string },
     page: Page,
   ): Promise<DagRunRow[]> {
     let q = this.#db.selectFrom('dag_runs').selectAll().where('tenant_id', '=', tenant_id);
     if (filter.dag_id !== undefined) q = q.where('dag_id', '=', filter.dag_id);
     if (filter.state !== undefined) q = q.where('state', '=', filter.state);
+    if (filter.run_id !== undefined) q = q.where('run_id', '=', filter.run_id);
     const rows = await q
       .orderBy('created_at', 'desc')
       .orderBy('id', 'desc')
@@ -489,6 +473,35 @@ export class KyselyStore implements Store {
       .orderBy('task_id')
       .execute();
     return rows.map(toTaskInstanceRow);
+  }
+
+  async ensureTaskInstances(
+    dag_run_id: string,
+    tasks: { task_id: string; max_tries: number }[],
+    now: number,
+  ): Promise<string[]> {
+    return this.#writeTx(async (tx) => {
+      const run = await tx
+        .selectFrom('dag_runs')
+        .select(['tenant_id', 'dag_id'])
+        .where('id', '=', dag_run_id)
+        .executeTakeFirst();
+      if (run === undefined) throw new Error(`dag run ${dag_run_id} does not exist`);
+      const created: string[] = [];
+      const rows = tasks.map((t) =>
+        this.#newTaskInstance(run.tenant_id, run.dag_id, dag_run_id, t, now),
+      );
+      for (const chunk of chunks(rows, INSERT_CHUNK)) {
+        const inserted = await tx
+          .insertInto('task_instances')
+          .values(chunk)
+          .onConflict((oc) => oc.columns(['dag_run_id', 'task_id']).doNothing())
+          .returning('task_id')
+          .execute();
+        created.push(...inserted.map((r) => r.task_id));
+      }
+      return created;
+    });
   }
 
   async getTaskInstance(dag_run_id: string, task_id: string): Promise<TaskInstanceRow | undefined> {
@@ -748,6 +761,36 @@ export class KyselyStore implements Store {
     return this.dialect === 'postgres' ? v : v ? 1 : 0;
   }
 
+  #newTaskInstance(
+    tenant_id: string,
+    dag_id: string,
+    dag_run_id: string,
+    task: { task_id: string; max_tries: number },
+    now: number,
+  ): Insertable<TaskInstancesTable> {
+    return {
+      id: randomUUID(),
+      tenant_id,
+      dag_run_id,
+      dag_id,
+      task_id: task.task_id,
+      try_number: 1,
+      max_tries: task.max_tries,
+      state: 'none',
+      queued_at: null,
+      started_at: null,
+      ended_at: null,
+      last_heartbeat_at: null,
+      retry_at: null,
+      exit_code: null,
+      error_message: null,
+      hostname: null,
+      pid: null,
+      terminate_requested: this.#bool(false),
+      updated_at: now,
+    };
+  }
+
   #patchColumns(patch: TaskInstancePatch): Updateable<TaskInstancesTable> {
     // Copy only the patchable keys: a caller spreading a whole row into the patch must not be
     // able to rewrite try_number, ids or the tenant.
@@ -755,9 +798,9 @@ export class KyselyStore implements Store {
     for (const key of PATCHABLE_KEYS) {
       const v = patch[key];
       if (v === undefined) continue;
-      out[key] = key === 'terminate_requested' ? this.#bool(v as boolean) : v;
+      out[key] = typeof v === 'boolean' ? this.#bool(v) : v;
     }
-    return out as Updateable<TaskInstancesTable>;
+    return out;
   }
 
   /**
@@ -900,6 +943,8 @@ export function isUniqueViolation(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
   const code = (err as { code?: unknown }).code;
   return (
-    code === '23505' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || code === 'SQLITE_CONSTRAINT_UNIQUE'
+    code === '23505' ||
+    code === 'SQLITE_CONSTRAINT_PRIMARYKEY' ||
+    code === 'SQLITE_CONSTRAINT_UNIQUE'
   );
 }

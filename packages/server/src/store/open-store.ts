@@ -8,8 +8,7 @@ import { KyselyStore } from './kysely-store.js';
 import type { Store } from './store.js';
 
 export type OpenStoreOptions =
-  | { kind: 'sqlite'; file: string }
-  | { kind: 'postgres'; url: string; schema?: string };
+  { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; schema?: string };
 
 /**
  * Opens (does not migrate) a store. Call `migrate()` before first use; it is cheap and
@@ -53,19 +52,20 @@ function createPrivateFile(file: string): void {
   }
 }
 
-const PG_INT8 = 20;
-const PG_NUMERIC = 1700;
+const PG_INT8: number = pg.types.builtins.INT8;
+const PG_NUMERIC: number = pg.types.builtins.NUMERIC;
 
 // Per-pool parsers rather than pg.types.setTypeParser, which would change every pg user in
 // the process. Epoch-ms values and counts fit comfortably in a double.
-const pgTypes = {
-  getTypeParser(oid: number, format?: 'text' | 'binary') {
-    if (format !== 'binary' && (oid === PG_INT8 || oid === PG_NUMERIC)) {
+const pgTypes: pg.CustomTypesConfig = {
+  getTypeParser: (oid, format) => {
+    const id: number = oid;
+    if (format !== 'binary' && (id === PG_INT8 || id === PG_NUMERIC)) {
       return (value: string) => Number(value);
     }
-    return pg.types.getTypeParser(oid, format);
+    return pg.types.getTypeParser(oid, format) as unknown;
   },
-} as unknown as pg.CustomTypesConfig;
+};
 
 async function openPostgres(url: string, schema: string | undefined): Promise<KyselyStore> {
   const pool = new pg.Pool({

@@ -97,7 +97,7 @@ export interface Store {
   getRun(tenant_id: string, dag_id: string, run_id: string): Promise<DagRunRow | undefined>;
   listRuns(
     tenant_id: string,
-    filter: { dag_id?: string; state?: DagRunState },
+    filter: { dag_id?: string; state?: DagRunState; run_id?: string },
     page: Page,
   ): Promise<DagRunRow[]>;
   /** across tenants, oldest first (scheduler input) */
@@ -113,6 +113,16 @@ export interface Store {
   setRunVersion(id: string, dag_version: number): Promise<void>;
 
   listTaskInstances(dag_run_id: string): Promise<TaskInstanceRow[]>;
+  /**
+   * Adds task instances (state `none`, try 1) for tasks the run does not have yet — a cleared
+   * old run rebound to a newer DAG version may have gained tasks. Existing rows are left
+   * untouched. Returns the task_ids it created; throws if the run does not exist.
+   */
+  ensureTaskInstances(
+    dag_run_id: string,
+    tasks: { task_id: string; max_tries: number }[],
+    now: number,
+  ): Promise<string[]>;
   getTaskInstance(dag_run_id: string, task_id: string): Promise<TaskInstanceRow | undefined>;
   getTaskInstanceById(id: string): Promise<TaskInstanceRow | undefined>;
   /** across tenants */

@@ -104,6 +104,22 @@ describe('scheduler over a manual clock', () => {
     expect(await states(run.run_id, 'rerun')).toEqual({ run: 'success', tasks: { a: 'success#2', b: 'success#2' } });
   });
 
+  it('clearing a run gives tasks added in the current version their own task instances', async () => {
+    await push(spec({ dag_id: 'grow', tasks: [task('a')] }));
+    const run = await h.runs.trigger('default', 'grow', {});
+    await h.scheduler.tick();
+    await play(h.executor.take()[0]!, 'success');
+    await h.scheduler.tick();
+    await push(spec({ dag_id: 'grow', tasks: [task('a'), task('b', { depends_on: ['a'] })] }));
+    await h.runs.clear('default', 'grow', run.run_id, { taskIds: null, downstream: true });
+    await h.scheduler.tick();
+    await play(h.executor.take()[0]!, 'success');
+    await h.scheduler.tick();
+    await play(h.executor.take()[0]!, 'success');
+    await h.scheduler.tick();
+    expect(await states(run.run_id, 'grow')).toEqual({ run: 'success', tasks: { a: 'success#2', b: 'success#1' } });
+  });
+
   it('refuses to clear an active task instance', async () => {
     await push(spec({ dag_id: 'busy', tasks: [task('a')] }));
     const run = await h.runs.trigger('default', 'busy', {});

@@ -42,7 +42,10 @@ describe('sqlite specifics', () => {
   });
 
   it('runs with WAL, foreign keys, busy_timeout and synchronous=NORMAL', async () => {
-    const store = (await openStore({ kind: 'sqlite', file: join(dir, 'pragmas.db') })) as KyselyStore;
+    const store = (await openStore({
+      kind: 'sqlite',
+      file: join(dir, 'pragmas.db'),
+    })) as KyselyStore;
     const pragma = async (name: string) => {
       const { rows } = await sql<Record<string, unknown>>`${sql.raw(`pragma ${name}`)}`.execute(
         store.kysely,

@@ -19,9 +19,13 @@ export function postgresRequired(): boolean {
   return process.env.LEOFLOW_TEST_REQUIRE_POSTGRES === '1' || process.env.CI === 'true';
 }
 
-export async function postgresAvailability(): Promise<{ ok: true } | { ok: false; reason: string }> {
+export async function postgresAvailability(): Promise<
+  { ok: true } | { ok: false; reason: string }
+> {
   const url = postgresTestUrl();
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 2_000 });
+  const timeoutMs = 2_000;
+  const started = Date.now();
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeoutMs });
   // A connection that dies after connect() emits 'error'; unhandled, that would crash the run.
   client.on('error', () => undefined);
   try {
@@ -29,8 +33,10 @@ export async function postgresAvailability(): Promise<{ ok: true } | { ok: false
     await client.query('select 1');
     return { ok: true };
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
-    return { ok: false, reason: `cannot connect to ${redactUrl(url)}: ${message || String(err)}` };
+    const message = err instanceof Error && err.message !== '' ? err.message : String(err);
+    // pg reports its own connect timeout as a generic "connection terminated".
+    const detail = Date.now() - started >= timeoutMs ? `no answer within ${timeoutMs} ms` : message;
+    return { ok: false, reason: `cannot connect to ${redactUrl(url)}: ${detail}` };
   } finally {
     await client.end().catch(() => undefined);
   }
@@ -44,7 +50,10 @@ export async function postgresAvailability(): Promise<{ ok: true } | { ok: false
 export function useFreshPostgresSchema(label: string): () => string {
   let schema: string | undefined;
   beforeAll(async () => {
-    const safeLabel = label.toLowerCase().replace(/[^a-z0-9_]/g, '_').slice(0, 24);
+    const safeLabel = label
+      .toLowerCase()
+      .replace(/[^a-z0-9_]/g, '_')
+      .slice(0, 24);
     schema = `lf_test_${safeLabel}_${process.pid}_${randomBytes(4).toString('hex')}`;
     await withClient((c) => c.query(`CREATE SCHEMA "${schema}"`));
   });
@@ -61,7 +70,10 @@ export function useFreshPostgresSchema(label: string): () => string {
 }
 
 async function withClient<T>(fn: (c: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString: postgresTestUrl(), connectionTimeoutMillis: 5_000 });
+  const client = new pg.Client({
+    connectionString: postgresTestUrl(),
+    connectionTimeoutMillis: 5_000,
+  });
   client.on('error', () => undefined);
   await client.connect();
   try {
