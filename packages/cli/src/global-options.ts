@@ -9,5 +9,5 @@ export interface GlobalOptions {
 
 /** Options declared on the root program, seen from any sub-command. */
 export function globalOpts(cmd: Command): GlobalOptions {
-  return cmd.optsWithGlobals() as GlobalOptions;
+  return cmd.optsWithGlobals<GlobalOptions>();
 }

@@ -13,6 +13,7 @@ import {
   type PushXComRequest,
   type RegisterRequest,
   type ReportStateRequest,
+  LogStream,
 } from '@leoflow/protocol';
 
 export type SpecInit = MessageInitShape<typeof TaskSpecSchema>;
@@ -93,7 +94,7 @@ export class FakeAgentService {
   }
 
   /** Messages shipped for one stream ('stdout' | 'stderr' | 'agent'), in line-number order. */
-  lines(stream?: number): string[] {
+  lines(stream?: LogStream): string[] {
     return [...this.logLines]
       .sort((a, b) => Number(a.lineNumber - b.lineNumber))
       .filter((l) => stream === undefined || l.stream === stream)

@@ -2,7 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { formatDiagnostic, type CompileDiagnostic, type DagSpec } from '@leoflow/core';
-import { compileDagFolder } from '@leoflow/server';
+import { compileDagFolder } from '@leoflow/server/dags';
 import { ApiClient, CliError } from '../client.js';
 import { parseOutput, print } from '../output.js';
 import { globalOpts } from '../global-options.js';

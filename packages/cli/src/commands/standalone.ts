@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import type { Command } from 'commander';
-import { defaultServerConfig, startControlPlane, type ServerConfig } from '@leoflow/server';
+import type { ServerConfig } from '@leoflow/server';
 import { CliError } from '../client.js';
 import { parseDurationMs } from '../duration.js';
 
@@ -19,7 +19,9 @@ interface StandaloneFlags {
 }
 
 /** defaults < env (LEOFLOW_…) < flags */
-export function standaloneConfig(flags: StandaloneFlags, env = process.env): ServerConfig {
+export async function standaloneConfig(flags: StandaloneFlags, env = process.env): Promise<ServerConfig> {
+  // Loaded on demand: client commands should not pay for the whole control plane at start-up.
+  const { defaultServerConfig } = await import('@leoflow/server');
   const dataDir = flags.dataDir ?? env.LEOFLOW_DATA_DIR ?? '.leoflow';
   const cfg = defaultServerConfig(dataDir);
   const pick = (flag: string | undefined, envName: string) => flag ?? env[envName];
@@ -93,7 +95,8 @@ export function registerStandalone(program: Command): void {
     .option('--run-as-user <user>', 'when root, run tasks as this user (default nobody; "none" disables)')
     .option('--log-level <level>', 'debug, info, warn, error (default info)')
     .action(async (flags: StandaloneFlags) => {
-      const cfg = standaloneConfig(flags);
+      const cfg = await standaloneConfig(flags);
+      const { startControlPlane } = await import('@leoflow/server');
       const cp = await startControlPlane(cfg);
       const lines = [
         'Leoflow Lite is running.',

@@ -22,15 +22,18 @@ import {
   type TriggerRule,
 } from './spec.js';
 import {
+  buildAliasTable,
   deref,
   describe,
   encloses,
+  expandedSize,
   isMergeKey,
   isNullish,
   keyText,
   numberOrBoolText,
   pathAtOffset,
   startOffset,
+  type AliasTable,
   type MapEntry,
   type YamlNode,
 } from './yaml-nodes.js';
@@ -52,8 +55,8 @@ export interface CompileInput {
 
 /** Upper bound of every integer field: what a 32-bit signed database column holds. */
 export const MAX_INT32 = 2147483647;
-/** Alias expansions allowed before a file is treated as a "billion laughs" attack. */
-export const MAX_ALIAS_COUNT = 100;
+/** Size (in YAML nodes, aliases expanded) past which a file is treated as an alias bomb. */
+export const MAX_EXPANDED_NODES = 1_000_000;
 const MAX_PARAM_DEPTH = 32;
 
 export const DAG_KEYS = [
@@ -143,7 +146,25 @@ const FALSY_WORDS = ['no', 'n', 'off', 'false'];
  * Reports every problem it can find in one pass, each with a position and a fix.
  */
 export function compileDagYaml(input: CompileInput): CompileResult {
-  return new Compiler(input).run();
+  try {
+    return new Compiler(input).run();
+  } catch (e) {
+    // The yaml parser recurses once per nesting level; thousands of levels overflow the stack.
+    if (e instanceof RangeError && /call stack/i.test(e.message)) {
+      const error: CompileDiagnostic = {
+        code: C.YAML_SYNTAX,
+        severity: 'error',
+        message: 'the file nests too deeply to be read',
+        file: input.fileName,
+        line: 1,
+        column: 1,
+        path: '',
+        hint: 'leoflow.yaml needs only a few levels of indentation; flatten the nested values',
+      };
+      return { ok: false, errors: [error], warnings: [] };
+    }
+    throw e;
+  }
 }
 
 class Compiler {
@@ -161,6 +182,7 @@ class Compiler {
   /** paths already reported structurally; semantic checks stay quiet inside them */
   private readonly invalid = new Set<string>();
   private doc!: Document.Parsed;
+  private aliases: AliasTable = new Map();
 
   constructor(private readonly input: CompileInput) {
     this.lineStarts = [0];
@@ -228,12 +250,15 @@ class Compiler {
         w.pos[0],
         pathAtOffset(doc.contents, w.pos[0]),
         w.message,
-        'remove the custom tag; leoflow.yaml uses plain YAML 1.2 values',
+        w.code === 'TAG_RESOLVE_FAILED'
+          ? 'remove the custom tag; leoflow.yaml uses plain YAML 1.2 values'
+          : 'adjust the YAML near this position; the value is used as the parser read it',
       );
     }
     // A damaged AST yields misleading follow-up errors; fix the syntax first.
     if (this.errors.length > 0) return this.finish(undefined);
 
+    this.aliases = buildAliasTable(doc);
     if (!this.checkAliases()) return this.finish(undefined);
 
     const draft = this.compileRoot(doc.contents);
@@ -321,53 +346,43 @@ class Compiler {
     const doc = this.doc;
     let ok = true;
     let firstAlias: YamlNode | undefined;
-    visit(doc, {
-      Alias: (_key, alias) => {
-        firstAlias ??= alias;
-        const target = alias.resolve(doc);
-        const path = pathAtOffset(doc.contents, startOffset(alias));
-        if (!target) {
-          ok = false;
-          this.diag(
-            'error',
-            C.YAML_SYNTAX,
-            startOffset(alias),
-            path,
-            `alias *${alias.source} refers to no anchor`,
-            `define the anchor first (&${alias.source}) above this line, or fix the name`,
-          );
-        } else if (encloses(target, alias)) {
-          ok = false;
-          this.diag(
-            'error',
-            C.YAML_ALIAS_LIMIT,
-            startOffset(alias),
-            path,
-            `alias *${alias.source} is inside the node it refers to, which would make it infinitely deep`,
-            'copy the values instead of referring to the enclosing anchor',
-          );
-        }
-      },
-    });
+    for (const [alias, target] of this.aliases) {
+      firstAlias ??= alias;
+      const path = (): string => pathAtOffset(doc.contents, startOffset(alias));
+      if (!target) {
+        ok = false;
+        this.diag(
+          'error',
+          C.YAML_SYNTAX,
+          startOffset(alias),
+          path(),
+          `alias *${alias.source} refers to no anchor`,
+          `define the anchor first (&${alias.source}) above this line, or fix the name`,
+        );
+      } else if (encloses(target, alias)) {
+        ok = false;
+        this.diag(
+          'error',
+          C.YAML_ALIAS_LIMIT,
+          startOffset(alias),
+          path(),
+          `alias *${alias.source} is inside the node it refers to, which would make it infinitely deep`,
+          'copy the values instead of referring to the enclosing anchor',
+        );
+      }
+    }
     if (!ok || !firstAlias) return ok;
-    try {
-      // toJS enforces yaml's alias budget, which stops exponential "billion laughs" expansion
-      // before the compiler's own walk follows the same aliases.
-      doc.toJS({ maxAliasCount: MAX_ALIAS_COUNT, mapAsMap: true });
-    } catch (e) {
-      const msg = e instanceof Error ? e.message : String(e);
-      const isBomb = /alias/i.test(msg);
+    // yaml's own guard (toJS maxAliasCount) counts alias uses, so a DAG of 101 tasks that all
+    // write `env: *common` would trip it; the expanded size is what an attack inflates.
+    const size = expandedSize(this.aliases, doc.contents);
+    if (size > MAX_EXPANDED_NODES) {
       this.diag(
         'error',
-        isBomb ? C.YAML_ALIAS_LIMIT : C.YAML_SYNTAX,
+        C.YAML_ALIAS_LIMIT,
         startOffset(firstAlias),
         pathAtOffset(doc.contents, startOffset(firstAlias)),
-        isBomb
-          ? `aliases expand to too many nodes (limit ${MAX_ALIAS_COUNT}); the file looks like an alias bomb`
-          : msg,
-        isBomb
-          ? 'write the values out instead of nesting aliases of aliases'
-          : 'check the anchors and merge keys (<<) near this line',
+        `aliases expand the file to ${size.toExponential(1)} YAML nodes (limit ${MAX_EXPANDED_NODES.toLocaleString('en-US')}); it looks like an alias bomb`,
+        'write the values out instead of nesting aliases of aliases',
       );
       return false;
     }
@@ -390,12 +405,12 @@ class Compiler {
     what: string,
   ): { node: YAMLMap; entries: MapEntry[] } | undefined {
     this.record(path, raw);
-    const node = deref(this.doc, raw);
+    const node = deref(this.aliases, raw);
     if (!isMap(node)) {
       this.schemaError(
         raw,
         path,
-        `${what} must be a mapping (key: value lines), not ${describe(this.doc, raw)}`,
+        `${what} must be a mapping (key: value lines), not ${describe(this.aliases, raw)}`,
         mappingHint(path),
       );
       return undefined;
@@ -429,7 +444,7 @@ class Compiler {
         this.schemaError(
           pair.key,
           path,
-          `mapping keys must be plain names, not ${describe(this.doc, pair.key)}`,
+          `mapping keys must be plain names, not ${describe(this.aliases, pair.key)}`,
           'write the key as a plain word, e.g. my_key: value',
         );
         continue;
@@ -441,17 +456,17 @@ class Compiler {
   }
 
   private mergeSources(raw: unknown, path: string): YAMLMap[] {
-    const node = deref(this.doc, raw);
+    const node = deref(this.aliases, raw);
     const items = isSeq(node) ? node.items : [raw];
     const maps: YAMLMap[] = [];
     for (const item of items) {
-      const m = deref(this.doc, item);
+      const m = deref(this.aliases, item);
       if (isMap(m)) maps.push(m);
       else {
         this.schemaError(
           item,
           path,
-          `a merge key (<<) takes a mapping or a list of mappings, not ${describe(this.doc, item)}`,
+          `a merge key (<<) takes a mapping or a list of mappings, not ${describe(this.aliases, item)}`,
           'write <<: *anchor_of_a_mapping',
         );
       }
@@ -495,7 +510,7 @@ class Compiler {
     opts: { nonEmpty?: boolean } = {},
   ): string | undefined {
     this.record(path, raw);
-    const node = deref(this.doc, raw);
+    const node = deref(this.aliases, raw);
     if (isScalar(node) && typeof node.value === 'string') {
       if (opts.nonEmpty && node.value.trim() === '') {
         this.schemaError(
@@ -512,13 +527,18 @@ class Compiler {
     const literal = numberOrBoolText(node);
     const hint =
       literal !== undefined ? `quote it: ${key}: "${literal}"` : `write ${key}: "some text"`;
-    this.schemaError(raw, path, `${key} must be a string, not ${describe(this.doc, raw)}`, hint);
+    this.schemaError(
+      raw,
+      path,
+      `${key} must be a string, not ${describe(this.aliases, raw)}`,
+      hint,
+    );
     return undefined;
   }
 
   private readInt(raw: unknown, path: string, min: number, max: number): number | undefined {
     this.record(path, raw);
-    const node = deref(this.doc, raw);
+    const node = deref(this.aliases, raw);
     const key = lastSegment(path);
     const range = max === MAX_INT32 ? `an integer ≥ ${min}` : `an integer from ${min} to ${max}`;
     if (isScalar(node) && typeof node.value === 'number' && Number.isInteger(node.value)) {
@@ -537,13 +557,18 @@ class Compiler {
     if (isScalar(node) && typeof node.value === 'string' && /^\s*-?\d+\s*$/.test(node.value)) {
       hint = `remove the quotes: ${key}: ${node.value.trim()}`;
     }
-    this.schemaError(raw, path, `${key} must be ${range}, not ${describe(this.doc, raw)}`, hint);
+    this.schemaError(
+      raw,
+      path,
+      `${key} must be ${range}, not ${describe(this.aliases, raw)}`,
+      hint,
+    );
     return undefined;
   }
 
   private readBool(raw: unknown, path: string): boolean | undefined {
     this.record(path, raw);
-    const node = deref(this.doc, raw);
+    const node = deref(this.aliases, raw);
     if (isScalar(node) && typeof node.value === 'boolean') return node.value;
     const key = lastSegment(path);
     let hint = `write ${key}: true or ${key}: false`;
@@ -557,7 +582,7 @@ class Compiler {
     this.schemaError(
       raw,
       path,
-      `${key} must be true or false, not ${describe(this.doc, raw)}`,
+      `${key} must be true or false, not ${describe(this.aliases, raw)}`,
       hint,
     );
     return undefined;
@@ -585,8 +610,8 @@ class Compiler {
   /** A list of names. Items keep their index (bad ones as "") so later paths stay aligned. */
   private readStringList(raw: unknown, path: string, what: string): string[] | undefined {
     this.record(path, raw);
-    if (isNullish(this.doc, raw)) return [];
-    const node = deref(this.doc, raw);
+    if (isNullish(this.aliases, raw)) return [];
+    const node = deref(this.aliases, raw);
     const key = lastSegment(path);
     if (!isSeq(node)) {
       const hint =
@@ -596,7 +621,7 @@ class Compiler {
       this.schemaError(
         raw,
         path,
-        `${key} must be a list of ${what}, not ${describe(this.doc, raw)}`,
+        `${key} must be a list of ${what}, not ${describe(this.aliases, raw)}`,
         hint,
       );
       return undefined;
@@ -604,7 +629,7 @@ class Compiler {
     return node.items.map((item, i) => {
       const p = indexPath(path, i);
       this.record(p, item);
-      const n = deref(this.doc, item);
+      const n = deref(this.aliases, item);
       if (isScalar(n) && typeof n.value === 'string') return n.value;
       const literal = numberOrBoolText(n);
       const hint =
@@ -614,7 +639,7 @@ class Compiler {
       this.schemaError(
         item,
         p,
-        `each item of ${key} must be a string, not ${describe(this.doc, item)}`,
+        `each item of ${key} must be a string, not ${describe(this.aliases, item)}`,
         hint,
       );
       return '';
@@ -623,7 +648,7 @@ class Compiler {
 
   private readEnv(raw: unknown, path: string): Record<string, string> {
     const env: Record<string, string> = {};
-    if (isNullish(this.doc, raw)) {
+    if (isNullish(this.aliases, raw)) {
       this.record(path, raw);
       return env;
     }
@@ -633,7 +658,7 @@ class Compiler {
       const p = childPath(path, e.key);
       this.keyLocs.set(p, e.keyNode);
       this.record(p, e.value ?? e.keyNode);
-      const n = deref(this.doc, e.value);
+      const n = deref(this.aliases, e.value);
       if (isScalar(n) && typeof n.value === 'string') {
         setOwn(env, e.key, n.value);
       } else if (isScalar(n) && (typeof n.value === 'number' || typeof n.value === 'boolean')) {
@@ -650,13 +675,13 @@ class Compiler {
         );
       } else {
         setOwn(env, e.key, '');
-        const hint = isNullish(this.doc, e.value)
+        const hint = isNullish(this.aliases, e.value)
           ? `write ${e.key}: "" for an empty value`
           : `write ${e.key}: "text" (env values are strings)`;
         this.schemaError(
           e.value ?? e.keyNode,
           p,
-          `env value of ${e.key} must be a string, not ${describe(this.doc, e.value)}`,
+          `env value of ${e.key} must be a string, not ${describe(this.aliases, e.value)}`,
           hint,
         );
       }
@@ -666,7 +691,7 @@ class Compiler {
 
   private readJson(raw: unknown, path: string, depth: number): unknown {
     this.record(path, raw);
-    const n = deref(this.doc, raw);
+    const n = deref(this.aliases, raw);
     if (n === null || n === undefined) return null;
     if (depth > MAX_PARAM_DEPTH) {
       this.schemaError(
@@ -695,7 +720,7 @@ class Compiler {
       this.schemaError(
         raw,
         path,
-        `${describe(this.doc, raw)} cannot be stored in JSON`,
+        `${describe(this.aliases, raw)} cannot be stored in JSON`,
         typeof v === 'number' ? `quote it: "${n.source ?? String(v)}"` : 'use a string instead',
       );
       return null;
@@ -706,7 +731,7 @@ class Compiler {
   // ---- the DAG --------------------------------------------------------------------------------
 
   private compileRoot(root: unknown): DagSpec | undefined {
-    if (isNullish(this.doc, root)) {
+    if (isNullish(this.aliases, root)) {
       this.diag(
         'error',
         C.SCHEMA,
@@ -735,7 +760,7 @@ class Compiler {
     );
     const get = (k: (typeof DAG_KEYS)[number]): unknown => {
       const e = keys.get(k);
-      return e === undefined || isNullish(this.doc, e.value) ? undefined : e.value;
+      return e === undefined || isNullish(this.aliases, e.value) ? undefined : e.value;
     };
     const has = (k: (typeof DAG_KEYS)[number]): boolean => get(k) !== undefined;
 
@@ -779,7 +804,7 @@ class Compiler {
       if (!has(k)) return null;
       const raw = get(k);
       this.record(k, raw);
-      const node = deref(this.doc, raw);
+      const node = deref(this.aliases, raw);
       // Under a `%YAML 1.1` directive the parser makes Date objects; the source text is what
       // the author wrote, so it goes through the same parser (and time-zone rule) as a string.
       const text =
@@ -792,7 +817,7 @@ class Compiler {
         this.schemaError(
           raw,
           k,
-          `${k} must be a date such as 2026-01-01, not ${describe(this.doc, raw)}`,
+          `${k} must be a date such as 2026-01-01, not ${describe(this.aliases, raw)}`,
           `write ${k}: 2026-01-01 or ${k}: "2026-01-01T06:00:00Z"`,
         );
         return null;
@@ -865,12 +890,12 @@ class Compiler {
       return spec;
     }
     const tasksRaw = get('tasks');
-    const tasksNode = deref(this.doc, tasksRaw);
+    const tasksNode = deref(this.aliases, tasksRaw);
     if (!isSeq(tasksNode)) {
       this.schemaError(
         tasksRaw,
         'tasks',
-        `tasks must be a list of tasks, not ${describe(this.doc, tasksRaw)}`,
+        `tasks must be a list of tasks, not ${describe(this.aliases, tasksRaw)}`,
         isMap(tasksNode)
           ? 'start each task with "- task_id: name" (tasks is a list, not a mapping of names)'
           : 'write tasks as a list of "- task_id: ..." items',
@@ -898,7 +923,7 @@ class Compiler {
       retry_delay_seconds: 300,
       execution_timeout_seconds: null,
     };
-    if (isNullish(this.doc, raw)) return d;
+    if (isNullish(this.aliases, raw)) return d;
     const m = this.mapEntries(raw, 'defaults', 'defaults');
     if (!m) return d;
     const keys = this.checkKeys(m.entries, 'defaults', DEFAULTS_KEYS, TASK_KEY_ALIASES, (k) =>
@@ -908,7 +933,7 @@ class Compiler {
     );
     const v = (k: (typeof DEFAULTS_KEYS)[number]): unknown => {
       const e = keys.get(k);
-      return e === undefined || isNullish(this.doc, e.value) ? undefined : e.value;
+      return e === undefined || isNullish(this.aliases, e.value) ? undefined : e.value;
     };
     const retries = v('retries');
     if (retries !== undefined)
@@ -925,13 +950,13 @@ class Compiler {
   }
 
   private compileParams(raw: unknown): Record<string, unknown> {
-    const n = deref(this.doc, raw);
+    const n = deref(this.aliases, raw);
     if (!isMap(n)) {
       this.record('params', raw);
       this.schemaError(
         raw,
         'params',
-        `params must be a mapping of name: value, not ${describe(this.doc, raw)}`,
+        `params must be a mapping of name: value, not ${describe(this.aliases, raw)}`,
         'write params:\n    batch_size: 100',
       );
       return {};
@@ -970,7 +995,7 @@ class Compiler {
     const entry = (k: (typeof TASK_KEYS)[number]): MapEntry | undefined => keys.get(k);
     const get = (k: (typeof TASK_KEYS)[number]): unknown => {
       const e = keys.get(k);
-      return e === undefined || isNullish(this.doc, e.value) ? undefined : e.value;
+      return e === undefined || isNullish(this.aliases, e.value) ? undefined : e.value;
     };
 
     const idRaw = get('task_id');
@@ -1040,7 +1065,7 @@ class Compiler {
     // Unlike other keys, an explicit null here means something: "no timeout", overriding defaults.
     const timeoutEntry = entry('execution_timeout_seconds');
     if (timeoutEntry) {
-      if (isNullish(this.doc, timeoutEntry.value)) task.execution_timeout_seconds = null;
+      if (isNullish(this.aliases, timeoutEntry.value)) task.execution_timeout_seconds = null;
       else
         task.execution_timeout_seconds =
           this.readInt(timeoutEntry.value, p('execution_timeout_seconds'), 1, MAX_INT32) ??

@@ -94,6 +94,12 @@ export function didYouMean(input: string, candidates: Iterable<string>): string 
   let bestDist = Infinity;
   for (const c of candidates) {
     if (c.toLowerCase() === lower) return c;
+    // Too different in length to be a typo: skip the quadratic distance computation.
+    if (
+      Math.abs(c.length - input.length) >
+      Math.max(1, Math.floor(Math.max(c.length, input.length) / 3))
+    )
+      continue;
     const d = levenshtein(lower, c.toLowerCase());
     if (d < bestDist) {
       bestDist = d;

@@ -97,7 +97,7 @@ export function checkTimezone(tz: string, suggestFrom?: readonly string[]): Time
     return { ok: true, timezone: resolved.toLowerCase() === tz.toLowerCase() ? resolved : tz };
   } catch {
     const zones = suggestFrom ?? supportedZones();
-    const lower = tz.toLowerCase();
+    const lower = tz.trim().toLowerCase().replace(/ /g, '_');
     const guess =
       zones.find((z) => z.toLowerCase().endsWith(`/${lower}`)) ??
       (tz.includes('/') ? didYouMean(tz, zones) : undefined);

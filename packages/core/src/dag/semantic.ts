@@ -163,6 +163,9 @@ export function checkDagSemantics(
     }
   });
 
+  let unknownCount = 0;
+  const someTasks =
+    [...firstIndex.keys()].slice(0, 10).join(', ') + (firstIndex.size > 10 ? ', …' : '');
   spec.tasks.forEach((task, i) => {
     const base = indexPath('tasks', i);
     const depsPath = childPath(base, 'depends_on');
@@ -180,14 +183,17 @@ export function checkDagSemantics(
       }
       seenDeps.add(dep);
       if (!firstIndex.has(dep)) {
-        const guess = didYouMean(dep, firstIndex.keys());
+        // Suggestions cost O(tasks) each; a file with thousands of bad references (generated,
+        // or a renamed task) must not turn that quadratic.
+        const guess =
+          unknownCount++ < MAX_SUGGESTIONS ? didYouMean(dep, firstIndex.keys()) : undefined;
         err(
           C.UNKNOWN_UPSTREAM,
           p,
           `task "${task.task_id}" depends on "${dep}", which is not a task in this DAG`,
           guess
             ? `did you mean "${guess}"?`
-            : `add a task with task_id: ${dep}, or remove it from depends_on (tasks: ${[...firstIndex.keys()].slice(0, 10).join(', ')})`,
+            : `add a task with task_id: ${dep}, or remove it from depends_on (tasks: ${someTasks})`,
         );
       }
     });
@@ -274,6 +280,14 @@ function checkUnique(
   });
 }
 
+const MAX_SUGGESTIONS = 50;
+
+/** A long cycle keeps its two ends readable: a → b → … (n more) … → y → a. */
+function abbreviate(names: string[]): string[] {
+  if (names.length <= 21) return names;
+  return [...names.slice(0, 10), `… (${names.length - 20} more)`, ...names.slice(-10)];
+}
+
 interface Edge {
   to: number;
   path: string;
@@ -357,8 +371,8 @@ function findCycles(
     const prev = new Map<number, { from: number; edge: Edge }>();
     const queue: number[] = [start];
     let closing: { from: number; edge: Edge } | undefined;
-    while (queue.length > 0 && !closing) {
-      const v = queue.shift()!;
+    for (let head = 0; head < queue.length && !closing; head++) {
+      const v = queue[head]!;
       for (const edge of adj[v]!) {
         if (!members.has(edge.to)) continue;
         if (edge.to === start) {
@@ -390,7 +404,7 @@ function findCycles(
       message:
         names.length === 2
           ? `task "${startName}" depends on itself`
-          : `depends_on forms a cycle: ${names.join(' → ')} (each arrow points from a task to a task it depends on)`,
+          : `depends_on forms a cycle: ${abbreviate(names).join(' → ')} (each arrow points from a task to a task it depends on)`,
       hint:
         names.length === 2
           ? `remove "${startName}" from its own depends_on`

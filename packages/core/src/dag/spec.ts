@@ -34,7 +34,9 @@ export interface TaskSpecDef {
   retry_delay_seconds: number;
   execution_timeout_seconds: number | null;
   env: Record<string, string>;
+  /** declared Variable keys; empty = the DAG-level list applies */
   variables: string[];
+  /** declared Connection ids; empty = the DAG-level list applies */
   connections: string[];
   do_xcom_push: boolean;
 }
@@ -45,10 +47,14 @@ export interface DagSpec {
   description: string;
   owner: string;
   tags: string[];
-  /** cron expression, preset (@hourly … @yearly), @once, or null for manual only */
+  /**
+   * 5-field cron line (single spaces), preset (@hourly @daily @weekly @monthly @yearly — aliases
+   * are normalised to these), @once, or null for manual only
+   */
   schedule: string | null;
+  /** IANA zone name the schedule and naive dates are read in */
   schedule_timezone: string;
-  /** RFC 3339 */
+  /** RFC 3339 in UTC with milliseconds, e.g. 2026-01-01T00:00:00.000Z */
   start_date: string | null;
   end_date: string | null;
   catchup: boolean;

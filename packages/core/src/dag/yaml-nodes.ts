@@ -1,4 +1,13 @@
-import { isAlias, isMap, isScalar, isSeq, type Document, type Node as YamlNode } from 'yaml';
+import {
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  visit,
+  type Alias,
+  type Document,
+  type Node as YamlNode,
+} from 'yaml';
 import { childPath, indexPath } from './diagnostics.js';
 
 /**
@@ -19,14 +28,35 @@ export function isYamlNode(v: unknown): v is YamlNode {
   return isScalar(v) || isMap(v) || isSeq(v) || isAlias(v);
 }
 
+/** Each alias of a document and the node it refers to (undefined: no such anchor). */
+export type AliasTable = ReadonlyMap<Alias, YamlNode | undefined>;
+
+/**
+ * Resolves every alias in one pass. yaml's `Alias.resolve` searches the whole document per
+ * call, which made a file with thousands of `*common` uses quadratic.
+ */
+export function buildAliasTable(doc: Document): AliasTable {
+  const anchors = new Map<string, YamlNode>();
+  const table = new Map<Alias, YamlNode | undefined>();
+  // visit() walks in document order, entering a collection before its items, so the table
+  // holds, as YAML requires, the latest anchor of that name defined before each alias.
+  visit(doc, {
+    Node: (_key, node) => {
+      if (isAlias(node)) table.set(node, anchors.get(node.source));
+      else if (node.anchor) anchors.set(node.anchor, node);
+    },
+  });
+  return table;
+}
+
 /** Follows an alias to its anchored node; anything else is returned as is. */
-export function deref(doc: Document, v: unknown): unknown {
-  if (isAlias(v)) return v.resolve(doc);
+export function deref(aliases: AliasTable, v: unknown): unknown {
+  if (isAlias(v)) return aliases.get(v);
   return v;
 }
 
-export function isNullish(doc: Document, v: unknown): boolean {
-  const n = deref(doc, v);
+export function isNullish(aliases: AliasTable, v: unknown): boolean {
+  const n = deref(aliases, v);
   return n === null || n === undefined || (isScalar(n) && n.value === null);
 }
 
@@ -52,8 +82,8 @@ export function isMergeKey(key: unknown): boolean {
 }
 
 /** Human wording of what a node holds, for "must be X, not Y" messages. */
-export function describe(doc: Document, v: unknown): string {
-  const n = deref(doc, v);
+export function describe(aliases: AliasTable, v: unknown): string {
+  const n = deref(aliases, v);
   if (n === null || n === undefined) return 'an empty value';
   if (isMap(n)) return 'a mapping';
   if (isSeq(n)) return 'a list';
@@ -82,6 +112,30 @@ export function encloses(outer: YamlNode, inner: YamlNode): boolean {
   const i = inner.range;
   if (!o || !i) return false;
   return i[0] >= o[0] && i[1] <= o[1];
+}
+
+/**
+ * Node count of the document as if every alias were copied out, computed in time linear in
+ * the text (each anchored node is sized once). An alias bomb has a small text and an
+ * astronomically large expansion, which this reveals before anything expands it.
+ */
+export function expandedSize(aliases: AliasTable, root: unknown): number {
+  const memo = new Map<unknown, number>();
+  const size = (n: unknown): number => {
+    if (isAlias(n)) {
+      const target = aliases.get(n);
+      return target ? size(target) : 1;
+    }
+    if (!isYamlNode(n)) return 0;
+    const cached = memo.get(n);
+    if (cached !== undefined) return cached;
+    let total = 1;
+    if (isMap(n)) for (const p of n.items) total += size(p.key) + size(p.value);
+    else if (isSeq(n)) for (const item of n.items) total += size(item);
+    memo.set(n, total);
+    return total;
+  };
+  return size(root);
 }
 
 /**

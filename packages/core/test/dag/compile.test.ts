@@ -135,6 +135,11 @@ describe('DAG keys', () => {
     ).toBe(stored);
   });
 
+  it('an unknown zone written as a city gets the IANA name as a hint', () => {
+    const r = expectErrors(compileText(`schedule_timezone: New York\n${task()}`));
+    expect(r.errors[0]!.hint).toMatch(/^did you mean "America\/New_York"\?/);
+  });
+
   it.each(['Mars/Olympus', '"+01:00"', '""'])(
     'schedule_timezone %s is LF_DAG_UNKNOWN_TIMEZONE',
     (tz) => {
@@ -440,6 +445,20 @@ describe('tasks', () => {
     ]);
   });
 
+  it('a long cycle is shown with both ends and a count of the middle', () => {
+    const n = 30;
+    const tasks = Array.from(
+      { length: n },
+      (_, i) => `  - {task_id: t${i}, command: x, depends_on: [t${(i + 1) % n}]}`,
+    );
+    const r = expectErrors(compileText(`tasks:\n${tasks.join('\n')}\n`));
+    expect(r.errors).toHaveLength(1);
+    expect(r.errors[0]!.message).toContain(
+      't0 → t1 → t2 → t3 → t4 → t5 → t6 → t7 → t8 → t9 → … (11 more) → t21',
+    );
+    expect(r.errors[0]!.message).toContain('t29 → t0 (each arrow');
+  });
+
   it('two separate cycles are two errors', () => {
     const r = expectErrors(
       compileText(`tasks:
@@ -531,6 +550,21 @@ tasks:
       '6:LF_DAG_SCHEMA',
       '9:LF_DAG_UNKNOWN_UPSTREAM',
     ]);
+  });
+
+  it('many tasks sharing one anchor are not mistaken for an alias bomb', () => {
+    const tasks = Array.from(
+      { length: 300 },
+      (_, i) => `  - {task_id: t${i}, command: x, env: *e}`,
+    );
+    const r = expectOk(compileText(`x-env: &e {A: "1", B: "2"}\ntasks:\n${tasks.join('\n')}\n`));
+    expect(r.spec.tasks[299]!.env).toEqual({ A: '1', B: '2' });
+  });
+
+  it('a file nested thousands of levels deep is an error, not a stack overflow', () => {
+    const deep = Array.from({ length: 6000 }, (_, i) => `${' '.repeat(i + 2)}k:`).join('\n');
+    const r = expectErrors(compileText(`params:\n${deep} 1\n${task()}`));
+    expect(r.errors[0]).toMatchObject({ code: 'LF_YAML_SYNTAX', line: 1, column: 1 });
   });
 
   it('never throws, whatever the text', () => {

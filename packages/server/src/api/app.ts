@@ -1,4 +1,4 @@
-import Fastify, { type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 import { dagSpecHash, isLeoflowError, LeoflowError, validateDagSpec, type Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { UserPrincipal, UserTokenIssuer } from '../auth/user-token.js';
@@ -46,7 +46,8 @@ export function buildApi(deps: ApiDeps) {
   const { store, clock, users, runs } = deps;
   const app = Fastify({
     loggerInstance: deps.logger.child({ component: 'api' }),
-    disableRequestLogging: true,
+    // Per-request access logs would drown the scheduler's lines in a one-process Lite.
+    logController: new LogController({ disableRequestLogging: true }),
     bodyLimit: 8 * 1024 * 1024,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', allErrors: true } },
   });
@@ -84,13 +85,20 @@ export function buildApi(deps: ApiDeps) {
     });
   });
 
-  app.get('/api/v1/health', { schema: { response: { 200: { type: 'object', properties: { status: { type: 'string' }, version: { type: 'string' } } } } } }, async () => ({
-    status: 'ok',
-    version: deps.version,
-  }));
+  app.get(
+    '/api/v1/health',
+    {
+      schema: {
+        response: {
+          200: { type: 'object', properties: { status: { type: 'string' }, version: { type: 'string' } } },
+        },
+      },
+    },
+    () => Promise.resolve({ status: 'ok', version: deps.version }),
+  );
 
   // Everything else needs a user token.
-  app.register(async (api) => {
+  void app.register((api, _opts, done) => {
     api.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
       const header = req.headers.authorization;
       const m = header ? /^Bearer\s+(\S+)$/i.exec(header) : null;
@@ -471,6 +479,7 @@ export function buildApi(deps: ApiDeps) {
       },
     );
 
+    done();
   });
 
   async function requireDag(tenantId: string, dagId: string) {

@@ -1,3 +1,4 @@
+import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 
 /**
@@ -19,9 +20,38 @@ export const REDACT_PATHS = [
   '*.renewed_token',
 ];
 
+const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+const OMIT = new Set(['level', 'time', 'msg', 'svc', 'pid', 'hostname']);
+
+/** One readable line per record for a person at a terminal; scripts and files get JSON. */
+export function humanLogStream(out: NodeJS.WritableStream): Writable {
+  return new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString('utf8').split('\n')) {
+        if (!line) continue;
+        try {
+          const rec = JSON.parse(line) as Record<string, unknown>;
+          const time = new Date(Number(rec.time)).toISOString().slice(11, 19);
+          const extra = Object.entries(rec)
+            .filter(([k]) => !OMIT.has(k))
+            .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+            .join(' ');
+          const level = LEVELS[Number(rec.level)] ?? 'INFO';
+          out.write(`${time} ${level.padEnd(5)} ${String(rec.msg ?? '')}${extra ? `  ${extra}` : ''}\n`);
+        } catch {
+          out.write(`${line}\n`);
+        }
+      }
+      done();
+    },
+  });
+}
+
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
+  const dest =
+    destination ?? (process.stderr.isTTY ? humanLogStream(process.stderr) : process.stderr);
   return pino(
     { level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { svc: 'leoflow' } },
-    destination ?? process.stderr,
+    dest,
   );
 }

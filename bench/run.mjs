@@ -1,0 +1,131 @@
+#!/usr/bin/env node
+// `npm run bench` (after the build): runs each measurement beside its same-run baseline, prints
+// one JSON object to stdout and writes it to bench/results/run-loop-<timestamp>.json.
+//
+//   node bench/run.mjs [--quick] [--only <name>[,<name>…]]
+//
+// Progress goes to stderr. Exit code 0 when every selected measurement ran (whether or not it
+// met its target), 1 when one failed, 2 on bad usage.
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { CLI, REPO, abortMeasurement, cleanupAll, log, resetAbort } from './lib.mjs';
+import * as interTaskLatency from './inter-task-latency.mjs';
+import * as memory from './memory.mjs';
+import * as throughput from './throughput.mjs';
+
+const MEASUREMENTS = {
+  inter_task_latency: interTaskLatency,
+  throughput,
+  memory,
+};
+
+// A measurement that runs longer than this is abandoned (its cleanup still runs).
+const MEASUREMENT_TIMEOUT_MS = { quick: 3 * 60_000, full: 15 * 60_000 };
+
+function usage(msg) {
+  process.stderr.write(
+    `${msg ? `${msg}\n` : ''}usage: node bench/run.mjs [--quick] [--only <name>[,<name>…]]\n` +
+      `measurements: ${Object.keys(MEASUREMENTS).join(', ')}\n`,
+  );
+  process.exit(2);
+}
+
+function parseArgs(argv) {
+  const opts = { quick: false, only: null };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--quick') opts.quick = true;
+    else if (a === '--only' || a.startsWith('--only=')) {
+      const v = a === '--only' ? argv[++i] : a.slice('--only='.length);
+      if (!v) usage('--only needs a measurement name');
+      const names = v.split(',').map((s) => s.trim()).filter(Boolean);
+      for (const n of names) if (!(n in MEASUREMENTS)) usage(`unknown measurement "${n}"`);
+      opts.only = names;
+    } else if (a === '--help' || a === '-h') usage();
+    else usage(`unknown argument "${a}"`);
+  }
+  return opts;
+}
+
+function withTimeout(promise, ms, what) {
+  let timer;
+  return Promise.race([
+    promise,
+    new Promise((_, rej) => {
+      timer = setTimeout(() => rej(new Error(`${what} did not finish within ${ms / 1000} s`)), ms);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  if (!existsSync(CLI)) usage(`${CLI} not found: run \`npm run build\` first (npm run bench does)`);
+  const names = opts.only ?? Object.keys(MEASUREMENTS);
+  const startedAt = new Date();
+  const out = {
+    machine: {
+      cpus: cpus().length,
+      cpu_model: cpus()[0]?.model ?? null,
+      memory_mb: Math.round(totalmem() / 2 ** 20),
+      node: process.version,
+      platform: `${process.platform}-${process.arch}`,
+      load_average_at_start: loadavg().map((x) => Math.round(x * 100) / 100),
+      load_average_at_end: null,
+    },
+    started_at: startedAt.toISOString(),
+    quick: opts.quick,
+    results: {},
+  };
+
+  let failed = 0;
+  const timeoutMs = opts.quick ? MEASUREMENT_TIMEOUT_MS.quick : MEASUREMENT_TIMEOUT_MS.full;
+  for (const name of names) {
+    log(`== ${name}${opts.quick ? ' (quick)' : ''}`);
+    const t0 = Date.now();
+    resetAbort();
+    try {
+      const result = await withTimeout(MEASUREMENTS[name].run({ quick: opts.quick }), timeoutMs, name);
+      out.results[name] = { ...result, duration_s: Math.round((Date.now() - t0) / 100) / 10 };
+      log(`== ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s, meets_target=${result.meets_target}`);
+    } catch (err) {
+      abortMeasurement(String(err?.message ?? err));
+      failed++;
+      log(`== ${name}: FAILED: ${err?.stack ?? err}`);
+      out.results[name] = { error: String(err?.message ?? err), meets_target: false };
+    } finally {
+      // whatever the measurement left behind (processes, temp dirs) goes now
+      await cleanupAll();
+    }
+  }
+  out.machine.load_average_at_end = loadavg().map((x) => Math.round(x * 100) / 100);
+  out.finished_at = new Date().toISOString();
+
+  const json = JSON.stringify(out, null, 2);
+  const dir = join(REPO, 'bench/results');
+  mkdirSync(dir, { recursive: true });
+  const file = join(dir, `run-loop-${startedAt.toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, `${json}\n`);
+  process.stdout.write(`${json}\n`);
+  log(`wrote ${file}`);
+  return failed === 0 ? 0 : 1;
+}
+
+let stopping = false;
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    if (stopping) process.exit(130);
+    stopping = true;
+    log(`${sig}: cleaning up`);
+    void cleanupAll().finally(() => process.exit(130));
+  });
+}
+
+main().then(
+  (code) => process.exit(code),
+  async (err) => {
+    log(`fatal: ${err?.stack ?? err}`);
+    await cleanupAll();
+    process.exit(1);
+  },
+);

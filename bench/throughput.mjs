@@ -1,0 +1,103 @@
+// throughput: attempts per second for many independent no-op tasks under max_active_tasks,
+// beside plain `node -e 0` spawns at the same concurrency.
+import {
+  describeFailure,
+  agentPids,
+  concurrentSpawns,
+  log,
+  ms,
+  procCpu,
+  ratio,
+  round,
+  sleep,
+  startStandalone,
+  summary,
+  tempDir,
+  triggerRun,
+  waitForRun,
+  writeDag,
+} from './lib.mjs';
+
+const TARGET_RATIO = 0.5;
+const DAG_ID = 'bench_fanout';
+
+export const description =
+  'independent no-op bash tasks (true) in one DAG: tasks / (last ended_at - run started_at)';
+
+export async function run({ quick }) {
+  const n = quick ? 32 : 200;
+  const concurrency = 16;
+
+  log(`throughput: baseline: ${n} spawns of node -e 0, ${concurrency} concurrent`);
+  const baseline = await concurrentSpawns(process.execPath, ['-e', '0'], n, concurrency);
+
+  const dags = tempDir('leoflow-bench-dags-');
+  const tasks = [];
+  for (let i = 0; i < n; i++) tasks.push(`  - task_id: t${String(i).padStart(3, '0')}\n    type: bash\n    command: "true"\n`);
+  writeDag(dags.dir, DAG_ID, `dag_id: ${DAG_ID}\nschedule: null\nmax_active_tasks: ${concurrency}\ntasks:\n${tasks.join('')}`);
+
+  const sa = await startStandalone({ dagsFolder: dags.dir, label: 'throughput' });
+  let detail;
+  let cpu0;
+  let cpu1;
+  try {
+    log(`throughput: one run of ${n} tasks, max_active_tasks ${concurrency}`);
+    cpu0 = procCpu(sa.pid);
+    await triggerRun(sa, DAG_ID, 'fanout_1');
+    detail = await waitForRun(sa, DAG_ID, 'fanout_1', { timeoutMs: 60_000 + n * 3_000, pollMs: 500 });
+    if (detail.run.state !== 'success') throw new Error(describeFailure(detail, sa));
+    // agents exit right after their report is acknowledged; wait (bounded) until the last ones
+    // are reaped so their CPU shows up in standalone's cutime/cstime
+    for (let i = 0; i < 50 && agentPids(sa.pid).length > 0; i++) await sleep(100);
+    cpu1 = procCpu(sa.pid);
+  } finally {
+    await sa.stop();
+    await dags.remove();
+  }
+
+  const tis = detail.task_instances;
+  const runStart = ms(detail.run.started_at);
+  const lastEnd = Math.max(...tis.map((t) => ms(t.ended_at)));
+  const firstQueued = Math.min(...tis.map((t) => ms(t.queued_at)));
+  const wall = lastEnd - runStart;
+  const perS = (n * 1000) / wall;
+
+  // Where an attempt's time goes, and how busy the 16 slots were.
+  const queuedToRegistered = tis.map((t) => ms(t.started_at) - ms(t.queued_at));
+  const registeredToEnded = tis.map((t) => ms(t.ended_at) - ms(t.started_at));
+  const slotTime = tis.reduce((a, t) => a + (ms(t.ended_at) - ms(t.queued_at)), 0);
+  // the gap between a slot freeing (an ended_at) and the next dispatch (the next queued_at)
+  const ends = tis.map((t) => ms(t.ended_at)).sort((a, b) => a - b);
+  const queues = tis.map((t) => ms(t.queued_at)).sort((a, b) => a - b);
+  const refill = [];
+  for (let i = concurrency; i < queues.length; i++) refill.push(queues[i] - ends[i - concurrency]);
+
+  const serverCpu = cpu0 && cpu1 ? cpu1.self_ms - cpu0.self_ms : null;
+  const agentCpu = cpu0 && cpu1 ? cpu1.children_ms - cpu0.children_ms : null;
+  const r = ratio(perS, baseline.per_s);
+  return {
+    description,
+    tasks: n,
+    max_active_tasks: concurrency,
+    wall_ms: wall,
+    attempts_per_s: round(perS, 2),
+    run_started_to_first_queued_ms: firstQueued - runStart,
+    breakdown_ms: {
+      queued_to_agent_registered: summary(queuedToRegistered),
+      registered_to_success_recorded: summary(registeredToEnded),
+      slot_freed_to_next_queued: summary(refill),
+      mean_active_attempts: round(slotTime / wall, 1),
+    },
+    cpu_ms_per_attempt: {
+      control_plane: serverCpu === null ? null : round(serverCpu / n, 1),
+      agent_and_task: agentCpu === null ? null : round(agentCpu / n, 1),
+      note: 'from /proc/<standalone>/stat: utime+stime (control plane) and cutime+cstime (reaped agents, which include their tasks)',
+    },
+    baseline: { node_spawns: baseline },
+    ratio: r,
+    cpu_ratio_agent_to_node_spawn:
+      agentCpu === null || baseline.cpu_ms_per_spawn === null ? null : ratio(agentCpu / n, baseline.cpu_ms_per_spawn),
+    target: { ratio_min: TARGET_RATIO },
+    meets_target: r !== null && r >= TARGET_RATIO,
+  };
+}
