@@ -81,9 +81,10 @@ async function main() {
   let failed = 0;
   const timeoutMs = opts.quick ? MEASUREMENT_TIMEOUT_MS.quick : MEASUREMENT_TIMEOUT_MS.full;
   for (const name of names) {
+    if (stopping) break;
     log(`== ${name}${opts.quick ? ' (quick)' : ''}`);
     const t0 = Date.now();
-    resetAbort();
+    if (!stopping) resetAbort();
     try {
       const result = await withTimeout(MEASUREMENTS[name].run({ quick: opts.quick }), timeoutMs, name);
       out.results[name] = { ...result, duration_s: Math.round((Date.now() - t0) / 100) / 10 };
@@ -98,6 +99,7 @@ async function main() {
       await cleanupAll();
     }
   }
+  if (stopping) return 130; // interrupted: the signal handler cleans up; no partial results file
   out.machine.load_average_at_end = loadavg().map((x) => Math.round(x * 100) / 100);
   out.finished_at = new Date().toISOString();
 
@@ -116,6 +118,7 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
   process.on(sig, () => {
     if (stopping) process.exit(130);
     stopping = true;
+    abortMeasurement(`interrupted by ${sig}`);
     log(`${sig}: cleaning up`);
     void cleanupAll().finally(() => process.exit(130));
   });

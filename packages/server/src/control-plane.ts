@@ -75,6 +75,7 @@ export async function startControlPlane(cfg: ServerConfig, opts: ControlPlaneOpt
       diagnosticsDir: join(cfg.dataDir, 'agents'),
       runAs,
       keepWorkDirs: cfg.execution.keepWorkDirs,
+      agentCaFile: cfg.agent.tls?.caFile ?? null,
       logger,
     });
 
@@ -92,6 +93,9 @@ export async function startControlPlane(cfg: ServerConfig, opts: ControlPlaneOpt
     }),
     cfg.agent.host,
     cfg.agent.port,
+    cfg.agent.tls
+      ? { cert: readFileSync(cfg.agent.tls.certFile), key: readFileSync(cfg.agent.tls.keyFile) }
+      : null,
   );
   const agentUrl = agentUrlOf(cfg, rpc.port);
 

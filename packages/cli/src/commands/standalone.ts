@@ -16,6 +16,9 @@ interface StandaloneFlags {
   dispatchLostThreshold?: string;
   runAsUser?: string;
   logLevel?: string;
+  agentTlsCert?: string;
+  agentTlsKey?: string;
+  agentTlsCa?: string;
 }
 
 /** defaults < env (LEOFLOW_…) < flags */
@@ -66,6 +69,19 @@ export async function standaloneConfig(flags: StandaloneFlags, env = process.env
   );
   const runAs = pick(flags.runAsUser, 'LEOFLOW_EXECUTION_RUN_AS_USER');
   if (runAs !== undefined) ex.runAsUser = runAs === '' || runAs === 'none' ? null : runAs;
+  const cert = pick(flags.agentTlsCert, 'LEOFLOW_AGENT_TLS_CERT');
+  const key = pick(flags.agentTlsKey, 'LEOFLOW_AGENT_TLS_KEY');
+  if ((cert === undefined) !== (key === undefined)) {
+    throw new CliError(
+      'agent TLS needs both --agent-tls-cert and --agent-tls-key (LEOFLOW_AGENT_TLS_CERT / LEOFLOW_AGENT_TLS_KEY)',
+      2,
+      'LF_CONFIG_INVALID',
+    );
+  }
+  if (cert !== undefined && key !== undefined) {
+    const ca = pick(flags.agentTlsCa, 'LEOFLOW_AGENT_TLS_CA');
+    cfg.agent.tls = { certFile: resolve(cert), keyFile: resolve(key), caFile: ca ? resolve(ca) : null };
+  }
   const level = pick(flags.logLevel, 'LEOFLOW_LOG_LEVEL');
   if (level) cfg.logLevel = level;
   if (ex.heartbeatIntervalMs >= ex.agentLostThresholdMs) {
@@ -94,6 +110,9 @@ export function registerStandalone(program: Command): void {
     .option('--dispatch-lost-threshold <duration>', 'fail attempts whose agent never started (default 3m)')
     .option('--run-as-user <user>', 'when root, run tasks as this user (default nobody; "none" disables)')
     .option('--log-level <level>', 'debug, info, warn, error (default info)')
+    .option('--agent-tls-cert <pem>', 'serve the agent RPC over TLS with this certificate')
+    .option('--agent-tls-key <pem>', 'the private key for --agent-tls-cert')
+    .option('--agent-tls-ca <pem>', 'CA bundle agents use to verify the certificate (when not publicly trusted)')
     .action(async (flags: StandaloneFlags) => {
       const cfg = await standaloneConfig(flags);
       const { startControlPlane } = await import('@leoflow/server');
@@ -101,7 +120,7 @@ export function registerStandalone(program: Command): void {
       const lines = [
         'Leoflow Lite is running.',
         `  REST API     ${cp.httpUrl}/api/v1`,
-        `  agent RPC    ${cp.agentUrl} (gRPC over HTTP/2, loopback)`,
+        `  agent RPC    ${cp.agentUrl} (gRPC over HTTP/2${cfg.agent.tls ? ', TLS' : ', cleartext on loopback'})`,
         `  data dir     ${cfg.dataDir}`,
         `  admin token  ${cp.adminTokenFile} (mode 0600; the CLI reads it from ./.leoflow, or set LEOFLOW_TOKEN)`,
         `  DAGs folder  ${cfg.dagsFolder ?? '(none; push DAGs with `leoflow dags push <dir>`)'}`,

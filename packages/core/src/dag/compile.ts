@@ -1,4 +1,4 @@
-import { isMap, isScalar, isSeq, parseDocument, visit, type Document, type YAMLMap } from 'yaml';
+import { isMap, isScalar, isSeq, parseDocument, type Document, type YAMLMap } from 'yaml';
 import { parseAuthorDate } from './dates.js';
 import {
   DAG_ERROR_CODES as C,

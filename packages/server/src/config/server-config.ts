@@ -9,7 +9,14 @@ export interface ServerConfig {
   dataDir: string;
   dagsFolder: string | null;
   http: { host: string; port: number };
-  agent: { host: string; port: number; /** URL agents dial; derived from host/port when null */ advertiseUrl: string | null };
+  agent: {
+    host: string;
+    port: number;
+    /** URL agents dial; derived from host/port (and TLS) when null */
+    advertiseUrl: string | null;
+    /** TLS for the agent channel: PEM files. The CA file is handed to agents so they trust the cert. */
+    tls: { certFile: string; keyFile: string; caFile: string | null } | null;
+  };
   database: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; schema?: string };
   tenantId: string;
   execution: {
@@ -34,7 +41,7 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
     dataDir: abs,
     dagsFolder: null,
     http: { host: '127.0.0.1', port: 8080 },
-    agent: { host: '127.0.0.1', port: 8793, advertiseUrl: null },
+    agent: { host: '127.0.0.1', port: 8793, advertiseUrl: null, tls: null },
     database: { kind: 'sqlite', file: join(abs, 'leoflow.db') },
     tenantId: 'default',
     execution: {
@@ -58,5 +65,5 @@ function defaultAgentEntry(): string {
 }
 
 export function agentUrl(cfg: ServerConfig, boundPort: number): string {
-  return cfg.agent.advertiseUrl ?? `http://${cfg.agent.host}:${boundPort}`;
+  return cfg.agent.advertiseUrl ?? `${cfg.agent.tls ? 'https' : 'http'}://${cfg.agent.host}:${boundPort}`;
 }

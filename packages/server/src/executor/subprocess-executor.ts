@@ -13,6 +13,8 @@ export interface SubprocessExecutorOptions {
   diagnosticsDir: string;
   runAs: RunAs | null;
   keepWorkDirs: boolean;
+  /** PEM CA bundle the agent must trust for a TLS agent channel (NODE_EXTRA_CA_CERTS) */
+  agentCaFile: string | null;
   logger: Logger;
 }
 
@@ -51,6 +53,7 @@ export class SubprocessExecutor implements Executor {
     env.LEOFLOW_TASK_INSTANCE_ID = identity.task_instance_id;
     env.LEOFLOW_WORKDIR = workdir;
     env.LEOFLOW_HEARTBEAT_INTERVAL_MS = String(launch.heartbeatIntervalMs);
+    if (this.opts.agentCaFile) env.NODE_EXTRA_CA_CERTS = this.opts.agentCaFile;
     if (this.opts.runAs) {
       env.LEOFLOW_RUN_AS_UID = String(this.opts.runAs.uid);
       env.LEOFLOW_RUN_AS_GID = String(this.opts.runAs.gid);

@@ -9,11 +9,20 @@ export interface AgentRpcServer {
   close(): Promise<void>;
 }
 
-/** The agent RPC listener: gRPC (and Connect) over cleartext HTTP/2, loopback in Lite. */
+export interface AgentTls {
+  cert: Buffer;
+  key: Buffer;
+}
+
+/**
+ * The agent RPC listener: gRPC (and Connect) over HTTP/2 — cleartext (h2c) on loopback in Lite,
+ * TLS when certificates are configured.
+ */
 export async function startAgentRpcServer(
   impl: ServiceImpl<typeof AgentService>,
   host: string,
   port: number,
+  tls: AgentTls | null = null,
 ): Promise<AgentRpcServer> {
   const handler = connectNodeAdapter({
     routes: (router) => router.service(AgentService, impl),
@@ -21,8 +30,11 @@ export async function startAgentRpcServer(
     connect: true,
     grpcWeb: false,
   });
-  const server = http2.createServer(handler);
+  const server = tls
+    ? http2.createSecureServer({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
+    : http2.createServer(handler);
   const sessions = new Set<http2.ServerHttp2Session>();
+  // Both server kinds emit 'session' with an Http2Session.
   server.on('session', (s) => {
     sessions.add(s);
     s.on('close', () => sessions.delete(s));
