@@ -128,7 +128,7 @@ export function registerStandalone(program: Command): void {
           ? `  tasks run as ${cp.runAs.user} (uid ${cp.runAs.uid})`
           : '  tasks run as this user: task code can read the data directory (run as root with --run-as-user to isolate it)',
         '',
-        `Try: LEOFLOW_URL=${cp.httpUrl} leoflow runs trigger hello --wait`,
+        `Try: LEOFLOW_URL=${cp.httpUrl} npx leoflow runs trigger hello --wait`,
         '',
       ];
       process.stdout.write(lines.join('\n'));
