@@ -1,7 +1,16 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', 'packages/protocol/src/gen/**', '.leoflow/**', 'bench/results/**', 'examples/**'] },
+  {
+    ignores: [
+      '**/dist/**',
+      '**/node_modules/**',
+      'packages/protocol/src/gen/**',
+      '.leoflow/**',
+      'bench/results/**',
+      'examples/**',
+    ],
+  },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {
@@ -9,18 +18,41 @@ export default tseslint.config(
     },
     rules: {
       '@typescript-eslint/no-floating-promises': 'error',
-      '@typescript-eslint/no-misused-promises': ['error', { checksVoidReturn: { arguments: false } }],
-      '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
+      '@typescript-eslint/no-misused-promises': [
+        'error',
+        { checksVoidReturn: { arguments: false } },
+      ],
+      '@typescript-eslint/switch-exhaustiveness-check': [
+        'error',
+        { considerDefaultExhaustiveForUnions: true },
+      ],
       // Signal and crash handlers are installed before the object they reach is built.
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_' },
+      ],
     },
   },
   {
     // core is pure: no I/O, no clock, no platform modules.
     files: ['packages/core/src/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['node:*', 'fs', 'child_process', 'net', 'http', 'http2'], message: 'core stays pure: pass I/O in from the server or CLI' }, { group: ['@leoflow/server', '@leoflow/agent', '@leoflow/cli'], message: 'core imports only protocol' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['node:*', 'fs', 'child_process', 'net', 'http', 'http2'],
+              message: 'core stays pure: pass I/O in from the server or CLI',
+            },
+            {
+              group: ['@leoflow/server', '@leoflow/agent', '@leoflow/cli'],
+              message: 'core imports only protocol',
+            },
+          ],
+        },
+      ],
       'no-restricted-globals': ['error', { name: 'process', message: 'core stays pure' }],
     },
   },
@@ -28,7 +60,17 @@ export default tseslint.config(
     // Code that runs beside user code never imports the control plane.
     files: ['packages/agent/src/**/*.ts', 'packages/protocol/src/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['@leoflow/server', '@leoflow/cli'], message: 'the agent never imports control-plane code' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['@leoflow/server', '@leoflow/cli'],
+              message: 'the agent never imports control-plane code',
+            },
+          ],
+        },
+      ],
     },
   },
   {

@@ -3,8 +3,8 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import {
-  describeFailure,
   REPO,
+  describeFailure,
   log,
   ms,
   nodeJson,

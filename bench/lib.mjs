@@ -322,12 +322,18 @@ export function nodeJson(script, args, timeoutMs = 30_000) {
   });
 }
 
-/** n sequential spawns → {p50, p95, max, mean} wall ms (one untimed warm-up first). */
+/** n sequential spawns → {p50, p95, max, mean} wall ms and CPU per spawn (one untimed warm-up first). */
 export async function sequentialSpawnStats(file, args, n, opts = {}) {
   await timedSpawn(file, args, opts);
   const xs = [];
+  const cpu0 = procCpu(process.pid);
   for (let i = 0; i < n; i++) xs.push(await timedSpawn(file, args, opts));
-  return { n, ...summary(xs) };
+  const cpu1 = procCpu(process.pid);
+  return {
+    n,
+    ...summary(xs),
+    cpu_ms_per_spawn: cpu0 && cpu1 ? round((cpu1.children_ms - cpu0.children_ms) / n, 1) : null,
+  };
 }
 
 /**

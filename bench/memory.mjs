@@ -3,9 +3,9 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import {
-  describeFailure,
   REPO,
   agentPids,
+  describeFailure,
   log,
   onCleanup,
   procMem,

@@ -2,7 +2,10 @@
 // `npm run bench` (after the build): runs each measurement beside its same-run baseline, prints
 // one JSON object to stdout and writes it to bench/results/run-loop-<timestamp>.json.
 //
-//   node bench/run.mjs [--quick] [--only <name>[,<name>…]]
+//   node bench/run.mjs [--quick] [--only <name>[,<name>…]] [--retries 0..3]
+//
+// --quick shrinks every size for a smoke run; --only picks measurements; --retries (default 1)
+// re-runs a measurement that failed outright, and records the failure in its result.
 //
 // Progress goes to stderr. Exit code 0 when every selected measurement ran (whether or not it
 // met its target), 1 when one failed, 2 on bad usage.
@@ -25,14 +28,14 @@ const MEASUREMENT_TIMEOUT_MS = { quick: 3 * 60_000, full: 15 * 60_000 };
 
 function usage(msg) {
   process.stderr.write(
-    `${msg ? `${msg}\n` : ''}usage: node bench/run.mjs [--quick] [--only <name>[,<name>…]]\n` +
+    `${msg ? `${msg}\n` : ''}usage: node bench/run.mjs [--quick] [--only <name>[,<name>…]] [--retries 0..3]\n` +
       `measurements: ${Object.keys(MEASUREMENTS).join(', ')}\n`,
   );
   process.exit(2);
 }
 
 function parseArgs(argv) {
-  const opts = { quick: false, only: null };
+  const opts = { quick: false, only: null, retries: 1 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--quick') opts.quick = true;
@@ -84,19 +87,33 @@ async function main() {
     if (stopping) break;
     log(`== ${name}${opts.quick ? ' (quick)' : ''}`);
     const t0 = Date.now();
-    if (!stopping) resetAbort();
-    try {
-      const result = await withTimeout(MEASUREMENTS[name].run({ quick: opts.quick }), timeoutMs, name);
-      out.results[name] = { ...result, duration_s: Math.round((Date.now() - t0) / 100) / 10 };
-      log(`== ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s, meets_target=${result.meets_target}`);
-    } catch (err) {
-      abortMeasurement(String(err?.message ?? err));
-      failed++;
-      log(`== ${name}: FAILED: ${err?.stack ?? err}`);
-      out.results[name] = { error: String(err?.message ?? err), meets_target: false };
-    } finally {
-      // whatever the measurement left behind (processes, temp dirs) goes now
-      await cleanupAll();
+    const earlierErrors = [];
+    for (let attempt = 1; attempt <= 1 + opts.retries && !stopping; attempt++) {
+      resetAbort();
+      try {
+        const result = await withTimeout(MEASUREMENTS[name].run({ quick: opts.quick }), timeoutMs, name);
+        out.results[name] = {
+          ...result,
+          duration_s: Math.round((Date.now() - t0) / 100) / 10,
+          ...(earlierErrors.length > 0 ? { attempts: attempt, earlier_errors: earlierErrors } : {}),
+        };
+        log(`== ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s, meets_target=${result.meets_target}`);
+        break;
+      } catch (err) {
+        abortMeasurement(String(err?.message ?? err));
+        log(`== ${name}: attempt ${attempt} FAILED: ${err?.stack ?? err}`);
+        earlierErrors.push(String(err?.message ?? err).slice(0, 2_000));
+        if (attempt > opts.retries) {
+          failed++;
+          out.results[name] = { error: earlierErrors.at(-1), attempts: attempt, earlier_errors: earlierErrors, meets_target: false };
+        }
+      } finally {
+        // whatever the attempt left behind (processes, temp dirs) goes now
+        await cleanupAll();
+      }
+      // A failure here has so far always been the environment (another process reinstalling
+      // node_modules under the agents); the retry is recorded in the results, never hidden.
+      if (!out.results[name]) await new Promise((r) => setTimeout(r, 5_000));
     }
   }
   if (stopping) return 130; // interrupted: the signal handler cleans up; no partial results file

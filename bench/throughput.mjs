@@ -1,14 +1,18 @@
 // throughput: attempts per second for many independent no-op tasks under max_active_tasks,
 // beside plain `node -e 0` spawns at the same concurrency.
+import { cpus } from 'node:os';
+import { join } from 'node:path';
 import {
-  describeFailure,
+  REPO,
   agentPids,
   concurrentSpawns,
+  describeFailure,
   log,
   ms,
   procCpu,
   ratio,
   round,
+  sequentialSpawnStats,
   sleep,
   startStandalone,
   summary,
@@ -30,6 +34,11 @@ export async function run({ quick }) {
 
   log(`throughput: baseline: ${n} spawns of node -e 0, ${concurrency} concurrent`);
   const baseline = await concurrentSpawns(process.execPath, ['-e', '0'], n, concurrency);
+  // Profiling aid: what one agent costs before any RPC (boot + module load; exits 2 on its empty env).
+  const agentCold = await sequentialSpawnStats(process.execPath, [join(REPO, 'packages/agent/dist/main.js')], quick ? 5 : 20, {
+    env: {},
+    okCodes: [2],
+  });
 
   const dags = tempDir('leoflow-bench-dags-');
   const tasks = [];
@@ -91,9 +100,19 @@ export async function run({ quick }) {
     cpu_ms_per_attempt: {
       control_plane: serverCpu === null ? null : round(serverCpu / n, 1),
       agent_and_task: agentCpu === null ? null : round(agentCpu / n, 1),
-      note: 'from /proc/<standalone>/stat: utime+stime (control plane) and cutime+cstime (reaped agents, which include their tasks)',
+      of_which_agent_cold_start: agentCold.cpu_ms_per_spawn,
+      note:
+        'from /proc/<standalone>/stat: utime+stime (control plane) and cutime+cstime (reaped agents, which include their tasks); ' +
+        'of_which_agent_cold_start = CPU of `node packages/agent/dist/main.js` exiting on an empty env (boot + module load)',
     },
-    baseline: { node_spawns: baseline },
+    cpu_bound_attempts_per_s:
+      serverCpu === null || agentCpu === null ? null : round((cpus().length * 1000 * n) / (serverCpu + agentCpu), 2),
+    baseline: {
+      node_spawns: baseline,
+      node_spawns_cpu_bound_per_s:
+        baseline.cpu_ms_per_spawn ? round((cpus().length * 1000) / baseline.cpu_ms_per_spawn, 2) : null,
+      agent_cold_start: agentCold,
+    },
     ratio: r,
     cpu_ratio_agent_to_node_spawn:
       agentCpu === null || baseline.cpu_ms_per_spawn === null ? null : ratio(agentCpu / n, baseline.cpu_ms_per_spawn),

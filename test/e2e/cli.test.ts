@@ -11,11 +11,18 @@ afterAll(() => scratch.cleanup());
 
 describe('leoflow CLI (real process)', () => {
   it('compiles a DAG folder to dag.json', async () => {
-    const dir = writeDag(scratch.dir, 'ok', 'dag_id: ok\ntasks:\n  - task_id: a\n    command: echo a\n');
+    const dir = writeDag(
+      scratch.dir,
+      'ok',
+      'dag_id: ok\ntasks:\n  - task_id: a\n    command: echo a\n',
+    );
     const res = await cli(['dags', 'compile', dir, '-o', 'json']);
     expect(res.code).toBe(0);
     expect(JSON.parse(res.stdout)).toMatchObject({ ok: true, dag_id: 'ok', tasks: 1 });
-    const spec = JSON.parse(readFileSync(join(dir, 'dag.json'), 'utf8')) as { dag_id: string; schema_version: string };
+    const spec = JSON.parse(readFileSync(join(dir, 'dag.json'), 'utf8')) as {
+      dag_id: string;
+      schema_version: string;
+    };
     expect(spec).toMatchObject({ dag_id: 'ok', schema_version: '1.0' });
   });
 
@@ -34,7 +41,10 @@ describe('leoflow CLI (real process)', () => {
 
     const json = await cli(['dags', 'validate', dir, '-o', 'json']);
     expect(json.code).toBe(1);
-    const body = JSON.parse(json.stdout) as { ok: boolean; errors: { code: string; line: number }[] };
+    const body = JSON.parse(json.stdout) as {
+      ok: boolean;
+      errors: { code: string; line: number }[];
+    };
     expect(body.ok).toBe(false);
     expect(body.errors[0]).toMatchObject({ code: 'LF_DAG_UNKNOWN_UPSTREAM', line: 5 });
   });
@@ -46,7 +56,10 @@ describe('leoflow CLI (real process)', () => {
   });
 
   it('says how to reach the server when it is not running', async () => {
-    const res = await cli(['dags', 'list'], { LEOFLOW_URL: 'http://127.0.0.1:9', LEOFLOW_TOKEN: 'x' });
+    const res = await cli(['dags', 'list'], {
+      LEOFLOW_URL: 'http://127.0.0.1:9',
+      LEOFLOW_TOKEN: 'x',
+    });
     expect(res.code).toBe(1);
     expect(res.stderr).toContain('cannot reach http://127.0.0.1:9');
     expect(res.stderr).toContain('LEOFLOW_URL');

@@ -2,7 +2,14 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { api, scratchDir, startStandalone, waitFor, writeDag, type Standalone } from '../support/processes.js';
+import {
+  api,
+  scratchDir,
+  startStandalone,
+  waitFor,
+  writeDag,
+  type Standalone,
+} from '../support/processes.js';
 
 interface RunDetail {
   run: { run_id: string; state: string };
@@ -52,7 +59,9 @@ describe('kill -9 of standalone in the middle of runs', () => {
     const agentPort = await freePort();
     sa = await startStandalone({ dataDir, dagsFolder: dags, agentPort });
     const runs = await Promise.all(
-      [1, 2].map((i) => api<{ run_id: string }>(sa!, 'POST', '/api/v1/dags/crashy/runs', { run_id: `crash_${i}` })),
+      [1, 2].map((i) =>
+        api<{ run_id: string }>(sa!, 'POST', '/api/v1/dags/crashy/runs', { run_id: `crash_${i}` }),
+      ),
     );
     await waitFor('attempts to be running', async () => {
       const d = await api<RunDetail>(sa!, 'GET', `/api/v1/dags/crashy/runs/${runs[0]!.run_id}`);
@@ -91,7 +100,8 @@ describe('kill -9 of standalone in the middle of runs', () => {
     expect(intervals.size).toBe(6);
     for (const list of intervals.values()) {
       list.sort((x, y) => x.start - y.start);
-      for (let i = 1; i < list.length; i++) expect(list[i]!.start).toBeGreaterThanOrEqual(list[i - 1]!.end);
+      for (let i = 1; i < list.length; i++)
+        expect(list[i]!.start).toBeGreaterThanOrEqual(list[i - 1]!.end);
     }
   });
 });

@@ -1,6 +1,12 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cli, scratchDir, startStandalone, writeDag, type Standalone } from '../support/processes.js';
+import {
+  cli,
+  scratchDir,
+  startStandalone,
+  writeDag,
+  type Standalone,
+} from '../support/processes.js';
 
 const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 
@@ -48,8 +54,13 @@ describe('task code cannot reach the credential or the control plane data', () =
     expect(run.code).toBe(0);
     const runId = (JSON.parse(run.stdout) as { run: { run_id: string } }).run.run_id;
     const logs = await cli(['tasks', 'logs', runId, 'look', '-o', 'json'], env);
-    const lines = (JSON.parse(logs.stdout) as { lines: { message: string }[] }).lines.map((l) => l.message);
-    expect(lines.filter((l) => l.startsWith('LEAK')), lines.join('\n')).toEqual([]);
+    const lines = (JSON.parse(logs.stdout) as { lines: { message: string }[] }).lines.map(
+      (l) => l.message,
+    );
+    expect(
+      lines.filter((l) => l.startsWith('LEAK')),
+      lines.join('\n'),
+    ).toEqual([]);
     for (const place of ['own env', 'parent env', 'parent argv', 'own /proc env', 'files']) {
       expect(lines).toContain(`clean: ${place}`);
     }

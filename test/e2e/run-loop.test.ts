@@ -15,7 +15,12 @@ import {
 
 interface RunDetail {
   run: { run_id: string; state: string; dag_version: number };
-  task_instances: { task_id: string; state: string; try_number: number; error_message: string | null }[];
+  task_instances: {
+    task_id: string;
+    state: string;
+    try_number: number;
+    error_message: string | null;
+  }[];
 }
 
 let scratch: ReturnType<typeof scratchDir>;
@@ -66,7 +71,10 @@ afterAll(async () => {
 
 describe('Leoflow Lite run loop (real standalone, CLI and agent processes)', () => {
   it('runs the three-task Python ETL with XCom to success', async () => {
-    const res = await cli(['runs', 'trigger', 'etl_python', '--conf', '{"multiplier": 2}', '--wait', '-o', 'json'], env);
+    const res = await cli(
+      ['runs', 'trigger', 'etl_python', '--conf', '{"multiplier": 2}', '--wait', '-o', 'json'],
+      env,
+    );
     expect(res.stderr).toBe('');
     expect(res.code).toBe(0);
     const detail = JSON.parse(res.stdout) as RunDetail;
@@ -77,7 +85,9 @@ describe('Leoflow Lite run loop (real standalone, CLI and agent processes)', () 
       'load:success',
     ]);
     const logs = await cli(['tasks', 'logs', detail.run.run_id, 'load', '-o', 'json'], env);
-    const lines = (JSON.parse(logs.stdout) as { lines: { message: string }[] }).lines.map((l) => l.message);
+    const lines = (JSON.parse(logs.stdout) as { lines: { message: string }[] }).lines.map(
+      (l) => l.message,
+    );
     // amounts 10..50 sum to 150; multiplier 2 from the run conf
     expect(lines).toContain('loaded 5 rows, total amount 300');
     const xcom = await api<{ xcom: { key: string; value: string }[] }>(
@@ -85,7 +95,10 @@ describe('Leoflow Lite run loop (real standalone, CLI and agent processes)', () 
       'GET',
       `/api/v1/dags/etl_python/runs/${detail.run.run_id}/tasks/transform/xcom`,
     );
-    expect(JSON.parse(xcom.xcom.find((x) => x.key === 'return_value')!.value)).toEqual({ total: 300, count: 5 });
+    expect(JSON.parse(xcom.xcom.find((x) => x.key === 'return_value')!.value)).toEqual({
+      total: 300,
+      count: 5,
+    });
   });
 
   it('retries, fails with downstream upstream_failed, then clear-and-rerun succeeds', async () => {
@@ -97,11 +110,21 @@ describe('Leoflow Lite run loop (real standalone, CLI and agent processes)', () 
       'sometimes:failed#2',
       'after:upstream_failed#1',
     ]);
-    const cleared = await cli(['tasks', 'clear', failed.run.run_id, 'sometimes', '-o', 'json'], env);
+    const cleared = await cli(
+      ['tasks', 'clear', failed.run.run_id, 'sometimes', '-o', 'json'],
+      env,
+    );
     expect(cleared.code).toBe(0);
-    expect((JSON.parse(cleared.stdout) as { cleared: string[] }).cleared).toEqual(['sometimes', 'after']);
+    expect((JSON.parse(cleared.stdout) as { cleared: string[] }).cleared).toEqual([
+      'sometimes',
+      'after',
+    ]);
     const done = await waitFor('rerun to finish', async () => {
-      const d = await api<RunDetail>(sa, 'GET', `/api/v1/dags/flaky_chain/runs/${failed.run.run_id}`);
+      const d = await api<RunDetail>(
+        sa,
+        'GET',
+        `/api/v1/dags/flaky_chain/runs/${failed.run.run_id}`,
+      );
       return d.run.state === 'success' || d.run.state === 'failed' ? d : undefined;
     });
     expect(done.run.state).toBe('success');
@@ -128,7 +151,11 @@ describe('Leoflow Lite run loop (real standalone, CLI and agent processes)', () 
     );
     const pid = Number(line?.message.split(' ')[1]);
     expect(pid).toBeGreaterThan(0);
-    await waitFor('grandchild to die', async () => (isProcessAlive(pid) ? undefined : true), 10_000);
+    await waitFor(
+      'grandchild to die',
+      async () => (isProcessAlive(pid) ? undefined : true),
+      10_000,
+    );
   });
 
   it('keeps the data directory private to the control plane', () => {

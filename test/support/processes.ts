@@ -94,7 +94,11 @@ export interface CliResult {
 }
 
 /** Runs the real `leoflow` CLI against a server. */
-export function cli(args: string[], env: Record<string, string> = {}, timeoutMs = 120_000): Promise<CliResult> {
+export function cli(
+  args: string[],
+  env: Record<string, string> = {},
+  timeoutMs = 120_000,
+): Promise<CliResult> {
   return new Promise((res, rej) => {
     const p = spawn(process.execPath, [CLI, ...args], {
       cwd: REPO,
@@ -116,10 +120,18 @@ export function cli(args: string[], env: Record<string, string> = {}, timeoutMs 
   });
 }
 
-export async function api<T>(s: { url: string; token: string }, method: string, path: string, body?: unknown): Promise<T> {
+export async function api<T>(
+  s: { url: string; token: string },
+  method: string,
+  path: string,
+  body?: unknown,
+): Promise<T> {
   const res = await fetch(`${s.url}${path}`, {
     method,
-    headers: { authorization: `Bearer ${s.token}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+    headers: {
+      authorization: `Bearer ${s.token}`,
+      ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+    },
     ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
   });
   const json = (await res.json()) as T;
@@ -134,7 +146,12 @@ export function scratchDir(prefix: string): { dir: string; cleanup: () => void }
   return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
-export function writeDag(root: string, name: string, yaml: string, files: Record<string, string> = {}): string {
+export function writeDag(
+  root: string,
+  name: string,
+  yaml: string,
+  files: Record<string, string> = {},
+): string {
   const dir = join(root, name);
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, 'leoflow.yaml'), yaml);
@@ -142,7 +159,11 @@ export function writeDag(root: string, name: string, yaml: string, files: Record
   return dir;
 }
 
-export async function waitFor<T>(what: string, fn: () => Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  fn: () => Promise<T | undefined>,
+  timeoutMs = 60_000,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const v = await fn();

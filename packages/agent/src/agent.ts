@@ -163,13 +163,19 @@ export class Agent {
       if (!res.spec) throw new Error('GetTaskSpec returned no spec');
       spec = res.spec;
     } catch (err) {
-      this.#diag.log('error', `bootstrap failed: ${err instanceof Error ? err.message : String(err)}`);
+      this.#diag.log(
+        'error',
+        `bootstrap failed: ${err instanceof Error ? err.message : String(err)}`,
+      );
       return EXIT.BOOTSTRAP;
     }
     if (this.#stop) return EXIT.SIGNALLED;
     if (spec.taskInstanceId !== '' && spec.taskInstanceId !== this.#cfg.taskInstanceId) {
       // The token decides which attempt this is; the env value is only a label for diagnostics.
-      this.#diag.log('warn', `spec is for task instance ${spec.taskInstanceId}, env says ${this.#cfg.taskInstanceId}`);
+      this.#diag.log(
+        'warn',
+        `spec is for task instance ${spec.taskInstanceId}, env says ${this.#cfg.taskInstanceId}`,
+      );
     }
     this.#diag.log(
       'info',
@@ -195,13 +201,21 @@ export class Agent {
         chownSync(workdir, runAs.uid, runAs.gid);
       }
       const [variables, connections] = await Promise.all([
-        this.#fetchSecrets('variables', async () => (await this.#client.getVariables({}, this.#quickOpts())).variables),
-        this.#fetchSecrets('connections', async () =>
-          (await this.#client.getConnections({}, this.#quickOpts())).connectionUris,
+        this.#fetchSecrets(
+          'variables',
+          async () => (await this.#client.getVariables({}, this.#quickOpts())).variables,
+        ),
+        this.#fetchSecrets(
+          'connections',
+          async () => (await this.#client.getConnections({}, this.#quickOpts())).connectionUris,
         ),
       ]);
       const xcomDir = path.join(workdir, 'xcom');
-      const xcomEnv = await this.#fetchUpstreamXComs(spec, xcomDir, runAs && asRoot ? runAs : undefined);
+      const xcomEnv = await this.#fetchUpstreamXComs(
+        spec,
+        xcomDir,
+        runAs && asRoot ? runAs : undefined,
+      );
       const built = buildTaskEnv({
         agentEnv: this.#agentEnv,
         spec,
@@ -282,7 +296,10 @@ export class Agent {
     if (stop?.kind === 'terminate') {
       this.#stopHeartbeats();
       await shipper.drain(Date.now() + 10_000);
-      this.#diag.log('info', `exiting without a report: control plane asked to terminate (${stop.reason})`);
+      this.#diag.log(
+        'info',
+        `exiting without a report: control plane asked to terminate (${stop.reason})`,
+      );
       return EXIT.TERMINATED;
     }
     if (stop?.kind === 'signal') {
@@ -312,7 +329,13 @@ export class Agent {
         occurredAtMs: exitedAt,
       };
     } else if (exit.spawnError === undefined && exit.code === 0) {
-      outcome = { state: ReportedState.SUCCESS, exitCode: 0, errorMessage: '', timedOut: false, occurredAtMs: exitedAt };
+      outcome = {
+        state: ReportedState.SUCCESS,
+        exitCode: 0,
+        errorMessage: '',
+        timedOut: false,
+        occurredAtMs: exitedAt,
+      };
     } else {
       outcome = {
         state: ReportedState.FAILED,
@@ -329,7 +352,11 @@ export class Agent {
   async #finish(outcome: Outcome, spec?: TaskSpec): Promise<number> {
     const shipper = this.#shipper;
     const deadline = Date.now() + this.#cfg.reportDeadlineMs;
-    if (outcome.state === ReportedState.SUCCESS && spec?.doXcomPush && this.#lastStdout !== undefined) {
+    if (
+      outcome.state === ReportedState.SUCCESS &&
+      spec?.doXcomPush &&
+      this.#lastStdout !== undefined
+    ) {
       const failure = await this.#pushReturnValue(this.#lastStdout, deadline);
       if (failure !== undefined) {
         outcome = { ...outcome, state: ReportedState.FAILED, exitCode: 0, errorMessage: failure };
@@ -364,7 +391,10 @@ export class Agent {
           deadline,
           onRetry: (err, attempt, wait) => {
             if (this.#stop?.kind === 'terminate') return false;
-            this.#diag.log('warn', `ReportState ${stateName} failed (${codeName(err)}); retry ${attempt + 1} in ${wait} ms`);
+            this.#diag.log(
+              'warn',
+              `ReportState ${stateName} failed (${codeName(err)}); retry ${attempt + 1} in ${wait} ms`,
+            );
             return Date.now() + wait <= this.#cutoff;
           },
         },
@@ -390,10 +420,18 @@ export class Agent {
       const res = await retryUntil(
         () =>
           this.#client.pushXCom(
-            { key: 'return_value', value: new TextEncoder().encode(line), contentType: 'text/plain' },
+            {
+              key: 'return_value',
+              value: new TextEncoder().encode(line),
+              contentType: 'text/plain',
+            },
             { timeoutMs: this.#cfg.rpcTimeoutMs },
           ),
-        { deadline, onRetry: (_e, _a, wait) => this.#stop?.kind !== 'terminate' && Date.now() + wait <= this.#cutoff },
+        {
+          deadline,
+          onRetry: (_e, _a, wait) =>
+            this.#stop?.kind !== 'terminate' && Date.now() + wait <= this.#cutoff,
+        },
       );
       if (!res.accepted) return `xcom push rejected: ${res.rejectionReason || 'no reason given'}`;
       return undefined;
@@ -435,7 +473,8 @@ export class Agent {
         deadline,
         backoff: bootstrapBackoff,
         onRetry: (err, attempt) => {
-          if (attempt === 0 || attempt % 10 === 0) this.#diag.log('warn', `${name} failed (${codeName(err)}); retrying`);
+          if (attempt === 0 || attempt % 10 === 0)
+            this.#diag.log('warn', `${name} failed (${codeName(err)}); retrying`);
           return this.#stop === undefined;
         },
       });
@@ -467,7 +506,11 @@ export class Agent {
     }
   }
 
-  async #fetchUpstreamXComs(spec: TaskSpec, xcomDir: string, chownTo: RunAs | undefined): Promise<EnvMap> {
+  async #fetchUpstreamXComs(
+    spec: TaskSpec,
+    xcomDir: string,
+    chownTo: RunAs | undefined,
+  ): Promise<EnvMap> {
     mkdirSync(xcomDir, { recursive: true, mode: 0o700 });
     if (chownTo) chownSync(xcomDir, chownTo.uid, chownTo.gid);
     const env: EnvMap = {};
@@ -475,24 +518,37 @@ export class Agent {
       let value: Uint8Array;
       try {
         const res = await retryUntil(
-          () => this.#client.fetchXCom({ upstreamTaskId: upstream, key: 'return_value' }, this.#quickOpts()),
-          { deadline: Date.now() + 5_000, backoff: bootstrapBackoff, onRetry: () => this.#stop === undefined },
+          () =>
+            this.#client.fetchXCom(
+              { upstreamTaskId: upstream, key: 'return_value' },
+              this.#quickOpts(),
+            ),
+          {
+            deadline: Date.now() + 5_000,
+            backoff: bootstrapBackoff,
+            onRetry: () => this.#stop === undefined,
+          },
         );
         if (!res.found) continue;
         value = res.value;
       } catch (err) {
-        if (errorCode(err) !== Code.NotFound) this.#agentLine(`xcom fetch from ${upstream} failed: ${codeName(err)}`);
+        if (errorCode(err) !== Code.NotFound)
+          this.#agentLine(`xcom fetch from ${upstream} failed: ${codeName(err)}`);
         continue;
       }
       // Task ids become file names: refuse anything that could escape the xcom directory.
       if (upstream === '' || upstream === '.' || upstream === '..' || /[/\\\0]/.test(upstream)) {
-        this.#agentLine(`xcom from ${JSON.stringify(upstream)} not written: unusable as a file name`);
+        this.#agentLine(
+          `xcom from ${JSON.stringify(upstream)} not written: unusable as a file name`,
+        );
       } else {
         writeTaskFile(path.join(xcomDir, upstream), value, chownTo);
       }
       const name = xcomEnvName(upstream);
       if (name === 'LEOFLOW_XCOM_DIR') {
-        this.#agentLine(`xcom from ${upstream} not exported as env: its name collides with LEOFLOW_XCOM_DIR`);
+        this.#agentLine(
+          `xcom from ${upstream} not exported as env: its name collides with LEOFLOW_XCOM_DIR`,
+        );
         continue;
       }
       if (value.length > XCOM_ENV_MAX_BYTES) continue;
@@ -517,7 +573,9 @@ export class Agent {
       this.#client
         .heartbeat(
           { sentAtMs: BigInt(Date.now()) },
-          { timeoutMs: Math.max(1_000, Math.min(this.#cfg.rpcTimeoutMs, this.#heartbeatIntervalMs)) },
+          {
+            timeoutMs: Math.max(1_000, Math.min(this.#cfg.rpcTimeoutMs, this.#heartbeatIntervalMs)),
+          },
         )
         .then(
           (res) => {
@@ -525,7 +583,8 @@ export class Agent {
             if (res.renewedToken !== '' && this.#tokens.swap(res.renewedToken)) {
               this.#diag.log('info', 'bearer token renewed');
             }
-            if (res.shouldTerminate) this.#onTerminate(res.terminateReason || 'attempt is no longer live');
+            if (res.shouldTerminate)
+              this.#onTerminate(res.terminateReason || 'attempt is no longer live');
           },
           (err: unknown) => {
             // Transient by design: the agent-lost reaper, not the agent, decides when silence is fatal.
@@ -548,7 +607,9 @@ export class Agent {
     if (this.#stop?.kind === 'terminate') return;
     // A terminate outranks a timeout or signal already in progress: nothing should be reported.
     this.#stop = { kind: 'terminate', reason };
-    this.#agentLine(`control plane asked to terminate (${reason}); terminating the task process group`);
+    this.#agentLine(
+      `control plane asked to terminate (${reason}); terminating the task process group`,
+    );
     void this.#killGroup();
   }
 

@@ -31,7 +31,9 @@ function positiveInt(env: Env, name: string, dflt: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return dflt;
   if (!/^\d+$/.test(raw.trim()) || Number(raw) <= 0) {
-    throw new ConfigError(`${name}=${JSON.stringify(raw)} is not a positive integer (milliseconds)`);
+    throw new ConfigError(
+      `${name}=${JSON.stringify(raw)} is not a positive integer (milliseconds)`,
+    );
   }
   return Number(raw);
 }
@@ -39,13 +41,15 @@ function positiveInt(env: Env, name: string, dflt: number): number {
 function id(env: Env, name: string): number | undefined {
   const raw = env[name];
   if (raw === undefined || raw === '') return undefined;
-  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(`${name}=${JSON.stringify(raw)} is not a numeric id`);
+  if (!/^\d+$/.test(raw.trim()))
+    throw new ConfigError(`${name}=${JSON.stringify(raw)} is not a numeric id`);
   return Number(raw);
 }
 
 function required(env: Env, name: string): string {
   const v = env[name];
-  if (v === undefined || v === '') throw new ConfigError(`${name} is required; the executor sets it`);
+  if (v === undefined || v === '')
+    throw new ConfigError(`${name} is required; the executor sets it`);
   return v;
 }
 
@@ -58,7 +62,9 @@ export function readConfig(env: Env, execPath: string = process.execPath): Agent
     throw new ConfigError(`LEOFLOW_AGENT_URL=${JSON.stringify(agentUrl)} is not a URL`);
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new ConfigError(`LEOFLOW_AGENT_URL must be http:// (h2c) or https://, got ${parsed.protocol}`);
+    throw new ConfigError(
+      `LEOFLOW_AGENT_URL must be http:// (h2c) or https://, got ${parsed.protocol}`,
+    );
   }
 
   const uid = id(env, 'LEOFLOW_RUN_AS_UID');

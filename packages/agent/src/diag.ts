@@ -13,7 +13,9 @@ export function stderrDiagnostics(pid: number = process.pid): Diagnostics {
     log(level, message) {
       // One line per event keeps the file greppable even if a message carries a newline.
       const oneLine = message.replace(/[\r\n]+/g, ' ');
-      process.stderr.write(`${new Date().toISOString()} leoflow-agent[${pid}] ${level} ${oneLine}\n`);
+      process.stderr.write(
+        `${new Date().toISOString()} leoflow-agent[${pid}] ${level} ${oneLine}\n`,
+      );
     },
   };
 }

@@ -3,7 +3,10 @@ import type { TaskSpec } from '@leoflow/protocol';
 export type EnvMap = Record<string, string>;
 
 /** The only LEOFLOW_* names the task may inherit from the agent's own environment. */
-export const TASK_VISIBLE_AGENT_VARS: readonly string[] = ['LEOFLOW_STAGING_DIR', 'LEOFLOW_TASK_INSTANCE_ID'];
+export const TASK_VISIBLE_AGENT_VARS: readonly string[] = [
+  'LEOFLOW_STAGING_DIR',
+  'LEOFLOW_TASK_INSTANCE_ID',
+];
 
 function isLeoflowName(name: string): boolean {
   return name.toUpperCase().startsWith('LEOFLOW_');

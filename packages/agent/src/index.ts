@@ -1,4 +1,11 @@
-export { Agent, AGENT_VERSION, EXIT, XCOM_ENV_MAX_BYTES, describeExit, type AgentDeps } from './agent.js';
+export {
+  Agent,
+  AGENT_VERSION,
+  EXIT,
+  XCOM_ENV_MAX_BYTES,
+  describeExit,
+  type AgentDeps,
+} from './agent.js';
 export { readConfig, ConfigError, type AgentConfig } from './config.js';
 export { stderrDiagnostics, silentDiagnostics, type Diagnostics } from './diag.js';
 export {

@@ -57,7 +57,8 @@ export class LineSplitter {
     this.#parts = [];
     this.#kept = 0;
     this.#discarded = 0;
-    if (discarded === 0 && buf.length > 0 && buf[buf.length - 1] === CR) buf = buf.subarray(0, buf.length - 1);
+    if (discarded === 0 && buf.length > 0 && buf[buf.length - 1] === CR)
+      buf = buf.subarray(0, buf.length - 1);
     if (discarded > 0) {
       // Cut back to a character boundary so the kept head does not end in a broken sequence.
       const cut = utf8Boundary(buf);

@@ -99,7 +99,8 @@ export class LogShipper {
         let i = 0;
         while (i < this.#buffer.length && this.#buffer[i]!.lineNumber <= last) i++;
         this.#buffer.splice(0, i);
-        if (this.#failures > 0) this.#diag.log('info', `log shipping resumed after ${this.#failures} failed pushes`);
+        if (this.#failures > 0)
+          this.#diag.log('info', `log shipping resumed after ${this.#failures} failed pushes`);
         this.#failures = 0;
         this.#notBefore = 0;
         this.#lastError = undefined;
@@ -117,7 +118,10 @@ export class LogShipper {
         this.#lastError = err;
         this.#notBefore = this.#now() + Math.min(250 * 2 ** Math.min(this.#failures - 1, 5), 5_000);
         if (this.#failures === 1 || this.#failures % 20 === 0) {
-          this.#diag.log('warn', `PushLogs failed (${codeName(err)}), ${this.#buffer.length} lines buffered; retrying`);
+          this.#diag.log(
+            'warn',
+            `PushLogs failed (${codeName(err)}), ${this.#buffer.length} lines buffered; retrying`,
+          );
         }
         return false;
       },

@@ -26,7 +26,10 @@ async function main(): Promise<number> {
 
   // A crash must not leave the detached task group running with the attempt's secrets.
   const crash = (err: unknown): void => {
-    diag.log('error', `agent crashed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+    diag.log(
+      'error',
+      `agent crashed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+    );
     agent?.killTaskGroupNow();
     process.exit(EXIT.FAILURE);
   };
@@ -65,7 +68,9 @@ async function main(): Promise<number> {
 main().then(
   (code) => process.exit(code),
   (err: unknown) => {
-    process.stderr.write(`leoflow-agent: fatal: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(
+      `leoflow-agent: fatal: ${err instanceof Error ? err.message : String(err)}\n`,
+    );
     process.exit(EXIT.FAILURE);
   },
 );

@@ -1,5 +1,12 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, chownSync, constants as fsc, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  chownSync,
+  constants as fsc,
+  readdirSync,
+  readFileSync,
+  writeFileSync,
+} from 'node:fs';
 import { constants as osc } from 'node:os';
 import path from 'node:path';
 import { TaskType } from '@leoflow/protocol';
@@ -18,7 +25,11 @@ export interface LaunchPlan {
 }
 
 /** Writes a file the task (possibly another uid) can read and nobody else can. */
-export function writeTaskFile(file: string, content: string | Uint8Array, runAs: RunAs | undefined): void {
+export function writeTaskFile(
+  file: string,
+  content: string | Uint8Array,
+  runAs: RunAs | undefined,
+): void {
   writeFileSync(file, content, { mode: 0o600 });
   if (runAs && process.getuid?.() === 0) chownSync(file, runAs.uid, runAs.gid);
 }
@@ -51,7 +62,9 @@ export function planLaunch(
   switch (type) {
     case TaskType.BASH: {
       const bash = findOnPath('bash', opts.env['PATH']);
-      return bash ? { file: bash, args: ['-c', command] } : { file: '/bin/sh', args: ['-c', command] };
+      return bash
+        ? { file: bash, args: ['-c', command] }
+        : { file: '/bin/sh', args: ['-c', command] };
     }
     case TaskType.PYTHON:
       writeTaskFile(path.join(opts.workdir, 'task.py'), command, opts.runAs);

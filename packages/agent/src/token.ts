@@ -61,7 +61,9 @@ export async function readTokenFromFd(fd: number, timeoutMs: number): Promise<st
     const st = fstatSync(fd);
     isStream = st.isFIFO() || st.isSocket();
   } catch (e) {
-    throw new TokenReadError(`token pipe (fd ${fd}) unreadable: ${(e as NodeJS.ErrnoException).code ?? String(e)}`);
+    throw new TokenReadError(
+      `token pipe (fd ${fd}) unreadable: ${(e as NodeJS.ErrnoException).code ?? String(e)}`,
+    );
   }
   if (isStream) {
     raw = await readStreamFd(fd, timeoutMs);
@@ -100,13 +102,20 @@ function readStreamFd(fd: number, timeoutMs: number): Promise<Buffer> {
       sock.destroy();
     };
     const timer = setTimeout(
-      () => finish(new TokenReadError(`token pipe (fd ${fd}) not closed by the executor within ${timeoutMs} ms`)),
+      () =>
+        finish(
+          new TokenReadError(
+            `token pipe (fd ${fd}) not closed by the executor within ${timeoutMs} ms`,
+          ),
+        ),
       timeoutMs,
     );
     sock.on('data', (chunk: Buffer) => {
       size += chunk.length;
       if (size > MAX_TOKEN_BYTES) {
-        finish(new TokenReadError(`token pipe (fd ${fd}) carried more than ${MAX_TOKEN_BYTES} bytes`));
+        finish(
+          new TokenReadError(`token pipe (fd ${fd}) carried more than ${MAX_TOKEN_BYTES} bytes`),
+        );
         return;
       }
       chunks.push(chunk);

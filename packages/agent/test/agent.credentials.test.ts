@@ -15,7 +15,12 @@ describe('agent process: credential delivery', () => {
       {
         spec: defaultSpec({
           command: 'env -0 | tr "\\0" "\\n" | grep -v "^$" | LC_ALL=C sort',
-          env: { AUTHOR_VAR: 'from-author', LEOFLOW_EVIL: 'author-set', leoflow_lower: 'author-set', HOME: '/nope' },
+          env: {
+            AUTHOR_VAR: 'from-author',
+            LEOFLOW_EVIL: 'author-set',
+            leoflow_lower: 'author-set',
+            HOME: '/nope',
+          },
           logicalDate: '2026-01-01T00:00:00Z',
           dataIntervalStart: '2026-01-01T00:00:00Z',
           dataIntervalEnd: '2026-01-02T00:00:00Z',
@@ -26,7 +31,11 @@ describe('agent process: credential delivery', () => {
         }),
         variables: { greeting: 'hi', 'Mixed.Key': 'v2' },
         connections: { warehouse: 'postgres://u:p%40ss@db.example:5432/wh' },
-        xcoms: { 'extract-step': '{"rows": 3}', 'big.one': big, binary: new Uint8Array([0xff, 0xfe, 0x00]) },
+        xcoms: {
+          'extract-step': '{"rows": 3}',
+          'big.one': big,
+          binary: new Uint8Array([0xff, 0xfe, 0x00]),
+        },
       },
       {
         env: {
@@ -82,7 +91,9 @@ describe('agent process: credential delivery', () => {
     ]) {
       expect(env.has(gone), gone).toBe(false);
     }
-    const leoflowNames = [...env.keys()].filter((k) => k.toUpperCase().startsWith('LEOFLOW_')).sort();
+    const leoflowNames = [...env.keys()]
+      .filter((k) => k.toUpperCase().startsWith('LEOFLOW_'))
+      .sort();
     expect(leoflowNames).toEqual(
       [
         'LEOFLOW_DATA_INTERVAL_END',
@@ -101,7 +112,9 @@ describe('agent process: credential delivery', () => {
 
   it('runs the task without secrets when GetConnections/GetVariables are refused', async () => {
     const { fake, code, diag } = await runAgent({
-      spec: defaultSpec({ command: 'echo "conn=${AIRFLOW_CONN_WAREHOUSE:-unset} var=${AIRFLOW_VAR_GREETING:-unset}"' }),
+      spec: defaultSpec({
+        command: 'echo "conn=${AIRFLOW_CONN_WAREHOUSE:-unset} var=${AIRFLOW_VAR_GREETING:-unset}"',
+      }),
       variables: Code.Unimplemented,
       connections: Code.PermissionDenied,
     });
@@ -116,7 +129,9 @@ describe('agent process: credential delivery', () => {
 
   it('exports the granted half when only one secret fetch is refused', async () => {
     const { fake, code } = await runAgent({
-      spec: defaultSpec({ command: 'echo "conn=${AIRFLOW_CONN_WAREHOUSE:-unset} var=${AIRFLOW_VAR_GREETING:-unset}"' }),
+      spec: defaultSpec({
+        command: 'echo "conn=${AIRFLOW_CONN_WAREHOUSE:-unset} var=${AIRFLOW_VAR_GREETING:-unset}"',
+      }),
       variables: { greeting: 'hi' },
       connections: Code.PermissionDenied,
     });
@@ -147,7 +162,10 @@ describe('agent process: credential delivery', () => {
     const workdir = tempDir();
     // Positive control: a planted decoy with the same shape must be found, proving the grep works.
     const decoy = `${prefix}_decoy${Math.random().toString(36).slice(2, 10)}`;
-    writeFileSync(path.join(workdir, 'planted-decoy.bin'), Buffer.concat([Buffer.from([0, 1, 2]), Buffer.from(decoy)]));
+    writeFileSync(
+      path.join(workdir, 'planted-decoy.bin'),
+      Buffer.concat([Buffer.from([0, 1, 2]), Buffer.from(decoy)]),
+    );
     const agent = start({ url: fake.url, token: canary, workdir });
     const { code } = await agent.exited;
     expect(code, agent.diagnostics()).toBe(0);

@@ -11,7 +11,10 @@ const { runAgent, tempDir, startFake, start } = useHarness();
 describe('agent process: task lifecycle', () => {
   it('runs a bash task: ships logs in order, pushes the last stdout line, reports SUCCESS', async () => {
     const { fake, code, diag } = await runAgent({
-      spec: defaultSpec({ command: 'echo one; echo two >&2; sleep 0.1; printf "three\\r\\nfour"; echo; echo "   "', doXcomPush: true }),
+      spec: defaultSpec({
+        command: 'echo one; echo two >&2; sleep 0.1; printf "three\\r\\nfour"; echo; echo "   "',
+        doXcomPush: true,
+      }),
     });
     expect(code, diag).toBe(0);
     const numbers = fake.logLines.map((l) => Number(l.lineNumber));
@@ -55,7 +58,8 @@ describe('agent process: task lifecycle', () => {
     const { fake, code, workdir } = await runAgent({
       spec: defaultSpec({
         type: TaskType.PYTHON,
-        command: 'import os, sys\nprint("cwd=" + os.getcwd())\nprint("py-err", file=sys.stderr)\nprint("py-result")\n',
+        command:
+          'import os, sys\nprint("cwd=" + os.getcwd())\nprint("py-err", file=sys.stderr)\nprint("py-result")\n',
         doXcomPush: true,
       }),
     });
@@ -69,13 +73,19 @@ describe('agent process: task lifecycle', () => {
 
   it('runs a node task from <workdir>/task.mjs and fails it on a thrown error', async () => {
     const ok = await runAgent({
-      spec: defaultSpec({ type: TaskType.NODE, command: 'console.log(JSON.stringify({ n: 41 + 1 }));\n', doXcomPush: true }),
+      spec: defaultSpec({
+        type: TaskType.NODE,
+        command: 'console.log(JSON.stringify({ n: 41 + 1 }));\n',
+        doXcomPush: true,
+      }),
     });
     expect(ok.code).toBe(0);
     expect(new TextDecoder().decode(ok.fake.xcomPushes[0]!.value)).toBe('{"n":42}');
     expect(ok.fake.reports[0]!.state).toBe(ReportedState.SUCCESS);
 
-    const bad = await runAgent({ spec: defaultSpec({ type: TaskType.NODE, command: 'throw new Error("boom");\n' }) });
+    const bad = await runAgent({
+      spec: defaultSpec({ type: TaskType.NODE, command: 'throw new Error("boom");\n' }),
+    });
     expect(bad.fake.reports[0]!.state).toBe(ReportedState.FAILED);
     expect(bad.fake.reports[0]!.exitCode).toBe(1);
     expect(bad.fake.lines(LogStream.STDERR).join('\n')).toContain('boom');
@@ -102,14 +112,17 @@ describe('agent process: task lifecycle', () => {
     expect(r.errorMessage).toBe('execution timeout after 1s');
     expect(r.exitCode).toBe(128 + 15);
     expect(fake.xcomPushes).toHaveLength(0);
-    expect(fake.lines(LogStream.AGENT).some((l) => l.includes('execution timeout after 1s'))).toBe(true);
+    expect(fake.lines(LogStream.AGENT).some((l) => l.includes('execution timeout after 1s'))).toBe(
+      true,
+    );
   });
 
   it('should_terminate from a heartbeat kills the group and exits without reporting', async () => {
     const { fake, code, workdir } = await runAgent(
       {
         spec: defaultSpec({ command: 'sleep 300 & echo $! > grandchild.pid; wait' }),
-        heartbeat: (n) => (n >= 2 ? { shouldTerminate: true, terminateReason: 'try superseded' } : {}),
+        heartbeat: (n) =>
+          n >= 2 ? { shouldTerminate: true, terminateReason: 'try superseded' } : {},
       },
       { env: { LEOFLOW_HEARTBEAT_INTERVAL_MS: '200' } },
     );
@@ -125,7 +138,8 @@ describe('agent process: task lifecycle', () => {
     const { fake, code } = await runAgent(
       {
         spec: defaultSpec({ command: 'sleep 0.8; echo done' }),
-        heartbeat: (n) => (n === 1 ? { renewedToken: 'tok-2.renewed.sig' } : n === 2 ? { renewedToken: '' } : {}),
+        heartbeat: (n) =>
+          n === 1 ? { renewedToken: 'tok-2.renewed.sig' } : n === 2 ? { renewedToken: '' } : {},
       },
       { env: { LEOFLOW_HEARTBEAT_INTERVAL_MS: '200' } },
     );
@@ -144,7 +158,8 @@ describe('agent process: task lifecycle', () => {
     const { fake, code } = await runAgent({
       spec: defaultSpec({
         type: TaskType.PYTHON,
-        command: 'import sys\nsys.stdout.write("é" * 60000 + "\\n")\nsys.stdout.write("after\\r\\n")\nsys.stdout.write("tail-without-newline")\n',
+        command:
+          'import sys\nsys.stdout.write("é" * 60000 + "\\n")\nsys.stdout.write("after\\r\\n")\nsys.stdout.write("tail-without-newline")\n',
         doXcomPush: true,
       }),
     });
@@ -199,7 +214,10 @@ describe('agent process: task lifecycle', () => {
 
   it('terminates processes a successful task left running in its group', async () => {
     const { fake, code, workdir } = await runAgent({
-      spec: defaultSpec({ command: '(trap "" HUP; exec sleep 300) > /dev/null 2>&1 & echo $! > straggler.pid; echo main-done' }),
+      spec: defaultSpec({
+        command:
+          '(trap "" HUP; exec sleep 300) > /dev/null 2>&1 & echo $! > straggler.pid; echo main-done',
+      }),
     });
     expect(code).toBe(0);
     const straggler = Number(readFileSync(path.join(workdir, 'straggler.pid'), 'utf8'));

@@ -9,7 +9,9 @@ const { runAgent } = useHarness();
 describe('agent process: resilience', () => {
   it('loses no log lines while PushLogs is briefly unavailable', async () => {
     const { fake, code } = await runAgent({
-      spec: defaultSpec({ command: 'for i in $(seq 1 2000); do echo line-$i; done; sleep 0.3; echo done' }),
+      spec: defaultSpec({
+        command: 'for i in $(seq 1 2000); do echo line-$i; done; sleep 0.3; echo done',
+      }),
       pushLogs: (n) => {
         if (n <= 3) fail(Code.Unavailable);
       },
@@ -108,7 +110,10 @@ describe('agent process: resilience', () => {
   });
 
   it('stops at once when the token is rejected at Register', async () => {
-    const { fake, code } = await runAgent({ spec: defaultSpec(), register: () => fail(Code.Unauthenticated) });
+    const { fake, code } = await runAgent({
+      spec: defaultSpec(),
+      register: () => fail(Code.Unauthenticated),
+    });
     expect(code).toBe(2);
     expect(fake.count('Register')).toBe(1);
   });

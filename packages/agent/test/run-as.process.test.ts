@@ -84,14 +84,17 @@ describe.skipIf(!isRoot)('agent with LEOFLOW_RUN_AS_UID/GID (root only)', () => 
     expect(statSync(workdir).uid).toBe(NOBODY);
     expect(statSync(path.join(workdir, 'xcom', 'up')).uid).toBe(NOBODY);
     expect(fake.reports[0]!.state).toBe(ReportedState.SUCCESS);
-    expect(fake.lines(LogStream.AGENT).some((l) => l.includes(`as uid ${NOBODY} gid ${NOBODY}`))).toBe(true);
+    expect(
+      fake.lines(LogStream.AGENT).some((l) => l.includes(`as uid ${NOBODY} gid ${NOBODY}`)),
+    ).toBe(true);
   });
 
   it('runs a node script file as the run-as user', async () => {
     const f = await FakeAgentService.start({
       spec: defaultSpec({
         type: TaskType.NODE,
-        command: 'console.log(`uid=${process.getuid()} home=${process.env.HOME === process.cwd()}`);\n',
+        command:
+          'console.log(`uid=${process.getuid()} home=${process.env.HOME === process.cwd()}`);\n',
         doXcomPush: true,
       }),
     });
@@ -114,11 +117,18 @@ describe.skipIf(!isRoot)('agent with LEOFLOW_RUN_AS_UID/GID (root only)', () => 
   it('refuses to start with only half a run-as pair', async () => {
     const f = await FakeAgentService.start({ spec: defaultSpec() });
     const workdir = mkdtempSync(path.join(base, 'half-'));
-    const agent = spawnAgent({ url: f.url, token: 't', workdir, env: { LEOFLOW_RUN_AS_UID: String(NOBODY) } });
+    const agent = spawnAgent({
+      url: f.url,
+      token: 't',
+      workdir,
+      env: { LEOFLOW_RUN_AS_UID: String(NOBODY) },
+    });
     const { code } = await agent.exited;
     await f.close();
     expect(code).toBe(2);
-    expect(agent.diagnostics()).toContain('LEOFLOW_RUN_AS_UID and LEOFLOW_RUN_AS_GID must be set together');
+    expect(agent.diagnostics()).toContain(
+      'LEOFLOW_RUN_AS_UID and LEOFLOW_RUN_AS_GID must be set together',
+    );
     expect(f.calls).toHaveLength(0);
   });
 });

@@ -29,18 +29,35 @@ describe('stripAgentOnly', () => {
       PATH: '/bin',
       MY_VAR: '1',
     });
-    expect(Object.keys(out).sort()).toEqual(['LEOFLOW_STAGING_DIR', 'LEOFLOW_TASK_INSTANCE_ID', 'MY_VAR', 'PATH']);
+    expect(Object.keys(out).sort()).toEqual([
+      'LEOFLOW_STAGING_DIR',
+      'LEOFLOW_TASK_INSTANCE_ID',
+      'MY_VAR',
+      'PATH',
+    ]);
   });
 
   it('matches the prefix case-insensitively but the allowlist exactly', () => {
-    const out = stripAgentOnly({ leoflow_agent_url: 'u', Leoflow_Workdir: 'w', leoflow_staging_dir: 's', X: undefined });
+    const out = stripAgentOnly({
+      leoflow_agent_url: 'u',
+      Leoflow_Workdir: 'w',
+      leoflow_staging_dir: 's',
+      X: undefined,
+    });
     expect(out).toEqual({});
   });
 });
 
 describe('buildTaskEnv', () => {
   const spec = {
-    env: { A: 'author', LEOFLOW_X: 'no', leoflow_y: 'no', AIRFLOW_CTX_DAG_ID: 'spoofed', 'BAD=NAME': 'v', NUL: 'a\0b' },
+    env: {
+      A: 'author',
+      LEOFLOW_X: 'no',
+      leoflow_y: 'no',
+      AIRFLOW_CTX_DAG_ID: 'spoofed',
+      'BAD=NAME': 'v',
+      NUL: 'a\0b',
+    },
     dagId: 'd',
     runId: 'r',
     taskId: 't',
@@ -92,7 +109,9 @@ describe('buildTaskEnv', () => {
       variables: undefined,
       connections: undefined,
     });
-    expect(Object.keys(env).some((k) => k.startsWith('AIRFLOW_VAR_') || k.startsWith('AIRFLOW_CONN_'))).toBe(false);
+    expect(
+      Object.keys(env).some((k) => k.startsWith('AIRFLOW_VAR_') || k.startsWith('AIRFLOW_CONN_')),
+    ).toBe(false);
   });
 
   it('names upstream XCom env vars predictably', () => {
@@ -205,7 +224,9 @@ describe('LogShipper', () => {
 
 describe('retry', () => {
   it('backs off 1, 2, 4, 8, then 15 s', () => {
-    expect([0, 1, 2, 3, 4, 5, 9].map(backoffMs)).toEqual([1000, 2000, 4000, 8000, 15000, 15000, 15000]);
+    expect([0, 1, 2, 3, 4, 5, 9].map(backoffMs)).toEqual([
+      1000, 2000, 4000, 8000, 15000, 15000, 15000,
+    ]);
   });
 
   it('retries transient codes and stops at the first permanent one', async () => {
@@ -240,7 +261,11 @@ describe('retry', () => {
 });
 
 describe('readConfig', () => {
-  const base = { LEOFLOW_AGENT_URL: 'http://127.0.0.1:8793', LEOFLOW_TASK_INSTANCE_ID: 'ti', LEOFLOW_WORKDIR: '/w' };
+  const base = {
+    LEOFLOW_AGENT_URL: 'http://127.0.0.1:8793',
+    LEOFLOW_TASK_INSTANCE_ID: 'ti',
+    LEOFLOW_WORKDIR: '/w',
+  };
 
   it('applies defaults', () => {
     const c = readConfig(base, '/usr/bin/node');

@@ -6,7 +6,11 @@ export type OutputFormat = 'table' | 'json' | 'yaml';
 export function parseOutput(v: string | undefined): OutputFormat {
   const f = v ?? 'table';
   if (f === 'table' || f === 'json' || f === 'yaml') return f;
-  throw new CliError(`unknown output format "${f}"; use -o table, -o json or -o yaml`, 2, 'LF_USAGE');
+  throw new CliError(
+    `unknown output format "${f}"; use -o table, -o json or -o yaml`,
+    2,
+    'LF_USAGE',
+  );
 }
 
 /** Prints data for scripts (json/yaml, the whole object) or people (a table of chosen columns). */
@@ -29,8 +33,14 @@ export function print(
 export function renderTable(rows: Record<string, unknown>[], columns: string[]): string {
   if (rows.length === 0) return '(none)\n';
   const cells = rows.map((r) => columns.map((c) => cell(r[c])));
-  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i]?.length ?? 0)));
-  const line = (vals: string[]) => vals.map((v, i) => v.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
+  const widths = columns.map((c, i) =>
+    Math.max(c.length, ...cells.map((row) => row[i]?.length ?? 0)),
+  );
+  const line = (vals: string[]) =>
+    vals
+      .map((v, i) => v.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd();
   return [line(columns.map((c) => c.toUpperCase())), ...cells.map(line)].join('\n') + '\n';
 }
 

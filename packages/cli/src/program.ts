@@ -6,11 +6,17 @@ import { registerTasks } from './commands/tasks.js';
 
 export function buildProgram(): Command {
   const program = new Command('leoflow')
-    .description('Leoflow: a workflow orchestrator whose tasks get exactly the credentials they declare')
+    .description(
+      'Leoflow: a workflow orchestrator whose tasks get exactly the credentials they declare',
+    )
     .version('0.1.0')
     .option('--url <url>', 'control-plane URL (env LEOFLOW_URL, default http://127.0.0.1:8080)')
     .option('--token <token>', 'API token (env LEOFLOW_TOKEN; default: ./.leoflow/admin.token)')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['table', 'json', 'yaml']).default('table'))
+    .addOption(
+      new Option('-o, --output <format>', 'output format')
+        .choices(['table', 'json', 'yaml'])
+        .default('table'),
+    )
     .showHelpAfterError()
     .exitOverride();
   registerStandalone(program);

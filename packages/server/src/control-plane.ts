@@ -1,6 +1,12 @@
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { agentTokenTtlSeconds, dagSpecHash, formatDiagnostic, isActive, type Clock } from '@leoflow/core';
+import {
+  agentTokenTtlSeconds,
+  dagSpecHash,
+  formatDiagnostic,
+  isActive,
+  type Clock,
+} from '@leoflow/core';
 import type { Logger } from 'pino';
 import { buildApi } from './api/app.js';
 import { AgentTokenIssuer } from './auth/agent-token.js';
@@ -43,7 +49,10 @@ export interface ControlPlaneOptions {
 }
 
 /** Starts everything Lite runs in one process: store, scheduler, agent RPC, REST API. */
-export async function startControlPlane(cfg: ServerConfig, opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
+export async function startControlPlane(
+  cfg: ServerConfig,
+  opts: ControlPlaneOptions = {},
+): Promise<ControlPlane> {
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger(cfg.logLevel);
   prepareDataDir(cfg.dataDir);
@@ -106,7 +115,9 @@ export async function startControlPlane(cfg: ServerConfig, opts: ControlPlaneOpt
       const ti = await store.getTaskInstanceById(exit.identity.task_instance_id);
       if (!ti || ti.try_number !== exit.identity.try_number || !isActive(ti.state)) return;
       const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode ?? '?'}`;
-      await lifecycle.fail(ti.id, ti.try_number, { reason: `agent exited (${how}) without reporting the task's outcome` });
+      await lifecycle.fail(ti.id, ti.try_number, {
+        reason: `agent exited (${how}) without reporting the task's outcome`,
+      });
     })().catch((err: unknown) => logger.error({ err }, 'agent exit bookkeeping failed'));
   });
 
@@ -131,7 +142,15 @@ export async function startControlPlane(cfg: ServerConfig, opts: ControlPlaneOpt
 
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
 
-  const api = buildApi({ store, clock, users, runs, logger, version: LEOFLOW_VERSION, onChange: poke });
+  const api = buildApi({
+    store,
+    clock,
+    users,
+    runs,
+    logger,
+    version: LEOFLOW_VERSION,
+    onChange: poke,
+  });
   await api.listen({ host: cfg.http.host, port: cfg.http.port });
   const addr = api.server.address();
   const httpPort = typeof addr === 'object' && addr ? addr.port : cfg.http.port;
@@ -161,7 +180,12 @@ function prepareDataDir(dir: string): void {
   chmodSync(dir, 0o700);
 }
 
-async function ensureAdminToken(file: string, users: UserTokenIssuer, tenantId: string, now: number): Promise<void> {
+async function ensureAdminToken(
+  file: string,
+  users: UserTokenIssuer,
+  tenantId: string,
+  now: number,
+): Promise<void> {
   if (existsSync(file) && readFileSync(file, 'utf8').trim() !== '') return;
   const token = await users.mint({ subject: 'admin', tenant_id: tenantId, role: 'admin' }, now);
   writeFileSync(file, `${token}\n`, { mode: 0o600 });
@@ -186,9 +210,17 @@ export async function loadDagsFolder(
       );
       continue;
     }
-    const out = await store.putDagVersion(tenantId, result.spec, dagSpecHash(result.spec), clock.now());
+    const out = await store.putDagVersion(
+      tenantId,
+      result.spec,
+      dagSpecHash(result.spec),
+      clock.now(),
+    );
     loaded.push(result.spec.dag_id);
-    logger.info({ dag_id: result.spec.dag_id, version: out.version, created: out.created }, 'DAG loaded');
+    logger.info(
+      { dag_id: result.spec.dag_id, version: out.version, created: out.created },
+      'DAG loaded',
+    );
   }
   return { loaded, failed };
 }

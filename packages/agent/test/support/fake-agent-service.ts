@@ -104,7 +104,11 @@ export class FakeAgentService {
   #record(method: string, ctx: HandlerContext): number {
     const n = (this.#counts.get(method) ?? 0) + 1;
     this.#counts.set(method, n);
-    this.calls.push({ method, authorization: ctx.requestHeader.get('authorization'), at: Date.now() });
+    this.calls.push({
+      method,
+      authorization: ctx.requestHeader.get('authorization'),
+      at: Date.now(),
+    });
     return n;
   }
 
@@ -136,7 +140,11 @@ export class FakeAgentService {
         this.#record('FetchXCom', ctx);
         const v = s.xcoms?.[req.upstreamTaskId];
         if (v === undefined) return { found: false };
-        return { found: true, value: typeof v === 'string' ? new TextEncoder().encode(v) : v, contentType: 'text/plain' };
+        return {
+          found: true,
+          value: typeof v === 'string' ? new TextEncoder().encode(v) : v,
+          contentType: 'text/plain',
+        };
       },
       heartbeat: (_req, ctx) => {
         const n = this.#record('Heartbeat', ctx);
@@ -178,6 +186,8 @@ export class FakeAgentService {
 
   async close(): Promise<void> {
     for (const s of this.#sessions) s.destroy();
-    await new Promise<void>((resolve) => (this.#server ? this.#server.close(() => resolve()) : resolve()));
+    await new Promise<void>((resolve) =>
+      this.#server ? this.#server.close(() => resolve()) : resolve(),
+    );
   }
 }

@@ -3,7 +3,12 @@ import os from 'node:os';
 import path from 'node:path';
 import { afterEach, beforeAll } from 'vitest';
 import { FakeAgentService, type Script } from './fake-agent-service.js';
-import { assertAgentBuilt, spawnAgent, type RunningAgent, type SpawnAgentOptions } from './spawn-agent.js';
+import {
+  assertAgentBuilt,
+  spawnAgent,
+  type RunningAgent,
+  type SpawnAgentOptions,
+} from './spawn-agent.js';
 
 export const TOKEN = 'tok-1.eyJhbGciOi.sig';
 
@@ -42,13 +47,17 @@ export function useHarness() {
   const start = (opts: SpawnAgentOptions): RunningAgent => {
     const agent = spawnAgent(opts);
     cleanups.push(() => {
-      if (agent.child.exitCode === null && agent.child.signalCode === null) agent.child.kill('SIGKILL');
+      if (agent.child.exitCode === null && agent.child.signalCode === null)
+        agent.child.kill('SIGKILL');
     });
     return agent;
   };
 
   /** Starts a fake with `script`, runs the agent against it to completion. */
-  const runAgent = async (script: Script, opts: Partial<SpawnAgentOptions> = {}): Promise<AgentRun> => {
+  const runAgent = async (
+    script: Script,
+    opts: Partial<SpawnAgentOptions> = {},
+  ): Promise<AgentRun> => {
     const fake = await startFake(script);
     const workdir = opts.workdir ?? tempDir();
     const agent = start({ url: fake.url, token: TOKEN, workdir, ...opts });

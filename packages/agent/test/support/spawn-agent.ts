@@ -6,11 +6,14 @@ import { fileURLToPath } from 'node:url';
 
 /** The tsc output by default; set AGENT_TEST_ENTRY to run the same suite against the bundle. */
 export const AGENT_MAIN =
-  process.env['AGENT_TEST_ENTRY'] ?? path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/main.js');
+  process.env['AGENT_TEST_ENTRY'] ??
+  path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../dist/main.js');
 
 export function assertAgentBuilt(): void {
   if (!existsSync(AGENT_MAIN)) {
-    throw new Error(`${AGENT_MAIN} is missing: run \`npx tsc -b\` (npm test does it) before these tests`);
+    throw new Error(
+      `${AGENT_MAIN} is missing: run \`npx tsc -b\` (npm test does it) before these tests`,
+    );
   }
 }
 
@@ -68,7 +71,11 @@ export function pidGone(pid: number): boolean {
   }
 }
 
-export async function waitFor(pred: () => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+export async function waitFor(
+  pred: () => boolean,
+  timeoutMs = 10_000,
+  what = 'condition',
+): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!pred()) {
     if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);

@@ -7,26 +7,37 @@ import { ApiClient, CliError } from '../client.js';
 import { parseOutput, print } from '../output.js';
 import { globalOpts } from '../global-options.js';
 
-function compileOrFail(dir: string, format: 'json' | 'table' | 'yaml'): { spec: DagSpec; warnings: CompileDiagnostic[] } {
+function compileOrFail(
+  dir: string,
+  format: 'json' | 'table' | 'yaml',
+): { spec: DagSpec; warnings: CompileDiagnostic[] } {
   let result;
   try {
     result = compileDagFolder(dir);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new CliError(`no leoflow.yaml in ${resolve(dir)}; a DAG is a folder holding leoflow.yaml`, 1, 'LF_DAG_FILE_NOT_FOUND');
+      throw new CliError(
+        `no leoflow.yaml in ${resolve(dir)}; a DAG is a folder holding leoflow.yaml`,
+        1,
+        'LF_DAG_FILE_NOT_FOUND',
+      );
     }
     throw err;
   }
   if (!result.ok) {
     if (format === 'json') {
-      process.stdout.write(`${JSON.stringify({ ok: false, errors: result.errors, warnings: result.warnings }, null, 2)}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ ok: false, errors: result.errors, warnings: result.warnings }, null, 2)}\n`,
+      );
     } else {
-      for (const d of [...result.errors, ...result.warnings]) process.stderr.write(`${formatDiagnostic(d)}\n`);
+      for (const d of [...result.errors, ...result.warnings])
+        process.stderr.write(`${formatDiagnostic(d)}\n`);
       process.stderr.write(`${result.errors.length} error(s); nothing written\n`);
     }
     throw new CliError('', 1, 'LF_DAG_INVALID');
   }
-  if (format !== 'json') for (const w of result.warnings) process.stderr.write(`${formatDiagnostic(w)}\n`);
+  if (format !== 'json')
+    for (const w of result.warnings) process.stderr.write(`${formatDiagnostic(w)}\n`);
   return { spec: result.spec, warnings: result.warnings };
 }
 
@@ -43,7 +54,9 @@ export function registerDags(program: Command): void {
       const out = resolve(flags.out ?? join(dir, 'dag.json'));
       writeFileSync(out, `${JSON.stringify(spec, null, 2)}\n`);
       if (format === 'json') {
-        process.stdout.write(`${JSON.stringify({ ok: true, dag_id: spec.dag_id, out, tasks: spec.tasks.length, warnings }, null, 2)}\n`);
+        process.stdout.write(
+          `${JSON.stringify({ ok: true, dag_id: spec.dag_id, out, tasks: spec.tasks.length, warnings }, null, 2)}\n`,
+        );
       } else {
         process.stdout.write(`compiled ${spec.dag_id} (${spec.tasks.length} tasks) → ${out}\n`);
       }
@@ -56,7 +69,9 @@ export function registerDags(program: Command): void {
       const format = parseOutput(globalOpts(cmd).output);
       const { spec, warnings } = compileOrFail(dir, format);
       if (format === 'json') {
-        process.stdout.write(`${JSON.stringify({ ok: true, dag_id: spec.dag_id, warnings }, null, 2)}\n`);
+        process.stdout.write(
+          `${JSON.stringify({ ok: true, dag_id: spec.dag_id, warnings }, null, 2)}\n`,
+        );
       } else {
         process.stdout.write(`${spec.dag_id}: valid (${spec.tasks.length} tasks)\n`);
       }
@@ -69,10 +84,16 @@ export function registerDags(program: Command): void {
       const g = globalOpts(cmd);
       const format = parseOutput(g.output);
       const { spec } = compileOrFail(dir, format);
-      const res = await new ApiClient(g).request<{ dag_id: string; version: number; created: boolean }>('POST', '/api/v1/dags', spec);
+      const res = await new ApiClient(g).request<{
+        dag_id: string;
+        version: number;
+        created: boolean;
+      }>('POST', '/api/v1/dags', spec);
       if (format === 'table') {
         process.stdout.write(
-          res.created ? `${res.dag_id}: registered version ${res.version}\n` : `${res.dag_id}: unchanged (version ${res.version})\n`,
+          res.created
+            ? `${res.dag_id}: registered version ${res.version}\n`
+            : `${res.dag_id}: unchanged (version ${res.version})\n`,
         );
       } else print(format, res);
     });
@@ -82,18 +103,34 @@ export function registerDags(program: Command): void {
     .description('list registered DAGs')
     .action(async (_flags: unknown, cmd: Command) => {
       const g = globalOpts(cmd);
-      const res = await new ApiClient(g).request<{ dags: Record<string, unknown>[] }>('GET', '/api/v1/dags?limit=1000');
-      print(parseOutput(g.output), res, { rows: res.dags, columns: ['dag_id', 'current_version', 'is_paused', 'updated_at'] });
+      const res = await new ApiClient(g).request<{ dags: Record<string, unknown>[] }>(
+        'GET',
+        '/api/v1/dags?limit=1000',
+      );
+      print(parseOutput(g.output), res, {
+        rows: res.dags,
+        columns: ['dag_id', 'current_version', 'is_paused', 'updated_at'],
+      });
     });
 
-  for (const [name, paused] of [['pause', true], ['unpause', false]] as const) {
+  for (const [name, paused] of [
+    ['pause', true],
+    ['unpause', false],
+  ] as const) {
     dags
       .command(`${name} <dag_id>`)
       .description(paused ? 'stop creating scheduled runs' : 'resume scheduled runs')
       .action(async (dagId: string, _flags: unknown, cmd: Command) => {
         const g = globalOpts(cmd);
-        const res = await new ApiClient(g).request<Record<string, unknown>>('PATCH', `/api/v1/dags/${encodeURIComponent(dagId)}`, { is_paused: paused });
-        print(parseOutput(g.output), res, { rows: [res], columns: ['dag_id', 'current_version', 'is_paused'] });
+        const res = await new ApiClient(g).request<Record<string, unknown>>(
+          'PATCH',
+          `/api/v1/dags/${encodeURIComponent(dagId)}`,
+          { is_paused: paused },
+        );
+        print(parseOutput(g.output), res, {
+          rows: [res],
+          columns: ['dag_id', 'current_version', 'is_paused'],
+        });
       });
   }
 }

@@ -21,8 +21,24 @@ interface RunDetail {
   task_instances: TaskView[];
 }
 
-const RUN_COLUMNS = ['dag_id', 'run_id', 'state', 'run_type', 'logical_date', 'started_at', 'ended_at'];
-const TASK_COLUMNS = ['task_id', 'state', 'try_number', 'started_at', 'ended_at', 'exit_code', 'error_message'];
+const RUN_COLUMNS = [
+  'dag_id',
+  'run_id',
+  'state',
+  'run_type',
+  'logical_date',
+  'started_at',
+  'ended_at',
+];
+const TASK_COLUMNS = [
+  'task_id',
+  'state',
+  'try_number',
+  'started_at',
+  'ended_at',
+  'exit_code',
+  'error_message',
+];
 
 export function registerRuns(program: Command): void {
   const runs = program.command('runs').description('trigger, list and inspect DAG runs');
@@ -33,31 +49,45 @@ export function registerRuns(program: Command): void {
     .option('--conf <json>', 'run configuration (a JSON object), overlaid on the DAG params')
     .option('--run-id <id>', 'choose the run id (default manual__<time>_<suffix>)')
     .option('--wait', 'follow the run until it finishes; exit 1 if it fails')
-    .action(async (dagId: string, flags: { conf?: string; runId?: string; wait?: boolean }, cmd: Command) => {
-      const g = globalOpts(cmd);
-      const format = parseOutput(g.output);
-      let conf: unknown;
-      if (flags.conf !== undefined) {
-        try {
-          conf = JSON.parse(flags.conf);
-        } catch {
-          throw new CliError(`--conf must be a JSON object, e.g. --conf '{"day":"2026-01-01"}'`, 2, 'LF_USAGE');
+    .action(
+      async (
+        dagId: string,
+        flags: { conf?: string; runId?: string; wait?: boolean },
+        cmd: Command,
+      ) => {
+        const g = globalOpts(cmd);
+        const format = parseOutput(g.output);
+        let conf: unknown;
+        if (flags.conf !== undefined) {
+          try {
+            conf = JSON.parse(flags.conf);
+          } catch {
+            throw new CliError(
+              `--conf must be a JSON object, e.g. --conf '{"day":"2026-01-01"}'`,
+              2,
+              'LF_USAGE',
+            );
+          }
         }
-      }
-      const client = new ApiClient(g);
-      const run = await client.request<RunView>('POST', `/api/v1/dags/${encodeURIComponent(dagId)}/runs`, {
-        ...(conf !== undefined ? { conf } : {}),
-        ...(flags.runId ? { run_id: flags.runId } : {}),
-      });
-      if (!flags.wait) {
-        print(format, run, { rows: [run], columns: RUN_COLUMNS });
-        return;
-      }
-      if (format === 'table') process.stdout.write(`triggered ${run.dag_id} ${run.run_id}\n`);
-      const final = await waitForRun(client, { dag_id: run.dag_id, run_id: run.run_id }, format);
-      if (format !== 'table') print(format, final);
-      if (final.run.state !== 'success') process.exitCode = 1;
-    });
+        const client = new ApiClient(g);
+        const run = await client.request<RunView>(
+          'POST',
+          `/api/v1/dags/${encodeURIComponent(dagId)}/runs`,
+          {
+            ...(conf !== undefined ? { conf } : {}),
+            ...(flags.runId ? { run_id: flags.runId } : {}),
+          },
+        );
+        if (!flags.wait) {
+          print(format, run, { rows: [run], columns: RUN_COLUMNS });
+          return;
+        }
+        if (format === 'table') process.stdout.write(`triggered ${run.dag_id} ${run.run_id}\n`);
+        const final = await waitForRun(client, { dag_id: run.dag_id, run_id: run.run_id }, format);
+        if (format !== 'table') print(format, final);
+        if (final.run.state !== 'success') process.exitCode = 1;
+      },
+    );
 
   runs
     .command('list')
@@ -70,7 +100,10 @@ export function registerRuns(program: Command): void {
       const q = new URLSearchParams({ limit: flags.limit });
       if (flags.dag) q.set('dag_id', flags.dag);
       if (flags.state) q.set('state', flags.state);
-      const res = await new ApiClient(g).request<{ runs: RunView[] }>('GET', `/api/v1/runs?${q.toString()}`);
+      const res = await new ApiClient(g).request<{ runs: RunView[] }>(
+        'GET',
+        `/api/v1/runs?${q.toString()}`,
+      );
       print(parseOutput(g.output), res, { rows: res.runs, columns: RUN_COLUMNS });
     });
 
@@ -94,7 +127,11 @@ export function registerRuns(program: Command): void {
 const TERMINAL_RUN = new Set(['success', 'failed']);
 
 /** Polls a run until it ends, showing per-task progress (redrawn on a TTY, one line per change otherwise). */
-export async function waitForRun(client: ApiClient, ref: RunRef, format: OutputFormat): Promise<RunDetail> {
+export async function waitForRun(
+  client: ApiClient,
+  ref: RunRef,
+  format: OutputFormat,
+): Promise<RunDetail> {
   const tty = format === 'table' && process.stdout.isTTY;
   const seen = new Map<string, string>();
   let drawn = 0;
@@ -104,7 +141,8 @@ export async function waitForRun(client: ApiClient, ref: RunRef, format: OutputF
       if (tty) {
         if (drawn > 0) process.stdout.write(`\u001b[${drawn}A\u001b[J`);
         const lines = detail.task_instances.map(
-          (t) => `  ${symbol(t.state)} ${t.task_id.padEnd(24)} ${t.state}${t.try_number > 1 ? ` (try ${t.try_number})` : ''}`,
+          (t) =>
+            `  ${symbol(t.state)} ${t.task_id.padEnd(24)} ${t.state}${t.try_number > 1 ? ` (try ${t.try_number})` : ''}`,
         );
         lines.push(`  run: ${detail.run.state}`);
         process.stdout.write(`${lines.join('\n')}\n`);
@@ -114,13 +152,17 @@ export async function waitForRun(client: ApiClient, ref: RunRef, format: OutputF
           const key = `${t.state}/${t.try_number}`;
           if (seen.get(t.task_id) !== key) {
             seen.set(t.task_id, key);
-            if (t.state !== 'none') process.stdout.write(`${t.task_id}: ${t.state}${t.try_number > 1 ? ` (try ${t.try_number})` : ''}\n`);
+            if (t.state !== 'none')
+              process.stdout.write(
+                `${t.task_id}: ${t.state}${t.try_number > 1 ? ` (try ${t.try_number})` : ''}\n`,
+              );
           }
         }
       }
     }
     if (TERMINAL_RUN.has(detail.run.state)) {
-      if (format === 'table') process.stdout.write(`run ${detail.run.run_id}: ${detail.run.state}\n`);
+      if (format === 'table')
+        process.stdout.write(`run ${detail.run.run_id}: ${detail.run.state}\n`);
       return detail;
     }
     await new Promise((r) => setTimeout(r, 400));

@@ -22,7 +22,10 @@ interface StandaloneFlags {
 }
 
 /** defaults < env (LEOFLOW_…) < flags */
-export async function standaloneConfig(flags: StandaloneFlags, env = process.env): Promise<ServerConfig> {
+export async function standaloneConfig(
+  flags: StandaloneFlags,
+  env = process.env,
+): Promise<ServerConfig> {
   // Loaded on demand: client commands should not pay for the whole control plane at start-up.
   const { defaultServerConfig } = await import('@leoflow/server');
   const dataDir = flags.dataDir ?? env.LEOFLOW_DATA_DIR ?? '.leoflow';
@@ -32,12 +35,24 @@ export async function standaloneConfig(flags: StandaloneFlags, env = process.env
     if (v === undefined) return fallback;
     const n = Number(v);
     if (!Number.isInteger(n) || n < 0 || n > 65535) {
-      throw new CliError(`${setting} must be a port number 0-65535 (got "${v}")`, 2, 'LF_CONFIG_INVALID');
+      throw new CliError(
+        `${setting} must be a port number 0-65535 (got "${v}")`,
+        2,
+        'LF_CONFIG_INVALID',
+      );
     }
     return n;
   };
-  cfg.http.port = port(pick(flags.httpPort, 'LEOFLOW_HTTP_PORT'), '--http-port / LEOFLOW_HTTP_PORT', cfg.http.port);
-  cfg.agent.port = port(pick(flags.agentPort, 'LEOFLOW_AGENT_PORT'), '--agent-port / LEOFLOW_AGENT_PORT', cfg.agent.port);
+  cfg.http.port = port(
+    pick(flags.httpPort, 'LEOFLOW_HTTP_PORT'),
+    '--http-port / LEOFLOW_HTTP_PORT',
+    cfg.http.port,
+  );
+  cfg.agent.port = port(
+    pick(flags.agentPort, 'LEOFLOW_AGENT_PORT'),
+    '--agent-port / LEOFLOW_AGENT_PORT',
+    cfg.agent.port,
+  );
   const host = pick(flags.host, 'LEOFLOW_HTTP_HOST');
   if (host) cfg.http.host = host;
   const dags = pick(flags.dagsFolder, 'LEOFLOW_DAGS_FOLDER');
@@ -45,7 +60,11 @@ export async function standaloneConfig(flags: StandaloneFlags, env = process.env
   const db = pick(flags.databaseUrl, 'LEOFLOW_DATABASE_URL');
   if (db) {
     if (!/^postgres(ql)?:\/\//.test(db)) {
-      throw new CliError('--database-url must be a postgres:// URL (Lite uses SQLite when it is unset)', 2, 'LF_CONFIG_INVALID');
+      throw new CliError(
+        '--database-url must be a postgres:// URL (Lite uses SQLite when it is unset)',
+        2,
+        'LF_CONFIG_INVALID',
+      );
     }
     cfg.database = { kind: 'postgres', url: db };
   }
@@ -80,7 +99,11 @@ export async function standaloneConfig(flags: StandaloneFlags, env = process.env
   }
   if (cert !== undefined && key !== undefined) {
     const ca = pick(flags.agentTlsCa, 'LEOFLOW_AGENT_TLS_CA');
-    cfg.agent.tls = { certFile: resolve(cert), keyFile: resolve(key), caFile: ca ? resolve(ca) : null };
+    cfg.agent.tls = {
+      certFile: resolve(cert),
+      keyFile: resolve(key),
+      caFile: ca ? resolve(ca) : null,
+    };
   }
   const level = pick(flags.logLevel, 'LEOFLOW_LOG_LEVEL');
   if (level) cfg.logLevel = level;
@@ -103,16 +126,28 @@ export function registerStandalone(program: Command): void {
     .option('--http-port <port>', 'REST API port (default 8080; 0 picks a free one)')
     .option('--agent-port <port>', 'agent RPC port (default 8793; 0 picks a free one)')
     .option('--host <host>', 'REST API listen address (default 127.0.0.1)')
-    .option('--dags-folder <dir>', 'load every DAG folder (with leoflow.yaml) under this folder at start')
+    .option(
+      '--dags-folder <dir>',
+      'load every DAG folder (with leoflow.yaml) under this folder at start',
+    )
     .option('--database-url <url>', 'use PostgreSQL instead of the embedded SQLite file')
     .option('--heartbeat-interval <duration>', 'agent heartbeat interval (default 15s)')
     .option('--agent-lost-threshold <duration>', 'fail attempts silent for this long (default 90s)')
-    .option('--dispatch-lost-threshold <duration>', 'fail attempts whose agent never started (default 3m)')
-    .option('--run-as-user <user>', 'when root, run tasks as this user (default nobody; "none" disables)')
+    .option(
+      '--dispatch-lost-threshold <duration>',
+      'fail attempts whose agent never started (default 3m)',
+    )
+    .option(
+      '--run-as-user <user>',
+      'when root, run tasks as this user (default nobody; "none" disables)',
+    )
     .option('--log-level <level>', 'debug, info, warn, error (default info)')
     .option('--agent-tls-cert <pem>', 'serve the agent RPC over TLS with this certificate')
     .option('--agent-tls-key <pem>', 'the private key for --agent-tls-cert')
-    .option('--agent-tls-ca <pem>', 'CA bundle agents use to verify the certificate (when not publicly trusted)')
+    .option(
+      '--agent-tls-ca <pem>',
+      'CA bundle agents use to verify the certificate (when not publicly trusted)',
+    )
     .action(async (flags: StandaloneFlags) => {
       const cfg = await standaloneConfig(flags);
       const { startControlPlane } = await import('@leoflow/server');
@@ -136,7 +171,9 @@ export function registerStandalone(program: Command): void {
       const shutdown = (signal: string) => {
         if (closing) process.exit(130);
         closing = true;
-        process.stdout.write(`\n${signal}: stopping (running attempts are stopped; press again to force)\n`);
+        process.stdout.write(
+          `\n${signal}: stopping (running attempts are stopped; press again to force)\n`,
+        );
         void cp.close().then(() => process.exit(0));
       };
       process.on('SIGINT', () => shutdown('SIGINT'));

@@ -20,52 +20,74 @@ export function registerTasks(program: Command): void {
     .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
     .option('--try <n>', 'which try (default: the latest)')
     .option('-f, --follow', 'keep printing new lines until the attempt finishes')
-    .action(async (runId: string, taskId: string, flags: { dag?: string; try?: string; follow?: boolean }, cmd: Command) => {
-      const g = globalOpts(cmd);
-      const format = parseOutput(g.output);
-      const client = new ApiClient(g);
-      const ref = await resolveRun(client, runId, flags.dag);
-      const base = `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/logs`;
-      let after = 0;
-      let tryNumber = flags.try;
-      const all: LogPage['lines'] = [];
-      for (;;) {
-        const q = new URLSearchParams({ after_line: String(after), limit: '5000' });
-        if (tryNumber) q.set('try', tryNumber);
-        const page = await client.request<LogPage>('GET', `${base}?${q.toString()}`);
-        tryNumber ??= String(page.try_number);
-        for (const l of page.lines) {
-          if (format === 'table') {
-            const tag = l.stream === 'stdout' ? '' : `[${l.stream}] `;
-            process.stdout.write(`${l.time} ${tag}${l.message}\n`);
-          } else all.push(l);
+    .action(
+      async (
+        runId: string,
+        taskId: string,
+        flags: { dag?: string; try?: string; follow?: boolean },
+        cmd: Command,
+      ) => {
+        const g = globalOpts(cmd);
+        const format = parseOutput(g.output);
+        const client = new ApiClient(g);
+        const ref = await resolveRun(client, runId, flags.dag);
+        const base = `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/logs`;
+        let after = 0;
+        let tryNumber = flags.try;
+        const all: LogPage['lines'] = [];
+        for (;;) {
+          const q = new URLSearchParams({ after_line: String(after), limit: '5000' });
+          if (tryNumber) q.set('try', tryNumber);
+          const page = await client.request<LogPage>('GET', `${base}?${q.toString()}`);
+          tryNumber ??= String(page.try_number);
+          for (const l of page.lines) {
+            if (format === 'table') {
+              const tag = l.stream === 'stdout' ? '' : `[${l.stream}] `;
+              process.stdout.write(`${l.time} ${tag}${l.message}\n`);
+            } else all.push(l);
+          }
+          after = page.next_after_line;
+          if (page.lines.length === 5000) continue;
+          if (!flags.follow || page.attempt_finished) break;
+          await new Promise((r) => setTimeout(r, 500));
         }
-        after = page.next_after_line;
-        if (page.lines.length === 5000) continue;
-        if (!flags.follow || page.attempt_finished) break;
-        await new Promise((r) => setTimeout(r, 500));
-      }
-      if (format !== 'table') print(format, { try_number: Number(tryNumber), lines: all });
-    });
+        if (format !== 'table') print(format, { try_number: Number(tryNumber), lines: all });
+      },
+    );
 
   tasks
     .command('clear <run_id> [task_ids...]')
-    .description('clear-and-rerun: new tries for the given tasks (default: the whole run), bound to the current DAG version')
+    .description(
+      'clear-and-rerun: new tries for the given tasks (default: the whole run), bound to the current DAG version',
+    )
     .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
     .option('--no-downstream', 'do not also clear the tasks downstream of the given ones')
-    .action(async (runId: string, taskIds: string[], flags: { dag?: string; downstream: boolean }, cmd: Command) => {
-      const g = globalOpts(cmd);
-      const client = new ApiClient(g);
-      const ref = await resolveRun(client, runId, flags.dag);
-      const res = await client.request<{ run: Record<string, unknown>; cleared: string[] }>('POST', `${runPath(ref)}/clear`, {
-        ...(taskIds.length > 0 ? { task_ids: taskIds } : {}),
-        downstream: flags.downstream,
-      });
-      const format = parseOutput(g.output);
-      if (format === 'table') {
-        process.stdout.write(
-          res.cleared.length > 0 ? `cleared ${res.cleared.join(', ')}; run ${ref.run_id} is queued again\n` : 'nothing to clear\n',
+    .action(
+      async (
+        runId: string,
+        taskIds: string[],
+        flags: { dag?: string; downstream: boolean },
+        cmd: Command,
+      ) => {
+        const g = globalOpts(cmd);
+        const client = new ApiClient(g);
+        const ref = await resolveRun(client, runId, flags.dag);
+        const res = await client.request<{ run: Record<string, unknown>; cleared: string[] }>(
+          'POST',
+          `${runPath(ref)}/clear`,
+          {
+            ...(taskIds.length > 0 ? { task_ids: taskIds } : {}),
+            downstream: flags.downstream,
+          },
         );
-      } else print(format, res);
-    });
+        const format = parseOutput(g.output);
+        if (format === 'table') {
+          process.stdout.write(
+            res.cleared.length > 0
+              ? `cleared ${res.cleared.join(', ')}; run ${ref.run_id} is queued again\n`
+              : 'nothing to clear\n',
+          );
+        } else print(format, res);
+      },
+    );
 }

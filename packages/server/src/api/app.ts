@@ -1,5 +1,11 @@
 import Fastify, { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
-import { dagSpecHash, isLeoflowError, LeoflowError, validateDagSpec, type Clock } from '@leoflow/core';
+import {
+  dagSpecHash,
+  isLeoflowError,
+  LeoflowError,
+  validateDagSpec,
+  type Clock,
+} from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { UserPrincipal, UserTokenIssuer } from '../auth/user-token.js';
 import type { RunOperations } from '../scheduler/run-operations.js';
@@ -69,7 +75,9 @@ export function buildApi(deps: ApiDeps) {
       });
     }
     if (e.statusCode && e.statusCode < 500) {
-      return reply.status(e.statusCode).send({ code: 'LF_BAD_REQUEST', message: e.message, details: {} });
+      return reply
+        .status(e.statusCode)
+        .send({ code: 'LF_BAD_REQUEST', message: e.message, details: {} });
     }
     req.log.error({ err }, 'request failed');
     return reply
@@ -90,7 +98,10 @@ export function buildApi(deps: ApiDeps) {
     {
       schema: {
         response: {
-          200: { type: 'object', properties: { status: { type: 'string' }, version: { type: 'string' } } },
+          200: {
+            type: 'object',
+            properties: { status: { type: 'string' }, version: { type: 'string' } },
+          },
         },
       },
     },
@@ -119,7 +130,10 @@ export function buildApi(deps: ApiDeps) {
       {
         schema: {
           querystring: { type: 'object', properties: pageQuery, additionalProperties: false },
-          response: { 200: { type: 'object', properties: { dags: { type: 'array', items: dagSchema } } }, ...stdErrors },
+          response: {
+            200: { type: 'object', properties: { dags: { type: 'array', items: dagSchema } } },
+            ...stdErrors,
+          },
         },
       },
       async (req) => {
@@ -137,7 +151,11 @@ export function buildApi(deps: ApiDeps) {
           response: {
             200: {
               type: 'object',
-              properties: { dag_id: { type: 'string' }, version: { type: 'integer' }, created: { type: 'boolean' } },
+              properties: {
+                dag_id: { type: 'string' },
+                version: { type: 'integer' },
+                created: { type: 'boolean' },
+              },
             },
             ...stdErrors,
           },
@@ -154,7 +172,12 @@ export function buildApi(deps: ApiDeps) {
           );
         }
         const spec = result.spec;
-        const out = await store.putDagVersion(req.principal.tenant_id, spec, dagSpecHash(spec), clock.now());
+        const out = await store.putDagVersion(
+          req.principal.tenant_id,
+          spec,
+          dagSpecHash(spec),
+          clock.now(),
+        );
         deps.onChange();
         return { dag_id: spec.dag_id, version: out.version, created: out.created };
       },
@@ -165,7 +188,10 @@ export function buildApi(deps: ApiDeps) {
       {
         schema: {
           response: {
-            200: { type: 'object', properties: { dag: dagSchema, spec: { type: 'object', additionalProperties: true } } },
+            200: {
+              type: 'object',
+              properties: { dag: dagSchema, spec: { type: 'object', additionalProperties: true } },
+            },
             ...stdErrors,
           },
         },
@@ -182,7 +208,12 @@ export function buildApi(deps: ApiDeps) {
       '/api/v1/dags/:dag_id',
       {
         schema: {
-          body: { type: 'object', required: ['is_paused'], properties: { is_paused: { type: 'boolean' } }, additionalProperties: false },
+          body: {
+            type: 'object',
+            required: ['is_paused'],
+            properties: { is_paused: { type: 'boolean' } },
+            additionalProperties: false,
+          },
           response: { 200: dagSchema, ...stdErrors },
         },
       },
@@ -208,7 +239,11 @@ export function buildApi(deps: ApiDeps) {
                   type: 'array',
                   items: {
                     type: 'object',
-                    properties: { version: { type: 'integer' }, spec_hash: { type: 'string' }, created_at: { type: 'string' } },
+                    properties: {
+                      version: { type: 'integer' },
+                      spec_hash: { type: 'string' },
+                      created_at: { type: 'string' },
+                    },
                   },
                 },
               },
@@ -235,9 +270,18 @@ export function buildApi(deps: ApiDeps) {
       '/api/v1/dags/:dag_id/versions/:version',
       {
         schema: {
-          params: { type: 'object', properties: { dag_id: { type: 'string' }, version: { type: 'integer', minimum: 1 } } },
+          params: {
+            type: 'object',
+            properties: { dag_id: { type: 'string' }, version: { type: 'integer', minimum: 1 } },
+          },
           response: {
-            200: { type: 'object', properties: { version: { type: 'integer' }, spec: { type: 'object', additionalProperties: true } } },
+            200: {
+              type: 'object',
+              properties: {
+                version: { type: 'integer' },
+                spec: { type: 'object', additionalProperties: true },
+              },
+            },
             ...stdErrors,
           },
         },
@@ -245,7 +289,11 @@ export function buildApi(deps: ApiDeps) {
       async (req) => {
         const { dag_id, version } = req.params as { dag_id: string; version: number };
         const v = await store.getDagVersion(req.principal.tenant_id, dag_id, version);
-        if (!v) throw new LeoflowError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dag_id} has no version ${version}`);
+        if (!v)
+          throw new LeoflowError(
+            'LF_DAG_VERSION_NOT_FOUND',
+            `DAG ${dag_id} has no version ${version}`,
+          );
         return { version: v.version, spec: v.spec };
       },
     );
@@ -290,11 +338,20 @@ export function buildApi(deps: ApiDeps) {
             },
             additionalProperties: false,
           },
-          response: { 200: { type: 'object', properties: { runs: { type: 'array', items: runSchema } } }, ...stdErrors },
+          response: {
+            200: { type: 'object', properties: { runs: { type: 'array', items: runSchema } } },
+            ...stdErrors,
+          },
         },
       },
       async (req) => {
-        const q = req.query as { limit: number; offset: number; dag_id?: string; run_id?: string; state?: 'queued' };
+        const q = req.query as {
+          limit: number;
+          offset: number;
+          dag_id?: string;
+          run_id?: string;
+          state?: 'queued';
+        };
         const list = await store.listRuns(
           req.principal.tenant_id,
           {
@@ -315,7 +372,10 @@ export function buildApi(deps: ApiDeps) {
           response: {
             200: {
               type: 'object',
-              properties: { run: runSchema, task_instances: { type: 'array', items: taskInstanceSchema } },
+              properties: {
+                run: runSchema,
+                task_instances: { type: 'array', items: taskInstanceSchema },
+              },
             },
             ...stdErrors,
           },
@@ -346,7 +406,10 @@ export function buildApi(deps: ApiDeps) {
             additionalProperties: false,
           },
           response: {
-            200: { type: 'object', properties: { run: runSchema, cleared: { type: 'array', items: { type: 'string' } } } },
+            200: {
+              type: 'object',
+              properties: { run: runSchema, cleared: { type: 'array', items: { type: 'string' } } },
+            },
             ...stdErrors,
           },
         },
@@ -369,17 +432,25 @@ export function buildApi(deps: ApiDeps) {
           response: {
             200: {
               type: 'object',
-              properties: { task_instance: taskInstanceSchema, history: { type: 'array', items: historySchema } },
+              properties: {
+                task_instance: taskInstanceSchema,
+                history: { type: 'array', items: historySchema },
+              },
             },
             ...stdErrors,
           },
         },
       },
       async (req) => {
-        const { dag_id, run_id, task_id } = req.params as { dag_id: string; run_id: string; task_id: string };
+        const { dag_id, run_id, task_id } = req.params as {
+          dag_id: string;
+          run_id: string;
+          task_id: string;
+        };
         const run = await requireRun(req.principal.tenant_id, dag_id, run_id);
         const ti = await store.getTaskInstance(run.id, task_id);
-        if (!ti) throw new LeoflowError('LF_TASK_NOT_FOUND', `run ${run_id} has no task "${task_id}"`);
+        if (!ti)
+          throw new LeoflowError('LF_TASK_NOT_FOUND', `run ${run_id} has no task "${task_id}"`);
         const history = await store.listTaskInstanceHistory(run.id, task_id);
         return { task_instance: taskInstanceOut(ti), history: history.map(historyOut) };
       },
@@ -413,19 +484,28 @@ export function buildApi(deps: ApiDeps) {
         },
       },
       async (req) => {
-        const { dag_id, run_id, task_id } = req.params as { dag_id: string; run_id: string; task_id: string };
+        const { dag_id, run_id, task_id } = req.params as {
+          dag_id: string;
+          run_id: string;
+          task_id: string;
+        };
         const q = req.query as { try?: number; after_line: number; limit: number };
         const run = await requireRun(req.principal.tenant_id, dag_id, run_id);
         const ti = await store.getTaskInstance(run.id, task_id);
-        if (!ti) throw new LeoflowError('LF_TASK_NOT_FOUND', `run ${run_id} has no task "${task_id}"`);
+        if (!ti)
+          throw new LeoflowError('LF_TASK_NOT_FOUND', `run ${run_id} has no task "${task_id}"`);
         const tryNumber = q.try ?? ti.try_number;
         const lines = await store.readLogs(run.id, task_id, tryNumber, q.after_line, q.limit);
         const finished =
-          tryNumber < ti.try_number || !['none', 'scheduled', 'queued', 'running'].includes(ti.state);
+          tryNumber < ti.try_number ||
+          !['none', 'scheduled', 'queued', 'running'].includes(ti.state);
         return {
           try_number: tryNumber,
           lines: lines.map(logLineOut),
-          next_after_line: lines.length > 0 ? (lines[lines.length - 1]?.line_number ?? q.after_line) : q.after_line,
+          next_after_line:
+            lines.length > 0
+              ? (lines[lines.length - 1]?.line_number ?? q.after_line)
+              : q.after_line,
           attempt_finished: finished,
         };
       },
@@ -460,7 +540,11 @@ export function buildApi(deps: ApiDeps) {
         },
       },
       async (req) => {
-        const { dag_id, run_id, task_id } = req.params as { dag_id: string; run_id: string; task_id: string };
+        const { dag_id, run_id, task_id } = req.params as {
+          dag_id: string;
+          run_id: string;
+          task_id: string;
+        };
         const run = await requireRun(req.principal.tenant_id, dag_id, run_id);
         const rows = await store.listXComs(run.id, task_id);
         return {
@@ -493,7 +577,10 @@ export function buildApi(deps: ApiDeps) {
   async function requireRun(tenantId: string, dagId: string, runId: string) {
     const run = await store.getRun(tenantId, dagId, runId);
     if (!run) {
-      throw new LeoflowError('LF_RUN_NOT_FOUND', `DAG ${dagId} has no run "${runId}"; see \`leoflow runs list --dag ${dagId}\``);
+      throw new LeoflowError(
+        'LF_RUN_NOT_FOUND',
+        `DAG ${dagId} has no run "${runId}"; see \`leoflow runs list --dag ${dagId}\``,
+      );
     }
     return run;
   }

@@ -8,7 +8,11 @@ const nullableInt = { type: ['integer', 'null'] } as const;
 export const errorSchema = {
   type: 'object',
   required: ['code', 'message'],
-  properties: { code: { type: 'string' }, message: { type: 'string' }, details: { type: 'object', additionalProperties: true } },
+  properties: {
+    code: { type: 'string' },
+    message: { type: 'string' },
+    details: { type: 'object', additionalProperties: true },
+  },
 } as const;
 
 export const dagSchema = {
@@ -86,4 +90,9 @@ export const pageQuery = {
   offset: { type: 'integer', minimum: 0, default: 0 },
 } as const;
 
-export const stdErrors = { 400: errorSchema, 401: errorSchema, 404: errorSchema, 409: errorSchema } as const;
+export const stdErrors = {
+  400: errorSchema,
+  401: errorSchema,
+  404: errorSchema,
+  409: errorSchema,
+} as const;

@@ -1,4 +1,10 @@
-import type { DagRow, DagRunRow, LogLineRow, TaskInstanceHistoryRow, TaskInstanceRow } from '../store/types.js';
+import type {
+  DagRow,
+  DagRunRow,
+  LogLineRow,
+  TaskInstanceHistoryRow,
+  TaskInstanceRow,
+} from '../store/types.js';
 
 export function iso(ms: number | null): string | null {
   return ms === null ? null : new Date(ms).toISOString();

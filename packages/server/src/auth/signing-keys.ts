@@ -26,7 +26,10 @@ export const SIGNING_ALG = 'EdDSA';
  * Loads the Ed25519 signing key for a purpose from the data directory, creating it (mode 0600)
  * on first start. Ed25519 so that a verify-only replica can hold the public half alone.
  */
-export async function loadOrCreateSigningKey(dataDir: string, purpose: KeyPurpose): Promise<SigningKey> {
+export async function loadOrCreateSigningKey(
+  dataDir: string,
+  purpose: KeyPurpose,
+): Promise<SigningKey> {
   const dir = join(dataDir, 'keys');
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const file = join(dir, `${purpose}-signing-key.json`);

@@ -38,8 +38,14 @@ export class UserTokenIssuer {
         currentDate: new Date(nowMs),
       });
       const p = payload as Record<string, unknown>;
-      if (typeof p.sub !== 'string' || typeof p.tid !== 'string' || typeof p.role !== 'string') return null;
-      return { subject: p.sub, tenant_id: p.tid, role: p.role, jti: typeof p.jti === 'string' ? p.jti : '' };
+      if (typeof p.sub !== 'string' || typeof p.tid !== 'string' || typeof p.role !== 'string')
+        return null;
+      return {
+        subject: p.sub,
+        tenant_id: p.tid,
+        role: p.role,
+        jti: typeof p.jti === 'string' ? p.jti : '',
+      };
     } catch {
       return null;
     }

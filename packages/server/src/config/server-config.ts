@@ -65,5 +65,7 @@ function defaultAgentEntry(): string {
 }
 
 export function agentUrl(cfg: ServerConfig, boundPort: number): string {
-  return cfg.agent.advertiseUrl ?? `${cfg.agent.tls ? 'https' : 'http'}://${cfg.agent.host}:${boundPort}`;
+  return (
+    cfg.agent.advertiseUrl ?? `${cfg.agent.tls ? 'https' : 'http'}://${cfg.agent.host}:${boundPort}`
+  );
 }

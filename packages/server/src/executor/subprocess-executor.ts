@@ -39,7 +39,10 @@ export class SubprocessExecutor implements Executor {
   start(launch: AttemptLaunch): Promise<void> {
     const { identity } = launch;
     const key = attemptKey(identity.task_instance_id, identity.try_number);
-    const workdir = join(this.opts.workDir, `${identity.task_instance_id}-try${identity.try_number}`);
+    const workdir = join(
+      this.opts.workDir,
+      `${identity.task_instance_id}-try${identity.try_number}`,
+    );
     rmSync(workdir, { recursive: true, force: true });
     mkdirSync(workdir, { recursive: true, mode: 0o700 });
     if (this.opts.runAs) chownSync(workdir, this.opts.runAs.uid, this.opts.runAs.gid);

@@ -18,7 +18,11 @@ import {
 } from '@leoflow/protocol';
 import { isActive, type Clock, type TaskType as AuthoredTaskType } from '@leoflow/core';
 import type { Logger } from 'pino';
-import { AgentTokenError, type AgentTokenClaims, type AgentTokenIssuer } from '../auth/agent-token.js';
+import {
+  AgentTokenError,
+  type AgentTokenClaims,
+  type AgentTokenIssuer,
+} from '../auth/agent-token.js';
 import type { AttemptLifecycle } from '../scheduler/attempt-lifecycle.js';
 import type { SpecCache } from '../scheduler/spec-cache.js';
 import type { Store } from '../store/store.js';
@@ -214,7 +218,10 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           break;
         }
         default:
-          throw new ConnectError('state must be RUNNING, SUCCESS, FAILED or SKIPPED', Code.InvalidArgument);
+          throw new ConnectError(
+            'state must be RUNNING, SUCCESS, FAILED or SKIPPED',
+            Code.InvalidArgument,
+          );
       }
       // A report that did not apply came from an attempt that already moved on: acknowledge it
       // (it is not the agent's error) and tell it to stop.
@@ -225,7 +232,10 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       const claims = await identify(ctx);
       const ti = await liveAttempt(claims);
       if (req.value.byteLength > MAX_XCOM_BYTES) {
-        return create(PushXComResponseSchema, { accepted: false, rejectionReason: 'payload_too_large' });
+        return create(PushXComResponseSchema, {
+          accepted: false,
+          rejectionReason: 'payload_too_large',
+        });
       }
       const key = req.key || 'return_value';
       if (!XCOM_KEY.test(key)) {
@@ -268,7 +278,10 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     async pushLogs(req, ctx) {
       const claims = await identify(ctx);
       if (req.lines.length > MAX_LOG_LINES_PER_BATCH) {
-        throw new ConnectError(`at most ${MAX_LOG_LINES_PER_BATCH} lines per batch`, Code.InvalidArgument);
+        throw new ConnectError(
+          `at most ${MAX_LOG_LINES_PER_BATCH} lines per batch`,
+          Code.InvalidArgument,
+        );
       }
       const rows: LogLineRow[] = req.lines.map((l) => ({
         tenant_id: claims.tenant_id,

@@ -26,7 +26,12 @@ export class AttemptLifecycle {
     private readonly onChange: () => void,
   ) {}
 
-  async markRunning(ti: TaskInstanceRow, tryNumber: number, hostname: string, pid: number): Promise<boolean> {
+  async markRunning(
+    ti: TaskInstanceRow,
+    tryNumber: number,
+    hostname: string,
+    pid: number,
+  ): Promise<boolean> {
     const now = this.clock.now();
     const applied = await this.store.updateTaskInstance(
       ti.id,
@@ -108,7 +113,12 @@ export class AttemptLifecycle {
     }
     if (applied) {
       this.logger.info(
-        { dag_id: ti.dag_id, task_id: ti.task_id, try: tryNumber, retry: decision.kind === 'retry' },
+        {
+          dag_id: ti.dag_id,
+          task_id: ti.task_id,
+          try: tryNumber,
+          retry: decision.kind === 'retry',
+        },
         `attempt failed: ${input.reason}`,
       );
       this.onChange();

@@ -1,11 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import {
-  downstreamOf,
-  isActive,
-  LeoflowError,
-  manualRunId,
-  type Clock,
-} from '@leoflow/core';
+import { downstreamOf, isActive, LeoflowError, manualRunId, type Clock } from '@leoflow/core';
 import type { Store } from '../store/store.js';
 import type { DagRunRow } from '../store/types.js';
 
@@ -32,7 +26,8 @@ export class RunOperations {
       );
     }
     const version = await this.store.getDagVersion(tenantId, dagId, dag.current_version);
-    if (!version) throw new LeoflowError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dagId} has no current version`);
+    if (!version)
+      throw new LeoflowError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dagId} has no current version`);
     const spec = version.spec;
     const now = this.clock.now();
     const conf = input.conf ?? {};
@@ -74,12 +69,16 @@ export class RunOperations {
   ): Promise<{ run: DagRunRow; cleared: string[] }> {
     const run = await this.store.getRun(tenantId, dagId, runId);
     if (!run) {
-      throw new LeoflowError('LF_RUN_NOT_FOUND', `DAG ${dagId} has no run "${runId}"; see \`leoflow runs list\``);
+      throw new LeoflowError(
+        'LF_RUN_NOT_FOUND',
+        `DAG ${dagId} has no run "${runId}"; see \`leoflow runs list\``,
+      );
     }
     const dag = await this.store.getDag(tenantId, dagId);
     if (!dag) throw new LeoflowError('LF_DAG_NOT_FOUND', `no DAG "${dagId}"`);
     const current = await this.store.getDagVersion(tenantId, dagId, dag.current_version);
-    if (!current) throw new LeoflowError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dagId} has no current version`);
+    if (!current)
+      throw new LeoflowError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dagId} has no current version`);
     const spec = current.spec;
     const known = new Set(spec.tasks.map((t) => t.task_id));
 
@@ -96,7 +95,8 @@ export class RunOperations {
         }
       }
       const set = new Set(opts.taskIds);
-      if (opts.downstream) for (const id of opts.taskIds) for (const d of downstreamOf(spec, id)) set.add(d);
+      if (opts.downstream)
+        for (const id of opts.taskIds) for (const d of downstreamOf(spec, id)) set.add(d);
       targets = spec.tasks.map((t) => t.task_id).filter((id) => set.has(id));
     }
 
@@ -160,6 +160,9 @@ export class RunOperations {
 
 function checkConf(conf: Record<string, unknown>): void {
   if (typeof conf !== 'object' || conf === null || Array.isArray(conf)) {
-    throw new LeoflowError('LF_RUN_BAD_CONF', 'run conf must be a JSON object, e.g. --conf \'{"day":"2026-01-01"}\'');
+    throw new LeoflowError(
+      'LF_RUN_BAD_CONF',
+      'run conf must be a JSON object, e.g. --conf \'{"day":"2026-01-01"}\'',
+    );
   }
 }

@@ -132,7 +132,10 @@ export class Scheduler {
           now,
         });
         if (created) {
-          this.deps.logger.info({ dag_id: dag.dag_id, run_id: created.run_id }, 'scheduled run created');
+          this.deps.logger.info(
+            { dag_id: dag.dag_id, run_id: created.run_id },
+            'scheduled run created',
+          );
         }
       }
     }
@@ -218,7 +221,10 @@ export class Scheduler {
     const outcome = runOutcome(spec, states);
     if (outcome !== 'running') {
       if (await store.setRunState(run.id, ['running'], outcome, { ended_at: now })) {
-        this.deps.logger.info({ dag_id: run.dag_id, run_id: run.run_id, state: outcome }, 'run finished');
+        this.deps.logger.info(
+          { dag_id: run.dag_id, run_id: run.run_id, state: outcome },
+          'run finished',
+        );
       }
     }
   }
@@ -237,7 +243,10 @@ export class Scheduler {
         if (!activePerDag.has(key)) {
           activePerDag.set(
             key,
-            await store.countTaskInstancesInStates(run.tenant_id, run.dag_id, ['queued', 'running']),
+            await store.countTaskInstancesInStates(run.tenant_id, run.dag_id, [
+              'queued',
+              'running',
+            ]),
           );
         }
         if ((activePerDag.get(key) ?? 0) >= spec.max_active_tasks) continue;

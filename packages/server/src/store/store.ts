@@ -83,7 +83,11 @@ export interface Store {
   listDags(tenant_id: string, page: Page): Promise<DagRow[]>;
   /** every unpaused DAG of every tenant (the cron planner's input) */
   listSchedulableDags(): Promise<DagRow[]>;
-  getDagVersion(tenant_id: string, dag_id: string, version: number): Promise<DagVersionRow | undefined>;
+  getDagVersion(
+    tenant_id: string,
+    dag_id: string,
+    version: number,
+  ): Promise<DagVersionRow | undefined>;
   listDagVersions(tenant_id: string, dag_id: string): Promise<Omit<DagVersionRow, 'spec'>[]>;
   setDagPaused(tenant_id: string, dag_id: string, paused: boolean, now: number): Promise<boolean>;
 
@@ -102,7 +106,11 @@ export interface Store {
   ): Promise<DagRunRow[]>;
   /** across tenants, oldest first (scheduler input) */
   listRunsInStates(states: readonly DagRunState[]): Promise<DagRunRow[]>;
-  countRunsInStates(tenant_id: string, dag_id: string, states: readonly DagRunState[]): Promise<number>;
+  countRunsInStates(
+    tenant_id: string,
+    dag_id: string,
+    states: readonly DagRunState[],
+  ): Promise<number>;
   /** CAS on the run's state; sets started_at/ended_at when given */
   setRunState(
     id: string,
@@ -126,7 +134,10 @@ export interface Store {
   getTaskInstance(dag_run_id: string, task_id: string): Promise<TaskInstanceRow | undefined>;
   getTaskInstanceById(id: string): Promise<TaskInstanceRow | undefined>;
   /** across tenants */
-  listTaskInstancesInStates(states: readonly TaskInstanceState[], limit: number): Promise<TaskInstanceRow[]>;
+  listTaskInstancesInStates(
+    states: readonly TaskInstanceState[],
+    limit: number,
+  ): Promise<TaskInstanceRow[]>;
   countTaskInstancesInStates(
     tenant_id: string,
     dag_id: string,

@@ -20,7 +20,14 @@ export const REDACT_PATHS = [
   '*.renewed_token',
 ];
 
-const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+const LEVELS: Record<number, string> = {
+  10: 'TRACE',
+  20: 'DEBUG',
+  30: 'INFO',
+  40: 'WARN',
+  50: 'ERROR',
+  60: 'FATAL',
+};
 const OMIT = new Set(['level', 'time', 'msg', 'svc', 'pid', 'hostname']);
 
 /** One readable line per record for a person at a terminal; scripts and files get JSON. */
@@ -37,7 +44,9 @@ export function humanLogStream(out: NodeJS.WritableStream): Writable {
             .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
             .join(' ');
           const level = LEVELS[Number(rec.level)] ?? 'INFO';
-          out.write(`${time} ${level.padEnd(5)} ${String(rec.msg ?? '')}${extra ? `  ${extra}` : ''}\n`);
+          out.write(
+            `${time} ${level.padEnd(5)} ${String(rec.msg ?? '')}${extra ? `  ${extra}` : ''}\n`,
+          );
         } catch {
           out.write(`${line}\n`);
         }

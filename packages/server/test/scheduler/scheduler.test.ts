@@ -22,7 +22,11 @@ async function push(s: ReturnType<typeof spec>) {
 }
 
 /** Plays a well-behaved agent for one launch: register, then report the given outcome. */
-async function play(launch: AttemptLaunch, outcome: 'success' | 'failed', exitCode = outcome === 'success' ? 0 : 1) {
+async function play(
+  launch: AttemptLaunch,
+  outcome: 'success' | 'failed',
+  exitCode = outcome === 'success' ? 0 : 1,
+) {
   const agent = h.agent(launch.token);
   await agent.register({ agentVersion: 'test', hostname: 'h', pid: 1 });
   return agent.reportState(
@@ -36,12 +40,20 @@ async function play(launch: AttemptLaunch, outcome: 'success' | 'failed', exitCo
 async function states(runId: string, dagId: string) {
   const run = await h.store.getRun('default', dagId, runId);
   const tis = await h.store.listTaskInstances(run!.id);
-  return { run: run!.state, tasks: Object.fromEntries(tis.map((t) => [t.task_id, `${t.state}#${t.try_number}`])) };
+  return {
+    run: run!.state,
+    tasks: Object.fromEntries(tis.map((t) => [t.task_id, `${t.state}#${t.try_number}`])),
+  };
 }
 
 describe('scheduler over a manual clock', () => {
   it('runs a three-task chain to success in dependency order', async () => {
-    await push(spec({ dag_id: 'chain', tasks: [task('a'), task('b', { depends_on: ['a'] }), task('c', { depends_on: ['b'] })] }));
+    await push(
+      spec({
+        dag_id: 'chain',
+        tasks: [task('a'), task('b', { depends_on: ['a'] }), task('c', { depends_on: ['b'] })],
+      }),
+    );
     const run = await h.runs.trigger('default', 'chain', {});
     for (const expected of ['a', 'b', 'c']) {
       await h.scheduler.tick();
@@ -57,7 +69,15 @@ describe('scheduler over a manual clock', () => {
   });
 
   it('retries after the delay, then fails; downstream becomes upstream_failed', async () => {
-    await push(spec({ dag_id: 'flaky', tasks: [task('x', { retries: 1, retry_delay_seconds: 60 }), task('y', { depends_on: ['x'] })] }));
+    await push(
+      spec({
+        dag_id: 'flaky',
+        tasks: [
+          task('x', { retries: 1, retry_delay_seconds: 60 }),
+          task('y', { depends_on: ['x'] }),
+        ],
+      }),
+    );
     const run = await h.runs.trigger('default', 'flaky', {});
     await h.scheduler.tick();
     await play(h.executor.take()[0]!, 'failed');
@@ -73,8 +93,14 @@ describe('scheduler over a manual clock', () => {
     expect(retry.map((l) => `${l.identity.task_id}#${l.identity.try_number}`)).toEqual(['x#2']);
     await play(retry[0]!, 'failed');
     await h.scheduler.tick();
-    expect(await states(run.run_id, 'flaky')).toEqual({ run: 'failed', tasks: { x: 'failed#2', y: 'upstream_failed#1' } });
-    const history = await h.store.listTaskInstanceHistory((await h.store.getRun('default', 'flaky', run.run_id))!.id, 'x');
+    expect(await states(run.run_id, 'flaky')).toEqual({
+      run: 'failed',
+      tasks: { x: 'failed#2', y: 'upstream_failed#1' },
+    });
+    const history = await h.store.listTaskInstanceHistory(
+      (await h.store.getRun('default', 'flaky', run.run_id))!.id,
+      'x',
+    );
     expect(history.map((r) => `${r.state}#${r.try_number}`)).toEqual(['failed#1']);
   });
 
@@ -88,9 +114,18 @@ describe('scheduler over a manual clock', () => {
 
     // A year later, with a new version of the DAG: clearing must still work.
     h.clock.advance(365 * 24 * 3600_000);
-    const v2 = await push(spec({ dag_id: 'rerun', description: 'v2', tasks: [task('a', { command: 'echo v2' }), task('b', { depends_on: ['a'] })] }));
+    const v2 = await push(
+      spec({
+        dag_id: 'rerun',
+        description: 'v2',
+        tasks: [task('a', { command: 'echo v2' }), task('b', { depends_on: ['a'] })],
+      }),
+    );
     expect(v2.version).toBe(2);
-    const cleared = await h.runs.clear('default', 'rerun', run.run_id, { taskIds: ['a'], downstream: true });
+    const cleared = await h.runs.clear('default', 'rerun', run.run_id, {
+      taskIds: ['a'],
+      downstream: true,
+    });
     expect(cleared.cleared).toEqual(['a', 'b']);
     expect(cleared.run.dag_version).toBe(2);
 
@@ -101,7 +136,10 @@ describe('scheduler over a manual clock', () => {
     await h.scheduler.tick();
     await play(h.executor.take()[0]!, 'success');
     await h.scheduler.tick();
-    expect(await states(run.run_id, 'rerun')).toEqual({ run: 'success', tasks: { a: 'success#2', b: 'success#2' } });
+    expect(await states(run.run_id, 'rerun')).toEqual({
+      run: 'success',
+      tasks: { a: 'success#2', b: 'success#2' },
+    });
   });
 
   it('clearing a run gives tasks added in the current version their own task instances', async () => {
@@ -117,20 +155,27 @@ describe('scheduler over a manual clock', () => {
     await h.scheduler.tick();
     await play(h.executor.take()[0]!, 'success');
     await h.scheduler.tick();
-    expect(await states(run.run_id, 'grow')).toEqual({ run: 'success', tasks: { a: 'success#2', b: 'success#1' } });
+    expect(await states(run.run_id, 'grow')).toEqual({
+      run: 'success',
+      tasks: { a: 'success#2', b: 'success#1' },
+    });
   });
 
   it('refuses to clear an active task instance', async () => {
     await push(spec({ dag_id: 'busy', tasks: [task('a')] }));
     const run = await h.runs.trigger('default', 'busy', {});
     await h.scheduler.tick();
-    await expect(h.runs.clear('default', 'busy', run.run_id, { taskIds: ['a'], downstream: false })).rejects.toMatchObject({
+    await expect(
+      h.runs.clear('default', 'busy', run.run_id, { taskIds: ['a'], downstream: false }),
+    ).rejects.toMatchObject({
       code: 'LF_TASK_ACTIVE',
     });
   });
 
   it('a report from a superseded try changes nothing and answers should_terminate', async () => {
-    await push(spec({ dag_id: 'stale', tasks: [task('a', { retries: 1, retry_delay_seconds: 0 })] }));
+    await push(
+      spec({ dag_id: 'stale', tasks: [task('a', { retries: 1, retry_delay_seconds: 0 })] }),
+    );
     const run = await h.runs.trigger('default', 'stale', {});
     await h.scheduler.tick();
     const first = h.executor.take()[0]!;
@@ -142,7 +187,9 @@ describe('scheduler over a manual clock', () => {
     const second = h.executor.take();
     expect(second.map((l) => l.identity.try_number)).toEqual([2]);
 
-    const late = await h.agent(first.token).reportState(create(ReportStateRequestSchema, { state: ReportedState.SUCCESS }));
+    const late = await h
+      .agent(first.token)
+      .reportState(create(ReportStateRequestSchema, { state: ReportedState.SUCCESS }));
     expect(late.acknowledged).toBe(true);
     expect(late.shouldTerminate).toBe(true);
     const hb = await h.agent(first.token).heartbeat({});
@@ -182,14 +229,18 @@ describe('scheduler over a manual clock', () => {
     expect((await states(run.run_id, 'lost')).tasks.a).toBe('running#1');
     h.clock.advance(1_000);
     await h.scheduler.tick();
-    const ti = (await h.store.listTaskInstances((await h.store.getRun('default', 'lost', run.run_id))!.id))[0]!;
+    const ti = (
+      await h.store.listTaskInstances((await h.store.getRun('default', 'lost', run.run_id))!.id)
+    )[0]!;
     expect(ti.state).toBe('failed');
     expect(ti.error_message).toMatch(/^agent_lost:/);
     expect(h.executor.terminated).toEqual([`${ti.id}#1`]);
   });
 
   it('the dispatch-lost reaper retries an attempt whose agent never started', async () => {
-    await push(spec({ dag_id: 'nostart', tasks: [task('a', { retries: 1, retry_delay_seconds: 0 })] }));
+    await push(
+      spec({ dag_id: 'nostart', tasks: [task('a', { retries: 1, retry_delay_seconds: 0 })] }),
+    );
     const run = await h.runs.trigger('default', 'nostart', {});
     await h.scheduler.tick();
     h.executor.take();
@@ -220,7 +271,13 @@ describe('scheduler over a manual clock', () => {
   });
 
   it('max_active_tasks bounds concurrent attempts of a DAG', async () => {
-    await push(spec({ dag_id: 'wide', max_active_tasks: 2, tasks: ['a', 'b', 'c', 'd', 'e'].map((id) => task(id)) }));
+    await push(
+      spec({
+        dag_id: 'wide',
+        max_active_tasks: 2,
+        tasks: ['a', 'b', 'c', 'd', 'e'].map((id) => task(id)),
+      }),
+    );
     await h.runs.trigger('default', 'wide', {});
     await h.scheduler.tick();
     const first = h.executor.take();
