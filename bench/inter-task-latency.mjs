@@ -31,15 +31,26 @@ export async function run({ quick }) {
   const spawns = quick ? 8 : 30;
 
   // --- baselines, same run -------------------------------------------------------------------
-  log(`inter_task_latency: baseline: ${spawns} sequential spawns each of node -e 0, bash -c true, agent cold start`);
+  log(
+    `inter_task_latency: baseline: ${spawns} sequential spawns each of node -e 0, bash -c true, agent cold start`,
+  );
   const node = await sequentialSpawnStats(process.execPath, ['-e', '0'], spawns);
   const bash = await sequentialSpawnStats('bash', ['-c', 'true'], spawns);
   // The agent entry with an empty environment loads every module it needs, fails its config
   // check and exits 2: node boot + module loading, no RPC. Profiling aid, not the baseline.
-  const agentCold = await sequentialSpawnStats(process.execPath, [join(REPO, 'packages/agent/dist/main.js')], Math.min(spawns, 15), {
-    env: {},
-    okCodes: [2],
-  });
+  const agentCold = await sequentialSpawnStats(
+    process.execPath,
+    [join(REPO, 'packages/agent/dist/main.js')],
+    Math.min(spawns, 15),
+    {
+      env: {},
+      okCodes: [2],
+    },
+  );
+
+  // Profiling aid: the same entry bundled into one file (as packages/agent's `bundle` script
+  // does, built into a temp dir here), to separate module resolution/loading from the rest.
+  const agentBundled = await bundledAgentColdStart(Math.min(spawns, 15));
 
   // --- the chain -----------------------------------------------------------------------------
   const dags = tempDir('leoflow-bench-dags-');
@@ -47,7 +58,8 @@ export async function run({ quick }) {
   for (let i = 0; i < chainLength; i++) {
     const id = taskId(i);
     tasks.push(
-      `  - task_id: ${id}\n    type: bash\n    command: date +%s%3N\n` + (i > 0 ? `    depends_on: [${taskId(i - 1)}]\n` : ''),
+      `  - task_id: ${id}\n    type: bash\n    command: date +%s%3N\n` +
+        (i > 0 ? `    depends_on: [${taskId(i - 1)}]\n` : ''),
     );
   }
   writeDag(dags.dir, DAG_ID, `dag_id: ${DAG_ID}\nschedule: null\ntasks:\n${tasks.join('')}`);
@@ -61,7 +73,10 @@ export async function run({ quick }) {
       const runId = `chain_${r + 1}`;
       log(`inter_task_latency: run ${r + 1}/${runs} (${chainLength} tasks)`);
       await triggerRun(sa, DAG_ID, runId);
-      const detail = await waitForRun(sa, DAG_ID, runId, { timeoutMs: 30_000 + chainLength * 10_000, pollMs: 250 });
+      const detail = await waitForRun(sa, DAG_ID, runId, {
+        timeoutMs: 30_000 + chainLength * 10_000,
+        pollMs: 250,
+      });
       if (detail.run.state !== 'success') throw new Error(describeFailure(detail, sa));
       const diag = readAgentDiagnostics(sa.dataDir, runId);
       const byTask = new Map(detail.task_instances.map((ti) => [ti.task_id, ti]));
@@ -70,9 +85,13 @@ export async function run({ quick }) {
         const id = taskId(i);
         const ti = byTask.get(id);
         const lines = await taskLogs(sa, DAG_ID, runId, id);
-        const printed = lines.find((l) => l.stream === 'stdout' && /^\d{13}$/.test(l.message.trim()));
+        const printed = lines.find(
+          (l) => l.stream === 'stdout' && /^\d{13}$/.test(l.message.trim()),
+        );
         if (!printed) throw new Error(`${runId}/${id}: no printed start time in the logs`);
-        const spawnLine = lines.find((l) => l.stream === 'agent' && /^started \S+ process/.test(l.message));
+        const spawnLine = lines.find(
+          (l) => l.stream === 'agent' && /^started \S+ process/.test(l.message),
+        );
         const exitLine = lines.find((l) => l.stream === 'agent' && /^task exited/.test(l.message));
         marks.push({
           ended: ms(ti.ended_at),
@@ -93,11 +112,14 @@ export async function run({ quick }) {
           scheduler: down.queued - up.ended,
           agentStartRegister: down.registered - down.queued,
           queuedToSpawn: down.agentSpawning === null ? null : down.agentSpawning - down.queued,
-          spawnToRegistered: down.agentSpawning === null ? null : down.registered - down.agentSpawning,
+          spawnToRegistered:
+            down.agentSpawning === null ? null : down.registered - down.agentSpawning,
           registeredToCommand: down.printed - down.registered,
           registeredToSpec: down.specReceived === null ? null : down.specReceived - down.registered,
           specToSpawn:
-            down.specReceived === null || down.spawned === null ? null : down.spawned - down.specReceived,
+            down.specReceived === null || down.spawned === null
+              ? null
+              : down.spawned - down.specReceived,
           spawnToPrinted: down.spawned === null ? null : down.printed - down.spawned,
         });
       }
@@ -158,7 +180,11 @@ export async function run({ quick }) {
     baseline: {
       node_spawn_ms: node,
       bash_spawn_ms: bash,
-      agent_cold_start_ms: { ...agentCold, note: 'node packages/agent/dist/main.js with an empty env: boot + module load, exits 2 before any RPC' },
+      agent_cold_start_ms: {
+        ...agentCold,
+        note: 'node packages/agent/dist/main.js with an empty env: boot + module load, exits 2 before any RPC',
+      },
+      agent_bundled_cold_start_ms: agentBundled,
       first_rpc_probe_ms: {
         n: probeRuns.length,
         boot: summary(probeRuns.map((p) => p.boot_ms)),
@@ -172,9 +198,49 @@ export async function run({ quick }) {
     p50_ratio_to_node_spawn: ratio(lat.p50, node.p50),
     p50_ratio_to_bash_spawn: ratio(lat.p50, bash.p50),
     agent_cold_start_ratio_to_node_spawn: ratio(agentCold.p50, node.p50),
+    agent_bundled_cold_start_ratio_to_node_spawn: ratio(agentBundled.p50 ?? null, node.p50),
     target: { p50_ms_max: TARGET_P50_MS },
     meets_target: lat.p50 !== null && lat.p50 <= TARGET_P50_MS,
   };
+}
+
+/** Cold start of the agent bundled with esbuild (a profiling what-if; null when esbuild is absent). */
+async function bundledAgentColdStart(n) {
+  let esbuild;
+  try {
+    esbuild = await import('esbuild');
+  } catch {
+    return { skipped: 'esbuild is not installed' };
+  }
+  const out = tempDir('leoflow-bench-bundle-');
+  try {
+    const outfile = join(out.dir, 'leoflow-agent.mjs');
+    // the options of packages/agent's "bundle" script
+    await esbuild.build({
+      absWorkingDir: join(REPO, 'packages/agent'),
+      entryPoints: ['src/main.ts'],
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      conditions: ['source'],
+      outfile,
+      logLevel: 'silent',
+    });
+    const stats = await sequentialSpawnStats(process.execPath, [outfile], n, {
+      env: {},
+      okCodes: [2],
+    });
+    return {
+      ...stats,
+      bytes: statSync(outfile).size,
+      note: 'packages/agent src/main.ts bundled by esbuild into one file (temp dir), same empty-env exit 2: what module loading costs',
+    };
+  } catch (err) {
+    return { skipped: `bundle failed: ${String(err?.message ?? err).slice(0, 300)}` };
+  } finally {
+    await out.remove();
+  }
 }
 
 function taskId(i) {
@@ -196,7 +262,10 @@ function readAgentDiagnostics(dataDir, runId) {
   } catch {
     return out;
   }
-  const re = new RegExp(`^(\\S+) leoflow-agent\\[\\d+\\] info task ${DAG_ID}/${escape(runId)}/(\\S+) try \\d+ `, 'm');
+  const re = new RegExp(
+    `^(\\S+) leoflow-agent\\[\\d+\\] info task ${DAG_ID}/${escape(runId)}/(\\S+) try \\d+ `,
+    'm',
+  );
   for (const f of files) {
     let text;
     try {

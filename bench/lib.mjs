@@ -2,7 +2,15 @@
 // spawn baselines, /proc readers and statistics. Plain ESM (the bench runs without a build of
 // its own); talks to 127.0.0.1 only, and every loop is bounded in count and in time.
 import { spawn, execFileSync } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -74,7 +82,11 @@ export function tempDir(prefix) {
  * Starts `leoflow standalone` on ephemeral loopback ports with a fresh data dir and the default
  * heartbeat interval; resolves once it prints where its REST API listens.
  */
-export async function startStandalone({ dagsFolder, label = 'standalone', startTimeoutMs = 60_000 } = {}) {
+export async function startStandalone({
+  dagsFolder,
+  label = 'standalone',
+  startTimeoutMs = 60_000,
+} = {}) {
   checkAborted();
   const data = tempDir(`leoflow-bench-${label}-`);
   const dataDir = join(data.dir, 'data');
@@ -123,7 +135,10 @@ export async function startStandalone({ dagsFolder, label = 'standalone', startT
 
   try {
     const url = await new Promise((res, rej) => {
-      const timer = setTimeout(() => rej(new Error(`${label} did not start within ${startTimeoutMs} ms:\n${out}`)), startTimeoutMs);
+      const timer = setTimeout(
+        () => rej(new Error(`${label} did not start within ${startTimeoutMs} ms:\n${out}`)),
+        startTimeoutMs,
+      );
       const check = () => {
         const m = /REST API\s+(http:\/\/127\.0\.0\.1:\d+)\/api\/v1/.exec(out);
         if (m) {
@@ -183,14 +198,20 @@ export async function waitForRun(sa, dagId, runId, { timeoutMs = 120_000, pollMs
     if (Date.now() > deadline) {
       const states = {};
       for (const ti of d.task_instances) states[ti.state] = (states[ti.state] ?? 0) + 1;
-      throw new Error(`run ${dagId}/${runId} not finished after ${timeoutMs} ms (run ${d.run.state}, tasks ${JSON.stringify(states)})`);
+      throw new Error(
+        `run ${dagId}/${runId} not finished after ${timeoutMs} ms (run ${d.run.state}, tasks ${JSON.stringify(states)})`,
+      );
     }
     await sleep(pollMs);
   }
 }
 
 export async function taskLogs(sa, dagId, runId, taskId) {
-  const r = await api(sa, 'GET', `/api/v1/dags/${dagId}/runs/${runId}/tasks/${taskId}/logs?limit=10000`);
+  const r = await api(
+    sa,
+    'GET',
+    `/api/v1/dags/${dagId}/runs/${runId}/tasks/${taskId}/logs?limit=10000`,
+  );
   return r.lines;
 }
 
@@ -299,7 +320,10 @@ export function timedSpawn(file, args, { timeoutMs = 30_000, env, okCodes = [0] 
 export function nodeJson(script, args, timeoutMs = 30_000) {
   checkAborted();
   return new Promise((res, rej) => {
-    const p = spawn(process.execPath, [script, ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [script, ...args], {
+      cwd: REPO,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     p.stdout.on('data', (b) => (out += b.toString()));

@@ -38,7 +38,10 @@ export async function run({ quick }) {
 
   // --- standalone, idle, examples loaded -------------------------------------------------------
   log(`memory: standalone with examples/dags, idle ${idleMs} ms`);
-  const idle = await startStandalone({ dagsFolder: join(REPO, 'examples/dags'), label: 'memory-idle' });
+  const idle = await startStandalone({
+    dagsFolder: join(REPO, 'examples/dags'),
+    label: 'memory-idle',
+  });
   let standalone;
   try {
     await sleep(idleMs);
@@ -57,7 +60,7 @@ export async function run({ quick }) {
     `dag_id: ${DAG_ID}\nschedule: null\ntasks:\n  - task_id: sleeper\n    type: bash\n    command: sleep ${sleepS}\n`,
   );
   const sa = await startStandalone({ dagsFolder: dags.dir, label: 'memory-agent' });
-  let agent = { pid: null, samples: 0, hwm_kb: null, rss_kb: null };
+  const agent = { pid: null, samples: 0, hwm_kb: null, rss_kb: null };
   let standaloneAfter;
   try {
     await triggerRun(sa, DAG_ID, 'sleeper_1');
@@ -101,11 +104,17 @@ export async function run({ quick }) {
       vm_hwm_mb: agentMb,
       vm_rss_max_mb: mb(agent.rss_kb),
     },
-    baseline: { node_idle: { vm_hwm_mb: baseMb, vm_rss_mb: mb(baseline.rss_kb), samples: baseline.samples } },
+    baseline: {
+      node_idle: { vm_hwm_mb: baseMb, vm_rss_mb: mb(baseline.rss_kb), samples: baseline.samples },
+    },
     standalone_ratio_to_node: ratio(standaloneMb, baseMb),
     agent_ratio_to_node: ratio(agentMb, baseMb),
     target: { standalone_mb_max: TARGET_STANDALONE_MB, agent_mb_max: TARGET_AGENT_MB },
-    meets_target: standaloneMb !== null && agentMb !== null && standaloneMb <= TARGET_STANDALONE_MB && agentMb <= TARGET_AGENT_MB,
+    meets_target:
+      standaloneMb !== null &&
+      agentMb !== null &&
+      standaloneMb <= TARGET_STANDALONE_MB &&
+      agentMb <= TARGET_AGENT_MB,
     meets_target_detail: {
       standalone: standaloneMb !== null && standaloneMb <= TARGET_STANDALONE_MB,
       agent: agentMb !== null && agentMb <= TARGET_AGENT_MB,

@@ -12,25 +12,31 @@ if (!url || !/^http:\/\/127\.0\.0\.1:\d+$/.test(url)) {
   process.exit(2);
 }
 
-const [{ createClient, ConnectError }, { createGrpcTransport }, { AgentService }] = await Promise.all([
-  import('@connectrpc/connect'),
-  import('@connectrpc/connect-node'),
-  import('@leoflow/protocol'),
-]);
+const [{ createClient, ConnectError }, { createGrpcTransport }, { AgentService }] =
+  await Promise.all([
+    import('@connectrpc/connect'),
+    import('@connectrpc/connect-node'),
+    import('@leoflow/protocol'),
+  ]);
 const t1 = performance.now(); // modules loaded
 
 const transport = createGrpcTransport({
   baseUrl: url,
-  interceptors: [(next) => async (req) => {
-    req.header.set('authorization', 'Bearer not-a-token');
-    return next(req);
-  }],
+  interceptors: [
+    (next) => async (req) => {
+      req.header.set('authorization', 'Bearer not-a-token');
+      return next(req);
+    },
+  ],
 });
 const client = createClient(AgentService, transport);
 
 async function refusedCall() {
   try {
-    await client.register({ agentVersion: 'bench-probe', hostname: 'bench', pid: process.pid }, { timeoutMs: 10_000 });
+    await client.register(
+      { agentVersion: 'bench-probe', hostname: 'bench', pid: process.pid },
+      { timeoutMs: 10_000 },
+    );
     return 'accepted';
   } catch (err) {
     return ConnectError.from(err).code; // 16 = Unauthenticated expected

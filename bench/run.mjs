@@ -42,7 +42,10 @@ function parseArgs(argv) {
     else if (a === '--only' || a.startsWith('--only=')) {
       const v = a === '--only' ? argv[++i] : a.slice('--only='.length);
       if (!v) usage('--only needs a measurement name');
-      const names = v.split(',').map((s) => s.trim()).filter(Boolean);
+      const names = v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
       for (const n of names) if (!(n in MEASUREMENTS)) usage(`unknown measurement "${n}"`);
       opts.only = names;
     } else if (a === '--help' || a === '-h') usage();
@@ -91,13 +94,19 @@ async function main() {
     for (let attempt = 1; attempt <= 1 + opts.retries && !stopping; attempt++) {
       resetAbort();
       try {
-        const result = await withTimeout(MEASUREMENTS[name].run({ quick: opts.quick }), timeoutMs, name);
+        const result = await withTimeout(
+          MEASUREMENTS[name].run({ quick: opts.quick }),
+          timeoutMs,
+          name,
+        );
         out.results[name] = {
           ...result,
           duration_s: Math.round((Date.now() - t0) / 100) / 10,
           ...(earlierErrors.length > 0 ? { attempts: attempt, earlier_errors: earlierErrors } : {}),
         };
-        log(`== ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s, meets_target=${result.meets_target}`);
+        log(
+          `== ${name}: done in ${((Date.now() - t0) / 1000).toFixed(1)} s, meets_target=${result.meets_target}`,
+        );
         break;
       } catch (err) {
         abortMeasurement(String(err?.message ?? err));
@@ -105,14 +114,19 @@ async function main() {
         earlierErrors.push(String(err?.message ?? err).slice(0, 2_000));
         if (attempt > opts.retries) {
           failed++;
-          out.results[name] = { error: earlierErrors.at(-1), attempts: attempt, earlier_errors: earlierErrors, meets_target: false };
+          out.results[name] = {
+            error: earlierErrors.at(-1),
+            attempts: attempt,
+            earlier_errors: earlierErrors,
+            meets_target: false,
+          };
         }
       } finally {
         // whatever the attempt left behind (processes, temp dirs) goes now
         await cleanupAll();
       }
-      // A failure here has so far always been the environment (another process reinstalling
-      // node_modules under the agents); the retry is recorded in the results, never hidden.
+      // The failures seen while writing this came from the environment (another process
+      // reinstalling node_modules while agents loaded); a retry is recorded, never hidden.
       if (!out.results[name]) await new Promise((r) => setTimeout(r, 5_000));
     }
   }

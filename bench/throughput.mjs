@@ -35,15 +35,27 @@ export async function run({ quick }) {
   log(`throughput: baseline: ${n} spawns of node -e 0, ${concurrency} concurrent`);
   const baseline = await concurrentSpawns(process.execPath, ['-e', '0'], n, concurrency);
   // Profiling aid: what one agent costs before any RPC (boot + module load; exits 2 on its empty env).
-  const agentCold = await sequentialSpawnStats(process.execPath, [join(REPO, 'packages/agent/dist/main.js')], quick ? 5 : 20, {
-    env: {},
-    okCodes: [2],
-  });
+  const agentCold = await sequentialSpawnStats(
+    process.execPath,
+    [join(REPO, 'packages/agent/dist/main.js')],
+    quick ? 5 : 20,
+    {
+      env: {},
+      okCodes: [2],
+    },
+  );
 
   const dags = tempDir('leoflow-bench-dags-');
   const tasks = [];
-  for (let i = 0; i < n; i++) tasks.push(`  - task_id: t${String(i).padStart(3, '0')}\n    type: bash\n    command: "true"\n`);
-  writeDag(dags.dir, DAG_ID, `dag_id: ${DAG_ID}\nschedule: null\nmax_active_tasks: ${concurrency}\ntasks:\n${tasks.join('')}`);
+  for (let i = 0; i < n; i++)
+    tasks.push(
+      `  - task_id: t${String(i).padStart(3, '0')}\n    type: bash\n    command: "true"\n`,
+    );
+  writeDag(
+    dags.dir,
+    DAG_ID,
+    `dag_id: ${DAG_ID}\nschedule: null\nmax_active_tasks: ${concurrency}\ntasks:\n${tasks.join('')}`,
+  );
 
   const sa = await startStandalone({ dagsFolder: dags.dir, label: 'throughput' });
   let detail;
@@ -53,7 +65,10 @@ export async function run({ quick }) {
     log(`throughput: one run of ${n} tasks, max_active_tasks ${concurrency}`);
     cpu0 = procCpu(sa.pid);
     await triggerRun(sa, DAG_ID, 'fanout_1');
-    detail = await waitForRun(sa, DAG_ID, 'fanout_1', { timeoutMs: 60_000 + n * 3_000, pollMs: 500 });
+    detail = await waitForRun(sa, DAG_ID, 'fanout_1', {
+      timeoutMs: 60_000 + n * 3_000,
+      pollMs: 500,
+    });
     if (detail.run.state !== 'success') throw new Error(describeFailure(detail, sa));
     // agents exit right after their report is acknowledged; wait (bounded) until the last ones
     // are reaped so their CPU shows up in standalone's cutime/cstime
@@ -106,16 +121,21 @@ export async function run({ quick }) {
         'of_which_agent_cold_start = CPU of `node packages/agent/dist/main.js` exiting on an empty env (boot + module load)',
     },
     cpu_bound_attempts_per_s:
-      serverCpu === null || agentCpu === null ? null : round((cpus().length * 1000 * n) / (serverCpu + agentCpu), 2),
+      serverCpu === null || agentCpu === null
+        ? null
+        : round((cpus().length * 1000 * n) / (serverCpu + agentCpu), 2),
     baseline: {
       node_spawns: baseline,
-      node_spawns_cpu_bound_per_s:
-        baseline.cpu_ms_per_spawn ? round((cpus().length * 1000) / baseline.cpu_ms_per_spawn, 2) : null,
+      node_spawns_cpu_bound_per_s: baseline.cpu_ms_per_spawn
+        ? round((cpus().length * 1000) / baseline.cpu_ms_per_spawn, 2)
+        : null,
       agent_cold_start: agentCold,
     },
     ratio: r,
     cpu_ratio_agent_to_node_spawn:
-      agentCpu === null || baseline.cpu_ms_per_spawn === null ? null : ratio(agentCpu / n, baseline.cpu_ms_per_spawn),
+      agentCpu === null || baseline.cpu_ms_per_spawn === null
+        ? null
+        : ratio(agentCpu / n, baseline.cpu_ms_per_spawn),
     target: { ratio_min: TARGET_RATIO },
     meets_target: r !== null && r >= TARGET_RATIO,
   };

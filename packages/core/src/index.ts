@@ -4,3 +4,4 @@ export * from './dag/index.js';
 export * from './state/index.js';
 export * from './schedule/index.js';
 export * from './scheduling/index.js';
+export * from './connections/index.js';

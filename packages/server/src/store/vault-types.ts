@@ -1,0 +1,63 @@
+/**
+ * Persistence shapes of the credential plane. Secret material is stored only as ciphertext
+ * (`*_cipher`, AES-256-GCM envelope produced by the vault) with the id of the key that sealed it;
+ * the store never sees plaintext secrets.
+ */
+export interface VariableRecord {
+  tenant_id: string;
+  key: string;
+  /** plaintext value of a non-secret variable; null when is_secret */
+  value_text: string | null;
+  /** sealed value of a secret variable; null when not secret */
+  value_cipher: Uint8Array | null;
+  key_id: string | null;
+  is_secret: boolean;
+  description: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface ConnectionRecord {
+  tenant_id: string;
+  conn_id: string;
+  conn_type: string;
+  host: string | null;
+  login: string | null;
+  schema: string | null;
+  port: number | null;
+  description: string;
+  /** sealed JSON {password: string|null, extra: object|null}; null when the connection has neither */
+  secret_cipher: Uint8Array | null;
+  key_id: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export type SealedKind = 'variable' | 'connection';
+
+/** One sealed value, for key rotation. */
+export interface SealedRef {
+  kind: SealedKind;
+  tenant_id: string;
+  /** variable key or connection id */
+  id: string;
+  key_id: string;
+  cipher: Uint8Array;
+}
+
+export interface AuditRecord {
+  id: number;
+  tenant_id: string;
+  at: number;
+  /** who: "user:<sub>", "agent:<task_instance_id>#<try>", "system" */
+  actor: string;
+  /** e.g. connection.set, secret.scope_warning, secret.liveness_denied */
+  action: string;
+  resource_type: string;
+  resource_id: string;
+  request_id: string | null;
+  /** structured details; NEVER secret values (and for secret.* events, never names either) */
+  payload: Record<string, unknown>;
+}
+
+export type NewAuditRecord = Omit<AuditRecord, 'id'>;
