@@ -42,6 +42,8 @@ export async function startStandalone(opts: StandaloneOptions): Promise<Standalo
     '6s',
     '--dispatch-lost-threshold',
     '20s',
+    '--metrics-port',
+    '0',
     ...(opts.dagsFolder ? ['--dags-folder', opts.dagsFolder] : []),
     ...(opts.extraArgs ?? []),
   ];

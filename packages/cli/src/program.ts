@@ -1,8 +1,10 @@
 import { Command, Option } from 'commander';
+import { registerConnections } from './commands/connections.js';
 import { registerDags } from './commands/dags.js';
 import { registerRuns } from './commands/runs.js';
 import { registerStandalone } from './commands/standalone.js';
 import { registerTasks } from './commands/tasks.js';
+import { registerVariables } from './commands/variables.js';
 
 export function buildProgram(): Command {
   const program = new Command('leoflow')
@@ -23,5 +25,7 @@ export function buildProgram(): Command {
   registerDags(program);
   registerRuns(program);
   registerTasks(program);
+  registerVariables(program);
+  registerConnections(program);
   return program;
 }

@@ -5,3 +5,6 @@ export * from './state/index.js';
 export * from './schedule/index.js';
 export * from './scheduling/index.js';
 export * from './connections/index.js';
+export * from './credentials/index.js';
+export * from './config/index.js';
+export * from './variables/index.js';

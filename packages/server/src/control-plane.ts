@@ -9,11 +9,18 @@ import {
 } from '@leoflow/core';
 import type { Logger } from 'pino';
 import { buildApi } from './api/app.js';
-import { AgentTokenIssuer } from './auth/agent-token.js';
-import { loadOrCreateSigningKey } from './auth/signing-keys.js';
+import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS, AgentTokenIssuer } from './auth/agent-token.js';
+import { keyRetentionSeconds, loadSigningKeyring } from './auth/signing-keys.js';
+import { CachingAgentTokenVerifier } from './auth/token-cache.js';
+import { revokeAttemptCredential } from './credentials/revocation.js';
+import { isLoopbackHost, SecretDelivery } from './credentials/secret-delivery.js';
+import { seedVault } from './credentials/vault-seed.js';
+import { CredentialMetrics, startMetricsServer, type MetricsServer } from './metrics/index.js';
+import { loadKeyring, VaultService } from './vault/index.js';
 import { UserTokenIssuer } from './auth/user-token.js';
 import { agentUrl as agentUrlOf, type ServerConfig } from './config/server-config.js';
 import { compileDagFolder, findDagFolders } from './dags/compile-folder.js';
+import { checkDeclarations } from './dags/registration.js';
 import type { Executor } from './executor/executor.js';
 import { resolveRunAs, type RunAs } from './executor/run-as-user.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
@@ -33,6 +40,8 @@ export const ADMIN_TOKEN_FILE = 'admin.token';
 
 export interface ControlPlane {
   httpUrl: string;
+  metricsUrl: string | null;
+  keyringFile: string | null;
   agentUrl: string;
   adminTokenFile: string;
   runAs: RunAs | null;
@@ -61,11 +70,39 @@ export async function startControlPlane(
   await store.migrate();
   await store.ensureTenant(cfg.tenantId, cfg.tenantId, clock.now());
 
-  const heartbeatSeconds = Math.max(1, Math.round(cfg.execution.heartbeatIntervalMs / 1000));
-  const agentKey = await loadOrCreateSigningKey(cfg.dataDir, 'agent');
-  const userKey = await loadOrCreateSigningKey(cfg.dataDir, 'user');
-  const tokens = new AgentTokenIssuer(agentKey, agentTokenTtlSeconds(heartbeatSeconds));
-  const users = new UserTokenIssuer(userKey);
+  const credentialCfg = cfg.credentials;
+  const ttlSeconds = agentTokenTtlSeconds(cfg.execution.heartbeatIntervalMs / 1000);
+  const agentKeys = await loadSigningKeyring(cfg.dataDir, 'agent', {
+    retainSeconds: keyRetentionSeconds(ttlSeconds, AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS),
+    clock: () => clock.now(),
+  });
+  // Retained forever: the admin token has no exp.
+  const userKeys = await loadSigningKeyring(cfg.dataDir, 'user');
+  const tokens = new AgentTokenIssuer(agentKeys, ttlSeconds);
+  const verifier = new CachingAgentTokenVerifier(tokens);
+  const users = new UserTokenIssuer(userKeys.current());
+  const metrics = new CredentialMetrics();
+
+  // No fixed key: Lite generates its vault keyring on first start (mode 0600).
+  const {
+    keyring,
+    file: keyringFile,
+    created: keyringCreated,
+  } = await loadKeyring({
+    edition: 'lite',
+    dataDir: cfg.dataDir,
+    env: process.env,
+  });
+  if (keyringCreated) logger.info({ file: keyringFile }, 'generated the vault encryption keyring');
+  const vault = new VaultService(store, keyring, {
+    clock,
+    onUnreadable: (v) =>
+      logger.error(
+        { kind: v.kind, tenant_id: v.tenant_id, id: v.id, key_id: v.key_id, code: v.code },
+        'a stored secret cannot be decrypted; it is not delivered',
+      ),
+  });
+  if (cfg.vaultSeedDir) await seedVault(vault, cfg.tenantId, cfg.vaultSeedDir, clock.now(), logger);
   const adminTokenFile = join(cfg.dataDir, ADMIN_TOKEN_FILE);
   await ensureAdminToken(adminTokenFile, users, cfg.tenantId, clock.now());
 
@@ -88,23 +125,47 @@ export async function startControlPlane(
       logger,
     });
 
+  // Secrets travel in cleartext only over loopback; anywhere else the channel must be TLS.
+  const channelSecure = cfg.agent.tls !== null || isLoopbackHost(cfg.agent.host);
+  if (!channelSecure) {
+    logger.warn(
+      { host: cfg.agent.host },
+      'the agent channel is cleartext on a non-loopback address: Variables and Connections will not be delivered until agent TLS is configured',
+    );
+  }
+  const secrets = new SecretDelivery({
+    store,
+    vault,
+    specs,
+    clock,
+    logger,
+    scoping: credentialCfg.secretScoping,
+    liveness: credentialCfg.secretLivenessMode,
+    channelSecure,
+    metrics,
+  });
+
   const rpc = await startAgentRpcServer(
     createAgentService({
       store,
       specs,
       clock,
       tokens,
+      verifier,
       lifecycle,
       logger,
       heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs,
-      maxCredentialLifetimeMs: 24 * 3600 * 1000,
+      maxCredentialLifetimeMs: credentialCfg.maxAttemptCredentialLifetimeSeconds * 1000,
+      secrets,
       onChange: poke,
+      onRenewal: (outcome) => metrics.renewal(outcome),
     }),
     cfg.agent.host,
     cfg.agent.port,
     cfg.agent.tls
       ? { cert: readFileSync(cfg.agent.tls.certFile), key: readFileSync(cfg.agent.tls.keyFile) }
       : null,
+    (err) => logger.error({ err }, 'agent RPC failed'),
   );
   const agentUrl = agentUrlOf(cfg, rpc.port);
 
@@ -147,17 +208,29 @@ export async function startControlPlane(
     clock,
     users,
     runs,
+    vault,
     logger,
     version: LEOFLOW_VERSION,
     onChange: poke,
+    revoke: (input) =>
+      revokeAttemptCredential(
+        { store, clock, executor, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },
+        input,
+      ),
   });
   await api.listen({ host: cfg.http.host, port: cfg.http.port });
   const addr = api.server.address();
   const httpPort = typeof addr === 'object' && addr ? addr.port : cfg.http.port;
+  let metricsServer: MetricsServer | null = null;
+  if (cfg.metrics.port !== null) {
+    metricsServer = await startMetricsServer(metrics.registry, cfg.metrics.host, cfg.metrics.port);
+  }
   scheduler.start();
 
   return {
     httpUrl: `http://${cfg.http.host}:${httpPort}`,
+    metricsUrl: metricsServer ? `http://${cfg.metrics.host}:${metricsServer.port}/metrics` : null,
+    keyringFile: keyringFile ?? null,
     agentUrl,
     adminTokenFile,
     runAs,
@@ -169,6 +242,7 @@ export async function startControlPlane(
       await api.close();
       await executor.close();
       await rpc.close();
+      await metricsServer?.close();
       await store.close();
     },
   };
@@ -208,6 +282,13 @@ export async function loadDagsFolder(
         { file: result.file, errors: result.errors.length },
         `DAG not loaded:\n${result.errors.map(formatDiagnostic).join('\n')}`,
       );
+      continue;
+    }
+    try {
+      await checkDeclarations(store, tenantId, result.spec);
+    } catch (err) {
+      failed.push(dir);
+      logger.error({ file: result.file }, `DAG not loaded: ${(err as Error).message}`);
       continue;
     }
     const out = await store.putDagVersion(

@@ -19,6 +19,11 @@ interface StandaloneFlags {
   agentTlsCert?: string;
   agentTlsKey?: string;
   agentTlsCa?: string;
+  secretScoping?: string;
+  secretLivenessMode?: string;
+  maxAttemptCredentialLifetime?: string;
+  metricsPort?: string;
+  vaultSeed?: string;
 }
 
 /** defaults < env (LEOFLOW_…) < flags */
@@ -71,16 +76,6 @@ export async function standaloneConfig(
   const dur = (v: string | undefined, setting: string, fallback: number) =>
     v === undefined ? fallback : parseDurationMs(v, setting);
   const ex = cfg.execution;
-  ex.heartbeatIntervalMs = dur(
-    pick(flags.heartbeatInterval, 'LEOFLOW_EXECUTION_HEARTBEAT_INTERVAL'),
-    'execution.heartbeat_interval',
-    ex.heartbeatIntervalMs,
-  );
-  ex.agentLostThresholdMs = dur(
-    pick(flags.agentLostThreshold, 'LEOFLOW_EXECUTION_AGENT_LOST_THRESHOLD'),
-    'execution.agent_lost_threshold',
-    ex.agentLostThresholdMs,
-  );
   ex.dispatchLostThresholdMs = dur(
     pick(flags.dispatchLostThreshold, 'LEOFLOW_EXECUTION_DISPATCH_LOST_THRESHOLD'),
     'execution.dispatch_lost_threshold',
@@ -105,15 +100,36 @@ export async function standaloneConfig(
       caFile: ca ? resolve(ca) : null,
     };
   }
+  cfg.metrics.port = port(
+    pick(flags.metricsPort, 'LEOFLOW_METRICS_PORT'),
+    '--metrics-port / LEOFLOW_METRICS_PORT',
+    cfg.metrics.port ?? 0,
+  );
+  const seed = pick(flags.vaultSeed, 'LEOFLOW_VAULT_SEED');
+  if (seed) cfg.vaultSeedDir = resolve(seed);
   const level = pick(flags.logLevel, 'LEOFLOW_LOG_LEVEL');
   if (level) cfg.logLevel = level;
-  if (ex.heartbeatIntervalMs >= ex.agentLostThresholdMs) {
-    throw new CliError(
-      `execution.heartbeat_interval (${ex.heartbeatIntervalMs} ms) must be below execution.agent_lost_threshold ` +
-        `(${ex.agentLostThresholdMs} ms); raise LEOFLOW_EXECUTION_AGENT_LOST_THRESHOLD or lower the interval`,
-      2,
-      'LF_CONFIG_LADDER',
-    );
+
+  // The credential plane's keys (and the timing ladder they are checked against) resolve in
+  // core: defaults < env < flags, every problem named by key, boot refused on any.
+  const { loadCredentialPlaneConfig, isLeoflowError } = await import('@leoflow/core');
+  try {
+    const { config } = loadCredentialPlaneConfig({
+      env,
+      flags: {
+        'execution.heartbeat_interval': flags.heartbeatInterval,
+        'execution.agent_lost_threshold': flags.agentLostThreshold,
+        'auth.secret_scoping': flags.secretScoping,
+        'auth.secret_liveness_mode': flags.secretLivenessMode,
+        'auth.max_attempt_credential_lifetime': flags.maxAttemptCredentialLifetime,
+      },
+    });
+    cfg.credentials = config;
+    ex.heartbeatIntervalMs = Math.round(config.heartbeatIntervalSeconds * 1000);
+    ex.agentLostThresholdMs = Math.round(config.agentLostThresholdSeconds * 1000);
+  } catch (err) {
+    if (isLeoflowError(err)) throw new CliError(err.message, 2, err.code);
+    throw err;
   }
   return cfg;
 }
@@ -142,6 +158,26 @@ export function registerStandalone(program: Command): void {
       'when root, run tasks as this user (default nobody; "none" disables)',
     )
     .option('--log-level <level>', 'debug, info, warn, error (default info)')
+    .option(
+      '--secret-scoping <mode>',
+      'permissive (default), enforce or off: which Variables/Connections a task receives',
+    )
+    .option(
+      '--secret-liveness-mode <mode>',
+      'observe (default) or enforce: refuse secrets to attempts that are no longer live',
+    )
+    .option(
+      '--max-attempt-credential-lifetime <duration>',
+      'renewal ceiling for one attempt credential (default 24h; 0 disables)',
+    )
+    .option(
+      '--metrics-port <port>',
+      'Prometheus /metrics listener on 127.0.0.1 (default 9464; 0 picks a free one)',
+    )
+    .option(
+      '--vault-seed <dir>',
+      'at start, import connections.json / variables.json (Airflow export format) from <dir> for names not yet defined',
+    )
     .option('--agent-tls-cert <pem>', 'serve the agent RPC over TLS with this certificate')
     .option('--agent-tls-key <pem>', 'the private key for --agent-tls-cert')
     .option(

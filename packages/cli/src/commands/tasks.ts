@@ -56,6 +56,38 @@ export function registerTasks(program: Command): void {
     );
 
   tasks
+    .command('revoke-credential <run_id> <task_id>')
+    .description(
+      "stop a live attempt's credential from resolving secrets and renewing, now (the task keeps running unless --terminate)",
+    )
+    .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
+    .option('--try <n>', 'which try (default: the current one)')
+    .option('--terminate', 'also stop the attempt')
+    .action(
+      async (
+        runId: string,
+        taskId: string,
+        flags: { dag?: string; try?: string; terminate?: boolean },
+        cmd: Command,
+      ) => {
+        const g = globalOpts(cmd);
+        const client = new ApiClient(g);
+        const ref = await resolveRun(client, runId, flags.dag);
+        const res = await client.request<{ try_number: number; terminated: boolean }>(
+          'POST',
+          `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/revoke-credential`,
+          { ...(flags.try ? { try: Number(flags.try) } : {}), terminate: flags.terminate ?? false },
+        );
+        const format = parseOutput(g.output);
+        if (format === 'table') {
+          process.stdout.write(
+            `revoked the credential of ${taskId} try ${res.try_number}${res.terminated ? '; the attempt is being stopped' : ''}\n`,
+          );
+        } else print(format, res);
+      },
+    );
+
+  tasks
     .command('clear <run_id> [task_ids...]')
     .description(
       'clear-and-rerun: new tries for the given tasks (default: the whole run), bound to the current DAG version',

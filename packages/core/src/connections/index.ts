@@ -1,1 +1,39 @@
 export * from './connection.js';
+export {
+  parseConnectionUri,
+  formatConnectionUri,
+  normalizeConnection,
+  normalizeConnType,
+  EXTRA_QUERY_KEY,
+} from './uri.js';
+export { parseConnectionJson, CONNECTION_JSON_FIELDS } from './json.js';
+export { URI_FORMAT, JSON_FORMAT } from './errors.js';
+export { connectionEnvName, CONN_ENV_PREFIX } from './env-name.js';
+export {
+  parseAirflowConnectionsExport,
+  type ImportedConnection,
+  type ConnectionsExportFormat,
+} from './import.js';
+export type { ImportIssue } from './import-issues.js';
+export { fromAirflowEnv } from './airflow-env.js';
+export {
+  isSensitiveKey,
+  redactConnectionExtra,
+  redactConnection,
+  DEFAULT_SENSITIVE_FIELDS,
+  MASK,
+} from './masking.js';
+export {
+  resolveGcpConnectionFields,
+  GCP_CONN_TYPE,
+  GCP_LEGACY_PREFIX,
+  GCP_CREDENTIAL_ORDER,
+  type GcpConnectionFields,
+  type GcpCredentialSource,
+} from './gcp.js';
+export {
+  checkConnectionStructure,
+  type ConnectionCheck,
+  type ConnectionCheckResult,
+  type ConnectionCheckInput,
+} from './check.js';

@@ -8,7 +8,11 @@ import {
 } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { UserPrincipal, UserTokenIssuer } from '../auth/user-token.js';
+import { checkDeclarations } from '../dags/registration.js';
 import type { RunOperations } from '../scheduler/run-operations.js';
+import type { VaultService } from '../vault/vault-service.js';
+import { registerVaultRoutes } from './vault-routes.js';
+import { auditRequest } from './audit.js';
 import type { Store } from '../store/store.js';
 import { dagOut, historyOut, logLineOut, runOut, taskInstanceOut } from './serialize.js';
 import {
@@ -22,10 +26,19 @@ import {
 } from './schemas.js';
 
 export interface ApiDeps {
+  revoke: (input: {
+    tenantId: string;
+    dagId: string;
+    runId: string;
+    taskId: string;
+    tryNumber?: number;
+    terminate: boolean;
+  }) => Promise<{ task_instance_id: string; try_number: number; terminated: boolean }>;
   store: Store;
   clock: Clock;
   users: UserTokenIssuer;
   runs: RunOperations;
+  vault: VaultService;
   logger: Logger;
   version: string;
   onChange: () => void;
@@ -43,6 +56,10 @@ const STATUS_BY_CODE: Record<string, number> = {
   LF_TASK_NOT_FOUND: 404,
   LF_DAG_VERSION_NOT_FOUND: 404,
   LF_XCOM_NOT_FOUND: 404,
+  LF_VARIABLE_NOT_FOUND: 404,
+  LF_CONNECTION_NOT_FOUND: 404,
+  LF_FORBIDDEN: 403,
+  LF_ATTEMPT_NOT_LIVE: 409,
   LF_RUN_EXISTS: 409,
   LF_TASK_ACTIVE: 409,
   LF_UNAUTHENTICATED: 401,
@@ -172,12 +189,23 @@ export function buildApi(deps: ApiDeps) {
           );
         }
         const spec = result.spec;
+        await checkDeclarations(store, req.principal.tenant_id, spec);
         const out = await store.putDagVersion(
           req.principal.tenant_id,
           spec,
           dagSpecHash(spec),
           clock.now(),
         );
+        if (out.created) {
+          await auditRequest(
+            store,
+            clock,
+            req,
+            'dag.version.register',
+            { type: 'dag', id: spec.dag_id },
+            { version: out.version },
+          );
+        }
         deps.onChange();
         return { dag_id: spec.dag_id, version: out.version, created: out.created };
       },
@@ -222,6 +250,10 @@ export function buildApi(deps: ApiDeps) {
         const { is_paused } = req.body as { is_paused: boolean };
         await requireDag(req.principal.tenant_id, dag_id);
         await store.setDagPaused(req.principal.tenant_id, dag_id, is_paused, clock.now());
+        await auditRequest(store, clock, req, is_paused ? 'dag.pause' : 'dag.unpause', {
+          type: 'dag',
+          id: dag_id,
+        });
         deps.onChange();
         return dagOut(await requireDag(req.principal.tenant_id, dag_id));
       },
@@ -319,6 +351,10 @@ export function buildApi(deps: ApiDeps) {
         const run = await runs.trigger(req.principal.tenant_id, dag_id, {
           ...(body.conf !== undefined ? { conf: body.conf } : {}),
           ...(body.run_id !== undefined ? { runId: body.run_id } : {}),
+        });
+        await auditRequest(store, clock, req, 'run.trigger', {
+          type: 'dag_run',
+          id: `${dag_id}/${run.run_id}`,
         });
         return runOut(run);
       },
@@ -421,6 +457,14 @@ export function buildApi(deps: ApiDeps) {
           taskIds: body.task_ids ?? null,
           downstream: body.downstream ?? true,
         });
+        await auditRequest(
+          store,
+          clock,
+          req,
+          'run.clear',
+          { type: 'dag_run', id: `${dag_id}/${run_id}` },
+          { cleared: out.cleared },
+        );
         return { run: runOut(out.run), cleared: out.cleared };
       },
     );
@@ -563,6 +607,113 @@ export function buildApi(deps: ApiDeps) {
       },
     );
 
+    api.post(
+      '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/revoke-credential',
+      {
+        schema: {
+          body: {
+            type: 'object',
+            properties: {
+              try: { type: 'integer', minimum: 1 },
+              terminate: { type: 'boolean', default: false },
+            },
+            additionalProperties: false,
+          },
+          response: {
+            200: {
+              type: 'object',
+              properties: { try_number: { type: 'integer' }, terminated: { type: 'boolean' } },
+            },
+            ...stdErrors,
+          },
+        },
+      },
+      async (req) => {
+        const { dag_id, run_id, task_id } = req.params as {
+          dag_id: string;
+          run_id: string;
+          task_id: string;
+        };
+        const body = (req.body ?? {}) as { try?: number; terminate?: boolean };
+        if (req.principal.role !== 'admin') {
+          throw new LeoflowError('LF_FORBIDDEN', 'revoking a credential needs the admin role');
+        }
+        const out = await deps.revoke({
+          tenantId: req.principal.tenant_id,
+          dagId: dag_id,
+          runId: run_id,
+          taskId: task_id,
+          ...(body.try !== undefined ? { tryNumber: body.try } : {}),
+          terminate: body.terminate ?? false,
+        });
+        await auditRequest(
+          store,
+          clock,
+          req,
+          'credential.revoke',
+          { type: 'task_instance', id: `${dag_id}/${run_id}/${task_id}` },
+          {
+            try_number: out.try_number,
+            terminate: out.terminated,
+          },
+        );
+        return out;
+      },
+    );
+
+    api.get(
+      '/api/v1/audit',
+      {
+        schema: {
+          querystring: {
+            type: 'object',
+            properties: {
+              ...pageQuery,
+              since: { type: 'string', format: 'date-time' },
+              action: { type: 'string' },
+            },
+            additionalProperties: false,
+          },
+          response: {
+            200: {
+              type: 'object',
+              properties: {
+                events: {
+                  type: 'array',
+                  items: {
+                    type: 'object',
+                    properties: {
+                      at: { type: 'string' },
+                      actor: { type: 'string' },
+                      action: { type: 'string' },
+                      resource_type: { type: 'string' },
+                      resource_id: { type: 'string' },
+                      request_id: { type: ['string', 'null'] },
+                      payload: { type: 'object', additionalProperties: true },
+                    },
+                  },
+                },
+              },
+            },
+            ...stdErrors,
+          },
+        },
+      },
+      async (req) => {
+        const q = req.query as { limit: number; offset: number; since?: string; action?: string };
+        const events = await store.listAudit(
+          req.principal.tenant_id,
+          {
+            ...(q.since ? { since: Date.parse(q.since) } : {}),
+            ...(q.action ? { action: q.action } : {}),
+          },
+          { limit: q.limit, offset: q.offset },
+        );
+        return { events: events.map((e) => ({ ...e, at: new Date(e.at).toISOString() })) };
+      },
+    );
+
+    registerVaultRoutes(api, { store, clock, vault: deps.vault });
     done();
   });
 

@@ -1,9 +1,30 @@
 import { createHash } from 'node:crypto';
-import { errors as joseErrors, jwtVerify, SignJWT } from 'jose';
-import { SIGNING_ALG, type SigningKey } from './signing-keys.js';
+import {
+  decodeProtectedHeader,
+  errors as joseErrors,
+  jwtVerify,
+  SignJWT,
+  type CryptoKey,
+  type JWTHeaderParameters,
+} from 'jose';
+import {
+  SIGNING_ALG,
+  singleKeyRing,
+  type SigningKey,
+  type SigningKeyring,
+  type VerificationKeyring,
+} from './signing-keys.js';
 
 export const AGENT_AUDIENCE = 'leoflow-agent';
 export const TOKEN_ISSUER = 'leoflow';
+
+/**
+ * Seconds of clock skew a verifier forgives on `exp`/`nbf`. 5 s: enough for NTP-synced replicas
+ * that mint and verify on different hosts, small next to the 10 min token TTL, so it never
+ * meaningfully extends a captured token. In Lite minting and verification share one clock.
+ */
+export const AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS = 5;
+const MAX_CLOCK_TOLERANCE_SECONDS = 10;
 
 /** The identity one attempt's credential carries; the server trusts nothing else from the agent. */
 export interface AttemptIdentity {
@@ -31,14 +52,128 @@ export class AgentTokenError extends Error {
   }
 }
 
-export class AgentTokenIssuer {
+/** What the RPC layer needs: anything that turns a bearer into verified claims. */
+export interface AgentTokenVerification {
+  verify(token: string, nowMs: number): Promise<AgentTokenClaims>;
+}
+
+export type RenewResult = { token: string } | { stopped: 'ceiling' };
+
+export interface AgentTokenVerifierOptions {
+  /** 0..10 s; default AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS */
+  clockToleranceSeconds?: number;
+}
+
+/**
+ * Verifies agent tokens against public keys only, so a verify-only replica built from the
+ * control plane's JWKS can authenticate agents without being able to mint for them.
+ */
+export class AgentTokenVerifier implements AgentTokenVerification {
+  readonly clockToleranceSeconds: number;
+
   constructor(
-    private readonly key: SigningKey,
-    private readonly ttlSeconds: number,
-  ) {}
+    private readonly keys: VerificationKeyring,
+    opts: AgentTokenVerifierOptions = {},
+  ) {
+    const tol = opts.clockToleranceSeconds ?? AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS;
+    if (!Number.isFinite(tol) || tol < 0 || tol > MAX_CLOCK_TOLERANCE_SECONDS) {
+      throw new RangeError(
+        `clock tolerance must be 0..${MAX_CLOCK_TOLERANCE_SECONDS} s, got ${String(tol)}`,
+      );
+    }
+    this.clockToleranceSeconds = tol;
+  }
+
+  async verify(token: string, nowMs: number): Promise<AgentTokenClaims> {
+    try {
+      const key = await this.keyFor(token, nowMs);
+      const { payload } = await jwtVerify(token, key, {
+        // Only EdDSA: `none`, HS256 (a public key misused as an HMAC secret) and RS/ES are refused
+        // before any signature work.
+        algorithms: [SIGNING_ALG],
+        audience: AGENT_AUDIENCE,
+        issuer: TOKEN_ISSUER,
+        requiredClaims: ['exp', 'iat', 'sub'],
+        currentDate: new Date(nowMs),
+        clockTolerance: this.clockToleranceSeconds,
+      });
+      return claimsOf(payload);
+    } catch (err) {
+      if (err instanceof AgentTokenError) throw err;
+      if (err instanceof joseErrors.JWTExpired) throw new AgentTokenError('expired');
+      throw new AgentTokenError('invalid');
+    }
+  }
+
+  /** The key named by the header's kid; never "try every key", so a kid cannot be skipped. */
+  private async keyFor(token: string, nowMs: number): Promise<CryptoKey> {
+    let header: JWTHeaderParameters;
+    try {
+      header = decodeProtectedHeader(token) as JWTHeaderParameters;
+    } catch {
+      throw new AgentTokenError('invalid');
+    }
+    if (header.alg !== SIGNING_ALG || typeof header.kid !== 'string' || header.kid === '') {
+      throw new AgentTokenError('invalid');
+    }
+    let key = this.keys.verificationKey(header.kid, nowMs);
+    if (!key && this.keys.refresh && (await this.keys.refresh())) {
+      // Another process may have rotated: the new kid is on disk but not yet in memory.
+      key = this.keys.verificationKey(header.kid, nowMs);
+    }
+    if (!key) throw new AgentTokenError('invalid');
+    return key;
+  }
+}
+
+export type AgentTokenIssuerOptions = AgentTokenVerifierOptions;
+
+/**
+ * Mints, verifies and renews per-attempt agent tokens. Signs with the keyring's current key and
+ * stamps its kid; verifies by the kid in the token header, so tokens from a just-retired key keep
+ * working through a rotation.
+ */
+export class AgentTokenIssuer implements AgentTokenVerification {
+  private readonly keys: SigningKeyring;
+  private readonly verifier: AgentTokenVerifier;
+
+  /**
+   * @param keys the agent keyring (a bare SigningKey is accepted for older callers; it cannot
+   *   rotate)
+   * @param ttlSeconds the per-attempt TTL, agentTokenTtlSeconds(heartbeatSeconds) from @leoflow/core
+   */
+  constructor(
+    keys: SigningKeyring | SigningKey,
+    readonly ttlSeconds: number,
+    opts: AgentTokenIssuerOptions = {},
+  ) {
+    if (!Number.isFinite(ttlSeconds) || ttlSeconds <= 0) {
+      throw new RangeError(`agent token TTL must be positive, got ${String(ttlSeconds)}`);
+    }
+    if ('current' in keys) {
+      this.keys = keys;
+    } else if ('privateKey' in keys && keys.privateKey) {
+      this.keys = singleKeyRing('agent', keys);
+    } else {
+      // e.g. a VerifyOnlyKeyring: it has no private key and must stay unable to mint.
+      throw new TypeError(
+        'AgentTokenIssuer needs a signing key; use AgentTokenVerifier to verify only',
+      );
+    }
+    if (this.keys.purpose !== 'agent') {
+      // A user-purpose ring here would let one key sign both audiences.
+      throw new RangeError(`agent tokens need the agent keyring, got the ${this.keys.purpose} one`);
+    }
+    this.verifier = new AgentTokenVerifier(this.keys, opts);
+  }
+
+  get clockToleranceSeconds(): number {
+    return this.verifier.clockToleranceSeconds;
+  }
 
   async mint(identity: AttemptIdentity, nowMs: number, oiatSeconds?: number): Promise<string> {
     const iat = Math.floor(nowMs / 1000);
+    const key = this.keys.current();
     return new SignJWT({
       tid: identity.tenant_id,
       dag: identity.dag_id,
@@ -49,57 +184,66 @@ export class AgentTokenIssuer {
       ti: identity.task_instance_id,
       oiat: oiatSeconds ?? iat,
     })
-      .setProtectedHeader({ alg: SIGNING_ALG, kid: this.key.kid, typ: 'JWT' })
+      .setProtectedHeader({ alg: SIGNING_ALG, kid: key.kid, typ: 'JWT' })
       .setIssuer(TOKEN_ISSUER)
       .setAudience(AGENT_AUDIENCE)
-      .setSubject(`attempt:${identity.task_instance_id}:${identity.try_number}`)
+      .setSubject(attemptSubject(identity))
       .setIssuedAt(iat)
       .setExpirationTime(iat + this.ttlSeconds)
-      .sign(this.key.privateKey);
+      .sign(key.privateKey);
   }
 
-  async verify(token: string, nowMs: number): Promise<AgentTokenClaims> {
-    try {
-      const { payload } = await jwtVerify(token, this.key.publicKey, {
-        algorithms: [SIGNING_ALG],
-        audience: AGENT_AUDIENCE,
-        issuer: TOKEN_ISSUER,
-        currentDate: new Date(nowMs),
-        clockTolerance: 0,
-      });
-      const p = payload as Record<string, unknown>;
-      if (
-        typeof p.tid !== 'string' ||
-        typeof p.dag !== 'string' ||
-        typeof p.drid !== 'string' ||
-        typeof p.run !== 'string' ||
-        typeof p.task !== 'string' ||
-        typeof p.try !== 'number' ||
-        typeof p.ti !== 'string' ||
-        typeof p.oiat !== 'number' ||
-        typeof p.exp !== 'number' ||
-        typeof p.iat !== 'number'
-      ) {
-        throw new AgentTokenError('invalid');
-      }
-      return {
-        tenant_id: p.tid,
-        dag_id: p.dag,
-        dag_run_id: p.drid,
-        run_id: p.run,
-        task_id: p.task,
-        try_number: p.try,
-        task_instance_id: p.ti,
-        iat: p.iat,
-        exp: p.exp,
-        oiat: p.oiat,
-      };
-    } catch (err) {
-      if (err instanceof AgentTokenError) throw err;
-      if (err instanceof joseErrors.JWTExpired) throw new AgentTokenError('expired');
-      throw new AgentTokenError('invalid');
-    }
+  verify(token: string, nowMs: number): Promise<AgentTokenClaims> {
+    return this.verifier.verify(token, nowMs);
   }
+
+  /**
+   * Re-mints a live attempt's credential: exp = now + TTL (never the old exp + TTL), same
+   * identity, same oiat. Past the ceiling — measured from oiat, ≤ 0 disables — renewal quietly
+   * stops and the current token simply runs out; the task itself is never stopped by this.
+   * `claims` must come from a verified token.
+   */
+  async renew(claims: AgentTokenClaims, nowMs: number, ceilingMs: number): Promise<RenewResult> {
+    if (ceilingMs > 0 && nowMs - claims.oiat * 1000 > ceilingMs) return { stopped: 'ceiling' };
+    return { token: await this.mint(claims, nowMs, claims.oiat) };
+  }
+}
+
+function attemptSubject(identity: AttemptIdentity): string {
+  return `attempt:${identity.task_instance_id}:${identity.try_number}`;
+}
+
+function claimsOf(p: Record<string, unknown>): AgentTokenClaims {
+  if (
+    typeof p.tid !== 'string' ||
+    typeof p.dag !== 'string' ||
+    typeof p.drid !== 'string' ||
+    typeof p.run !== 'string' ||
+    typeof p.task !== 'string' ||
+    typeof p.try !== 'number' ||
+    !Number.isInteger(p.try) ||
+    typeof p.ti !== 'string' ||
+    typeof p.oiat !== 'number' ||
+    typeof p.exp !== 'number' ||
+    typeof p.iat !== 'number'
+  ) {
+    throw new AgentTokenError('invalid');
+  }
+  const claims: AgentTokenClaims = {
+    tenant_id: p.tid,
+    dag_id: p.dag,
+    dag_run_id: p.drid,
+    run_id: p.run,
+    task_id: p.task,
+    try_number: p.try,
+    task_instance_id: p.ti,
+    iat: p.iat,
+    exp: p.exp,
+    oiat: p.oiat,
+  };
+  // sub is redundant with ti/try; a mismatch means the token was not minted by this code.
+  if (p.sub !== attemptSubject(claims)) throw new AgentTokenError('invalid');
+  return claims;
 }
 
 /** Tokens are never logged; a short fingerprint is enough to correlate. */

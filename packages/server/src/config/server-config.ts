@@ -1,4 +1,5 @@
 import { tmpdir } from 'node:os';
+import { DEFAULT_CREDENTIAL_PLANE_CONFIG, type CredentialPlaneConfig } from '@leoflow/core';
 import { join, resolve } from 'node:path';
 
 /**
@@ -19,6 +20,12 @@ export interface ServerConfig {
   };
   database: { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; schema?: string };
   tenantId: string;
+  /** the credential plane's operator settings (validated in core at boot) */
+  credentials: CredentialPlaneConfig;
+  /** Prometheus listener on 127.0.0.1; port 0 picks a free one, null disables it */
+  metrics: { host: string; port: number | null };
+  /** dev convenience: import Airflow-format connections/variables files from here at start */
+  vaultSeedDir: string | null;
   execution: {
     heartbeatIntervalMs: number;
     agentLostThresholdMs: number;
@@ -44,6 +51,9 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
     agent: { host: '127.0.0.1', port: 8793, advertiseUrl: null, tls: null },
     database: { kind: 'sqlite', file: join(abs, 'leoflow.db') },
     tenantId: 'default',
+    credentials: { ...DEFAULT_CREDENTIAL_PLANE_CONFIG },
+    metrics: { host: '127.0.0.1', port: 9464 },
+    vaultSeedDir: null,
     execution: {
       heartbeatIntervalMs: 15_000,
       agentLostThresholdMs: 90_000,
@@ -59,9 +69,13 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
   };
 }
 
+/**
+ * The agent as one bundled file: loading one module instead of a few hundred cuts its cold start
+ * (and the CPU every attempt pays) by more than half (see bench/, inter_task_latency).
+ */
 function defaultAgentEntry(): string {
-  // packages/server/dist/config → packages/agent/dist/main.js
-  return resolve(new URL('.', import.meta.url).pathname, '../../../agent/dist/main.js');
+  // packages/server/dist/config → packages/agent/dist/leoflow-agent.mjs
+  return resolve(new URL('.', import.meta.url).pathname, '../../../agent/dist/leoflow-agent.mjs');
 }
 
 export function agentUrl(cfg: ServerConfig, boundPort: number): string {

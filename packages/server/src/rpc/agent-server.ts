@@ -1,7 +1,7 @@
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import type { ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError, type Interceptor, type ServiceImpl } from '@connectrpc/connect';
 import { AgentService } from '@leoflow/protocol';
 
 export interface AgentRpcServer {
@@ -23,9 +23,11 @@ export async function startAgentRpcServer(
   host: string,
   port: number,
   tls: AgentTls | null = null,
+  onInternalError: (err: unknown) => void = () => undefined,
 ): Promise<AgentRpcServer> {
   const handler = connectNodeAdapter({
     routes: (router) => router.service(AgentService, impl),
+    interceptors: [sanitizeInternalErrors(onInternalError)],
     grpc: true,
     connect: true,
     grpcWeb: false,
@@ -56,5 +58,22 @@ export async function startAgentRpcServer(
           for (const s of sessions) s.destroy();
         }, 2_000).unref();
       }),
+  };
+}
+
+/**
+ * An unexpected error reaches the agent as a bare Internal: its message could carry details
+ * (a SQL fragment, a path) that task code has no business seeing. The full error is logged.
+ */
+function sanitizeInternalErrors(onInternalError: (err: unknown) => void): Interceptor {
+  return (next) => async (req) => {
+    try {
+      return await next(req);
+    } catch (err) {
+      if (err instanceof ConnectError && err.code !== Code.Internal && err.code !== Code.Unknown)
+        throw err;
+      onInternalError(err);
+      throw new ConnectError('internal error; see the control-plane log', Code.Internal);
+    }
   };
 }

@@ -22,7 +22,9 @@ import {
   AgentTokenError,
   type AgentTokenClaims,
   type AgentTokenIssuer,
+  type AgentTokenVerification,
 } from '../auth/agent-token.js';
+import { SecretRefusal, type SecretDelivery } from '../credentials/secret-delivery.js';
 import type { AttemptLifecycle } from '../scheduler/attempt-lifecycle.js';
 import type { SpecCache } from '../scheduler/spec-cache.js';
 import type { Store } from '../store/store.js';
@@ -37,12 +39,17 @@ export interface AgentServiceDeps {
   specs: SpecCache;
   clock: Clock;
   tokens: AgentTokenIssuer;
+  /** verification for the hot path (the caching verifier in production); defaults to tokens */
+  verifier?: AgentTokenVerification;
   lifecycle: AttemptLifecycle;
   logger: Logger;
   heartbeatIntervalMs: number;
   /** renewal stops (quietly) once this long has passed since the first issue; ≤ 0 disables */
   maxCredentialLifetimeMs: number;
+  secrets: SecretDelivery;
   onChange: () => void;
+  /** counts renewals and ceiling stops (metrics) */
+  onRenewal?: (outcome: 'renewed' | 'ceiling_stopped') => void;
 }
 
 const TASK_TYPES: Record<AuthoredTaskType, TaskType> = {
@@ -65,6 +72,7 @@ const STREAMS: Record<number, LogStreamName> = {
  */
 export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof AgentService> {
   const { store, clock, tokens, lifecycle, logger } = deps;
+  const verifier = deps.verifier ?? tokens;
 
   async function identify(ctx: HandlerContext): Promise<AgentTokenClaims> {
     const header = ctx.requestHeader.get('authorization');
@@ -72,7 +80,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     const m = /^Bearer\s+(\S+)$/i.exec(header);
     if (!m?.[1]) throw new ConnectError('missing authorization token', Code.Unauthenticated);
     try {
-      return await tokens.verify(m[1], clock.now());
+      return await verifier.verify(m[1], clock.now());
     } catch (err) {
       const reason = err instanceof AgentTokenError ? err.reason : 'invalid';
       throw new ConnectError(
@@ -178,10 +186,21 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           terminateReason: 'termination requested',
         });
       }
+      // A revoked credential is not renewed; past the ceiling renewal stops quietly (the task
+      // keeps running, its token dies at its current exp).
       let renewed = '';
-      const ceiling = deps.maxCredentialLifetimeMs;
-      if (ceiling <= 0 || now - claims.oiat * 1000 < ceiling) {
-        renewed = await tokens.mint(claims, now, claims.oiat);
+      if (!outcome.credential_revoked) {
+        try {
+          const r = await tokens.renew(claims, now, deps.maxCredentialLifetimeMs);
+          if ('token' in r) {
+            renewed = r.token;
+            deps.onRenewal?.('renewed');
+          } else {
+            deps.onRenewal?.('ceiling_stopped');
+          }
+        } catch (err) {
+          logger.warn({ err }, 'credential renewal failed; the agent keeps its current token');
+        }
       }
       return create(HeartbeatResponseSchema, { serverTimeMs: BigInt(now), renewedToken: renewed });
     },
@@ -299,17 +318,28 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async getVariables(_req, ctx) {
-      await identify(ctx);
-      // The vault arrives with the Variables & Connections issue; until then nothing is stored
-      // and nothing is delivered.
-      return create(GetVariablesResponseSchema, { variables: {} });
+      const claims = await identify(ctx);
+      const variables = await refusalsAsPermissionDenied(() => deps.secrets.variables(claims));
+      return create(GetVariablesResponseSchema, { variables });
     },
 
     async getConnections(_req, ctx) {
-      await identify(ctx);
-      return create(GetConnectionsResponseSchema, { connectionUris: {} });
+      const claims = await identify(ctx);
+      const connectionUris = await refusalsAsPermissionDenied(() =>
+        deps.secrets.connections(claims),
+      );
+      return create(GetConnectionsResponseSchema, { connectionUris });
     },
   };
+}
+
+async function refusalsAsPermissionDenied<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof SecretRefusal) throw new ConnectError(err.message, Code.PermissionDenied);
+    throw err;
+  }
 }
 
 function iso(ms: number | null): string {

@@ -1,3 +1,5 @@
+import type { Generated } from 'kysely';
+
 /**
  * Column-level shapes as the drivers hand them to Kysely. They differ from the row types in
  * types.ts where the dialects differ: booleans are INTEGER 0/1 on SQLite and BOOLEAN on
@@ -69,6 +71,8 @@ export interface TaskInstancesTable {
   pid: number | null;
   terminate_requested: DbBool;
   updated_at: number;
+  /** the try whose credential was revoked; revoked iff equal to try_number (migration 0002) */
+  credential_revoked_try: number | null;
 }
 
 export interface TaskInstanceHistoryTable {
@@ -106,6 +110,45 @@ export interface TaskLogsTable {
   message: string;
 }
 
+export interface VariablesTable {
+  tenant_id: string;
+  key: string;
+  value_text: string | null;
+  value_cipher: Uint8Array | null;
+  key_id: string | null;
+  is_secret: DbBool;
+  description: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface ConnectionsTable {
+  tenant_id: string;
+  conn_id: string;
+  conn_type: string;
+  host: string | null;
+  login: string | null;
+  schema: string | null;
+  port: number | null;
+  description: string;
+  secret_cipher: Uint8Array | null;
+  key_id: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface AuditLogTable {
+  id: Generated<number>;
+  tenant_id: string;
+  at: number;
+  actor: string;
+  action: string;
+  resource_type: string;
+  resource_id: string;
+  request_id: string | null;
+  payload_json: string;
+}
+
 export interface Database {
   tenants: TenantsTable;
   dags: DagsTable;
@@ -115,4 +158,7 @@ export interface Database {
   task_instance_history: TaskInstanceHistoryTable;
   xcom: XComTable;
   task_logs: TaskLogsTable;
+  variables: VariablesTable;
+  connections: ConnectionsTable;
+  audit_log: AuditLogTable;
 }

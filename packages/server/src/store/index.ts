@@ -20,3 +20,12 @@ export type {
   TaskInstanceRow,
   XComRow,
 } from './types.js';
+export type { VaultStore } from './vault-store.js';
+export type {
+  AuditRecord,
+  ConnectionRecord,
+  NewAuditRecord,
+  SealedKind,
+  SealedRef,
+  VariableRecord,
+} from './vault-types.js';

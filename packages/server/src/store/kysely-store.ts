@@ -3,6 +3,7 @@ import type { DagRunState, DagSpec, TaskInstanceState } from '@leoflow/core';
 import { Migrator, sql } from 'kysely';
 import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
 import type {
+  ConnectionsTable,
   Database,
   DagRunsTable,
   DagsTable,
@@ -10,6 +11,7 @@ import type {
   TaskInstanceHistoryTable,
   TaskInstancesTable,
   TaskLogsTable,
+  VariablesTable,
   XComTable,
 } from './db-types.js';
 import { migrationProvider, type StoreDialect } from './migrations.js';
@@ -32,12 +34,22 @@ import type {
   TaskInstanceRow,
   XComRow,
 } from './types.js';
+import type {
+  AuditRecord,
+  ConnectionRecord,
+  NewAuditRecord,
+  SealedKind,
+  SealedRef,
+  VariableRecord,
+} from './vault-types.js';
 
 export const MIGRATION_TABLE = 'leoflow_migration';
 export const MIGRATION_LOCK_TABLE = 'leoflow_migration_lock';
 
 // Well under SQLite's 32766 bound-parameter limit for the widest table (19 columns).
 const INSERT_CHUNK = 500;
+// Names per `in (...)` list: far below both dialects' bound-parameter limits.
+const IN_CHUNK = 500;
 
 const PATCHABLE_KEYS = [
   'state',
@@ -644,10 +656,14 @@ export class KyselyStore implements Store {
       .where('id', '=', id)
       .where('try_number', '=', try_number)
       .where('state', 'in', ['queued', 'running'])
-      .returning('terminate_requested')
+      .returning(['terminate_requested', 'credential_revoked_try'])
       .executeTakeFirst();
     if (row === undefined) return { kind: 'stale' };
-    return { kind: 'live', terminate_requested: fromBool(row.terminate_requested) };
+    return {
+      kind: 'live',
+      terminate_requested: fromBool(row.terminate_requested),
+      credential_revoked: row.credential_revoked_try === try_number,
+    };
   }
 
   // ---------------------------------------------------------------- xcom
@@ -755,6 +771,457 @@ export class KyselyStore implements Store {
     }));
   }
 
+  // ---------------------------------------------------------------- variables
+
+  async putVariable(rec: VariableRecord): Promise<void> {
+    const row: Insertable<VariablesTable> = {
+      tenant_id: rec.tenant_id,
+      key: rec.key,
+      value_text: rec.value_text,
+      value_cipher: rec.value_cipher === null ? null : toBuffer(rec.value_cipher),
+      key_id: rec.key_id,
+      is_secret: this.#bool(rec.is_secret),
+      description: rec.description,
+      created_at: rec.created_at,
+      updated_at: rec.updated_at,
+    };
+    // An overwrite keeps the original created_at: the variable is the same one, re-set.
+    await this.#db
+      .insertInto('variables')
+      .values(row)
+      .onConflict((oc) =>
+        oc.columns(['tenant_id', 'key']).doUpdateSet((eb) => ({
+          value_text: eb.ref('excluded.value_text'),
+          value_cipher: eb.ref('excluded.value_cipher'),
+          key_id: eb.ref('excluded.key_id'),
+          is_secret: eb.ref('excluded.is_secret'),
+          description: eb.ref('excluded.description'),
+          updated_at: eb.ref('excluded.updated_at'),
+        })),
+      )
+      .execute();
+  }
+
+  async getVariable(tenant_id: string, key: string): Promise<VariableRecord | undefined> {
+    const row = await this.#db
+      .selectFrom('variables')
+      .selectAll()
+      .where('tenant_id', '=', tenant_id)
+      .where('key', '=', key)
+      .executeTakeFirst();
+    return row && toVariableRecord(row);
+  }
+
+  async listVariables(tenant_id: string, page: Page): Promise<VariableRecord[]> {
+    const rows = await this.#db
+      .selectFrom('variables')
+      .selectAll()
+      .where('tenant_id', '=', tenant_id)
+      .orderBy('key')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+    return rows.map(toVariableRecord);
+  }
+
+  async getVariablesByKeys(tenant_id: string, keys: readonly string[]): Promise<VariableRecord[]> {
+    const out: VariableRecord[] = [];
+    for (const part of chunks(unique(keys), IN_CHUNK)) {
+      const rows = await this.#db
+        .selectFrom('variables')
+        .selectAll()
+        .where('tenant_id', '=', tenant_id)
+        .where('key', 'in', part)
+        .orderBy('key')
+        .execute();
+      out.push(...rows.map(toVariableRecord));
+    }
+    return out;
+  }
+
+  async getAllVariables(tenant_id: string): Promise<VariableRecord[]> {
+    const rows = await this.#db
+      .selectFrom('variables')
+      .selectAll()
+      .where('tenant_id', '=', tenant_id)
+      .orderBy('key')
+      .execute();
+    return rows.map(toVariableRecord);
+  }
+
+  async countVariables(tenant_id: string): Promise<number> {
+    const row = await this.#db
+      .selectFrom('variables')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('tenant_id', '=', tenant_id)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  async deleteVariable(tenant_id: string, key: string): Promise<boolean> {
+    const res = await this.#db
+      .deleteFrom('variables')
+      .where('tenant_id', '=', tenant_id)
+      .where('key', '=', key)
+      .executeTakeFirst();
+    return changed(res.numDeletedRows);
+  }
+
+  async existingVariableKeys(tenant_id: string, keys: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    for (const part of chunks(unique(keys), IN_CHUNK)) {
+      const rows = await this.#db
+        .selectFrom('variables')
+        .select('key')
+        .where('tenant_id', '=', tenant_id)
+        .where('key', 'in', part)
+        .execute();
+      for (const r of rows) found.add(r.key);
+    }
+    return found;
+  }
+
+  // ---------------------------------------------------------------- connections
+
+  async putConnection(rec: ConnectionRecord): Promise<void> {
+    const row: Insertable<ConnectionsTable> = {
+      tenant_id: rec.tenant_id,
+      conn_id: rec.conn_id,
+      conn_type: rec.conn_type,
+      host: rec.host,
+      login: rec.login,
+      schema: rec.schema,
+      port: rec.port,
+      description: rec.description,
+      secret_cipher: rec.secret_cipher === null ? null : toBuffer(rec.secret_cipher),
+      key_id: rec.key_id,
+      created_at: rec.created_at,
+      updated_at: rec.updated_at,
+    };
+    await this.#db
+      .insertInto('connections')
+      .values(row)
+      .onConflict((oc) =>
+        oc.columns(['tenant_id', 'conn_id']).doUpdateSet((eb) => ({
+          conn_type: eb.ref('excluded.conn_type'),
+          host: eb.ref('excluded.host'),
+          login: eb.ref('excluded.login'),
+          schema: eb.ref('excluded.schema'),
+          port: eb.ref('excluded.port'),
+          description: eb.ref('excluded.description'),
+          secret_cipher: eb.ref('excluded.secret_cipher'),
+          key_id: eb.ref('excluded.key_id'),
+          updated_at: eb.ref('excluded.updated_at'),
+        })),
+      )
+      .execute();
+  }
+
+  async getConnection(tenant_id: string, conn_id: string): Promise<ConnectionRecord | undefined> {
+    const row = await this.#db
+      .selectFrom('connections')
+      .selectAll()
+      .where('tenant_id', '=', tenant_id)
+      .where('conn_id', '=', conn_id)
+      .executeTakeFirst();
+    return row && toConnectionRecord(row);
+  }
+
+  async listConnections(tenant_id: string, page: Page): Promise<ConnectionRecord[]> {
+    const rows = await this.#db
+      .selectFrom('connections')
+      .selectAll()
+      .where('tenant_id', '=', tenant_id)
+      .orderBy('conn_id')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+    return rows.map(toConnectionRecord);
+  }
+
+  async getConnectionsByIds(
+    tenant_id: string,
+    ids: readonly string[],
+  ): Promise<ConnectionRecord[]> {
+    const out: ConnectionRecord[] = [];
+    for (const part of chunks(unique(ids), IN_CHUNK)) {
+      const rows = await this.#db
+        .selectFrom('connections')
+        .selectAll()
+        .where('tenant_id', '=', tenant_id)
+        .where('conn_id', 'in', part)
+        .orderBy('conn_id')
+        .execute();
+      out.push(...rows.map(toConnectionRecord));
+    }
+    return out;
+  }
+
+  async getAllConnections(tenant_id: string): Promise<ConnectionRecord[]> {
+    const rows = await this.#db
+      .selectFrom('connections')
+      .selectAll()
+      .where('tenant_id', '=', tenant_id)
+      .orderBy('conn_id')
+      .execute();
+    return rows.map(toConnectionRecord);
+  }
+
+  async countConnections(tenant_id: string): Promise<number> {
+    const row = await this.#db
+      .selectFrom('connections')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('tenant_id', '=', tenant_id)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  async deleteConnection(tenant_id: string, conn_id: string): Promise<boolean> {
+    const res = await this.#db
+      .deleteFrom('connections')
+      .where('tenant_id', '=', tenant_id)
+      .where('conn_id', '=', conn_id)
+      .executeTakeFirst();
+    return changed(res.numDeletedRows);
+  }
+
+  async existingConnectionIds(tenant_id: string, ids: readonly string[]): Promise<Set<string>> {
+    const found = new Set<string>();
+    for (const part of chunks(unique(ids), IN_CHUNK)) {
+      const rows = await this.#db
+        .selectFrom('connections')
+        .select('conn_id')
+        .where('tenant_id', '=', tenant_id)
+        .where('conn_id', 'in', part)
+        .execute();
+      for (const r of rows) found.add(r.conn_id);
+    }
+    return found;
+  }
+
+  // ---------------------------------------------------------------- key rotation
+
+  async listSealedNotUnderKey(key_id: string, limit: number): Promise<SealedRef[]> {
+    if (limit <= 0) return [];
+    const vars = await this.#db
+      .selectFrom('variables')
+      .select(['tenant_id', 'key', 'key_id', 'value_cipher'])
+      .where('value_cipher', 'is not', null)
+      .where('key_id', '<>', key_id)
+      .orderBy('tenant_id')
+      .orderBy('key')
+      .limit(limit)
+      .execute();
+    const out: SealedRef[] = [];
+    for (const v of vars) {
+      if (v.value_cipher === null || v.key_id === null) continue;
+      out.push({
+        kind: 'variable',
+        tenant_id: v.tenant_id,
+        id: v.key,
+        key_id: v.key_id,
+        cipher: new Uint8Array(v.value_cipher),
+      });
+    }
+    const rest = limit - out.length;
+    if (rest <= 0) return out;
+    const conns = await this.#db
+      .selectFrom('connections')
+      .select(['tenant_id', 'conn_id', 'key_id', 'secret_cipher'])
+      .where('secret_cipher', 'is not', null)
+      .where('key_id', '<>', key_id)
+      .orderBy('tenant_id')
+      .orderBy('conn_id')
+      .limit(rest)
+      .execute();
+    for (const c of conns) {
+      if (c.secret_cipher === null || c.key_id === null) continue;
+      out.push({
+        kind: 'connection',
+        tenant_id: c.tenant_id,
+        id: c.conn_id,
+        key_id: c.key_id,
+        cipher: new Uint8Array(c.secret_cipher),
+      });
+    }
+    return out;
+  }
+
+  async resealValue(
+    kind: SealedKind,
+    tenant_id: string,
+    id: string,
+    expect_key_id: string,
+    cipher: Uint8Array,
+    new_key_id: string,
+    _now: number,
+  ): Promise<boolean> {
+    return this.#reseal(kind, tenant_id, id, expect_key_id, undefined, cipher, new_key_id);
+  }
+
+  async resealIfUnchanged(
+    ref: SealedRef,
+    cipher: Uint8Array,
+    new_key_id: string,
+    _now: number,
+  ): Promise<boolean> {
+    return this.#reseal(
+      ref.kind,
+      ref.tenant_id,
+      ref.id,
+      ref.key_id,
+      ref.cipher,
+      cipher,
+      new_key_id,
+    );
+  }
+
+  // updated_at is left alone on purpose: it tells users when a value was last set, and
+  // re-encrypting the same value under another key is not that.
+  async #reseal(
+    kind: SealedKind,
+    tenant_id: string,
+    id: string,
+    expect_key_id: string,
+    expect_cipher: Uint8Array | undefined,
+    cipher: Uint8Array,
+    new_key_id: string,
+  ): Promise<boolean> {
+    const next = toBuffer(cipher);
+    if (kind === 'variable') {
+      let q = this.#db
+        .updateTable('variables')
+        .set({ value_cipher: next, key_id: new_key_id })
+        .where('tenant_id', '=', tenant_id)
+        .where('key', '=', id)
+        .where('key_id', '=', expect_key_id)
+        .where('value_cipher', 'is not', null);
+      if (expect_cipher !== undefined) q = q.where('value_cipher', '=', toBuffer(expect_cipher));
+      return changed((await q.executeTakeFirst()).numUpdatedRows);
+    }
+    let q = this.#db
+      .updateTable('connections')
+      .set({ secret_cipher: next, key_id: new_key_id })
+      .where('tenant_id', '=', tenant_id)
+      .where('conn_id', '=', id)
+      .where('key_id', '=', expect_key_id)
+      .where('secret_cipher', 'is not', null);
+    if (expect_cipher !== undefined) q = q.where('secret_cipher', '=', toBuffer(expect_cipher));
+    return changed((await q.executeTakeFirst()).numUpdatedRows);
+  }
+
+  async countSealedByKeyId(): Promise<Map<string, number>> {
+    const counts = new Map<string, number>();
+    const add = (rows: { key_id: string | null; n: number | string | bigint }[]) => {
+      for (const r of rows) {
+        if (r.key_id === null) continue;
+        counts.set(r.key_id, (counts.get(r.key_id) ?? 0) + Number(r.n));
+      }
+    };
+    add(
+      await this.#db
+        .selectFrom('variables')
+        .select((eb) => ['key_id', eb.fn.countAll<number>().as('n')])
+        .where('value_cipher', 'is not', null)
+        .groupBy('key_id')
+        .execute(),
+    );
+    add(
+      await this.#db
+        .selectFrom('connections')
+        .select((eb) => ['key_id', eb.fn.countAll<number>().as('n')])
+        .where('secret_cipher', 'is not', null)
+        .groupBy('key_id')
+        .execute(),
+    );
+    return counts;
+  }
+
+  // ---------------------------------------------------------------- audit
+
+  async appendAudit(rec: NewAuditRecord): Promise<void> {
+    await this.#db
+      .insertInto('audit_log')
+      .values({
+        tenant_id: rec.tenant_id,
+        at: rec.at,
+        actor: rec.actor,
+        action: rec.action,
+        resource_type: rec.resource_type,
+        resource_id: rec.resource_id,
+        request_id: rec.request_id,
+        payload_json: JSON.stringify(rec.payload),
+      })
+      .execute();
+  }
+
+  async listAudit(
+    tenant_id: string,
+    filter: { since?: number; action?: string },
+    page: Page,
+  ): Promise<AuditRecord[]> {
+    let q = this.#db.selectFrom('audit_log').selectAll().where('tenant_id', '=', tenant_id);
+    if (filter.since !== undefined) q = q.where('at', '>=', filter.since);
+    if (filter.action !== undefined) q = q.where('action', '=', filter.action);
+    // Newest first; id breaks ties between events recorded in the same millisecond.
+    const rows = await q
+      .orderBy('at', 'desc')
+      .orderBy('id', 'desc')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+    return rows.map((r) => ({
+      id: num(r.id),
+      tenant_id: r.tenant_id,
+      at: num(r.at),
+      actor: r.actor,
+      action: r.action,
+      resource_type: r.resource_type,
+      resource_id: r.resource_id,
+      request_id: r.request_id,
+      payload: JSON.parse(r.payload_json) as Record<string, unknown>,
+    }));
+  }
+
+  // ---------------------------------------------------------------- attempt credentials
+
+  async revokeAttemptCredential(
+    task_instance_id: string,
+    try_number: number,
+    _now: number,
+  ): Promise<boolean> {
+    // Pinned to the try: revoking an attempt that has already been superseded must not reach
+    // the new one. updated_at stays: it orders the scheduler's queue, and this is no state change.
+    const res = await this.#db
+      .updateTable('task_instances')
+      .set({ credential_revoked_try: try_number })
+      .where('id', '=', task_instance_id)
+      .where('try_number', '=', try_number)
+      .executeTakeFirst();
+    return changed(res.numUpdatedRows);
+  }
+
+  async getAttemptLiveness(
+    dag_run_id: string,
+    task_id: string,
+    try_number: number,
+  ): Promise<{ live: boolean; revoked: boolean }> {
+    // One read on the (dag_run_id, task_id) unique index. Deliberately nothing about the run,
+    // its age or its logical date: a year-old run that was cleared must work again.
+    const row = await this.#db
+      .selectFrom('task_instances')
+      .select(['state', 'credential_revoked_try'])
+      .where('dag_run_id', '=', dag_run_id)
+      .where('task_id', '=', task_id)
+      .where('try_number', '=', try_number)
+      .executeTakeFirst();
+    if (row === undefined) return { live: false, revoked: false };
+    return {
+      live: row.state === 'queued' || row.state === 'running',
+      revoked: row.credential_revoked_try === try_number,
+    };
+  }
+
   // ---------------------------------------------------------------- helpers
 
   #bool(v: boolean): DbBool {
@@ -847,6 +1314,10 @@ function toBuffer(v: Uint8Array): Buffer {
   return Buffer.isBuffer(v) ? v : Buffer.from(v.buffer, v.byteOffset, v.byteLength);
 }
 
+function unique(items: readonly string[]): string[] {
+  return [...new Set(items)];
+}
+
 function chunks<T>(items: T[], size: number): T[][] {
   const out: T[][] = [];
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
@@ -935,6 +1406,37 @@ function toXComRow(r: Selectable<XComTable>): XComRow {
     value: new Uint8Array(r.value),
     content_type: r.content_type,
     created_at: num(r.created_at),
+  };
+}
+
+function toVariableRecord(r: Selectable<VariablesTable>): VariableRecord {
+  return {
+    tenant_id: r.tenant_id,
+    key: r.key,
+    value_text: r.value_text,
+    value_cipher: r.value_cipher === null ? null : new Uint8Array(r.value_cipher),
+    key_id: r.key_id,
+    is_secret: fromBool(r.is_secret),
+    description: r.description,
+    created_at: num(r.created_at),
+    updated_at: num(r.updated_at),
+  };
+}
+
+function toConnectionRecord(r: Selectable<ConnectionsTable>): ConnectionRecord {
+  return {
+    tenant_id: r.tenant_id,
+    conn_id: r.conn_id,
+    conn_type: r.conn_type,
+    host: r.host,
+    login: r.login,
+    schema: r.schema,
+    port: r.port,
+    description: r.description,
+    secret_cipher: r.secret_cipher === null ? null : new Uint8Array(r.secret_cipher),
+    key_id: r.key_id,
+    created_at: num(r.created_at),
+    updated_at: num(r.updated_at),
   };
 }
 

@@ -10,6 +10,7 @@ import type {
   TaskInstanceRow,
   XComRow,
 } from './types.js';
+import type { VaultStore } from './vault-store.js';
 
 export interface NewRun {
   tenant_id: string;
@@ -53,7 +54,12 @@ export interface TaskInstanceExpectation {
 }
 
 export type HeartbeatOutcome =
-  | { kind: 'live'; terminate_requested: boolean }
+  | {
+      kind: 'live';
+      terminate_requested: boolean;
+      /** this attempt's credential was revoked: answer the heartbeat but do not renew */
+      credential_revoked: boolean;
+    }
   /** no row with that try in queued/running: the attempt moved on */
   | { kind: 'stale' };
 
@@ -62,7 +68,7 @@ export type HeartbeatOutcome =
  * storage suite runs against both. Every mutation that the scheduler races on is a
  * compare-and-set that reports whether it applied, so two writers can never both win.
  */
-export interface Store {
+export interface Store extends VaultStore {
   readonly dialect: 'sqlite' | 'postgres';
   migrate(): Promise<void>;
   close(): Promise<void>;

@@ -49,6 +49,20 @@ export interface VaultStore {
     now: number,
   ): Promise<boolean>;
 
+  /**
+   * Stricter CAS used by key rotation: replaces the ciphertext only if the row still holds
+   * exactly `ref.cipher` under `ref.key_id`. Guarding on the key id alone would let a rotation
+   * overwrite a newer value written by a replica that still seals with the old key.
+   */
+  resealIfUnchanged(
+    ref: SealedRef,
+    cipher: Uint8Array,
+    new_key_id: string,
+    now: number,
+  ): Promise<boolean>;
+  /** how many sealed values (variables + connections, all tenants) each key id holds */
+  countSealedByKeyId(): Promise<Map<string, number>>;
+
   appendAudit(rec: NewAuditRecord): Promise<void>;
   listAudit(
     tenant_id: string,
@@ -57,7 +71,11 @@ export interface VaultStore {
   ): Promise<AuditRecord[]>;
 
   /** Marks one attempt's credential revoked (a column on the task instance, reset by retry/clear). */
-  revokeAttemptCredential(task_instance_id: string, try_number: number, now: number): Promise<boolean>;
+  revokeAttemptCredential(
+    task_instance_id: string,
+    try_number: number,
+    now: number,
+  ): Promise<boolean>;
   /**
    * IsTaskInstanceLive + revocation in one indexed read: the row for (dag_run_id, task_id) exists,
    * carries try_number, and is queued|running. Nothing else — no recency, run-state or date term.

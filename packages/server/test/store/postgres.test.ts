@@ -9,6 +9,7 @@ import {
   useFreshPostgresSchema,
 } from '../support/databases.js';
 import { registerStoreSuite } from './store.suite.js';
+import { registerUpgradeCase } from './upgrade.case.js';
 
 const availability = await postgresAvailability();
 
@@ -23,6 +24,12 @@ function registerPostgresTests(): void {
   describe('postgres specifics', () => {
     const schemaA = useFreshPostgresSchema('store_a');
     const schemaB = useFreshPostgresSchema('store_b');
+    const schemaUpgrade = useFreshPostgresSchema('store_upgrade');
+
+    registerUpgradeCase(
+      () => openStore({ kind: 'postgres', url: postgresTestUrl(), schema: schemaUpgrade() }),
+      schemaUpgrade,
+    );
 
     it('keeps schemas apart, each with its own migration bookkeeping', async () => {
       const a = await openStore({ kind: 'postgres', url: postgresTestUrl(), schema: schemaA() });

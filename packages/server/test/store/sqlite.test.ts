@@ -6,6 +6,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { registerStoreSuite } from './store.suite.js';
+import { registerUpgradeCase } from './upgrade.case.js';
 
 // A real file, not :memory:, so WAL, file permissions and reopen behave as in Lite.
 const dir = mkdtempSync(join(tmpdir(), 'leoflow-store-'));
@@ -17,6 +18,8 @@ describe('sqlite storage suite', () => {
 });
 
 describe('sqlite specifics', () => {
+  registerUpgradeCase(() => openStore({ kind: 'sqlite', file: join(dir, 'upgrade.db') }));
+
   it('creates the database file owner-only (0600)', async () => {
     const own = join(dir, 'fresh.db');
     const store = await openStore({ kind: 'sqlite', file: own });

@@ -3,6 +3,7 @@ import type { DagSpec, TaskInstanceState } from '@leoflow/core';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogLineRow, NewRun, Store, TaskInstanceRow } from '../../src/store/index.js';
+import { registerVaultStoreCases } from './vault-store.cases.js';
 
 /**
  * The one storage suite. Each dialect's test file supplies `open`, which must return a new
@@ -959,6 +960,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         expect(await store.recordHeartbeat(extract.id, 1, T0 + 15_000)).toEqual({
           kind: 'live',
           terminate_requested: false,
+          credential_revoked: false,
         });
         expect(await ti(extract.id)).toMatchObject({
           last_heartbeat_at: T0 + 15_000,
@@ -979,6 +981,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       expect(await store.recordHeartbeat(extract.id, 1, T0 + 1)).toEqual({
         kind: 'live',
         terminate_requested: true,
+        credential_revoked: false,
       });
     });
 
@@ -1019,6 +1022,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       expect(await store.recordHeartbeat(extract.id, 2, T0 + 2)).toEqual({
         kind: 'live',
         terminate_requested: false,
+        credential_revoked: false,
       });
     });
   });
@@ -1207,5 +1211,13 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       const tisA = await store.listTaskInstances(runsA[0]?.id ?? '');
       expect(tisA.every((x) => x.tenant_id === a)).toBe(true);
     });
+  });
+
+  registerVaultStoreCases({
+    store: () => store,
+    open: () => harness.open(),
+    newTenant,
+    fixture,
+    T0,
   });
 }

@@ -1,14 +1,33 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createClient, createRouterTransport, type Client } from '@connectrpc/connect';
-import { ManualClock, type DagSpec } from '@leoflow/core';
+import {
+  createClient,
+  createRouterTransport,
+  type Client,
+  type Transport,
+} from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import {
+  ManualClock,
+  type DagSpec,
+  type SecretLivenessMode,
+  type SecretScopingMode,
+} from '@leoflow/core';
+import pg from 'pg';
 import { AgentService } from '@leoflow/protocol';
 import { pino } from 'pino';
 import { AgentTokenIssuer } from '../../src/auth/agent-token.js';
 import { loadOrCreateSigningKey } from '../../src/auth/signing-keys.js';
 import type { AgentExit, AttemptLaunch, Executor } from '../../src/executor/executor.js';
+import { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
+import { SecretDelivery } from '../../src/credentials/secret-delivery.js';
 import { createAgentService } from '../../src/rpc/agent-service.js';
+import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
+import { Keyring } from '../../src/vault/keyring.js';
+import { VaultService } from '../../src/vault/vault-service.js';
+import { postgresTestUrl } from './databases.js';
 import { AttemptLifecycle } from '../../src/scheduler/attempt-lifecycle.js';
 import { RunOperations } from '../../src/scheduler/run-operations.js';
 import { Scheduler, type SchedulerTimings } from '../../src/scheduler/scheduler.js';
@@ -55,9 +74,21 @@ export const FAST_TIMINGS: SchedulerTimings = {
   settlingGraceMs: 0,
 };
 
+export interface HarnessOptions {
+  timings?: SchedulerTimings;
+  scoping?: SecretScopingMode;
+  liveness?: SecretLivenessMode;
+  /** 'memory' = in-process router transport; 'http2' = the real agent RPC server over h2c */
+  rpc?: 'memory' | 'http2';
+  dialect?: 'sqlite' | 'postgres';
+  ceilingMs?: number;
+}
+
 export interface Harness {
   dir: string;
   store: Store;
+  vault: VaultService;
+  verifier: CachingAgentTokenVerifier;
   clock: ManualClock;
   executor: RecordingExecutor;
   scheduler: Scheduler;
@@ -69,15 +100,24 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function createHarness(timings: SchedulerTimings = FAST_TIMINGS): Promise<Harness> {
+export async function createHarness(opts: HarnessOptions = {}): Promise<Harness> {
+  const timings = opts.timings ?? FAST_TIMINGS;
   const dir = mkdtempSync(join(tmpdir(), 'leoflow-sched-'));
-  const store = await openStore({ kind: 'sqlite', file: join(dir, 'leoflow.db') });
+  const pgSchema = `lf_harness_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const store =
+    opts.dialect === 'postgres'
+      ? await openStore({ kind: 'postgres', url: postgresTestUrl(), schema: pgSchema })
+      : await openStore({ kind: 'sqlite', file: join(dir, 'leoflow.db') });
   await store.migrate();
   const clock = new ManualClock(T0);
   await store.ensureTenant('default', 'default', clock.now());
   const logger = pino({ level: 'silent' });
   const key = await loadOrCreateSigningKey(dir, 'agent');
   const tokens = new AgentTokenIssuer(key, 600);
+  const verifier = new CachingAgentTokenVerifier(tokens);
+  const vault = new VaultService(store, new Keyring({ id: 'k-test', key: randomBytes(32) }), {
+    clock,
+  });
   const specs = new SpecCache(store);
   const executor = new RecordingExecutor();
   const noop = () => undefined;
@@ -95,17 +135,56 @@ export async function createHarness(timings: SchedulerTimings = FAST_TIMINGS): P
       agentUrl: () => 'http://agent.invalid',
       timings,
     });
+  const secrets = new SecretDelivery({
+    store,
+    vault,
+    specs,
+    clock,
+    logger,
+    scoping: opts.scoping ?? 'permissive',
+    liveness: opts.liveness ?? 'observe',
+    channelSecure: true,
+  });
   const service = createAgentService({
     store,
     specs,
     clock,
     tokens,
+    verifier,
     lifecycle,
     logger,
     heartbeatIntervalMs: timings.heartbeatIntervalMs,
-    maxCredentialLifetimeMs: 24 * 3600_000,
+    maxCredentialLifetimeMs: opts.ceilingMs ?? 24 * 3600_000,
+    secrets,
     onChange: noop,
   });
+  let server: AgentRpcServer | null = null;
+  let transportFor: (token: string) => Transport;
+  const bearer = (token: string) => [
+    (
+        next: Parameters<
+          NonNullable<Parameters<typeof createGrpcTransport>[0]['interceptors']>[number]
+        >[0],
+      ) =>
+      (req: Parameters<typeof next>[0]) => {
+        req.header.set('authorization', `Bearer ${token}`);
+        return next(req);
+      },
+  ];
+  if (opts.rpc === 'http2') {
+    const started = await startAgentRpcServer(service, '127.0.0.1', 0);
+    server = started;
+    transportFor = (token) =>
+      createGrpcTransport({
+        baseUrl: `http://127.0.0.1:${started.port}`,
+        interceptors: bearer(token),
+      });
+  } else {
+    transportFor = (token) =>
+      createRouterTransport((router) => router.service(AgentService, service), {
+        transport: { interceptors: bearer(token) },
+      });
+  }
   return {
     dir,
     store,
@@ -114,23 +193,19 @@ export async function createHarness(timings: SchedulerTimings = FAST_TIMINGS): P
     scheduler: build(),
     runs,
     tokens,
-    agent: (token) =>
-      createClient(
-        AgentService,
-        createRouterTransport((router) => router.service(AgentService, service), {
-          transport: {
-            interceptors: [
-              (next) => (req) => {
-                req.header.set('authorization', `Bearer ${token}`);
-                return next(req);
-              },
-            ],
-          },
-        }),
-      ),
+    vault,
+    verifier,
+    agent: (token) => createClient(AgentService, transportFor(token)),
     restart: build,
     async close() {
+      await server?.close();
       await store.close();
+      if (opts.dialect === 'postgres') {
+        const c = new pg.Client({ connectionString: postgresTestUrl() });
+        await c.connect();
+        await c.query(`DROP SCHEMA IF EXISTS "${pgSchema}" CASCADE`);
+        await c.end();
+      }
       rmSync(dir, { recursive: true, force: true });
     },
   };

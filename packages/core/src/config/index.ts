@@ -1,0 +1,2 @@
+export * from './duration.js';
+export * from './credential-plane.js';

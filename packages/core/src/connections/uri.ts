@@ -1,0 +1,283 @@
+import type { Connection } from './connection.js';
+import { formatError, uriError } from './errors.js';
+import { decodeQueryPart, decodeStrict, isWellFormed, quote, quotePlus } from './percent.js';
+
+/** The query parameter Airflow (2.3+) uses to carry the whole extra as one JSON object. */
+export const EXTRA_QUERY_KEY = '__extra__';
+
+const SCHEME = /^[A-Za-z][A-Za-z0-9+.-]*/;
+const SCHEME_ONLY = /^[a-z][a-z0-9+.-]*$/;
+// A protocol written in front of the host (`http://https://host`), which Airflow 2.x+ folds
+// into the host as `https://host`.
+const HOST_PROTOCOL = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//;
+
+/**
+ * Airflow's `_normalize_conn_type`: `postgresql` → `postgres`, otherwise `-` → `_`. Applied to
+ * the URI scheme (after lower-casing, as `urlsplit` does) and to `conn_type` in the JSON form
+ * (which Airflow does not lower-case).
+ */
+export function normalizeConnType(connType: string): string {
+  if (connType === 'postgresql') return 'postgres';
+  return connType.replace(/-/g, '_');
+}
+
+/**
+ * What `parseConnectionUri(formatConnectionUri(conn))` returns, for any connection the formatter
+ * accepts: the codec's normalisation rules in one place (see docs/connections.md).
+ */
+export function normalizeConnection(conn: Connection): Connection {
+  return {
+    conn_type: normalizeConnType(conn.conn_type.toLowerCase().replace(/_/g, '-')),
+    host: emptyToNull(conn.host),
+    login: emptyToNull(conn.login),
+    password: emptyToNull(conn.password),
+    schema: emptyToNull(conn.schema),
+    port: conn.port,
+    extra:
+      conn.extra === null
+        ? null
+        : (JSON.parse(JSON.stringify(conn.extra)) as Record<string, unknown>),
+  };
+}
+
+function emptyToNull(s: string | null): string | null {
+  return s === null || s === '' ? null : s;
+}
+
+/**
+ * Parses an Airflow connection URI with Airflow's semantics (`Connection._parse_from_uri`).
+ * Throws `LF_CONN_URI_INVALID`; the message never contains any part of `uri`.
+ */
+export function parseConnectionUri(uri: string): Connection {
+  if (typeof uri !== 'string') throw uriError('the URI is not a string');
+  // urlsplit strips leading/trailing C0 controls and spaces; env files often end in \r.
+  const s = uri.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, '');
+  if (s === '') throw uriError('the URI is empty');
+  if (!isWellFormed(s)) throw uriError('the URI is not well-formed Unicode');
+  if (/[\u0000-\u001f\u007f]/.test(s)) {
+    throw uriError('the URI contains a control character (tab, newline, …); percent-encode it');
+  }
+  const m = SCHEME.exec(s);
+  if (m === null || s[m[0].length] !== ':') {
+    throw uriError('it does not start with a connection type followed by "://"');
+  }
+  const connType = normalizeConnType(m[0].toLowerCase());
+  let rest = s.slice(m[0].length + 1);
+  // `<scheme>:` alone is a type-only connection (Airflow accepts it; so did Leoflow's Go codec).
+  if (rest === '') return empty(connType);
+  if (!rest.startsWith('//')) {
+    throw uriError('the connection type must be followed by "://"');
+  }
+  rest = rest.slice(2);
+  if (rest.includes('#')) {
+    // urlsplit would silently drop everything after '#' — usually half a password.
+    throw uriError('it contains a raw "#"; percent-encode it as %23');
+  }
+
+  const q = rest.indexOf('?');
+  let before = q < 0 ? rest : rest.slice(0, q);
+  const query = q < 0 ? null : rest.slice(q + 1);
+
+  let protocol: string | null = null;
+  const pm = HOST_PROTOCOL.exec(before);
+  if (pm !== null) {
+    protocol = pm[1]!.toLowerCase();
+    before = before.slice(pm[0].length);
+  }
+  if (before.includes('://')) {
+    throw uriError('"://" appears more than once before the query, or inside the login part');
+  }
+
+  const slash = before.indexOf('/');
+  const authority = slash < 0 ? before : before.slice(0, slash);
+  const path = slash < 0 ? '' : before.slice(slash);
+
+  // The last '@' ends the userinfo and the first ':' inside it splits login from password,
+  // as urlsplit does — so a raw '@' or ':' in a password still parses.
+  const at = authority.lastIndexOf('@');
+  let login: string | null = null;
+  let password: string | null = null;
+  if (at >= 0) {
+    const userinfo = authority.slice(0, at);
+    const colon = userinfo.indexOf(':');
+    login = decodePart(colon < 0 ? userinfo : userinfo.slice(0, colon), 'login');
+    if (colon >= 0) password = decodePart(userinfo.slice(colon + 1), 'password');
+  }
+  const hostport = authority.slice(at + 1);
+  let rawHost: string;
+  let rawPort: string;
+  if (hostport.startsWith('[')) {
+    const close = hostport.indexOf(']');
+    if (close < 0) throw uriError('an IPv6 host "[" has no closing "]"');
+    rawHost = hostport.slice(1, close);
+    const after = hostport.slice(close + 1);
+    if (after !== '' && !after.startsWith(':')) {
+      throw uriError('only ":port" may follow a bracketed IPv6 host');
+    }
+    rawPort = after.slice(1);
+  } else {
+    if (/[[\]]/.test(hostport)) {
+      throw uriError('the host contains "[" or "]" outside an IPv6 literal; percent-encode them');
+    }
+    const colon = hostport.indexOf(':');
+    rawHost = colon < 0 ? hostport : hostport.slice(0, colon);
+    rawPort = colon < 0 ? '' : hostport.slice(colon + 1);
+  }
+  let host = decodePart(rawHost, 'host');
+  // Airflow drops a protocol that has no host after it.
+  if (protocol !== null && host !== null) host = `${protocol}://${host}`;
+
+  return {
+    conn_type: connType,
+    host,
+    login,
+    password,
+    schema: path === '' ? null : decodePart(path.slice(1), 'schema'),
+    port: parsePort(rawPort),
+    extra: query === null ? null : parseQuery(query),
+  };
+}
+
+function empty(connType: string): Connection {
+  return {
+    conn_type: connType,
+    host: null,
+    login: null,
+    password: null,
+    schema: null,
+    port: null,
+    extra: null,
+  };
+}
+
+function decodePart(raw: string, part: string): string | null {
+  const v = decodeStrict(raw);
+  if (v === null) {
+    throw uriError(`the ${part} has a malformed percent-escape or is not UTF-8 once decoded`);
+  }
+  return v === '' ? null : v;
+}
+
+function parsePort(raw: string): number | null {
+  if (raw === '') return null;
+  if (!/^[0-9]+$/.test(raw)) throw uriError('the port is not an integer');
+  const n = Number(raw);
+  if (n > 65535) throw uriError('the port is out of range 0-65535');
+  return n;
+}
+
+function parseQuery(query: string): Record<string, unknown> | null {
+  // Airflow: `if uri_parts.query:` — an empty query means no extra at all.
+  if (query === '') return null;
+  // dict(parse_qsl(..., keep_blank_values=True)): a repeated key keeps its last value.
+  const params = new Map<string, string>();
+  for (const pair of query.split('&')) {
+    if (pair === '') continue;
+    const eq = pair.indexOf('=');
+    const name = decodeQueryPart(eq < 0 ? pair : pair.slice(0, eq));
+    const value = decodeQueryPart(eq < 0 ? '' : pair.slice(eq + 1));
+    if (name === null || value === null) {
+      throw uriError('a query parameter has a malformed percent-escape or is not UTF-8');
+    }
+    params.set(name, value);
+  }
+  const extraJson = params.get(EXTRA_QUERY_KEY);
+  if (extraJson !== undefined) {
+    // As in Airflow, __extra__ is the whole extra; other parameters beside it are ignored.
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(extraJson);
+    } catch {
+      throw uriError(`the ${EXTRA_QUERY_KEY} parameter is not valid JSON`);
+    }
+    if (!isPlainObject(parsed)) {
+      throw uriError(`the ${EXTRA_QUERY_KEY} parameter must be a JSON object`);
+    }
+    return parsed;
+  }
+  // fromEntries defines own properties, so a "__proto__" parameter stays an ordinary key.
+  return Object.fromEntries(params);
+}
+
+export function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/**
+ * Writes the connection as an Airflow URI (`Connection.get_uri`). Throws `LF_CONN_URI_INVALID`
+ * when Airflow's format cannot carry it (a conn_type that is no URI scheme, a port outside
+ * 0-65535, a string with a lone UTF-16 surrogate, an extra that is not a JSON object).
+ */
+export function formatConnectionUri(conn: Connection): string {
+  if (typeof conn.conn_type !== 'string' || conn.conn_type === '') {
+    throw formatError('conn_type is empty');
+  }
+  const scheme = conn.conn_type.toLowerCase().replace(/_/g, '-');
+  if (!SCHEME_ONLY.test(scheme)) {
+    throw formatError(
+      'conn_type must start with a letter and contain only letters, digits, "_", "-", "+" and "."',
+    );
+  }
+  let uri = `${scheme}://`;
+
+  let authority = '';
+  const login = emptyToNull(conn.login);
+  const password = emptyToNull(conn.password);
+  if (login !== null) authority += encodePart(login, 'login');
+  if (password !== null) authority += ':' + encodePart(password, 'password');
+  if (authority !== '') uri += authority + '@';
+
+  // The whole host is encoded, '/' and ':' included, so no host (`a/b`, `::1`, `http://x`) can
+  // be mistaken for a path or a port by any Airflow version's parser.
+  const host = emptyToNull(conn.host);
+  let hostBlock = host === null ? '' : encodePart(host, 'host');
+  if (conn.port !== null) {
+    if (!Number.isInteger(conn.port) || conn.port < 0 || conn.port > 65535) {
+      throw formatError('port must be an integer in 0-65535');
+    }
+    // Without host and userinfo, "t://:5432" would read as an empty password, so Airflow
+    // writes an empty userinfo first.
+    hostBlock += (hostBlock === '' && authority === '' ? '@:' : ':') + String(conn.port);
+  }
+  const schema = emptyToNull(conn.schema);
+  if (schema !== null) hostBlock += '/' + encodePart(schema, 'schema');
+  uri += hostBlock;
+
+  if (conn.extra !== null) {
+    if (!isPlainObject(conn.extra)) throw formatError('extra must be a JSON object');
+    uri += (schema !== null ? '?' : '/?') + formatExtra(conn.extra);
+  }
+  return uri;
+}
+
+function encodePart(s: string, part: string): string {
+  if (typeof s !== 'string') throw formatError(`${part} must be a string`);
+  if (!isWellFormed(s)) throw formatError(`${part} contains a lone UTF-16 surrogate`);
+  return quote(s);
+}
+
+/**
+ * Airflow writes plain `k=v` parameters when `parse_qsl(urlencode(extra))` gives the extra back
+ * — i.e. a non-empty object of strings — and `__extra__=<JSON>` otherwise. A key named
+ * `__extra__` would be read back as the JSON carrier, so it forces the JSON form (Airflow itself
+ * gets that case wrong).
+ */
+function formatExtra(extra: Record<string, unknown>): string {
+  const entries = Object.entries(extra);
+  const plain =
+    entries.length > 0 &&
+    entries.every(
+      ([k, v]) =>
+        k !== EXTRA_QUERY_KEY && typeof v === 'string' && isWellFormed(k) && isWellFormed(v),
+    );
+  if (plain) {
+    return entries.map(([k, v]) => `${quotePlus(k)}=${quotePlus(v as string)}`).join('&');
+  }
+  let json: string;
+  try {
+    json = JSON.stringify(extra);
+  } catch {
+    throw formatError('extra is not JSON-serialisable (a cycle or a BigInt)');
+  }
+  return `${EXTRA_QUERY_KEY}=${quotePlus(json)}`;
+}

@@ -1,0 +1,2 @@
+export * from './declared-set.js';
+export * from './scoping-policy.js';

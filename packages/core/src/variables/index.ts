@@ -1,0 +1,3 @@
+export { variableEnvName, VAR_ENV_PREFIX } from './env-name.js';
+export { maskVariableValue } from './masking.js';
+export { parseAirflowVariablesExport, type ImportedVariable } from './export-file.js';

@@ -1,0 +1,609 @@
+import type { FastifyInstance } from 'fastify';
+import {
+  checkConnectionStructure,
+  formatConnectionUri,
+  isSensitiveKey,
+  LeoflowError,
+  parseConnectionJson,
+  parseConnectionUri,
+  redactConnectionExtra,
+  type Clock,
+  type Connection,
+} from '@leoflow/core';
+import type { Store } from '../store/store.js';
+import type { VaultService } from '../vault/vault-service.js';
+import { auditRequest } from './audit.js';
+import { pageQuery, stdErrors } from './schemas.js';
+
+export interface VaultRouteDeps {
+  store: Store;
+  clock: Clock;
+  vault: VaultService;
+}
+
+const MASK = '***';
+const nullableString = { type: ['string', 'null'] } as const;
+
+const variableSchema = {
+  type: 'object',
+  properties: {
+    key: { type: 'string' },
+    value: nullableString,
+    is_secret: { type: 'boolean' },
+    masked: { type: 'boolean' },
+    description: { type: 'string' },
+    updated_at: { type: 'string' },
+  },
+} as const;
+
+/** Replies never carry a password: only `has_password` and an extra with secret fields masked. */
+const connectionSchema = {
+  type: 'object',
+  properties: {
+    conn_id: { type: 'string' },
+    conn_type: { type: 'string' },
+    host: nullableString,
+    login: nullableString,
+    schema: nullableString,
+    port: { type: ['integer', 'null'] },
+    description: { type: 'string' },
+    has_password: { type: 'boolean' },
+    extra: { type: ['object', 'null'], additionalProperties: true },
+    updated_at: { type: 'string' },
+  },
+} as const;
+
+/** Only for the explicit, audited reveal route. */
+const revealedConnectionSchema = {
+  type: 'object',
+  properties: {
+    conn_id: { type: 'string' },
+    uri: { type: 'string' },
+    connection: {
+      type: 'object',
+      properties: {
+        conn_type: { type: 'string' },
+        host: nullableString,
+        login: nullableString,
+        password: nullableString,
+        schema: nullableString,
+        port: { type: ['integer', 'null'] },
+        extra: { type: ['object', 'null'], additionalProperties: true },
+      },
+    },
+  },
+} as const;
+
+const connectionBody = {
+  type: 'object',
+  properties: {
+    uri: { type: 'string', minLength: 1 },
+    json: { type: 'string', minLength: 1 },
+    connection: {
+      type: 'object',
+      required: ['conn_type'],
+      properties: {
+        conn_type: { type: 'string', minLength: 1 },
+        host: nullableString,
+        login: nullableString,
+        password: nullableString,
+        schema: nullableString,
+        port: { type: ['integer', 'null'], minimum: 0, maximum: 65535 },
+        extra: { type: ['object', 'null'], additionalProperties: true },
+      },
+      additionalProperties: false,
+    },
+    description: { type: 'string', maxLength: 2000 },
+  },
+  additionalProperties: false,
+} as const;
+
+const ID = '^[A-Za-z0-9_][A-Za-z0-9_.-]{0,249}$';
+
+interface ConnectionBody {
+  uri?: string;
+  json?: string;
+  connection?: Partial<Connection> & { conn_type: string };
+  description?: string;
+}
+
+export function connectionFromBody(body: ConnectionBody): Connection {
+  const given = [body.uri, body.json, body.connection].filter((v) => v !== undefined).length;
+  if (given !== 1) {
+    throw new LeoflowError(
+      'LF_CONN_BODY_INVALID',
+      'give exactly one of uri, json or connection (e.g. --uri postgres://user:pass@host:5432/db)',
+    );
+  }
+  if (body.uri !== undefined) return parseConnectionUri(body.uri);
+  if (body.json !== undefined) return parseConnectionJson(body.json);
+  const c = body.connection!;
+  return {
+    conn_type: c.conn_type,
+    host: c.host ?? null,
+    login: c.login ?? null,
+    password: c.password ?? null,
+    schema: c.schema ?? null,
+    port: c.port ?? null,
+    extra: c.extra ?? null,
+  };
+}
+
+function publicConnection(id: string, conn: Connection, description: string, updatedAt: number) {
+  return {
+    conn_id: id,
+    conn_type: conn.conn_type,
+    host: conn.host,
+    login: conn.login,
+    schema: conn.schema,
+    port: conn.port,
+    description,
+    has_password: conn.password !== null && conn.password !== '',
+    extra: conn.extra === null ? null : redactConnectionExtra(conn.extra),
+    updated_at: new Date(updatedAt).toISOString(),
+  };
+}
+
+export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps): void {
+  const { store, clock, vault } = deps;
+
+  // ---- variables ----
+  api.get(
+    '/api/v1/variables',
+    {
+      schema: {
+        querystring: { type: 'object', properties: pageQuery, additionalProperties: false },
+        response: {
+          200: {
+            type: 'object',
+            properties: { variables: { type: 'array', items: variableSchema } },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const q = req.query as { limit: number; offset: number };
+      const list = await vault.listVariables(req.principal.tenant_id, q);
+      return {
+        variables: list.map((v) => {
+          const masked = v.is_secret || isSensitiveKey(v.key);
+          return {
+            key: v.key,
+            value: masked ? MASK : v.value,
+            is_secret: v.is_secret,
+            masked,
+            description: v.description,
+            updated_at: new Date(v.updated_at).toISOString(),
+          };
+        }),
+      };
+    },
+  );
+
+  api.get(
+    '/api/v1/variables/:key',
+    {
+      schema: {
+        querystring: {
+          type: 'object',
+          properties: { reveal: { type: 'boolean', default: false } },
+          additionalProperties: false,
+        },
+        response: { 200: variableSchema, ...stdErrors },
+      },
+    },
+    async (req) => {
+      const { key } = req.params as { key: string };
+      const { reveal } = req.query as { reveal: boolean };
+      const v = await vault.getVariable(req.principal.tenant_id, key);
+      if (!v) throw notFound('variable', key, 'leoflow variables list');
+      const sensitive = v.is_secret || isSensitiveKey(v.key);
+      if (reveal && sensitive) {
+        requireReveal(req.principal.role);
+        await auditRequest(store, clock, req, 'variable.reveal', { type: 'variable', id: key });
+      }
+      const masked = sensitive && !reveal;
+      return {
+        key: v.key,
+        value: masked ? MASK : v.value,
+        is_secret: v.is_secret,
+        masked,
+        description: v.description,
+        updated_at: new Date(v.updated_at).toISOString(),
+      };
+    },
+  );
+
+  api.put(
+    '/api/v1/variables/:key',
+    {
+      schema: {
+        params: { type: 'object', properties: { key: { type: 'string', pattern: ID } } },
+        body: {
+          type: 'object',
+          required: ['value'],
+          properties: {
+            value: { type: 'string', maxLength: 1_048_576 },
+            secret: { type: 'boolean' },
+            description: { type: 'string', maxLength: 2000 },
+          },
+          additionalProperties: false,
+        },
+        response: { 200: variableSchema, ...stdErrors },
+      },
+    },
+    async (req) => {
+      const { key } = req.params as { key: string };
+      const body = req.body as { value: string; secret?: boolean; description?: string };
+      // A key that looks sensitive is stored sealed even when the caller did not say so.
+      const secret = body.secret ?? isSensitiveKey(key);
+      const now = clock.now();
+      await vault.setVariable(
+        req.principal.tenant_id,
+        key,
+        body.value,
+        { secret, description: body.description ?? '' },
+        now,
+      );
+      await auditRequest(
+        store,
+        clock,
+        req,
+        'variable.set',
+        { type: 'variable', id: key },
+        { secret },
+      );
+      return {
+        key,
+        value: secret || isSensitiveKey(key) ? MASK : body.value,
+        is_secret: secret,
+        masked: secret || isSensitiveKey(key),
+        description: body.description ?? '',
+        updated_at: new Date(now).toISOString(),
+      };
+    },
+  );
+
+  api.delete(
+    '/api/v1/variables/:key',
+    { schema: { response: { 204: { type: 'null' }, ...stdErrors } } },
+    async (req, reply) => {
+      const { key } = req.params as { key: string };
+      if (!(await vault.deleteVariable(req.principal.tenant_id, key)))
+        throw notFound('variable', key, 'leoflow variables list');
+      await auditRequest(store, clock, req, 'variable.delete', { type: 'variable', id: key });
+      return reply.status(204).send();
+    },
+  );
+
+  api.post(
+    '/api/v1/variables/import',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          required: ['variables'],
+          properties: {
+            variables: {
+              type: 'array',
+              maxItems: 10_000,
+              items: {
+                type: 'object',
+                required: ['key', 'value'],
+                properties: {
+                  key: { type: 'string', pattern: ID },
+                  value: { type: 'string' },
+                  secret: { type: 'boolean' },
+                },
+                additionalProperties: false,
+              },
+            },
+          },
+          additionalProperties: false,
+        },
+        response: {
+          200: { type: 'object', properties: { imported: { type: 'integer' } } },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { variables } = req.body as {
+        variables: { key: string; value: string; secret?: boolean }[];
+      };
+      const now = clock.now();
+      for (const v of variables) {
+        await vault.setVariable(
+          req.principal.tenant_id,
+          v.key,
+          v.value,
+          { secret: v.secret ?? isSensitiveKey(v.key), description: '' },
+          now,
+        );
+      }
+      await auditRequest(
+        store,
+        clock,
+        req,
+        'variable.import',
+        { type: 'variable', id: '*' },
+        { count: variables.length },
+      );
+      return { imported: variables.length };
+    },
+  );
+
+  api.post(
+    '/api/v1/variables/export',
+    {
+      schema: {
+        response: {
+          200: {
+            type: 'object',
+            properties: { variables: { type: 'object', additionalProperties: { type: 'string' } } },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      requireReveal(req.principal.role);
+      const all = await vault.resolveVariables(req.principal.tenant_id, 'all');
+      await auditRequest(
+        store,
+        clock,
+        req,
+        'variable.export',
+        { type: 'variable', id: '*' },
+        { count: all.size },
+      );
+      return { variables: Object.fromEntries(all) };
+    },
+  );
+
+  // ---- connections ----
+  api.get(
+    '/api/v1/connections',
+    {
+      schema: {
+        querystring: { type: 'object', properties: pageQuery, additionalProperties: false },
+        response: {
+          200: {
+            type: 'object',
+            properties: { connections: { type: 'array', items: connectionSchema } },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const q = req.query as { limit: number; offset: number };
+      const list = await vault.listConnections(req.principal.tenant_id, q);
+      return {
+        connections: list.map((c) => ({
+          conn_id: c.conn_id,
+          conn_type: c.conn_type,
+          host: c.host,
+          login: c.login,
+          schema: c.schema,
+          port: c.port,
+          description: c.description,
+          has_password: c.has_secret,
+          extra: null,
+          updated_at: new Date(c.updated_at).toISOString(),
+        })),
+      };
+    },
+  );
+
+  api.get(
+    '/api/v1/connections/:id',
+    { schema: { response: { 200: connectionSchema, ...stdErrors } } },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const c = await vault.getConnection(req.principal.tenant_id, id);
+      if (!c) throw notFound('connection', id, 'leoflow connections list');
+      return publicConnection(id, c.conn, c.description, c.updated_at);
+    },
+  );
+
+  api.post(
+    '/api/v1/connections/:id/reveal',
+    { schema: { response: { 200: revealedConnectionSchema, ...stdErrors } } },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      requireReveal(req.principal.role);
+      const c = await vault.getConnection(req.principal.tenant_id, id);
+      if (!c) throw notFound('connection', id, 'leoflow connections list');
+      await auditRequest(store, clock, req, 'connection.reveal', { type: 'connection', id });
+      return { conn_id: id, uri: formatConnectionUri(c.conn), connection: c.conn };
+    },
+  );
+
+  api.put(
+    '/api/v1/connections/:id',
+    {
+      schema: {
+        params: { type: 'object', properties: { id: { type: 'string', pattern: ID } } },
+        body: connectionBody,
+        response: { 200: connectionSchema, ...stdErrors },
+      },
+    },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const body = req.body as ConnectionBody;
+      const conn = connectionFromBody(body);
+      const now = clock.now();
+      await vault.setConnection(req.principal.tenant_id, id, conn, body.description ?? '', now);
+      await auditRequest(
+        store,
+        clock,
+        req,
+        'connection.set',
+        { type: 'connection', id },
+        { conn_type: conn.conn_type },
+      );
+      return publicConnection(id, conn, body.description ?? '', now);
+    },
+  );
+
+  api.delete(
+    '/api/v1/connections/:id',
+    { schema: { response: { 204: { type: 'null' }, ...stdErrors } } },
+    async (req, reply) => {
+      const { id } = req.params as { id: string };
+      if (!(await vault.deleteConnection(req.principal.tenant_id, id)))
+        throw notFound('connection', id, 'leoflow connections list');
+      await auditRequest(store, clock, req, 'connection.delete', { type: 'connection', id });
+      return reply.status(204).send();
+    },
+  );
+
+  api.post(
+    '/api/v1/connections/:id/test',
+    {
+      schema: {
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              conn_id: { type: 'string' },
+              ok: { type: 'boolean' },
+              checks: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    name: { type: 'string' },
+                    ok: { type: 'boolean' },
+                    message: { type: 'string' },
+                  },
+                },
+              },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { id } = req.params as { id: string };
+      const c = await vault.getConnection(req.principal.tenant_id, id);
+      if (!c) throw notFound('connection', id, 'leoflow connections list');
+      const result = checkConnectionStructure(c.conn);
+      await auditRequest(
+        store,
+        clock,
+        req,
+        'connection.test',
+        { type: 'connection', id },
+        { ok: result.ok },
+      );
+      return { conn_id: id, ...result };
+    },
+  );
+
+  api.post(
+    '/api/v1/connections/import',
+    {
+      schema: {
+        body: {
+          type: 'object',
+          required: ['connections'],
+          properties: {
+            connections: {
+              type: 'array',
+              maxItems: 10_000,
+              items: {
+                type: 'object',
+                required: ['conn_id', 'connection'],
+                properties: {
+                  conn_id: { type: 'string', pattern: ID },
+                  connection: connectionBody.properties.connection,
+                },
+                additionalProperties: false,
+              },
+            },
+          },
+          additionalProperties: false,
+        },
+        response: {
+          200: { type: 'object', properties: { imported: { type: 'integer' } } },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { connections } = req.body as {
+        connections: { conn_id: string; connection: ConnectionBody['connection'] }[];
+      };
+      const now = clock.now();
+      for (const c of connections) {
+        await vault.setConnection(
+          req.principal.tenant_id,
+          c.conn_id,
+          connectionFromBody({ connection: c.connection! }),
+          '',
+          now,
+        );
+      }
+      await auditRequest(
+        store,
+        clock,
+        req,
+        'connection.import',
+        { type: 'connection', id: '*' },
+        { count: connections.length },
+      );
+      return { imported: connections.length };
+    },
+  );
+
+  api.post(
+    '/api/v1/connections/export',
+    {
+      schema: {
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              connections: {
+                type: 'object',
+                additionalProperties: revealedConnectionSchema.properties.connection,
+              },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      requireReveal(req.principal.role);
+      const all = await vault.resolveConnections(req.principal.tenant_id, 'all');
+      await auditRequest(
+        store,
+        clock,
+        req,
+        'connection.export',
+        { type: 'connection', id: '*' },
+        { count: all.size },
+      );
+      return { connections: Object.fromEntries(all) };
+    },
+  );
+}
+
+function notFound(kind: string, id: string, hint: string): LeoflowError {
+  return new LeoflowError(
+    `LF_${kind.toUpperCase()}_NOT_FOUND`,
+    `no ${kind} "${id}"; see \`${hint}\``,
+  );
+}
+
+/** Revealing secret values is a separate permission; until roles exist (RBAC issue) only admin holds it. */
+function requireReveal(role: string): void {
+  if (role !== 'admin') {
+    throw new LeoflowError('LF_FORBIDDEN', 'revealing secret values needs the admin role');
+  }
+}

@@ -1,0 +1,2 @@
+export * from './credential-metrics.js';
+export * from './metrics-server.js';

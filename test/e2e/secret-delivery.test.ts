@@ -1,0 +1,210 @@
+import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  api,
+  cli,
+  scratchDir,
+  startStandalone,
+  waitFor,
+  writeDag,
+  type Standalone,
+} from '../support/processes.js';
+
+// Canary secrets: distinctive values that must never show up anywhere but inside the task.
+const CANARY_PW = `CANARYpw${randomBytes(6).toString('hex')}`;
+const CANARY_OTHER = `CANARYother${randomBytes(6).toString('hex')}`;
+const CANARY_VAR = `CANARYvar${randomBytes(6).toString('hex')}`;
+const CANARIES = [CANARY_PW, CANARY_OTHER, CANARY_VAR];
+const WAREHOUSE_URI = `postgres://report:${CANARY_PW}@db.internal:5432/warehouse`;
+
+let scratch: ReturnType<typeof scratchDir>;
+let sa: Standalone | undefined;
+let dataDir: string;
+let dags: string;
+const seen: string[] = [];
+
+function env(s: Standalone) {
+  return { LEOFLOW_URL: s.url, LEOFLOW_TOKEN: s.token };
+}
+
+async function leoflow(args: string[]) {
+  const res = await cli(args, env(sa!));
+  seen.push(res.stdout, res.stderr);
+  return res;
+}
+
+function sha(s: string): string {
+  return createHash('sha256').update(s).digest('hex');
+}
+
+async function runAndLog(dagId: string, taskId: string): Promise<string[]> {
+  const res = await leoflow(['runs', 'trigger', dagId, '--wait', '-o', 'json']);
+  expect(res.code, res.stderr).toBe(0);
+  const runId = (JSON.parse(res.stdout) as { run: { run_id: string } }).run.run_id;
+  const logs = await leoflow(['tasks', 'logs', runId, taskId, '-o', 'json']);
+  return (JSON.parse(logs.stdout) as { lines: { message: string }[] }).lines.map((l) => l.message);
+}
+
+beforeAll(async () => {
+  scratch = scratchDir('leoflow-secrets-');
+  dataDir = join(scratch.dir, 'data');
+  dags = join(scratch.dir, 'dags');
+  // The task reports only names and a hash of each value: it must not print secrets itself.
+  writeDag(
+    dags,
+    'delivery',
+    `dag_id: delivery
+connections: [warehouse_db]
+variables: [report_recipient]
+tasks:
+  - task_id: report
+    type: node
+    command: |
+      import { createHash } from 'node:crypto';
+      const names = Object.keys(process.env).filter((k) => k.startsWith('AIRFLOW_CONN_') || k.startsWith('AIRFLOW_VAR_')).sort();
+      console.log('names ' + names.join(','));
+      for (const n of names) console.log('hash ' + n + ' ' + createHash('sha256').update(process.env[n]).digest('hex'));
+      await new Promise((r) => setTimeout(r, 2500));
+`,
+  );
+  sa = await startStandalone({ dataDir, extraArgs: ['--secret-scoping', 'enforce'] });
+  expect((await leoflow(['connections', 'set', 'warehouse_db', '--uri', WAREHOUSE_URI])).code).toBe(
+    0,
+  );
+  expect(
+    (
+      await leoflow([
+        'connections',
+        'set',
+        'other_db',
+        '--conn-type',
+        'mysql',
+        '--host',
+        'h',
+        '--password',
+        CANARY_OTHER,
+      ])
+    ).code,
+  ).toBe(0);
+  expect((await leoflow(['variables', 'set', 'report_recipient', 'team@example.com'])).code).toBe(
+    0,
+  );
+  expect((await leoflow(['variables', 'set', 'api_token', CANARY_VAR])).code).toBe(0);
+});
+
+afterAll(async () => {
+  await sa?.stop();
+  scratch?.cleanup();
+});
+
+describe('delivery by declaration (real standalone, agent and task)', () => {
+  it('refuses to register a DAG that declares unknown names, naming them in order and the fix', async () => {
+    const bad = writeDag(
+      join(scratch.dir, 'bad'),
+      'undeclared',
+      'dag_id: undeclared\nconnections: [nope_b, warehouse_db, nope_a]\ntasks:\n  - task_id: t\n    command: "true"\n',
+    );
+    const res = await leoflow(['dags', 'push', bad]);
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('dag "undeclared" declares unknown connection(s) nope_b, nope_a');
+    expect(res.stderr).toContain('leoflow connections set');
+    const list = await leoflow(['dags', 'list', '-o', 'json']);
+    expect(list.stdout).not.toContain('undeclared');
+  });
+
+  it('under enforce, the task receives exactly what it declared', async () => {
+    expect((await leoflow(['dags', 'push', join(dags, 'delivery')])).code).toBe(0);
+    const trigger = leoflow(['runs', 'trigger', 'delivery', '--wait', '-o', 'json']);
+    // While the task runs, no process listing shows a secret.
+    await waitFor('the task to run', async () => {
+      const runs = await api<{ runs: { state: string }[] }>(
+        sa!,
+        'GET',
+        '/api/v1/runs?dag_id=delivery',
+      );
+      return runs.runs.some((r) => r.state === 'running') ? true : undefined;
+    });
+    await new Promise((r) => setTimeout(r, 800));
+    seen.push(execFileSync('ps', ['-eo', 'pid,args', '-ww']).toString());
+    const res = await trigger;
+    expect(res.code, res.stderr).toBe(0);
+    const runId = (JSON.parse(res.stdout) as { run: { run_id: string } }).run.run_id;
+    const logs = await leoflow(['tasks', 'logs', runId, 'report', '-o', 'json']);
+    const lines = (JSON.parse(logs.stdout) as { lines: { message: string }[] }).lines.map(
+      (l) => l.message,
+    );
+    expect(lines).toContain('names AIRFLOW_CONN_WAREHOUSE_DB,AIRFLOW_VAR_REPORT_RECIPIENT');
+    expect(lines).toContain(`hash AIRFLOW_CONN_WAREHOUSE_DB ${sha(WAREHOUSE_URI)}`);
+    expect(lines).toContain(`hash AIRFLOW_VAR_REPORT_RECIPIENT ${sha('team@example.com')}`);
+  });
+
+  it('under permissive, the task receives the whole vault and a scope warning is audited (counts only)', async () => {
+    await sa!.stop();
+    sa = await startStandalone({ dataDir, extraArgs: ['--secret-scoping', 'permissive'] });
+    const lines = await runAndLog('delivery', 'report');
+    expect(lines).toContain(
+      'names AIRFLOW_CONN_OTHER_DB,AIRFLOW_CONN_WAREHOUSE_DB,AIRFLOW_VAR_API_TOKEN,AIRFLOW_VAR_REPORT_RECIPIENT',
+    );
+    const audit = await api<{ events: { action: string; payload: Record<string, unknown> }[] }>(
+      sa!,
+      'GET',
+      '/api/v1/audit?action=secret.scope_warning',
+    );
+    expect(audit.events.length).toBeGreaterThan(0);
+    for (const e of audit.events) {
+      expect(Object.keys(e.payload).sort()).toEqual([
+        'declared',
+        'kind',
+        'run_id',
+        'task_id',
+        'total',
+        'try_number',
+      ]);
+    }
+  });
+
+  it('no canary appears in any API reply, error, audit entry, log line or process listing', async () => {
+    const replies = [
+      await api(sa!, 'GET', '/api/v1/connections'),
+      await api(sa!, 'GET', '/api/v1/connections/warehouse_db'),
+      await api(sa!, 'GET', '/api/v1/connections/other_db'),
+      await api(sa!, 'GET', '/api/v1/variables'),
+      await api(sa!, 'GET', '/api/v1/variables/api_token'),
+      await api(sa!, 'GET', '/api/v1/audit?limit=1000'),
+    ].map((r) => JSON.stringify(r));
+    const errors = [
+      await fetch(`${sa!.url}/api/v1/connections/nope`, {
+        headers: { authorization: `Bearer ${sa!.token}` },
+      }).then((r) => r.text()),
+      await fetch(`${sa!.url}/api/v1/connections/x`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${sa!.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ uri: `postgres://u:${CANARY_PW}@h:notaport/db` }),
+      }).then((r) => r.text()),
+    ];
+    const agentDiagnostics = readdirSync(join(dataDir, 'agents')).map((f) =>
+      readFileSync(join(dataDir, 'agents', f), 'utf8'),
+    );
+    expect(agentDiagnostics.length).toBeGreaterThan(0);
+    const everything = [...replies, ...errors, ...seen, ...agentDiagnostics, sa!.output()].join(
+      '\n',
+    );
+    for (const canary of CANARIES) expect(everything).not.toContain(canary);
+    // The revealed form is the one place a secret may appear, and it is audited.
+    const revealed = await api<{ uri: string }>(
+      sa!,
+      'POST',
+      '/api/v1/connections/warehouse_db/reveal',
+    );
+    expect(revealed.uri).toBe(WAREHOUSE_URI);
+    const audit = await api<{ events: { action: string }[] }>(
+      sa!,
+      'GET',
+      '/api/v1/audit?action=connection.reveal',
+    );
+    expect(audit.events).toHaveLength(1);
+  });
+});
