@@ -1,0 +1,75 @@
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { ReportedState, ReportStateRequestSchema } from '@leoflow/protocol';
+import type { AttemptLaunch } from '../../src/executor/executor.js';
+import { spec, task, type Harness } from '../support/harness.js';
+import { createHash } from 'node:crypto';
+
+export type Access = 'delivered' | 'denied' | 'unauthenticated';
+
+/** GetVariables with a token: what the credential can do right now. */
+export async function access(h: Harness, token: string): Promise<Access> {
+  try {
+    const res = await h.agent(token).getVariables({});
+    return res.variables.v1 === 'one' ? 'delivered' : 'denied';
+  } catch (err) {
+    const e = ConnectError.from(err);
+    if (e.code === Code.PermissionDenied) return 'denied';
+    if (e.code === Code.Unauthenticated) return 'unauthenticated';
+    throw err;
+  }
+}
+
+export async function heartbeat(h: Harness, token: string) {
+  try {
+    return await h.agent(token).heartbeat({});
+  } catch (err) {
+    const e = ConnectError.from(err);
+    if (e.code === Code.Unauthenticated) return undefined;
+    throw err;
+  }
+}
+
+export async function report(h: Harness, token: string, state: 'success' | 'failed') {
+  return h.agent(token).reportState(
+    create(ReportStateRequestSchema, {
+      state: state === 'success' ? ReportedState.SUCCESS : ReportedState.FAILED,
+      exitCode: state === 'success' ? 0 : 1,
+    }),
+  );
+}
+
+export async function setupVaultAndDag(
+  h: Harness,
+  opts: { retries?: number; dagId?: string } = {},
+) {
+  const now = h.clock.now();
+  await h.vault.setVariable('default', 'v1', 'one', { secret: true }, now);
+  await h.vault.setVariable('default', 'v2', 'two', { secret: true }, now);
+  const s = spec({
+    dag_id: opts.dagId ?? 'cred',
+    variables: ['v1'],
+    tasks: [task('t', { retries: opts.retries ?? 0, retry_delay_seconds: 0 })],
+  });
+  await h.store.putDagVersion(
+    'default',
+    s,
+    createHash('sha256').update(JSON.stringify(s)).digest('hex'),
+    now,
+  );
+  return s;
+}
+
+/** Trigger, dispatch and register one attempt; returns its launch (with the minted token). */
+export async function startAttempt(
+  h: Harness,
+  dagId = 'cred',
+  runId?: string,
+): Promise<AttemptLaunch> {
+  if (runId === undefined) await h.runs.trigger('default', dagId, {});
+  await h.scheduler.tick();
+  const launch = h.executor.take()[0];
+  if (!launch) throw new Error('nothing was dispatched');
+  await h.agent(launch.token).register({ agentVersion: 't', hostname: 'h', pid: 1 });
+  return launch;
+}
