@@ -2,6 +2,7 @@ import { Command, Option } from 'commander';
 import { registerConnections } from './commands/connections.js';
 import { registerDags } from './commands/dags.js';
 import { registerRuns } from './commands/runs.js';
+import { registerSecrets } from './commands/secrets.js';
 import { registerStandalone } from './commands/standalone.js';
 import { registerTasks } from './commands/tasks.js';
 import { registerVariables } from './commands/variables.js';
@@ -27,5 +28,6 @@ export function buildProgram(): Command {
   registerTasks(program);
   registerVariables(program);
   registerConnections(program);
+  registerSecrets(program);
   return program;
 }

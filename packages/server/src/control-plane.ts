@@ -12,6 +12,7 @@ import { buildApi } from './api/app.js';
 import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS, AgentTokenIssuer } from './auth/agent-token.js';
 import { keyRetentionSeconds, loadSigningKeyring } from './auth/signing-keys.js';
 import { CachingAgentTokenVerifier } from './auth/token-cache.js';
+import { rotateVaultKey } from './credentials/key-rotation.js';
 import { revokeAttemptCredential } from './credentials/revocation.js';
 import { isLoopbackHost, SecretDelivery } from './credentials/secret-delivery.js';
 import { seedVault } from './credentials/vault-seed.js';
@@ -88,6 +89,7 @@ export async function startControlPlane(
     keyring,
     file: keyringFile,
     created: keyringCreated,
+    source: keyringSource,
   } = await loadKeyring({
     edition: 'lite',
     dataDir: cfg.dataDir,
@@ -212,6 +214,12 @@ export async function startControlPlane(
     logger,
     version: LEOFLOW_VERSION,
     onChange: poke,
+    rotateKey: async (opts) => ({
+      ...(await rotateVaultKey(
+        { vault, dataDir: cfg.dataDir, keyringSource, keyringFile: keyringFile ?? null },
+        opts,
+      )),
+    }),
     revoke: (input) =>
       revokeAttemptCredential(
         { store, clock, executor, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },

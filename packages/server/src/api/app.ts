@@ -26,6 +26,7 @@ import {
 } from './schemas.js';
 
 export interface ApiDeps {
+  rotateKey: (opts: { resume: boolean; prune: boolean }) => Promise<Record<string, unknown>>;
   revoke: (input: {
     tenantId: string;
     dagId: string;
@@ -60,6 +61,7 @@ const STATUS_BY_CODE: Record<string, number> = {
   LF_CONNECTION_NOT_FOUND: 404,
   LF_FORBIDDEN: 403,
   LF_ATTEMPT_NOT_LIVE: 409,
+  LF_SECRET_ROTATION_UNSUPPORTED: 409,
   LF_RUN_EXISTS: 409,
   LF_TASK_ACTIVE: 409,
   LF_UNAUTHENTICATED: 401,
@@ -655,6 +657,58 @@ export function buildApi(deps: ApiDeps) {
           {
             try_number: out.try_number,
             terminate: out.terminated,
+          },
+        );
+        return out;
+      },
+    );
+
+    api.post(
+      '/api/v1/secrets/rotate-key',
+      {
+        schema: {
+          body: {
+            type: 'object',
+            properties: {
+              resume: { type: 'boolean', default: false },
+              prune: { type: 'boolean', default: false },
+            },
+            additionalProperties: false,
+          },
+          response: {
+            200: {
+              type: 'object',
+              properties: {
+                current_key_id: { type: 'string' },
+                new_key: { type: 'boolean' },
+                resealed: { type: 'integer' },
+                remaining_under_old_keys: { type: 'integer' },
+                pruned: { type: 'array', items: { type: 'string' } },
+              },
+            },
+            ...stdErrors,
+          },
+        },
+      },
+      async (req) => {
+        if (req.principal.role !== 'admin') {
+          throw new LeoflowError('LF_FORBIDDEN', 'rotating the vault key needs the admin role');
+        }
+        const body = (req.body ?? {}) as { resume?: boolean; prune?: boolean };
+        const out = await deps.rotateKey({
+          resume: body.resume ?? false,
+          prune: body.prune ?? false,
+        });
+        await auditRequest(
+          store,
+          clock,
+          req,
+          'secret.key_rotate',
+          { type: 'keyring', id: String(out.current_key_id) },
+          {
+            resealed: out.resealed,
+            remaining: out.remaining_under_old_keys,
+            pruned: Array.isArray(out.pruned) ? out.pruned.length : 0,
           },
         );
         return out;

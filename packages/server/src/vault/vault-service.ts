@@ -90,7 +90,7 @@ const MAX_STALLED_ROUNDS = 20;
  */
 export class VaultService {
   readonly #store: VaultStore;
-  readonly #keyring: Keyring;
+  #keyring: Keyring;
   readonly #clock: Clock;
   readonly #onUnreadable: (v: UnreadableValue) => void;
 
@@ -103,6 +103,22 @@ export class VaultService {
 
   get currentKeyId(): string {
     return this.#keyring.currentKeyId;
+  }
+
+  /**
+   * Online key rotation: new values seal under the new keyring's current key at once, while
+   * its older keys keep opening everything sealed before (rotateKeys then re-encrypts those).
+   */
+  replaceKeyring(keyring: Keyring, dropped: readonly string[] = []): void {
+    for (const id of this.#keyring.keyIds()) {
+      if (!keyring.has(id) && !dropped.includes(id)) {
+        throw new LeoflowError(
+          'LF_SECRET_KEYRING_INVALID',
+          `the new keyring lacks key ${id}; keep every older key until rotate-key reports none remaining`,
+        );
+      }
+    }
+    this.#keyring = keyring;
   }
 
   // ---------------------------------------------------------------- variables

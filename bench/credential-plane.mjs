@@ -1,0 +1,453 @@
+// Shared pieces of the credential-plane benchmarks (heartbeat_renewal, secret_rpc): the control
+// plane's credential path assembled in this process from the BUILT server (packages/*/dist),
+// the way packages/server/test/support/harness.ts assembles it for tests and
+// packages/server/src/control-plane.ts for production — SQLite store, file signing keyring,
+// caching verifier, vault, scheduler on a manual clock with a recording executor, the real agent
+// RPC server over h2c on 127.0.0.1 — and a load-generator child process (bench/rpc-load.mjs).
+//
+// Everything a function here creates is registered with lib.mjs's cleanup registry.
+import { fork } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { ManualClock, agentTokenTtlSeconds } from '@leoflow/core';
+import { AgentService } from '@leoflow/protocol';
+import { pino } from 'pino';
+import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS, AgentTokenIssuer } from '../packages/server/dist/auth/agent-token.js';
+import { keyRetentionSeconds, loadSigningKeyring } from '../packages/server/dist/auth/signing-keys.js';
+import { CachingAgentTokenVerifier } from '../packages/server/dist/auth/token-cache.js';
+import { SecretDelivery } from '../packages/server/dist/credentials/secret-delivery.js';
+import { CredentialMetrics } from '../packages/server/dist/metrics/credential-metrics.js';
+import { createAgentService } from '../packages/server/dist/rpc/agent-service.js';
+import { startAgentRpcServer } from '../packages/server/dist/rpc/agent-server.js';
+import { AttemptLifecycle } from '../packages/server/dist/scheduler/attempt-lifecycle.js';
+import { RunOperations } from '../packages/server/dist/scheduler/run-operations.js';
+import { Scheduler } from '../packages/server/dist/scheduler/scheduler.js';
+import { SpecCache } from '../packages/server/dist/scheduler/spec-cache.js';
+import { openStore } from '../packages/server/dist/store/index.js';
+import { Keyring } from '../packages/server/dist/vault/keyring.js';
+import { VaultService } from '../packages/server/dist/vault/vault-service.js';
+import { REPO, checkAborted, log, onCleanup, round, tempDir } from './lib.mjs';
+
+export const TENANT = 'default';
+/** production defaults (docs/run-loop.md, Tuning) */
+export const HEARTBEAT_INTERVAL_MS = 15_000;
+export const DEFAULT_CEILING_MS = 24 * 3600_000;
+
+// ---------------------------------------------------------------------------------------------
+// the plane
+
+/** Records launches (and their tokens) instead of starting agents; the bench plays the agents. */
+class RecordingExecutor {
+  name = 'recording';
+  launches = [];
+  start(launch) {
+    this.launches.push(launch);
+    return Promise.resolve();
+  }
+  terminate() {
+    return Promise.resolve();
+  }
+  onAgentExit() {}
+  running() {
+    return 0;
+  }
+  close() {
+    return Promise.resolve();
+  }
+  take() {
+    return this.launches.splice(0);
+  }
+}
+
+/**
+ * Store + signing keyring + vault + scheduler + secret delivery, wired as control-plane.ts wires
+ * them (ttl from the default 15 s heartbeat, the agent keyring with its retention, the caching
+ * verifier, CredentialMetrics on secret delivery). The clock is manual, starting at a whole
+ * second; the scheduler is never started, only ticked.
+ */
+export async function assemblePlane({ label, scoping, liveness }) {
+  checkAborted();
+  const tmp = tempDir(`leoflow-bench-${label}-`);
+  const store = await openStore({ kind: 'sqlite', file: join(tmp.dir, 'data', 'leoflow.db') });
+  const closeStore = onCleanup(() => store.close());
+  await store.migrate();
+  const clock = new ManualClock(Math.floor(Date.now() / 1000) * 1000);
+  await store.ensureTenant(TENANT, TENANT, clock.now());
+  const logger = pino({ level: 'silent' });
+  const ttlSeconds = agentTokenTtlSeconds(HEARTBEAT_INTERVAL_MS / 1000);
+  const agentKeys = await loadSigningKeyring(join(tmp.dir, 'data'), 'agent', {
+    retainSeconds: keyRetentionSeconds(ttlSeconds, AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS),
+    clock: () => clock.now(),
+  });
+  const tokens = new AgentTokenIssuer(agentKeys, ttlSeconds);
+  const verifier = new CachingAgentTokenVerifier(tokens);
+  const keyring = new Keyring({ id: 'k-bench', key: randomBytes(32) });
+  const vault = new VaultService(store, keyring, { clock });
+  const specs = new SpecCache(store);
+  const executor = new RecordingExecutor();
+  const noop = () => undefined;
+  const lifecycle = new AttemptLifecycle(store, specs, clock, logger, noop);
+  const runs = new RunOperations(store, clock, noop);
+  const scheduler = new Scheduler({
+    store,
+    specs,
+    clock,
+    executor,
+    tokens,
+    lifecycle,
+    logger,
+    agentUrl: () => 'http://agent.invalid',
+    timings: {
+      tickMs: 250,
+      heartbeatIntervalMs: HEARTBEAT_INTERVAL_MS,
+      agentLostThresholdMs: 90_000,
+      dispatchLostThresholdMs: 180_000,
+      timeoutGraceMs: 30_000,
+      settlingGraceMs: 90_000,
+    },
+  });
+  const metrics = new CredentialMetrics({ defaultMetrics: false });
+  const secrets = new SecretDelivery({
+    store,
+    vault,
+    specs,
+    clock,
+    logger,
+    scoping,
+    liveness,
+    channelSecure: true, // loopback
+    metrics,
+  });
+  return {
+    dir: tmp.dir,
+    store,
+    clock,
+    logger,
+    ttlSeconds,
+    tokens,
+    verifier,
+    keyring,
+    vault,
+    specs,
+    executor,
+    lifecycle,
+    runs,
+    scheduler,
+    metrics,
+    secrets,
+    /** an agent service over this plane; only the renewal ceiling varies between instances */
+    service(maxCredentialLifetimeMs) {
+      return createAgentService({
+        store,
+        specs,
+        clock,
+        tokens,
+        verifier,
+        lifecycle,
+        logger,
+        heartbeatIntervalMs: HEARTBEAT_INTERVAL_MS,
+        maxCredentialLifetimeMs,
+        secrets,
+        onChange: noop,
+        onRenewal: (outcome) =>
+          outcome === 'renewed' ? metrics.renewalsTotal.inc() : metrics.ceilingStoppedTotal.inc(),
+      });
+    },
+    async close() {
+      await closeStore();
+      await tmp.remove();
+    },
+  };
+}
+
+/** The real agent RPC listener (h2c) on an ephemeral loopback port. */
+export async function startServer(impl, label) {
+  checkAborted();
+  const server = await startAgentRpcServer(impl, '127.0.0.1', 0, null, (err) =>
+    log(`${label}: agent RPC internal error: ${err?.stack ?? err}`),
+  );
+  const url = `http://127.0.0.1:${server.port}`;
+  const close = onCleanup(() => server.close());
+  return { url, close };
+}
+
+export function dagSpec(partial) {
+  return {
+    schema_version: '1.0',
+    description: '',
+    owner: '',
+    tags: [],
+    schedule: null,
+    schedule_timezone: 'UTC',
+    start_date: null,
+    end_date: null,
+    catchup: false,
+    max_active_runs: 16,
+    max_active_tasks: 0,
+    defaults: { retries: 0, retry_delay_seconds: 300, execution_timeout_seconds: null },
+    params: {},
+    variables: [],
+    connections: [],
+    ...partial,
+  };
+}
+
+export function taskSpec(task_id, extra = {}) {
+  return {
+    task_id,
+    type: 'bash',
+    command: `echo ${task_id}`,
+    depends_on: [],
+    trigger_rule: 'all_success',
+    retries: 0,
+    retry_delay_seconds: 300,
+    execution_timeout_seconds: null,
+    env: {},
+    variables: [],
+    connections: [],
+    do_xcom_push: false,
+    ...extra,
+  };
+}
+
+/**
+ * Registers the DAG, triggers `runs` manual runs of it, ticks the scheduler until every task
+ * instance is dispatched (its token captured by the recording executor), then plays each agent's
+ * Register over the real RPC server, so every attempt ends `running` with a live token.
+ */
+export async function launchAttempts(plane, spec, runs, url) {
+  const { store, clock } = plane;
+  const json = JSON.stringify(spec);
+  await store.putDagVersion(
+    TENANT,
+    spec,
+    createHash('sha256').update(json).digest('hex'),
+    clock.now(),
+  );
+  for (let i = 0; i < runs; i++) {
+    if (i % 100 === 0) checkAborted();
+    await plane.runs.trigger(TENANT, spec.dag_id, { runId: `bench_${String(i).padStart(5, '0')}` });
+  }
+  const expected = runs * spec.tasks.length;
+  const launches = [];
+  for (let t = 0; t < 20 && launches.length < expected; t++) {
+    await plane.scheduler.tick();
+    launches.push(...plane.executor.take());
+  }
+  if (launches.length !== expected)
+    throw new Error(`dispatched ${launches.length} attempts, expected ${expected}`);
+
+  const transport = createGrpcTransport({ baseUrl: url });
+  const client = createClient(AgentService, transport);
+  let next = 0;
+  const register = async () => {
+    while (next < launches.length) {
+      const l = launches[next++];
+      await client.register(
+        { agentVersion: 'bench', hostname: 'bench', pid: 1 },
+        { headers: { authorization: `Bearer ${l.token}` }, timeoutMs: 10_000 },
+      );
+    }
+  };
+  await Promise.all(Array.from({ length: 16 }, register));
+  for (const l of launches) {
+    const ti = await store.getTaskInstanceById(l.identity.task_instance_id);
+    if (ti?.state !== 'running') throw new Error(`attempt ${ti?.id} is ${ti?.state}, not running`);
+  }
+  return launches;
+}
+
+// ---------------------------------------------------------------------------------------------
+// the load generator
+
+/** Forks bench/rpc-load.mjs; its commands resolve with the child's result. */
+export async function startLoadGenerator() {
+  checkAborted();
+  const child = fork(join(REPO, 'bench/rpc-load.mjs'), [], {
+    cwd: REPO,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    serialization: 'advanced',
+  });
+  const pending = new Map();
+  let seq = 0;
+  let exitError = null;
+  const exited = new Promise((r) => child.once('exit', r));
+  child.on('exit', (code, sig) => {
+    exitError = new Error(`load generator exited (${code ?? sig})`);
+    for (const p of pending.values()) p.reject(exitError);
+    pending.clear();
+  });
+  child.on('message', (m) => {
+    const p = pending.get(m.id);
+    if (!p) return;
+    pending.delete(m.id);
+    if (m.ok) p.resolve(m.result);
+    else p.reject(new Error(`load generator: ${m.error}`));
+  });
+  const stop = onCleanup(async () => {
+    if (child.exitCode === null && child.signalCode === null) {
+      child.kill('SIGTERM');
+      const t = setTimeout(() => child.kill('SIGKILL'), 5_000);
+      await exited;
+      clearTimeout(t);
+    }
+  });
+  await new Promise((res, rej) => {
+    const t = setTimeout(() => rej(new Error('load generator did not start in 30 s')), 30_000);
+    child.once('message', (m) => {
+      clearTimeout(t);
+      if (m.ready) res();
+      else rej(new Error('load generator: unexpected first message'));
+    });
+    child.once('exit', () => {
+      clearTimeout(t);
+      rej(exitError);
+    });
+  });
+  const send = (msg) => {
+    checkAborted();
+    if (exitError) return Promise.reject(exitError);
+    const id = ++seq;
+    return new Promise((resolve, reject) => {
+      pending.set(id, { resolve, reject });
+      child.send({ ...msg, id });
+    });
+  };
+  return { pid: child.pid, send, stop };
+}
+
+// ---------------------------------------------------------------------------------------------
+// measurement helpers
+
+/**
+ * Runs fn (one load command) and reports, next to its result, what the SERVER (this process)
+ * spent: CPU per call, event-loop utilization, event-loop delay p99, verified-token cache hits
+ * and misses.
+ */
+export async function serverSide(plane, fn) {
+  const h = monitorEventLoopDelay({ resolution: 5 });
+  const cache0 = plane.verifier.stats();
+  const elu0 = performance.eventLoopUtilization();
+  const cpu0 = process.cpuUsage();
+  h.enable();
+  let result;
+  try {
+    result = await fn();
+  } finally {
+    h.disable();
+  }
+  const cpu = process.cpuUsage(cpu0);
+  const elu = performance.eventLoopUtilization(elu0);
+  const cache1 = plane.verifier.stats();
+  const n = Math.max(1, result.count);
+  return {
+    ...result,
+    server: {
+      cpu_us_per_call: round((cpu.user + cpu.system) / n, 1),
+      event_loop_utilization: round(elu.utilization, 3),
+      event_loop_delay_p99_ms: round(h.percentile(99) / 1e6, 2),
+      token_cache: { hits: cache1.hits - cache0.hits, misses: cache1.misses - cache0.misses },
+    },
+  };
+}
+
+/** Nearest-rank percentiles of a Float64Array, in ms. */
+export function latencySummary(xs) {
+  if (xs.length === 0) return { p50: null, p90: null, p99: null, max: null, mean: null };
+  const s = Float64Array.from(xs).sort();
+  const at = (p) => s[Math.min(s.length, Math.max(1, Math.ceil((p / 100) * s.length))) - 1];
+  let sum = 0;
+  for (const x of s) sum += x;
+  return {
+    p50: round(at(50), 2),
+    p90: round(at(90), 2),
+    p99: round(at(99), 2),
+    max: round(s[s.length - 1], 2),
+    mean: round(sum / s.length, 2),
+  };
+}
+
+/**
+ * Joins the parts of one variant measured at different times (ABBA order, so slow drift of a
+ * shared machine falls on both variants alike): calls / summed wall time, exact percentiles
+ * over every call, server figures weighted by calls.
+ */
+export function combineParts(parts) {
+  const count = parts.reduce((a, p) => a + p.count, 0);
+  const wall = parts.reduce((a, p) => a + p.wall_ms, 0);
+  const all = new Float64Array(count);
+  let off = 0;
+  for (const p of parts) {
+    all.set(p.latencies_ms, off);
+    off += p.latencies_ms.length;
+  }
+  const weighted = (get, digits) =>
+    round(parts.reduce((a, p) => a + get(p) * p.count, 0) / Math.max(1, count), digits);
+  return {
+    count,
+    per_s: round((count * 1000) / wall, 0),
+    latency_ms: latencySummary(all),
+    parts_per_s: parts.map((p) => round(p.per_s, 0)),
+    parts_p99_ms: parts.map((p) => round(p.latency_ms.p99, 2)),
+    server_cpu_us_per_call: weighted((p) => p.server.cpu_us_per_call, 1),
+    server_event_loop_utilization: weighted((p) => p.server.event_loop_utilization, 3),
+    server_event_loop_delay_p99_ms: round(
+      Math.max(...parts.map((p) => p.server.event_loop_delay_p99_ms)),
+      2,
+    ),
+    client_cpu_us_per_call: weighted((p) => p.client_cpu_us_per_call, 1),
+    token_cache: {
+      hits: parts.reduce((a, p) => a + p.server.token_cache.hits, 0),
+      misses: parts.reduce((a, p) => a + p.server.token_cache.misses, 0),
+    },
+    timed_out: parts.some((p) => p.timed_out),
+    checks: parts.map((p) => p.checks).reduce(mergeChecks),
+  };
+}
+
+function mergeChecks(a, b) {
+  const min = (x, y) => (x === null ? y : y === null ? x : Math.min(x, y));
+  const max = (x, y) => (x === null ? y : y === null ? x : Math.max(x, y));
+  return {
+    ok: a.ok + b.ok,
+    errors: a.errors + b.errors,
+    error_samples: [...a.error_samples, ...b.error_samples].slice(0, 5),
+    renewed: a.renewed + b.renewed,
+    renewed_same_token: a.renewed_same_token + b.renewed_same_token,
+    should_terminate: a.should_terminate + b.should_terminate,
+    uris_min: min(a.uris_min, b.uris_min),
+    uris_max: max(a.uris_max, b.uris_max),
+    uri_ids: a.uri_ids ?? b.uri_ids,
+  };
+}
+
+/**
+ * Times `n` sequential awaited calls of fn (after `warmup` untimed ones): microseconds per call,
+ * p50 and mean. For the per-stage breakdowns; every loop bounded by n and by maxMs.
+ */
+export async function stage(fn, { n = 2_000, warmup = 200, maxMs = 10_000 } = {}) {
+  checkAborted();
+  for (let i = 0; i < warmup; i++) await fn(i);
+  const xs = [];
+  const deadline = performance.now() + maxMs;
+  for (let i = 0; i < n && performance.now() < deadline; i++) {
+    const s = performance.now();
+    await fn(warmup + i);
+    xs.push((performance.now() - s) * 1000);
+  }
+  xs.sort((a, b) => a - b);
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+  return { n: xs.length, p50_us: round(xs[Math.floor(xs.length / 2)], 1), mean_us: round(mean, 1) };
+}
+
+/** Fails the measurement when a phase saw errors or ran out of time: no silent bad figures. */
+export function assertClean(what, r) {
+  if (r.timed_out) throw new Error(`${what}: ran out of time after ${r.count} calls`);
+  if (r.checks.errors > 0)
+    throw new Error(
+      `${what}: ${r.checks.errors} of ${r.count} calls failed: ${r.checks.error_samples.join(' | ')}`,
+    );
+}

@@ -1,0 +1,215 @@
+// Load generator for the credential-plane benchmarks, run as a child process (child_process.fork)
+// so the agent RPC server under test keeps the bench process's event loop to itself, as it has
+// a control plane's to itself in production (agents are separate processes).
+//
+// It talks to the parent over the IPC channel only. Each message is one command; each command
+// gets exactly one reply `{ id, ok, result | error }`:
+//
+//   { id, cmd: 'load', url, sessions, concurrency, method, count, tokens, adopt, timeoutMs }
+//       `count` unary calls of `method` ('heartbeat' | 'getConnections' | 'pushLogs'), at most
+//       `concurrency` in flight, spread over `sessions` HTTP/2 sessions (one gRPC transport each,
+//       kept per url+sessions across commands). Worker w owns the tokens i with i % concurrency
+//       == w (all workers share the list when it is shorter than `concurrency`) and cycles
+//       through them, so one attempt is never in flight twice. With `adopt`, a worker replaces a
+//       token by the heartbeat's renewed_token, as the agent does.
+//   { id, cmd: 'sequence', url, method, tokens, timeoutMs }
+//       one call per token, strictly one after another on one session; latency of each, in order.
+//   { id, cmd: 'close', url }       closes the sessions to url
+//   { id, cmd: 'exit' }             closes everything and exits
+//
+// Loopback only: the url must be http://127.0.0.1:<port>. Every loop is bounded by `count` (or
+// the token list) and by `timeoutMs`.
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { AgentService } from '@leoflow/protocol';
+
+const CALL_TIMEOUT_MS = 10_000;
+const ERROR_SAMPLES = 5;
+
+/** url|sessions → clients (each its own transport, so its own HTTP/2 session) */
+const pools = new Map();
+
+function clientsFor(url, sessions) {
+  if (!/^http:\/\/127\.0\.0\.1:\d+$/.test(url)) throw new Error(`not a loopback url: ${url}`);
+  const key = `${url}|${sessions}`;
+  let pool = pools.get(key);
+  if (!pool) {
+    pool = Array.from({ length: sessions }, () =>
+      createClient(AgentService, createGrpcTransport({ baseUrl: url })),
+    );
+    pools.set(key, pool);
+  }
+  return pool;
+}
+
+function call(client, method, token) {
+  const opts = { headers: { authorization: `Bearer ${token}` }, timeoutMs: CALL_TIMEOUT_MS };
+  switch (method) {
+    case 'heartbeat':
+      return client.heartbeat({ sentAtMs: BigInt(Date.now()) }, opts);
+    case 'getConnections':
+      return client.getConnections({}, opts);
+    case 'pushLogs':
+      return client.pushLogs({ lines: [] }, opts);
+    default:
+      throw new Error(`unknown method ${method}`);
+  }
+}
+
+/** What each response says, tallied: the parent checks it (renewal on/off, 20 URIs, …). */
+function newChecks() {
+  return {
+    ok: 0,
+    errors: 0,
+    error_samples: [],
+    renewed: 0,
+    renewed_same_token: 0,
+    should_terminate: 0,
+    uris_min: null,
+    uris_max: null,
+    uri_ids: null,
+  };
+}
+
+function tally(checks, method, res, sentToken) {
+  checks.ok++;
+  if (method === 'heartbeat') {
+    if (res.renewedToken !== '') {
+      checks.renewed++;
+      if (res.renewedToken === sentToken) checks.renewed_same_token++;
+    }
+    if (res.shouldTerminate) checks.should_terminate++;
+  } else if (method === 'getConnections') {
+    const ids = Object.keys(res.connectionUris);
+    checks.uris_min = checks.uris_min === null ? ids.length : Math.min(checks.uris_min, ids.length);
+    checks.uris_max = checks.uris_max === null ? ids.length : Math.max(checks.uris_max, ids.length);
+    // names only, never the URIs (they carry passwords)
+    checks.uri_ids ??= ids.sort();
+  }
+}
+
+function tallyError(checks, err) {
+  checks.errors++;
+  if (checks.error_samples.length < ERROR_SAMPLES) {
+    const e = ConnectError.from(err);
+    checks.error_samples.push(`${Code[e.code] ?? e.code}: ${e.rawMessage}`);
+  }
+}
+
+async function load(msg) {
+  const { url, sessions, concurrency, method, count, tokens, adopt, timeoutMs } = msg;
+  if (!(count > 0 && concurrency > 0 && sessions > 0 && tokens.length > 0))
+    throw new Error('load: count, concurrency, sessions and tokens must be positive');
+  const clients = clientsFor(url, sessions);
+  const deadline = performance.now() + timeoutMs;
+  const latencies = new Float64Array(count);
+  const checks = newChecks();
+  const perWorker = Array.from({ length: concurrency }, (_, w) =>
+    tokens.length >= concurrency ? tokens.filter((_, i) => i % concurrency === w) : [...tokens],
+  );
+  let next = 0;
+  let timedOut = false;
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  const worker = async (w) => {
+    const mine = perWorker[w];
+    const client = clients[w % sessions];
+    let k = w % mine.length;
+    while (next < count) {
+      if (performance.now() > deadline) {
+        timedOut = true;
+        return;
+      }
+      const i = next++;
+      const slot = k;
+      k = (k + 1) % mine.length;
+      const token = mine[slot];
+      const s = performance.now();
+      try {
+        const res = await call(client, method, token);
+        latencies[i] = performance.now() - s;
+        tally(checks, method, res, token);
+        if (adopt && method === 'heartbeat' && res.renewedToken !== '')
+          mine[slot] = res.renewedToken;
+      } catch (err) {
+        latencies[i] = performance.now() - s;
+        tallyError(checks, err);
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, (_, w) => worker(w)));
+  const wall = performance.now() - t0;
+  const cpu = process.cpuUsage(cpu0);
+  const done = Math.min(next, count);
+  return {
+    count: done,
+    timed_out: timedOut,
+    wall_ms: wall,
+    per_s: (done * 1000) / wall,
+    latency_ms: latencySummary(latencies.subarray(0, done)),
+    // raw, for exact percentiles over several commands (IPC uses advanced serialization)
+    latencies_ms: latencies.slice(0, done),
+    client_cpu_us_per_call: (cpu.user + cpu.system) / Math.max(1, done),
+    checks,
+  };
+}
+
+async function sequence(msg) {
+  const { url, method, tokens, timeoutMs } = msg;
+  const [client] = clientsFor(url, 1);
+  const deadline = performance.now() + timeoutMs;
+  const latencies = [];
+  const checks = newChecks();
+  for (const token of tokens) {
+    if (performance.now() > deadline) break;
+    const s = performance.now();
+    try {
+      const res = await call(client, method, token);
+      latencies.push(performance.now() - s);
+      tally(checks, method, res, token);
+    } catch (err) {
+      latencies.push(performance.now() - s);
+      tallyError(checks, err);
+    }
+  }
+  return { latencies_ms: latencies, timed_out: latencies.length < tokens.length, checks };
+}
+
+function latencySummary(xs) {
+  if (xs.length === 0) return { p50: null, p90: null, p99: null, max: null, mean: null };
+  const s = Float64Array.from(xs).sort();
+  const at = (p) => s[Math.min(s.length, Math.max(1, Math.ceil((p / 100) * s.length))) - 1];
+  let sum = 0;
+  for (const x of s) sum += x;
+  return { p50: at(50), p90: at(90), p99: at(99), max: s[s.length - 1], mean: sum / s.length };
+}
+
+async function closeUrl(url) {
+  // The gRPC transport has no close(); dropping the clients lets their sessions idle out, and
+  // the server closes them when it stops. Nothing here keeps the process alive on its own.
+  for (const key of [...pools.keys()]) if (key.startsWith(`${url}|`)) pools.delete(key);
+}
+
+if (!process.send) {
+  process.stderr.write('bench/rpc-load.mjs runs as a child of the bench (child_process.fork)\n');
+  process.exit(2);
+}
+process.on('disconnect', () => process.exit(0));
+process.on('message', (msg) => {
+  void (async () => {
+    try {
+      let result;
+      if (msg.cmd === 'load') result = await load(msg);
+      else if (msg.cmd === 'sequence') result = await sequence(msg);
+      else if (msg.cmd === 'close') result = await closeUrl(msg.url);
+      else if (msg.cmd === 'exit') {
+        process.send({ id: msg.id, ok: true }, () => process.exit(0));
+        return;
+      } else throw new Error(`unknown command ${msg.cmd}`);
+      process.send({ id: msg.id, ok: true, result });
+    } catch (err) {
+      process.send({ id: msg.id, ok: false, error: String(err?.stack ?? err) });
+    }
+  })();
+});
+process.send({ ready: true });

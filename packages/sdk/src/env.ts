@@ -1,0 +1,81 @@
+import {
+  connectionEnvName,
+  LeoflowError,
+  parseConnectionJson,
+  parseConnectionUri,
+  variableEnvName,
+  type Connection,
+} from '@leoflow/core';
+
+/** Where the SDK reads from; defaults to `process.env`. Tests pass their own. */
+export type Env = Record<string, string | undefined>;
+
+export interface EnvOption {
+  env?: Env;
+}
+
+/** A connection as the task received it, plus the id it was looked up by. */
+export interface TaskConnection extends Connection {
+  conn_id: string;
+}
+
+function declareHint(kind: 'connections' | 'variables', name: string): string {
+  return (
+    `The task probably did not declare it in leoflow.yaml. Add \`${kind}: [${name}]\` under the task ` +
+    `(or under the DAG, for every task), and make sure the ${kind === 'connections' ? 'connection' : 'variable'} exists in the vault.`
+  );
+}
+
+/**
+ * `AIRFLOW_CONN_<ID>` in either Airflow form: a URI, or JSON when the value starts with `{`
+ * (Airflow's environment-backend rule). Parsed with the same codec as the server.
+ */
+export function getConnection(connId: string, opts: EnvOption = {}): TaskConnection {
+  const env = opts.env ?? process.env;
+  const name = connectionEnvName(connId);
+  const value = env[name];
+  if (value === undefined || value === '') {
+    throw new LeoflowError(
+      'LF_SDK_CONNECTION_MISSING',
+      `connection "${connId}" is not in this task's environment (${name} is not set). ` +
+        declareHint('connections', connId),
+      { conn_id: connId, env_name: name },
+    );
+  }
+  const conn = value.trim().startsWith('{') ? parseConnectionJson(value) : parseConnectionUri(value);
+  return { conn_id: connId, ...conn };
+}
+
+export interface GetVariableOptions extends EnvOption {
+  /** Parse the value as JSON. */
+  json?: boolean;
+  /** Returned instead of raising when the variable is not set. */
+  default?: unknown;
+}
+
+/** `AIRFLOW_VAR_<KEY>`: the raw string, or its JSON value with `{ json: true }`. */
+export function getVariable(key: string, opts: GetVariableOptions = {}): unknown {
+  const env = opts.env ?? process.env;
+  const name = variableEnvName(key);
+  const value = env[name];
+  if (value === undefined) {
+    if ('default' in opts) return opts.default;
+    throw new LeoflowError(
+      'LF_SDK_VARIABLE_MISSING',
+      `variable "${key}" is not in this task's environment (${name} is not set). ` +
+        declareHint('variables', key),
+      { key, env_name: name },
+    );
+  }
+  if (opts.json !== true) return value;
+  try {
+    return JSON.parse(value) as unknown;
+  } catch {
+    // Never echo the value: a variable may hold a secret.
+    throw new LeoflowError(
+      'LF_SDK_VARIABLE_NOT_JSON',
+      `variable "${key}" is not valid JSON; read it without { json: true } or fix its value`,
+      { key },
+    );
+  }
+}

@@ -1,0 +1,127 @@
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  api,
+  cli,
+  scratchDir,
+  startStandalone,
+  waitFor,
+  writeDag,
+  type Standalone,
+} from '../support/processes.js';
+
+let scratch: ReturnType<typeof scratchDir>;
+let sa: Standalone;
+let dataDir: string;
+
+function env() {
+  return { LEOFLOW_URL: sa.url, LEOFLOW_TOKEN: sa.token };
+}
+
+beforeAll(async () => {
+  scratch = scratchDir('leoflow-ops-');
+  dataDir = join(scratch.dir, 'data');
+  writeDag(
+    join(scratch.dir, 'dags'),
+    'long',
+    'dag_id: long\ntasks:\n  - task_id: sleeper\n    command: sleep 4\n',
+  );
+  sa = await startStandalone({ dataDir, dagsFolder: join(scratch.dir, 'dags') });
+});
+
+afterAll(async () => {
+  await sa?.stop();
+  scratch?.cleanup();
+});
+
+describe('operator actions (real processes)', () => {
+  it('rotate-key re-encrypts every secret online, survives a restart, and prunes the old key only when unused', async () => {
+    for (let i = 0; i < 25; i++) {
+      expect(
+        (await cli(['variables', 'set', `secret_${i}`, `value-${i}`, '--secret'], env())).code,
+      ).toBe(0);
+    }
+    expect(
+      (await cli(['connections', 'set', 'db', '--uri', 'postgres://u:p%40ss@h:5432/d'], env()))
+        .code,
+    ).toBe(0);
+    const rotated = await cli(['secrets', 'rotate-key', '-o', 'json'], env());
+    expect(rotated.code, rotated.stderr).toBe(0);
+    const r = JSON.parse(rotated.stdout) as {
+      resealed: number;
+      remaining_under_old_keys: number;
+      current_key_id: string;
+    };
+    expect(r.resealed).toBe(26);
+    expect(r.remaining_under_old_keys).toBe(0);
+
+    await sa.stop();
+    sa = await startStandalone({ dataDir });
+    const v = await cli(['variables', 'get', 'secret_7', '--reveal', '-o', 'json'], env());
+    expect(JSON.parse(v.stdout)).toMatchObject({ key: 'secret_7', value: 'value-7' });
+    const c = await api<{ connection: { password: string } }>(
+      sa,
+      'POST',
+      '/api/v1/connections/db/reveal',
+    );
+    expect(c.connection.password).toBe('p@ss');
+
+    const pruned = await cli(['secrets', 'rotate-key', '--resume', '--prune', '-o', 'json'], env());
+    expect(JSON.parse(pruned.stdout)).toMatchObject({
+      current_key_id: r.current_key_id,
+      remaining_under_old_keys: 0,
+    });
+    expect((JSON.parse(pruned.stdout) as { pruned: string[] }).pruned).toHaveLength(1);
+    await sa.stop();
+    sa = await startStandalone({ dataDir, dagsFolder: join(scratch.dir, 'dags') });
+    const again = await cli(['variables', 'get', 'secret_24', '--reveal', '-o', 'json'], env());
+    expect(JSON.parse(again.stdout)).toMatchObject({ value: 'value-24' });
+  });
+
+  it('revoke-credential keeps the attempt running; with --terminate it stops it', async () => {
+    const runs = ['r_keep', 'r_stop'];
+    for (const runId of runs) {
+      await api(sa, 'POST', '/api/v1/dags/long/runs', { run_id: runId });
+    }
+    for (const runId of runs) {
+      await waitFor(`${runId} running`, async () => {
+        const d = await api<{ task_instances: { state: string }[] }>(
+          sa,
+          'GET',
+          `/api/v1/dags/long/runs/${runId}`,
+        );
+        return d.task_instances[0]?.state === 'running' ? true : undefined;
+      });
+    }
+    const keep = await cli(
+      ['tasks', 'revoke-credential', 'r_keep', 'sleeper', '-o', 'json'],
+      env(),
+    );
+    expect(keep.code, keep.stderr).toBe(0);
+    const stop = await cli(
+      ['tasks', 'revoke-credential', 'r_stop', 'sleeper', '--terminate', '-o', 'json'],
+      env(),
+    );
+    expect(stop.code, stop.stderr).toBe(0);
+    const final = async (runId: string) =>
+      waitFor(`${runId} to finish`, async () => {
+        const d = await api<{ run: { state: string } }>(
+          sa,
+          'GET',
+          `/api/v1/dags/long/runs/${runId}`,
+        );
+        return d.run.state === 'success' || d.run.state === 'failed' ? d.run.state : undefined;
+      });
+    expect(await final('r_keep')).toBe('success');
+    expect(await final('r_stop')).toBe('failed');
+    const audit = await api<{ events: { action: string }[] }>(
+      sa,
+      'GET',
+      '/api/v1/audit?action=credential.revoke',
+    );
+    expect(audit.events).toHaveLength(2);
+    const dead = await cli(['tasks', 'revoke-credential', 'r_keep', 'sleeper'], env());
+    expect(dead.code).toBe(1);
+    expect(dead.stderr).toContain('not live');
+  });
+});
