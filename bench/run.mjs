@@ -13,14 +13,18 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { CLI, REPO, abortMeasurement, cleanupAll, log, resetAbort } from './lib.mjs';
+import * as heartbeatRenewal from './heartbeat-renewal.mjs';
 import * as interTaskLatency from './inter-task-latency.mjs';
 import * as memory from './memory.mjs';
+import * as secretRpc from './secret-rpc.mjs';
 import * as throughput from './throughput.mjs';
 
 const MEASUREMENTS = {
   inter_task_latency: interTaskLatency,
   throughput,
   memory,
+  heartbeat_renewal: heartbeatRenewal,
+  secret_rpc: secretRpc,
 };
 
 // A measurement that runs longer than this is abandoned (its cleanup still runs).
@@ -48,6 +52,10 @@ function parseArgs(argv) {
         .filter(Boolean);
       for (const n of names) if (!(n in MEASUREMENTS)) usage(`unknown measurement "${n}"`);
       opts.only = names;
+    } else if (a === '--retries' || a.startsWith('--retries=')) {
+      const v = a === '--retries' ? argv[++i] : a.slice('--retries='.length);
+      if (!/^[0-3]$/.test(v ?? '')) usage('--retries needs 0, 1, 2 or 3');
+      opts.retries = Number(v);
     } else if (a === '--help' || a === '-h') usage();
     else usage(`unknown argument "${a}"`);
   }

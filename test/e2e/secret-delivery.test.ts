@@ -107,6 +107,9 @@ describe('delivery by declaration (real standalone, agent and task)', () => {
       'undeclared',
       'dag_id: undeclared\nconnections: [nope_b, warehouse_db, nope_a]\ntasks:\n  - task_id: t\n    command: "true"\n',
     );
+    const compiled = await leoflow(['dags', 'compile', bad]);
+    expect(compiled.code).toBe(0);
+    expect(compiled.stderr).toContain('has no connection(s) nope_b, nope_a');
     const res = await leoflow(['dags', 'push', bad]);
     expect(res.code).toBe(1);
     expect(res.stderr).toContain('dag "undeclared" declares unknown connection(s) nope_b, nope_a');

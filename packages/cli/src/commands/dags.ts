@@ -1,7 +1,12 @@
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
-import { formatDiagnostic, type CompileDiagnostic, type DagSpec } from '@leoflow/core';
+import {
+  declaredUnion,
+  formatDiagnostic,
+  type CompileDiagnostic,
+  type DagSpec,
+} from '@leoflow/core';
 import { compileDagFolder } from '@leoflow/server/dags';
 import { ApiClient, CliError } from '../client.js';
 import { parseOutput, print } from '../output.js';
@@ -41,6 +46,41 @@ function compileOrFail(
   return { spec: result.spec, warnings: result.warnings };
 }
 
+/**
+ * When a control plane is reachable, warn about declared names its vault does not have (the
+ * push would be refused). Unreachable or unauthorised: say nothing — compiling is offline work.
+ */
+async function warnAboutUnknownDeclarations(client: ApiClient, spec: DagSpec): Promise<string[]> {
+  const warnings: string[] = [];
+  try {
+    const vars = await client.request<{ variables: { key: string }[] }>(
+      'GET',
+      '/api/v1/variables?limit=1000',
+    );
+    const conns = await client.request<{ connections: { conn_id: string }[] }>(
+      'GET',
+      '/api/v1/connections?limit=1000',
+    );
+    const haveVars = new Set(vars.variables.map((v) => v.key));
+    const haveConns = new Set(conns.connections.map((c) => c.conn_id));
+    const missingVars = declaredUnion(spec, 'variables').filter((k) => !haveVars.has(k));
+    const missingConns = declaredUnion(spec, 'connections').filter((c) => !haveConns.has(c));
+    if (missingVars.length > 0) {
+      warnings.push(
+        `warning: ${client.baseUrl} has no variable(s) ${missingVars.join(', ')}; \`leoflow dags push\` will be refused until you run \`leoflow variables set <key> <value>\``,
+      );
+    }
+    if (missingConns.length > 0) {
+      warnings.push(
+        `warning: ${client.baseUrl} has no connection(s) ${missingConns.join(', ')}; \`leoflow dags push\` will be refused until you run \`leoflow connections set <id> --uri <uri>\``,
+      );
+    }
+  } catch {
+    // No reachable vault: nothing to compare against.
+  }
+  return warnings;
+}
+
 export function registerDags(program: Command): void {
   const dags = program.command('dags').description('author, validate, register and list DAGs');
 
@@ -48,11 +88,16 @@ export function registerDags(program: Command): void {
     .command('compile <dir>')
     .description('compile <dir>/leoflow.yaml to <dir>/dag.json (validated against dag.schema.json)')
     .option('--out <file>', 'write dag.json here instead of <dir>/dag.json')
-    .action((dir: string, flags: { out?: string }, cmd: Command) => {
+    .action(async (dir: string, flags: { out?: string }, cmd: Command) => {
       const format = parseOutput(globalOpts(cmd).output);
       const { spec, warnings } = compileOrFail(dir, format);
       const out = resolve(flags.out ?? join(dir, 'dag.json'));
       writeFileSync(out, `${JSON.stringify(spec, null, 2)}\n`);
+      const vaultWarnings = await warnAboutUnknownDeclarations(
+        new ApiClient(globalOpts(cmd)),
+        spec,
+      );
+      for (const w of vaultWarnings) process.stderr.write(`${w}\n`);
       if (format === 'json') {
         process.stdout.write(
           `${JSON.stringify({ ok: true, dag_id: spec.dag_id, out, tasks: spec.tasks.length, warnings }, null, 2)}\n`,

@@ -24,6 +24,7 @@ interface StandaloneFlags {
   maxAttemptCredentialLifetime?: string;
   metricsPort?: string;
   vaultSeed?: string;
+  config?: string;
 }
 
 /** defaults < env (LEOFLOW_…) < flags */
@@ -114,7 +115,9 @@ export async function standaloneConfig(
   // core: defaults < env < flags, every problem named by key, boot refused on any.
   const { loadCredentialPlaneConfig, isLeoflowError } = await import('@leoflow/core');
   try {
+    const configFile = pick(flags.config, 'LEOFLOW_CONFIG_FILE');
     const { config } = loadCredentialPlaneConfig({
+      ...(configFile ? { file: await readConfigFile(configFile) } : {}),
       env,
       flags: {
         'execution.heartbeat_interval': flags.heartbeatInterval,
@@ -215,4 +218,29 @@ export function registerStandalone(program: Command): void {
       process.on('SIGINT', () => shutdown('SIGINT'));
       process.on('SIGTERM', () => shutdown('SIGTERM'));
     });
+}
+
+async function readConfigFile(file: string): Promise<Record<string, unknown>> {
+  const { readFile } = await import('node:fs/promises');
+  const { parse } = await import('yaml');
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch {
+    throw new CliError(
+      `cannot read the config file ${file}; check the path given to --config / LEOFLOW_CONFIG_FILE`,
+      2,
+      'LF_CONFIG_INVALID',
+    );
+  }
+  const parsed: unknown = parse(text);
+  if (parsed === null || parsed === undefined) return {};
+  if (typeof parsed !== 'object' || Array.isArray(parsed)) {
+    throw new CliError(
+      `${file} must be a YAML mapping of settings (e.g. "auth:\n  secret_scoping: enforce")`,
+      2,
+      'LF_CONFIG_INVALID',
+    );
+  }
+  return parsed as Record<string, unknown>;
 }

@@ -1,0 +1,2 @@
+export const description = 'placeholder';
+export async function run() { throw new Error('not yet'); }
