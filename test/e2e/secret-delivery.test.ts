@@ -152,7 +152,7 @@ describe('delivery by declaration (real standalone, agent and task)', () => {
       'names AIRFLOW_CONN_OTHER_DB,AIRFLOW_CONN_WAREHOUSE_DB,AIRFLOW_VAR_API_TOKEN,AIRFLOW_VAR_REPORT_RECIPIENT',
     );
     const audit = await api<{ events: { action: string; payload: Record<string, unknown> }[] }>(
-      sa!,
+      sa,
       'GET',
       '/api/v1/audit?action=secret.scope_warning',
     );

@@ -81,7 +81,11 @@ export function pullXcom(upstreamTaskId: string, opts: PullXcomOptions = {}): un
   let raw: string | undefined = name === 'LEOFLOW_XCOM_DIR' ? undefined : env[name];
   if (raw === undefined) {
     const dir = str(env, 'LEOFLOW_XCOM_DIR');
-    const safe = upstreamTaskId !== '' && !/[/\\\0]/.test(upstreamTaskId) && upstreamTaskId !== '.' && upstreamTaskId !== '..';
+    const safe =
+      upstreamTaskId !== '' &&
+      !/[/\\\0]/.test(upstreamTaskId) &&
+      upstreamTaskId !== '.' &&
+      upstreamTaskId !== '..';
     if (dir !== null && safe && existsSync(join(dir, upstreamTaskId))) {
       raw = readFileSync(join(dir, upstreamTaskId), 'utf8');
     }

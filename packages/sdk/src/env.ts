@@ -42,7 +42,9 @@ export function getConnection(connId: string, opts: EnvOption = {}): TaskConnect
       { conn_id: connId, env_name: name },
     );
   }
-  const conn = value.trim().startsWith('{') ? parseConnectionJson(value) : parseConnectionUri(value);
+  const conn = value.trim().startsWith('{')
+    ? parseConnectionJson(value)
+    : parseConnectionUri(value);
   return { conn_id: connId, ...conn };
 }
 

@@ -59,7 +59,10 @@ function parseKey(text: string, where: string): JWTInput {
 function checkKey(key: Record<string, unknown>, where: string): JWTInput {
   for (const f of ['client_email', 'private_key'] as const) {
     if (typeof key[f] !== 'string' || key[f] === '') {
-      throw gcpError('LF_SDK_GCP_KEY_INVALID', `${where} has no ${f}: it is not a service-account key`);
+      throw gcpError(
+        'LF_SDK_GCP_KEY_INVALID',
+        `${where} has no ${f}: it is not a service-account key`,
+      );
     }
   }
   if (key['type'] !== undefined && key['type'] !== 'service_account') {
@@ -68,13 +71,15 @@ function checkKey(key: Record<string, unknown>, where: string): JWTInput {
       `${where} is not a service-account key (type is not "service_account")`,
     );
   }
-  return key as JWTInput;
+  return key;
 }
 
 function secretManagerBase(opts: GoogleAuthOptionsLeoflow): string {
   const env = opts.env ?? process.env;
   const base =
-    opts.secretManagerEndpoint ?? env[SECRET_MANAGER_ENDPOINT_ENV] ?? DEFAULT_SECRET_MANAGER_ENDPOINT;
+    opts.secretManagerEndpoint ??
+    env[SECRET_MANAGER_ENDPOINT_ENV] ??
+    DEFAULT_SECRET_MANAGER_ENDPOINT;
   return base.replace(/\/+$/, '');
 }
 
@@ -109,9 +114,15 @@ async function fetchSecretKey(
   }
   const payload = (data as { payload?: { data?: unknown } } | null)?.payload?.data;
   if (typeof payload !== 'string') {
-    throw gcpError('LF_SDK_GCP_SECRET_FETCH_FAILED', 'Secret Manager answered without payload.data');
+    throw gcpError(
+      'LF_SDK_GCP_SECRET_FETCH_FAILED',
+      'Secret Manager answered without payload.data',
+    );
   }
-  return parseKey(Buffer.from(payload, 'base64').toString('utf8'), 'the secret named by key_secret_name');
+  return parseKey(
+    Buffer.from(payload, 'base64').toString('utf8'),
+    'the secret named by key_secret_name',
+  );
 }
 
 /**
@@ -151,7 +162,9 @@ export async function resolveGoogleConnection(
     credentials = await fetchSecretKey(fields.key_secret_name, opts, fields.num_retries);
   }
   const keyProject =
-    credentials !== null && typeof credentials.project_id === 'string' && credentials.project_id !== ''
+    credentials !== null &&
+    typeof credentials.project_id === 'string' &&
+    credentials.project_id !== ''
       ? credentials.project_id
       : null;
   return {
@@ -179,9 +192,9 @@ function transporterOptions(
   if (tokenUri !== null && tokenUri !== GOOGLE_TOKEN_URL) {
     const target = new URL(tokenUri);
     transporter.interceptors.request.add({
-      resolved: async (o) => {
+      resolved: (o) => {
         if (String(o.url) === GOOGLE_TOKEN_URL) o.url = new URL(target.href);
-        return o;
+        return Promise.resolve(o);
       },
     });
   }
@@ -200,8 +213,9 @@ export async function googleAuth(
   const r = await resolveGoogleConnection(connId, opts);
   const scopes = r.scopes.length > 0 ? r.scopes : [...DEFAULT_GOOGLE_SCOPES];
   const tokenUri =
-    r.credentials !== null && typeof (r.credentials as { token_uri?: unknown }).token_uri === 'string'
-      ? ((r.credentials as { token_uri: string }).token_uri)
+    r.credentials !== null &&
+    typeof (r.credentials as { token_uri?: unknown }).token_uri === 'string'
+      ? (r.credentials as { token_uri: string }).token_uri
       : null;
   const options: GoogleAuthOptions = {
     scopes,

@@ -30,7 +30,8 @@ beforeAll(async () => {
   secrets = await startFake((req, _body, res) => {
     const m = /^\/v1\/(.+):access$/.exec(req.url ?? '');
     const data = m?.[1] === undefined ? undefined : secretPayloads.get(m[1]);
-    if (req.headers.authorization !== 'Bearer meta-token') return json(res, 401, { error: 'no ADC token' });
+    if (req.headers.authorization !== 'Bearer meta-token')
+      return json(res, 401, { error: 'no ADC token' });
     if (data === undefined) return json(res, 404, { error: { code: 404 } });
     json(res, 200, { name: m![1], payload: { data: Buffer.from(data).toString('base64') } });
   });
@@ -41,8 +42,16 @@ beforeAll(async () => {
   delete process.env.GCLOUD_PROJECT;
   delete process.env.METADATA_SERVER_DETECTION;
   process.env.GCE_METADATA_HOST = metadata.url.replace('http://', '');
-  keyA = makeServiceAccountKey(`${tokens.url}/token`, 'key-project-a', 'a@key-project-a.iam.gserviceaccount.com');
-  keyB = makeServiceAccountKey(`${tokens.url}/token`, 'key-project-b', 'b@key-project-b.iam.gserviceaccount.com');
+  keyA = makeServiceAccountKey(
+    `${tokens.url}/token`,
+    'key-project-a',
+    'a@key-project-a.iam.gserviceaccount.com',
+  );
+  keyB = makeServiceAccountKey(
+    `${tokens.url}/token`,
+    'key-project-b',
+    'b@key-project-b.iam.gserviceaccount.com',
+  );
   keyBPath = join(home, 'key.json');
   writeFileSync(keyBPath, JSON.stringify(keyB.keyJson), { mode: 0o600 });
   secretPayloads.set('projects/p/secrets/sa-key/versions/latest', JSON.stringify(keyA.keyJson));
@@ -74,7 +83,10 @@ async function tokenRequestOf(extra: Record<string, unknown>) {
 
 describe('T96 resolution order: keyfile_dict → key_path → key_secret_name → ADC', () => {
   it('keyfile_dict wins over key_path, and the client signs with exactly that key', async () => {
-    const { token, body } = await tokenRequestOf({ keyfile_dict: keyA.keyJson, key_path: keyBPath });
+    const { token, body } = await tokenRequestOf({
+      keyfile_dict: keyA.keyJson,
+      key_path: keyBPath,
+    });
     expect(token).toBe('sa-token');
     const { payload, header } = verifiedAssertion(body, keyA.publicKey);
     expect(header['alg']).toBe('RS256');
@@ -84,36 +96,47 @@ describe('T96 resolution order: keyfile_dict → key_path → key_secret_name �
 
   it('keyfile_dict as a JSON string is the same key', async () => {
     const { body } = await tokenRequestOf({ keyfile_dict: JSON.stringify(keyA.keyJson) });
-    expect(verifiedAssertion(body, keyA.publicKey).payload['iss']).toBe(keyA.keyJson['client_email']);
+    expect(verifiedAssertion(body, keyA.publicKey).payload['iss']).toBe(
+      keyA.keyJson['client_email'],
+    );
   });
 
   it('key_path only: the key file is read in the task and signs the assertion', async () => {
     const { body } = await tokenRequestOf({ key_path: keyBPath });
-    expect(verifiedAssertion(body, keyB.publicKey).payload['iss']).toBe(keyB.keyJson['client_email']);
+    expect(verifiedAssertion(body, keyB.publicKey).payload['iss']).toBe(
+      keyB.keyJson['client_email'],
+    );
     expect(metadata.requests).toHaveLength(0);
   });
 
   it('key_path that cannot be read: an error naming the path and the mount', async () => {
-    await expect(googleAuth('gcp', { env: env({ key_path: '/nonexistent/key.json' }) })).rejects.toThrow(
-      /key_path \/nonexistent\/key.json cannot be read.*mounted/,
-    );
+    await expect(
+      googleAuth('gcp', { env: env({ key_path: '/nonexistent/key.json' }) }),
+    ).rejects.toThrow(/key_path \/nonexistent\/key.json cannot be read.*mounted/);
   });
 
   it('key_secret_name only: fetched from Secret Manager versions/latest with ADC, then used to sign', async () => {
-    const r = await resolveGoogleConnection('gcp', { env: env({ key_secret_name: 'projects/p/secrets/sa-key' }) });
+    const r = await resolveGoogleConnection('gcp', {
+      env: env({ key_secret_name: 'projects/p/secrets/sa-key' }),
+    });
     expect(r.source).toBe('key_secret_name');
     expect(secrets.requests).toHaveLength(1);
     expect(secrets.requests[0]!.url).toBe('/v1/projects/p/secrets/sa-key/versions/latest:access');
     expect(secrets.requests[0]!.headers.authorization).toBe('Bearer meta-token');
     const { body } = await tokenRequestOf({ key_secret_name: 'projects/p/secrets/sa-key' });
-    expect(verifiedAssertion(body, keyA.publicKey).payload['iss']).toBe(keyA.keyJson['client_email']);
+    expect(verifiedAssertion(body, keyA.publicKey).payload['iss']).toBe(
+      keyA.keyJson['client_email'],
+    );
   });
 
   it('key_secret_name: the Secret Manager endpoint option beats the env; a missing secret is a clear error', async () => {
-    const e = env({ key_secret_name: 'projects/p/secrets/absent' }, { [SECRET_MANAGER_ENDPOINT_ENV]: 'http://127.0.0.1:1' });
-    await expect(resolveGoogleConnection('gcp', { env: e, secretManagerEndpoint: secrets.url })).rejects.toThrow(
-      /Secret Manager \(HTTP 404\).*secretAccessor/,
+    const e = env(
+      { key_secret_name: 'projects/p/secrets/absent' },
+      { [SECRET_MANAGER_ENDPOINT_ENV]: 'http://127.0.0.1:1' },
     );
+    await expect(
+      resolveGoogleConnection('gcp', { env: e, secretManagerEndpoint: secrets.url }),
+    ).rejects.toThrow(/Secret Manager \(HTTP 404\).*secretAccessor/);
     expect(secrets.requests[0]!.url).toBe('/v1/projects/p/secrets/absent/versions/latest:access');
   });
 
@@ -121,15 +144,21 @@ describe('T96 resolution order: keyfile_dict → key_path → key_secret_name �
     const auth = await googleAuth('gcp', { env: env({}) });
     expect(await auth.getAccessToken()).toBe('meta-token');
     expect(tokens.requests).toHaveLength(0);
-    const tokenReq = metadata.requests.find((r) => r.url.includes('/service-accounts/default/token'));
-    expect(tokenReq?.url).toContain(encodeURIComponent('https://www.googleapis.com/auth/cloud-platform'));
+    const tokenReq = metadata.requests.find((r) =>
+      r.url.includes('/service-accounts/default/token'),
+    );
+    expect(tokenReq?.url).toContain(
+      encodeURIComponent('https://www.googleapis.com/auth/cloud-platform'),
+    );
     expect(await auth.getProjectId()).toBe('adc-project');
   });
 });
 
 describe('T97 legacy extra__google_cloud_platform__ names are a fallback only', () => {
   it('legacy key_path is used when key_path is absent', async () => {
-    const r = await resolveGoogleConnection('gcp', { env: env({ extra__google_cloud_platform__key_path: keyBPath }) });
+    const r = await resolveGoogleConnection('gcp', {
+      env: env({ extra__google_cloud_platform__key_path: keyBPath }),
+    });
     expect(r.source).toBe('key_path');
     expect(r.credentials?.client_email).toBe(keyB.keyJson['client_email']);
   });
@@ -155,7 +184,11 @@ describe('T97 legacy extra__google_cloud_platform__ names are a fallback only', 
         extra__google_cloud_platform__scope: 'https://x.example/a',
       }),
     });
-    expect([r.source, r.projectId, r.scopes]).toEqual(['keyfile_dict', 'legacy-project', ['https://x.example/a']]);
+    expect([r.source, r.projectId, r.scopes]).toEqual([
+      'keyfile_dict',
+      'legacy-project',
+      ['https://x.example/a'],
+    ]);
   });
 });
 
@@ -170,16 +203,26 @@ describe('T98 scopes, project and num_retries', () => {
     );
   });
   it('scopes as a list', async () => {
-    const { body } = await tokenRequestOf({ keyfile_dict: keyA.keyJson, scopes: ['https://x.example/a', 'https://x.example/b'] });
-    expect(verifiedAssertion(body, keyA.publicKey).payload['scope']).toBe('https://x.example/a https://x.example/b');
+    const { body } = await tokenRequestOf({
+      keyfile_dict: keyA.keyJson,
+      scopes: ['https://x.example/a', 'https://x.example/b'],
+    });
+    expect(verifiedAssertion(body, keyA.publicKey).payload['scope']).toBe(
+      'https://x.example/a https://x.example/b',
+    );
   });
   it('the scope alias is honoured', async () => {
-    const { body } = await tokenRequestOf({ keyfile_dict: keyA.keyJson, scope: 'https://x.example/only' });
+    const { body } = await tokenRequestOf({
+      keyfile_dict: keyA.keyJson,
+      scope: 'https://x.example/only',
+    });
     expect(verifiedAssertion(body, keyA.publicKey).payload['scope']).toBe('https://x.example/only');
   });
   it('no scopes: cloud-platform', async () => {
     const { body } = await tokenRequestOf({ keyfile_dict: keyA.keyJson });
-    expect(verifiedAssertion(body, keyA.publicKey).payload['scope']).toBe('https://www.googleapis.com/auth/cloud-platform');
+    expect(verifiedAssertion(body, keyA.publicKey).payload['scope']).toBe(
+      'https://www.googleapis.com/auth/cloud-platform',
+    );
   });
   it('project absent: the key file project_id', async () => {
     const auth = await googleAuth('gcp', { env: env({ keyfile_dict: keyA.keyJson }) });
@@ -187,7 +230,9 @@ describe('T98 scopes, project and num_retries', () => {
   });
   it('project / project_id beat the key project', async () => {
     for (const name of ['project', 'project_id']) {
-      const auth = await googleAuth('gcp', { env: env({ keyfile_dict: keyA.keyJson, [name]: 'explicit' }) });
+      const auth = await googleAuth('gcp', {
+        env: env({ keyfile_dict: keyA.keyJson, [name]: 'explicit' }),
+      });
       expect(await auth.getProjectId()).toBe('explicit');
     }
   });
@@ -198,30 +243,43 @@ describe('T98 scopes, project and num_retries', () => {
   });
   it('num_retries configures the client transport (string form too)', async () => {
     for (const v of [3, '3']) {
-      const auth = await googleAuth('gcp', { env: env({ keyfile_dict: keyA.keyJson, num_retries: v }) });
+      const auth = await googleAuth('gcp', {
+        env: env({ keyfile_dict: keyA.keyJson, num_retries: v }),
+      });
       const client = await auth.getClient();
       expect(client.transporter.defaults.retryConfig?.retry).toBe(3);
       expect(client.transporter.defaults.retry).toBe(true);
     }
-    expect((await resolveGoogleConnection('gcp', { env: env({ num_retries: 2 }) })).numRetries).toBe(2);
+    expect(
+      (await resolveGoogleConnection('gcp', { env: env({ num_retries: 2 }) })).numRetries,
+    ).toBe(2);
   });
 });
 
 describe('googleAuth refuses what it cannot use', () => {
   it('a missing connection says how to declare it', async () => {
-    await expect(googleAuth('gcp_missing', { env: {} })).rejects.toThrow(/connections: \[gcp_missing\]/);
-  });
-  it('a connection of another type', async () => {
-    await expect(googleAuth('gcp', { env: { AIRFLOW_CONN_GCP: 'postgres://u:p@h/db' } })).rejects.toThrow(
-      /not google_cloud_platform/,
+    await expect(googleAuth('gcp_missing', { env: {} })).rejects.toThrow(
+      /connections: \[gcp_missing\]/,
     );
   });
+  it('a connection of another type', async () => {
+    await expect(
+      googleAuth('gcp', { env: { AIRFLOW_CONN_GCP: 'postgres://u:p@h/db' } }),
+    ).rejects.toThrow(/not google_cloud_platform/);
+  });
   it('a keyfile_dict that is not a service-account key, without echoing it', async () => {
-    const p = googleAuth('gcp', { env: env({ keyfile_dict: { type: 'service_account', client_email: 'x@y', private_key: '' } }) });
+    const p = googleAuth('gcp', {
+      env: env({ keyfile_dict: { type: 'service_account', client_email: 'x@y', private_key: '' } }),
+    });
     await expect(p).rejects.toThrow(/no private_key/);
   });
   it('the JSON connection form works too', async () => {
-    const e = { AIRFLOW_CONN_GCP: JSON.stringify({ conn_type: 'google_cloud_platform', extra: { key_path: keyBPath } }) };
+    const e = {
+      AIRFLOW_CONN_GCP: JSON.stringify({
+        conn_type: 'google_cloud_platform',
+        extra: { key_path: keyBPath },
+      }),
+    };
     expect((await resolveGoogleConnection('gcp', { env: e })).source).toBe('key_path');
   });
 });

@@ -29,7 +29,12 @@ export async function startFake(handler: Handler): Promise<Fake> {
   };
 }
 
-export function json(res: ServerResponse, status: number, value: unknown, headers: Record<string, string> = {}): void {
+export function json(
+  res: ServerResponse,
+  status: number,
+  value: unknown,
+  headers: Record<string, string> = {},
+): void {
   res.writeHead(status, { 'content-type': 'application/json', ...headers });
   res.end(JSON.stringify(value));
 }
@@ -45,7 +50,12 @@ export function startFakeMetadata(project = 'adc-project'): Promise<Fake> {
       return res.end('ok');
     }
     if (path === '/computeMetadata/v1/instance/service-accounts/default/token') {
-      return json(res, 200, { access_token: 'meta-token', expires_in: 3600, token_type: 'Bearer' }, h);
+      return json(
+        res,
+        200,
+        { access_token: 'meta-token', expires_in: 3600, token_type: 'Bearer' },
+        h,
+      );
     }
     if (path === '/computeMetadata/v1/project/project-id') {
       res.writeHead(200, { ...h, 'content-type': 'text/plain' });
@@ -77,7 +87,11 @@ export interface TestKey {
 }
 
 /** A throwaway service-account key whose token_uri is `tokenUri`. */
-export function makeServiceAccountKey(tokenUri: string, project = 'key-project', email = 'sa@key-project.iam.gserviceaccount.com'): TestKey {
+export function makeServiceAccountKey(
+  tokenUri: string,
+  project = 'key-project',
+  email = 'sa@key-project.iam.gserviceaccount.com',
+): TestKey {
   const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   return {
     publicKey,
@@ -94,14 +108,18 @@ export function makeServiceAccountKey(tokenUri: string, project = 'key-project',
 }
 
 /** The assertion a token request carried, verified against `publicKey` (throws when it does not verify). */
-export function verifiedAssertion(body: string, publicKey: KeyObject): { header: Record<string, unknown>; payload: Record<string, unknown> } {
+export function verifiedAssertion(
+  body: string,
+  publicKey: KeyObject,
+): { header: Record<string, unknown>; payload: Record<string, unknown> } {
   const assertion = new URLSearchParams(body).get('assertion');
   if (assertion === null) throw new Error('no assertion in the token request');
   const [h, p, s] = assertion.split('.');
   if (h === undefined || p === undefined || s === undefined) throw new Error('not a JWS');
   const v = createVerify('RSA-SHA256');
   v.update(`${h}.${p}`);
-  if (!v.verify(publicKey, Buffer.from(s, 'base64url'))) throw new Error('signature does not verify with the key');
+  if (!v.verify(publicKey, Buffer.from(s, 'base64url')))
+    throw new Error('signature does not verify with the key');
   return {
     header: JSON.parse(Buffer.from(h, 'base64url').toString('utf8')) as Record<string, unknown>,
     payload: JSON.parse(Buffer.from(p, 'base64url').toString('utf8')) as Record<string, unknown>,

@@ -45,7 +45,7 @@ export function humanLogStream(out: NodeJS.WritableStream): Writable {
             .join(' ');
           const level = LEVELS[Number(rec.level)] ?? 'INFO';
           out.write(
-            `${time} ${level.padEnd(5)} ${String(rec.msg ?? '')}${extra ? `  ${extra}` : ''}\n`,
+            `${time} ${level.padEnd(5)} ${typeof rec.msg === 'string' ? rec.msg : ''}${extra ? `  ${extra}` : ''}\n`,
           );
         } catch {
           out.write(`${line}\n`);
