@@ -169,6 +169,28 @@ describe('delivery by declaration (real standalone, agent and task)', () => {
     }
   });
 
+  it('a node task reads its declared connection with @leoflow/sdk', async () => {
+    writeDag(
+      dags,
+      'sdk_user',
+      `dag_id: sdk_user
+connections: [warehouse_db]
+tasks:
+  - task_id: read
+    type: node
+    command: |
+      import { getConnection, taskContext } from '@leoflow/sdk';
+      const c = getConnection('warehouse_db');
+      console.log('conn ' + c.conn_type + ' ' + c.host + ' ' + c.port + ' ' + c.login);
+      console.log('task ' + taskContext().taskId);
+`,
+    );
+    expect((await leoflow(['dags', 'push', join(dags, 'sdk_user')])).code).toBe(0);
+    const lines = await runAndLog('sdk_user', 'read');
+    expect(lines).toContain('conn postgres db.internal 5432 report');
+    expect(lines).toContain('task read');
+  });
+
   it('no canary appears in any API reply, error, audit entry, log line or process listing', async () => {
     const replies = [
       await api(sa!, 'GET', '/api/v1/connections'),

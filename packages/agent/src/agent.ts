@@ -235,6 +235,7 @@ export class Agent {
         runAs: runAs && asRoot ? runAs : undefined,
         python: this.#cfg.python,
         node: this.#cfg.node,
+        nodeModules: this.#cfg.nodeModules,
       });
     } catch (err) {
       const msg =

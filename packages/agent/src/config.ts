@@ -12,6 +12,8 @@ export interface AgentConfig {
   runAs: { uid: number; gid: number } | undefined;
   python: string;
   node: string;
+  /** node_modules that node tasks resolve packages from (e.g. @leoflow/sdk); linked into the workdir */
+  nodeModules: string | undefined;
   reportDeadlineMs: number;
   bootstrapDeadlineMs: number;
   killGraceMs: number;
@@ -84,6 +86,7 @@ export function readConfig(env: Env, execPath: string = process.execPath): Agent
     runAs: uid !== undefined && gid !== undefined ? { uid, gid } : undefined,
     python: env['LEOFLOW_PYTHON'] || 'python3',
     node: env['LEOFLOW_NODE'] || execPath,
+    nodeModules: env['LEOFLOW_NODE_MODULES'] || undefined,
     reportDeadlineMs: positiveInt(env, 'LEOFLOW_REPORT_DEADLINE_MS', 15 * 60_000),
     bootstrapDeadlineMs: positiveInt(env, 'LEOFLOW_BOOTSTRAP_DEADLINE_MS', 60_000),
     killGraceMs: positiveInt(env, 'LEOFLOW_KILL_GRACE_MS', 5_000),

@@ -5,6 +5,7 @@ import {
   constants as fsc,
   readdirSync,
   readFileSync,
+  symlinkSync,
   writeFileSync,
 } from 'node:fs';
 import { constants as osc } from 'node:os';
@@ -57,7 +58,14 @@ export class UnsupportedTaskTypeError extends Error {}
 export function planLaunch(
   type: TaskType,
   command: string,
-  opts: { workdir: string; env: EnvMap; runAs: RunAs | undefined; python: string; node: string },
+  opts: {
+    workdir: string;
+    env: EnvMap;
+    runAs: RunAs | undefined;
+    python: string;
+    node: string;
+    nodeModules?: string | undefined;
+  },
 ): LaunchPlan {
   switch (type) {
     case TaskType.BASH: {
@@ -71,6 +79,10 @@ export function planLaunch(
       return { file: opts.python, args: ['task.py'] };
     case TaskType.NODE:
       writeTaskFile(path.join(opts.workdir, 'task.mjs'), command, opts.runAs);
+      // ESM resolves bare imports by walking up from the script: a link in the workdir lets a
+      // task `import '@leoflow/sdk'` (and its dependencies) from the installation.
+      if (opts.nodeModules)
+        symlinkSync(opts.nodeModules, path.join(opts.workdir, 'node_modules'), 'dir');
       return { file: opts.node, args: ['task.mjs'] };
     default:
       throw new UnsupportedTaskTypeError(`unsupported task type ${String(type)}`);

@@ -124,6 +124,7 @@ export async function startControlPlane(
       runAs,
       keepWorkDirs: cfg.execution.keepWorkDirs,
       agentCaFile: cfg.agent.tls?.caFile ?? null,
+      taskNodeModules: cfg.execution.taskNodeModules,
       logger,
     });
 

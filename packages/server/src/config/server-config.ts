@@ -37,6 +37,8 @@ export interface ServerConfig {
     runAsUser: string | null;
     workDir: string;
     agentEntry: string;
+    /** node_modules node tasks can import from (the installation's, so @leoflow/sdk resolves) */
+    taskNodeModules: string | null;
     keepWorkDirs: boolean;
   };
   logLevel: string;
@@ -63,6 +65,7 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       runAsUser: 'nobody',
       workDir: join(tmpdir(), 'leoflow-work'),
       agentEntry: defaultAgentEntry(),
+      taskNodeModules: resolve(new URL('.', import.meta.url).pathname, '../../../../node_modules'),
       keepWorkDirs: false,
     },
     logLevel: 'info',

@@ -15,6 +15,8 @@ export interface SubprocessExecutorOptions {
   keepWorkDirs: boolean;
   /** PEM CA bundle the agent must trust for a TLS agent channel (NODE_EXTRA_CA_CERTS) */
   agentCaFile: string | null;
+  /** node_modules node tasks resolve packages from (@leoflow/sdk); null = none */
+  taskNodeModules: string | null;
   logger: Logger;
 }
 
@@ -57,6 +59,7 @@ export class SubprocessExecutor implements Executor {
     env.LEOFLOW_WORKDIR = workdir;
     env.LEOFLOW_HEARTBEAT_INTERVAL_MS = String(launch.heartbeatIntervalMs);
     if (this.opts.agentCaFile) env.NODE_EXTRA_CA_CERTS = this.opts.agentCaFile;
+    if (this.opts.taskNodeModules) env.LEOFLOW_NODE_MODULES = this.opts.taskNodeModules;
     if (this.opts.runAs) {
       env.LEOFLOW_RUN_AS_UID = String(this.opts.runAs.uid);
       env.LEOFLOW_RUN_AS_GID = String(this.opts.runAs.gid);
