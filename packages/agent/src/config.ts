@@ -4,6 +4,12 @@
  */
 export interface AgentConfig {
   agentUrl: string;
+  /**
+   * A standby agent is started before it has an attempt: it boots and opens its connection,
+   * then waits on fd 3 for an assignment (credential, task instance, workdir). It holds no
+   * credential until then.
+   */
+  standby: boolean;
   taskInstanceId: string;
   workdir: string;
   heartbeatIntervalMs: number;
@@ -77,10 +83,14 @@ export function readConfig(env: Env, execPath: string = process.execPath): Agent
   }
 
   const hb = env['LEOFLOW_HEARTBEAT_INTERVAL_MS'];
+  const standby = env['LEOFLOW_AGENT_STANDBY'] === '1';
   return {
     agentUrl,
-    taskInstanceId: required(env, 'LEOFLOW_TASK_INSTANCE_ID'),
-    workdir: required(env, 'LEOFLOW_WORKDIR'),
+    standby,
+    taskInstanceId: standby
+      ? (env['LEOFLOW_TASK_INSTANCE_ID'] ?? '')
+      : required(env, 'LEOFLOW_TASK_INSTANCE_ID'),
+    workdir: standby ? (env['LEOFLOW_WORKDIR'] ?? '') : required(env, 'LEOFLOW_WORKDIR'),
     heartbeatIntervalMs: positiveInt(env, 'LEOFLOW_HEARTBEAT_INTERVAL_MS', 15_000),
     heartbeatIntervalFromEnv: hb !== undefined && hb !== '',
     runAs: uid !== undefined && gid !== undefined ? { uid, gid } : undefined,

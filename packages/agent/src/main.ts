@@ -6,9 +6,11 @@ import { Agent, EXIT } from './agent.js';
 import { ConfigError, readConfig } from './config.js';
 import { stderrDiagnostics } from './diag.js';
 import { createAgentClient } from './rpc.js';
-import { readTokenFromFd, TokenHolder } from './token.js';
+import { parseAssignment, readTokenFromFd, TokenHolder, TokenReadError } from './token.js';
 
 const TOKEN_FD = 3;
+/** How long a standby agent waits for an assignment (the longest timer Node allows). */
+const STANDBY_WAIT_MS = 2 ** 31 - 1;
 
 async function main(): Promise<number> {
   const startedAt = Date.now();
@@ -44,23 +46,52 @@ async function main(): Promise<number> {
     return EXIT.BOOTSTRAP;
   }
 
-  let token: string;
+  // A standby agent boots, loads everything and opens its HTTP/2 session before it has an
+  // attempt, so an assignment starts the task without paying for process start-up.
+  const tokens = new TokenHolder(config.standby ? 'standby' : 'pending');
+  const client = createAgentClient(config.agentUrl, tokens);
+  if (config.standby) {
+    // Unauthenticated on purpose: it only opens the connection; the answer is ignored.
+    await client.heartbeat({}, { timeoutMs: 2_000 }).catch(() => undefined);
+  }
+
+  let assignment;
   try {
-    token = await readTokenFromFd(TOKEN_FD, config.bootstrapDeadlineMs);
+    const payload = await readTokenFromFd(
+      TOKEN_FD,
+      config.standby ? STANDBY_WAIT_MS : config.bootstrapDeadlineMs,
+    );
+    assignment = parseAssignment(payload);
   } catch (err) {
+    // A standby whose pipe closes empty was released by its executor (shutdown, pool shrink).
+    if (config.standby && err instanceof TokenReadError && /was empty/.test(err.message)) {
+      return EXIT.OK;
+    }
     diag.log('error', `bootstrap failed: ${err instanceof Error ? err.message : String(err)}`);
     return EXIT.BOOTSTRAP;
   }
-  const tokens = new TokenHolder(token);
-  token = '';
+  tokens.swap(assignment.token);
+  assignment.token = '';
+  if (config.standby) {
+    if (!assignment.taskInstanceId || !assignment.workdir) {
+      diag.log(
+        'error',
+        'bootstrap failed: a standby assignment must name the task instance and workdir',
+      );
+      return EXIT.BOOTSTRAP;
+    }
+    config = { ...config, taskInstanceId: assignment.taskInstanceId, workdir: assignment.workdir };
+    process.chdir(config.workdir);
+  }
 
   agent = new Agent({
     config,
-    client: createAgentClient(config.agentUrl, tokens),
+    client,
     tokens,
     diag,
     agentEnv: process.env,
-    startedAt,
+    // For a standby agent the bootstrap deadline runs from its assignment, not its start.
+    startedAt: config.standby ? Date.now() : startedAt,
   });
   return agent.run();
 }

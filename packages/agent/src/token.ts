@@ -126,3 +126,32 @@ function readStreamFd(fd: number, timeoutMs: number): Promise<Buffer> {
     sock.on('end', () => finish(undefined));
   });
 }
+
+/** What arrives on fd 3: a bare token, or (standby agents) the whole assignment as JSON. */
+export interface Assignment {
+  token: string;
+  taskInstanceId?: string;
+  workdir?: string;
+}
+
+export function parseAssignment(payload: string): Assignment {
+  if (!payload.startsWith('{')) return { token: payload };
+  let v: unknown;
+  try {
+    v = JSON.parse(payload);
+  } catch {
+    throw new TokenReadError('the assignment on the token pipe is not valid JSON');
+  }
+  const o = v as Record<string, unknown>;
+  if (typeof o.token !== 'string' || o.token === '') {
+    throw new TokenReadError('the assignment on the token pipe carries no token');
+  }
+  const str = (x: unknown) => (typeof x === 'string' && x !== '' ? x : undefined);
+  const taskInstanceId = str(o.task_instance_id);
+  const workdir = str(o.workdir);
+  return {
+    token: o.token,
+    ...(taskInstanceId !== undefined ? { taskInstanceId } : {}),
+    ...(workdir !== undefined ? { workdir } : {}),
+  };
+}

@@ -125,6 +125,7 @@ export async function startControlPlane(
       keepWorkDirs: cfg.execution.keepWorkDirs,
       agentCaFile: cfg.agent.tls?.caFile ?? null,
       taskNodeModules: cfg.execution.taskNodeModules,
+      standbyAgents: cfg.execution.standbyAgents,
       logger,
     });
 
@@ -234,6 +235,8 @@ export async function startControlPlane(
   if (cfg.metrics.port !== null) {
     metricsServer = await startMetricsServer(metrics.registry, cfg.metrics.host, cfg.metrics.port);
   }
+  if (executor instanceof SubprocessExecutor)
+    executor.warm(agentUrl, cfg.execution.heartbeatIntervalMs);
   scheduler.start();
 
   return {

@@ -25,6 +25,7 @@ interface StandaloneFlags {
   metricsPort?: string;
   vaultSeed?: string;
   config?: string;
+  standbyAgents?: string;
 }
 
 /** defaults < env (LEOFLOW_…) < flags */
@@ -106,6 +107,18 @@ export async function standaloneConfig(
     '--metrics-port / LEOFLOW_METRICS_PORT',
     cfg.metrics.port ?? 0,
   );
+  const standby = pick(flags.standbyAgents, 'LEOFLOW_EXECUTION_STANDBY_AGENTS');
+  if (standby !== undefined) {
+    const n = Number(standby);
+    if (!Number.isInteger(n) || n < 0 || n > 64) {
+      throw new CliError(
+        `--standby-agents must be a whole number 0-64 (got "${standby}")`,
+        2,
+        'LF_CONFIG_INVALID',
+      );
+    }
+    ex.standbyAgents = n;
+  }
   const seed = pick(flags.vaultSeed, 'LEOFLOW_VAULT_SEED');
   if (seed) cfg.vaultSeedDir = resolve(seed);
   const level = pick(flags.logLevel, 'LEOFLOW_LOG_LEVEL');

@@ -39,6 +39,8 @@ export interface ServerConfig {
     agentEntry: string;
     /** node_modules node tasks can import from (the installation's, so @leoflow/sdk resolves) */
     taskNodeModules: string | null;
+    /** pre-started, credential-less agents waiting for an attempt; 0 starts each on demand */
+    standbyAgents: number;
     keepWorkDirs: boolean;
   };
   logLevel: string;
@@ -65,6 +67,7 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       runAsUser: 'nobody',
       workDir: join(tmpdir(), 'leoflow-work'),
       agentEntry: defaultAgentEntry(),
+      standbyAgents: 2,
       taskNodeModules: resolve(new URL('.', import.meta.url).pathname, '../../../../node_modules'),
       keepWorkDirs: false,
     },

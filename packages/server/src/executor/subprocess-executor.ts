@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, closeSync, mkdirSync, openSync, rmSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { chownSync, closeSync, mkdirSync, openSync, rmSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AgentExit, AttemptLaunch, Executor } from './executor.js';
@@ -17,6 +18,8 @@ export interface SubprocessExecutorOptions {
   agentCaFile: string | null;
   /** node_modules node tasks resolve packages from (@leoflow/sdk); null = none */
   taskNodeModules: string | null;
+  /** agents kept started and connected, waiting for an attempt (0 = start each on demand) */
+  standbyAgents: number;
   logger: Logger;
 }
 
@@ -32,6 +35,8 @@ export class SubprocessExecutor implements Executor {
   readonly name = 'subprocess';
   private readonly children = new Map<string, ChildProcess>();
   private readonly listeners: ((exit: AgentExit) => void)[] = [];
+  private readonly standby: StandbyAgent[] = [];
+  private closed = false;
 
   constructor(private readonly opts: SubprocessExecutorOptions) {
     mkdirSync(opts.workDir, { recursive: true, mode: 0o711 });
@@ -49,14 +54,102 @@ export class SubprocessExecutor implements Executor {
     mkdirSync(workdir, { recursive: true, mode: 0o700 });
     if (this.opts.runAs) chownSync(workdir, this.opts.runAs.uid, this.opts.runAs.gid);
 
+    const standby = this.takeStandby(launch.agentUrl);
+    let child: ChildProcess;
+    let spawned: Promise<void>;
+    if (standby) {
+      child = standby.child;
+      spawned = Promise.resolve();
+      symlinkSync(standby.diagFile, join(this.opts.diagnosticsDir, `${key}.log`));
+    } else {
+      child = this.spawnAgent(
+        launch,
+        `${key}.log`,
+        {
+          LEOFLOW_TASK_INSTANCE_ID: identity.task_instance_id,
+          LEOFLOW_WORKDIR: workdir,
+        },
+        workdir,
+      );
+      spawned = new Promise((resolve, reject) => {
+        child.once('spawn', () => resolve());
+        child.once('error', (err) => {
+          this.children.delete(key);
+          reject(err);
+        });
+      });
+    }
+    this.children.set(key, child);
+    child.once('exit', (code, signal) => {
+      this.children.delete(key);
+      if (!this.opts.keepWorkDirs) rmSync(workdir, { recursive: true, force: true });
+      for (const l of this.listeners) l({ identity, exitCode: code, signal });
+    });
+    const pipe = child.stdio[3] as NodeJS.WritableStream | null;
+    if (!pipe) throw new Error('agent spawn did not provide the credential pipe');
+    // The whole assignment travels on the pipe, so a standby agent learns which attempt it
+    // serves (and a cold one is told the same) without anything in env or argv.
+    pipe.end(
+      JSON.stringify({ token: launch.token, task_instance_id: identity.task_instance_id, workdir }),
+    );
+    this.refillStandby(launch);
+    return spawned;
+  }
+
+  /** Pre-start standby agents for this agent URL (called once the RPC server listens). */
+  warm(agentUrl: string, heartbeatIntervalMs: number): void {
+    this.refillStandby({ agentUrl, heartbeatIntervalMs });
+  }
+
+  private takeStandby(agentUrl: string): StandbyAgent | undefined {
+    while (this.standby.length > 0) {
+      const s = this.standby.shift()!;
+      if (s.agentUrl === agentUrl && s.child.exitCode === null && s.child.signalCode === null)
+        return s;
+      s.child.kill('SIGTERM');
+    }
+    return undefined;
+  }
+
+  private refillStandby(launch: Pick<AttemptLaunch, 'agentUrl' | 'heartbeatIntervalMs'>): void {
+    if (this.closed) return;
+    while (this.standby.length < this.opts.standbyAgents) {
+      const diagName = `standby-${randomUUID()}.log`;
+      const child = this.spawnAgent(
+        launch,
+        diagName,
+        { LEOFLOW_AGENT_STANDBY: '1' },
+        this.opts.workDir,
+      );
+      const entry: StandbyAgent = {
+        child,
+        agentUrl: launch.agentUrl,
+        diagFile: join(this.opts.diagnosticsDir, diagName),
+      };
+      child.once('error', () => this.dropStandby(entry));
+      child.once('exit', () => this.dropStandby(entry));
+      this.standby.push(entry);
+    }
+  }
+
+  private dropStandby(entry: StandbyAgent): void {
+    const i = this.standby.indexOf(entry);
+    if (i >= 0) this.standby.splice(i, 1);
+  }
+
+  /** Minimal env: the control plane's own settings and secrets never reach an agent. */
+  private spawnAgent(
+    launch: Pick<AttemptLaunch, 'agentUrl' | 'heartbeatIntervalMs'>,
+    diagName: string,
+    extraEnv: Record<string, string>,
+    cwd: string,
+  ): ChildProcess {
     const env: Record<string, string> = {};
     for (const name of INHERITED_ENV) {
       const v = process.env[name];
       if (v !== undefined) env[name] = v;
     }
     env.LEOFLOW_AGENT_URL = launch.agentUrl;
-    env.LEOFLOW_TASK_INSTANCE_ID = identity.task_instance_id;
-    env.LEOFLOW_WORKDIR = workdir;
     env.LEOFLOW_HEARTBEAT_INTERVAL_MS = String(launch.heartbeatIntervalMs);
     if (this.opts.agentCaFile) env.NODE_EXTRA_CA_CERTS = this.opts.agentCaFile;
     if (this.opts.taskNodeModules) env.LEOFLOW_NODE_MODULES = this.opts.taskNodeModules;
@@ -64,13 +157,13 @@ export class SubprocessExecutor implements Executor {
       env.LEOFLOW_RUN_AS_UID = String(this.opts.runAs.uid);
       env.LEOFLOW_RUN_AS_GID = String(this.opts.runAs.gid);
     }
-
-    const diag = openSync(join(this.opts.diagnosticsDir, `${key}.log`), 'a', 0o600);
+    Object.assign(env, extraEnv);
+    const diag = openSync(join(this.opts.diagnosticsDir, diagName), 'a', 0o600);
     let child: ChildProcess;
     try {
       child = spawn(process.execPath, [this.opts.agentEntry], {
         env,
-        cwd: workdir,
+        cwd,
         // Own process group: a Ctrl-C aimed at the control plane's terminal does not reach
         // agents, and a crashed control plane leaves them running to report when it returns.
         detached: true,
@@ -79,27 +172,12 @@ export class SubprocessExecutor implements Executor {
     } finally {
       closeSync(diag);
     }
-    const tokenPipe = child.stdio[3] as NodeJS.WritableStream | null;
-    if (!tokenPipe) throw new Error('agent spawn did not provide the credential pipe');
-    tokenPipe.on('error', () => {
-      // The agent died before reading its credential; its exit is reported below.
+    const pipe = child.stdio[3] as NodeJS.WritableStream | null;
+    pipe?.on('error', () => {
+      // The agent died before reading its pipe; its exit is reported separately.
     });
-    tokenPipe.end(launch.token);
-    this.children.set(key, child);
     child.unref();
-
-    return new Promise((resolve, reject) => {
-      child.once('spawn', () => resolve());
-      child.once('error', (err) => {
-        this.children.delete(key);
-        reject(err);
-      });
-      child.once('exit', (code, signal) => {
-        this.children.delete(key);
-        if (!this.opts.keepWorkDirs) rmSync(workdir, { recursive: true, force: true });
-        for (const l of this.listeners) l({ identity, exitCode: code, signal });
-      });
-    });
+    return child;
   }
 
   terminate(taskInstanceId: string, tryNumber: number): Promise<void> {
@@ -123,6 +201,10 @@ export class SubprocessExecutor implements Executor {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
+    // Standby agents hold nothing; an empty assignment tells them to exit.
+    for (const s of this.standby.splice(0))
+      (s.child.stdio[3] as NodeJS.WritableStream | null)?.end();
     const exits = [...this.children.values()].map(
       (c) =>
         new Promise<void>((resolve) => {
@@ -137,6 +219,12 @@ export class SubprocessExecutor implements Executor {
     );
     await Promise.race([Promise.all(exits), new Promise((r) => setTimeout(r, 10_000))]);
   }
+}
+
+interface StandbyAgent {
+  child: ChildProcess;
+  agentUrl: string;
+  diagFile: string;
 }
 
 function attemptKey(taskInstanceId: string, tryNumber: number): string {
