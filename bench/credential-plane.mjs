@@ -8,6 +8,8 @@
 // Everything a function here creates is registered with lib.mjs's cleanup registry.
 import { fork } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { createClient } from '@connectrpc/connect';
@@ -15,8 +17,14 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ManualClock, agentTokenTtlSeconds } from '@leoflow/core';
 import { AgentService } from '@leoflow/protocol';
 import { pino } from 'pino';
-import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS, AgentTokenIssuer } from '../packages/server/dist/auth/agent-token.js';
-import { keyRetentionSeconds, loadSigningKeyring } from '../packages/server/dist/auth/signing-keys.js';
+import {
+  AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS,
+  AgentTokenIssuer,
+} from '../packages/server/dist/auth/agent-token.js';
+import {
+  keyRetentionSeconds,
+  loadSigningKeyring,
+} from '../packages/server/dist/auth/signing-keys.js';
 import { CachingAgentTokenVerifier } from '../packages/server/dist/auth/token-cache.js';
 import { SecretDelivery } from '../packages/server/dist/credentials/secret-delivery.js';
 import { CredentialMetrics } from '../packages/server/dist/metrics/credential-metrics.js';
@@ -71,7 +79,8 @@ class RecordingExecutor {
 export async function assemblePlane({ label, scoping, liveness }) {
   checkAborted();
   const tmp = tempDir(`leoflow-bench-${label}-`);
-  const store = await openStore({ kind: 'sqlite', file: join(tmp.dir, 'data', 'leoflow.db') });
+  const dbFile = join(tmp.dir, 'data', 'leoflow.db');
+  const store = await openStore({ kind: 'sqlite', file: dbFile });
   const closeStore = onCleanup(() => store.close());
   await store.migrate();
   const clock = new ManualClock(Math.floor(Date.now() / 1000) * 1000);
@@ -123,6 +132,7 @@ export async function assemblePlane({ label, scoping, liveness }) {
   });
   return {
     dir: tmp.dir,
+    dbFile,
     store,
     clock,
     logger,
@@ -450,4 +460,131 @@ export function assertClean(what, r) {
     throw new Error(
       `${what}: ${r.checks.errors} of ${r.count} calls failed: ${r.checks.error_samples.join(' | ')}`,
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// where the server's CPU goes, measured: a sampling CPU profile of this process (the server)
+// around one load command, every sample attributed to the library that caused it.
+
+const LIBRARIES = [
+  [/@connectrpc\/connect-node\//, 'connect_node_adapter'],
+  [/@connectrpc\/connect\//, 'connect_protocol'],
+  [/@bufbuild\/protobuf\//, 'protobuf'],
+  // one bucket: the driver runs SQLite statements inline, so samples do not split cleanly
+  // between the two (the stage timings do: build/compile, prepare, run)
+  [/\/kysely\/|\/better-sqlite3\//, 'sql_kysely_and_sqlite'],
+  [/\/jose\//, 'jose_jwt_with_its_crypto'],
+  [/\/prom-client\//, 'prom_client'],
+  [/\/pino\//, 'pino'],
+  [/packages\/server\/dist\//, 'leoflow_server'],
+  [/packages\/core\/dist\//, 'leoflow_core'],
+  [/packages\/protocol\/dist\//, 'leoflow_protocol'],
+  [/\/bench\//, 'bench_harness'],
+];
+
+function libraryOf(url) {
+  for (const [re, name] of LIBRARIES) if (re.test(url)) return name;
+  const m = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  return m ? m[1] : null;
+}
+
+/**
+ * Self time of each sample goes to the nearest frame (leaf upwards) that belongs to a library:
+ * node internals (http2, streams, events, AbortSignal) count for the library that called them,
+ * except node:crypto (AES-GCM, SHA-256), which is `node_crypto` unless jose called it; what no
+ * library called (the HTTP/2 session reading its socket, timers) is `node_http2_and_io` or
+ * `node_other`; the profiler's own work is left out.
+ */
+function attribute(profile) {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map();
+  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const owner = new Map();
+  const ownerOf = (id) => {
+    if (owner.has(id)) return owner.get(id);
+    const leaf = byId.get(id).callFrame;
+    let name = null;
+    if (leaf.functionName === '(idle)') name = 'idle';
+    else if (leaf.functionName === '(garbage collector)') name = 'garbage_collector';
+    else if (leaf.functionName === '(program)') name = 'native_unattributed';
+    else {
+      for (let cur = id; cur !== undefined && name === null; cur = parent.get(cur))
+        if (byId.get(cur).callFrame.url === 'node:inspector') name = 'profiler_itself';
+      let crypto = false;
+      for (let cur = id; cur !== undefined && name === null; cur = parent.get(cur)) {
+        const url = byId.get(cur).callFrame.url;
+        if (url.startsWith('node:internal/crypto/')) crypto = true;
+        name = libraryOf(url);
+      }
+      if (name !== null && crypto && name !== 'jose_jwt_with_its_crypto') name = 'node_crypto';
+      if (name === null)
+        name = /node:internal\/(http2|stream|net|tls|timers)/.test(leaf.url)
+          ? 'node_http2_and_io'
+          : 'node_other';
+    }
+    owner.set(id, name);
+    return name;
+  };
+  const us = {};
+  for (let i = 0; i < profile.samples.length; i++) {
+    const name = ownerOf(profile.samples[i]);
+    us[name] = (us[name] ?? 0) + (profile.timeDeltas[i] ?? 0);
+  }
+  return us;
+}
+
+/**
+ * Runs fn (one load command against this process's server) under the V8 sampling profiler.
+ * Returns fn's result and, per library, the share of the server's busy (non-idle) samples and
+ * the µs per call that share stands for. The profiler costs a little; measured figures come
+ * from runs without it.
+ */
+export async function profileServer(fn, { intervalUs = 250, name = 'server' } = {}) {
+  checkAborted();
+  const session = new Session();
+  session.connect();
+  let result;
+  let profile;
+  try {
+    await session.post('Profiler.enable');
+    await session.post('Profiler.setSamplingInterval', { interval: intervalUs });
+    await session.post('Profiler.start');
+    try {
+      result = await fn();
+    } finally {
+      ({ profile } = await session.post('Profiler.stop'));
+    }
+  } finally {
+    session.disconnect();
+  }
+  // Profiling aid: LEOFLOW_BENCH_CPU_PROFILE_DIR=<dir> keeps each raw profile (open it in Chrome
+  // DevTools or speedscope) beside the attribution in the JSON.
+  const keepDir = process.env.LEOFLOW_BENCH_CPU_PROFILE_DIR;
+  if (keepDir) {
+    mkdirSync(keepDir, { recursive: true });
+    const file = join(keepDir, `${name}-${Date.now()}.cpuprofile`);
+    writeFileSync(file, JSON.stringify(profile));
+    log(`wrote ${file}`);
+  }
+  const us = attribute(profile);
+  const server = ([k]) => k !== 'idle' && k !== 'profiler_itself';
+  const busy = Object.entries(us)
+    .filter(server)
+    .reduce((a, [, v]) => a + v, 0);
+  const calls = Math.max(1, result.count);
+  const rows = Object.entries(us)
+    .filter(server)
+    .sort((a, b) => b[1] - a[1]);
+  return {
+    result,
+    profile: {
+      calls: result.count,
+      busy_ms: round(busy / 1000, 0),
+      idle_ms: round((us.idle ?? 0) / 1000, 0),
+      busy_us_per_call: round(busy / calls, 1),
+      profiler_itself_ms: round((us.profiler_itself ?? 0) / 1000, 0),
+      share_pct: Object.fromEntries(rows.map(([k, v]) => [k, round((100 * v) / busy, 1)])),
+      us_per_call: Object.fromEntries(rows.map(([k, v]) => [k, round(v / calls, 1)])),
+    },
+  };
 }

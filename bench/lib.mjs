@@ -18,6 +18,8 @@ import { fileURLToPath } from 'node:url';
 export const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 export const CLI = join(REPO, 'packages/cli/dist/main.js');
 export const AGENT_ENTRY_MARK = 'packages/agent/dist/main.js';
+// the executor starts the bundled agent (packages/agent/dist/leoflow-agent.mjs); either counts
+const AGENT_ENTRIES = [AGENT_ENTRY_MARK, 'packages/agent/dist/leoflow-agent.mjs'];
 export const CLK_TCK = 100; // USER_HZ on Linux; /proc/<pid>/stat times are in these ticks
 
 export function log(msg) {
@@ -245,8 +247,12 @@ export const ms = (iso) => (iso === null || iso === undefined ? null : Date.pars
 // ---------------------------------------------------------------------------------------------
 // processes and /proc
 
-/** pids of agent processes (`node …/packages/agent/dist/main.js`) whose parent is parentPid. */
-export function agentPids(parentPid) {
+/**
+ * pids of agent processes (`node …/packages/agent/dist/main.js` or the bundled
+ * `…/leoflow-agent.mjs`) whose parent is parentPid. With `withChildren`, only agents that have a
+ * child process themselves, i.e. run a task (standby agents wait without one).
+ */
+export function agentPids(parentPid, { withChildren = false } = {}) {
   let text;
   try {
     text = execFileSync('ps', ['-eo', 'pid=,ppid=,args='], { encoding: 'utf8', timeout: 5_000 });
@@ -254,14 +260,16 @@ export function agentPids(parentPid) {
     return [];
   }
   const pids = [];
+  const parents = new Set();
   for (const line of text.split('\n')) {
     const m = /^\s*(\d+)\s+(\d+)\s+(.*)$/.exec(line);
     if (!m) continue;
-    if (!m[3].includes(AGENT_ENTRY_MARK)) continue;
+    parents.add(Number(m[2]));
+    if (!AGENT_ENTRIES.some((e) => m[3].includes(e))) continue;
     if (parentPid !== undefined && Number(m[2]) !== parentPid) continue;
     pids.push(Number(m[1]));
   }
-  return pids;
+  return withChildren ? pids.filter((p) => parents.has(p)) : pids;
 }
 
 /** VmHWM / VmRSS in kB from /proc/<pid>/status, or null when the process is gone. */

@@ -65,9 +65,10 @@ export async function run({ quick }) {
   try {
     await triggerRun(sa, DAG_ID, 'sleeper_1');
     const deadline = Date.now() + 30_000 + sleepS * 1000;
-    // find the agent (a child of this standalone running packages/agent/dist/main.js)
+    // find the agent running the task: a child of this standalone running the agent entry that
+    // has a child of its own (standby agents, pre-started and waiting, have none)
     while (agent.pid === null && Date.now() < deadline) {
-      agent.pid = agentPids(sa.pid)[0] ?? null;
+      agent.pid = agentPids(sa.pid, { withChildren: true })[0] ?? null;
       if (agent.pid === null) await sleep(50);
     }
     if (agent.pid === null) throw new Error('no agent process appeared');
