@@ -5,7 +5,7 @@ export type StoreDialect = 'sqlite' | 'postgres';
 
 // Migrations are typed against Kysely<any> on purpose: each one must keep compiling against
 // the schema as it was when it was written, not against today's Database interface.
-/* eslint-disable @typescript-eslint/no-explicit-any */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- see above: Kysely's advice for migrations
 type Db = Kysely<any>;
 
 /**
