@@ -13,6 +13,7 @@ import type { RunOperations } from '../scheduler/run-operations.js';
 import type { VaultService } from '../vault/vault-service.js';
 import { registerVaultRoutes } from './vault-routes.js';
 import { auditRequest } from './audit.js';
+import { requireAdmin } from './authz.js';
 import type { Store } from '../store/store.js';
 import { dagOut, historyOut, logLineOut, runOut, taskInstanceOut } from './serialize.js';
 import {
@@ -637,9 +638,7 @@ export function buildApi(deps: ApiDeps) {
           task_id: string;
         };
         const body = (req.body ?? {}) as { try?: number; terminate?: boolean };
-        if (req.principal.role !== 'admin') {
-          throw new LeoflowError('LF_FORBIDDEN', 'revoking a credential needs the admin role');
-        }
+        requireAdmin(req.principal, 'revoking a credential');
         const out = await deps.revoke({
           tenantId: req.principal.tenant_id,
           dagId: dag_id,
@@ -691,9 +690,7 @@ export function buildApi(deps: ApiDeps) {
         },
       },
       async (req) => {
-        if (req.principal.role !== 'admin') {
-          throw new LeoflowError('LF_FORBIDDEN', 'rotating the vault key needs the admin role');
-        }
+        requireAdmin(req.principal, 'rotating the vault key');
         const body = (req.body ?? {}) as { resume?: boolean; prune?: boolean };
         const out = await deps.rotateKey({
           resume: body.resume ?? false,

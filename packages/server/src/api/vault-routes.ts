@@ -13,6 +13,7 @@ import {
 import type { Store } from '../store/store.js';
 import type { VaultService } from '../vault/vault-service.js';
 import { auditRequest } from './audit.js';
+import { requireAdmin } from './authz.js';
 import { pageQuery, stdErrors } from './schemas.js';
 
 export interface VaultRouteDeps {
@@ -200,7 +201,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       if (!v) throw notFound('variable', key, 'leoflow variables list');
       const sensitive = v.is_secret || isSensitiveKey(v.key);
       if (reveal && sensitive) {
-        requireReveal(req.principal.role);
+        requireAdmin(req.principal, 'revealing secret values');
         await auditRequest(store, clock, req, 'variable.reveal', { type: 'variable', id: key });
       }
       const masked = sensitive && !reveal;
@@ -348,7 +349,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       },
     },
     async (req) => {
-      requireReveal(req.principal.role);
+      requireAdmin(req.principal, 'revealing secret values');
       const all = await vault.resolveVariables(req.principal.tenant_id, 'all');
       await auditRequest(
         store,
@@ -413,7 +414,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     { schema: { response: { 200: revealedConnectionSchema, ...stdErrors } } },
     async (req) => {
       const { id } = req.params as { id: string };
-      requireReveal(req.principal.role);
+      requireAdmin(req.principal, 'revealing secret values');
       const c = await vault.getConnection(req.principal.tenant_id, id);
       if (!c) throw notFound('connection', id, 'leoflow connections list');
       await auditRequest(store, clock, req, 'connection.reveal', { type: 'connection', id });
@@ -579,7 +580,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       },
     },
     async (req) => {
-      requireReveal(req.principal.role);
+      requireAdmin(req.principal, 'revealing secret values');
       const all = await vault.resolveConnections(req.principal.tenant_id, 'all');
       await auditRequest(
         store,
@@ -599,11 +600,4 @@ function notFound(kind: string, id: string, hint: string): LeoflowError {
     `LF_${kind.toUpperCase()}_NOT_FOUND`,
     `no ${kind} "${id}"; see \`${hint}\``,
   );
-}
-
-/** Revealing secret values is a separate permission; until roles exist (RBAC issue) only admin holds it. */
-function requireReveal(role: string): void {
-  if (role !== 'admin') {
-    throw new LeoflowError('LF_FORBIDDEN', 'revealing secret values needs the admin role');
-  }
 }

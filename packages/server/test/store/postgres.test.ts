@@ -10,6 +10,7 @@ import {
 } from '../support/databases.js';
 import { registerStoreSuite } from './store.suite.js';
 import { registerUpgradeCase } from './upgrade.case.js';
+import { minimalSpec } from '../support/spec-builders.js';
 
 const availability = await postgresAvailability();
 
@@ -88,26 +89,4 @@ if (availability.ok) {
   );
   // Registered but skipped, so the run's summary counts every test that did not run.
   describe.skip('postgres (unavailable)', registerPostgresTests);
-}
-
-function minimalSpec(dag_id: string) {
-  return {
-    schema_version: '1.0' as const,
-    dag_id,
-    description: '',
-    owner: '',
-    tags: [],
-    schedule: null,
-    schedule_timezone: 'UTC',
-    start_date: null,
-    end_date: null,
-    catchup: false,
-    max_active_runs: 1,
-    max_active_tasks: 0,
-    defaults: { retries: 0, retry_delay_seconds: 0, execution_timeout_seconds: null },
-    params: {},
-    variables: [],
-    connections: [],
-    tasks: [],
-  };
 }

@@ -7,6 +7,7 @@ import { openStore } from '../../src/store/index.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { registerStoreSuite } from './store.suite.js';
 import { registerUpgradeCase } from './upgrade.case.js';
+import { minimalSpec } from '../support/spec-builders.js';
 
 // A real file, not :memory:, so WAL, file permissions and reopen behave as in Lite.
 const dir = mkdtempSync(join(tmpdir(), 'leoflow-store-'));
@@ -73,25 +74,3 @@ describe('sqlite specifics', () => {
     ).rejects.toThrow();
   });
 });
-
-function minimalSpec(dag_id: string) {
-  return {
-    schema_version: '1.0' as const,
-    dag_id,
-    description: '',
-    owner: '',
-    tags: [],
-    schedule: null,
-    schedule_timezone: 'UTC',
-    start_date: null,
-    end_date: null,
-    catchup: false,
-    max_active_runs: 1,
-    max_active_tasks: 0,
-    defaults: { retries: 0, retry_delay_seconds: 0, execution_timeout_seconds: null },
-    params: {},
-    variables: [],
-    connections: [],
-    tasks: [],
-  };
-}

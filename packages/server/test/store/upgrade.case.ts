@@ -7,6 +7,7 @@ import {
 } from '../../src/store/kysely-store.js';
 import { migrationProvider } from '../../src/store/migrations.js';
 import type { Store } from '../../src/store/store.js';
+import { minimalSpec } from '../support/spec-builders.js';
 
 const T0 = 1_700_000_000_000;
 
@@ -79,26 +80,4 @@ export function registerUpgradeCase(openFresh: () => Promise<Store>, schema?: ()
       await store.close();
     }
   });
-}
-
-function minimalSpec(dag_id: string) {
-  return {
-    schema_version: '1.0' as const,
-    dag_id,
-    description: '',
-    owner: '',
-    tags: [],
-    schedule: null,
-    schedule_timezone: 'UTC',
-    start_date: null,
-    end_date: null,
-    catchup: false,
-    max_active_runs: 1,
-    max_active_tasks: 0,
-    defaults: { retries: 0, retry_delay_seconds: 0, execution_timeout_seconds: null },
-    params: {},
-    variables: [],
-    connections: [],
-    tasks: [],
-  };
 }

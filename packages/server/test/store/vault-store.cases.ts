@@ -3,6 +3,7 @@ import type { TaskInstanceState } from '@leoflow/core';
 import { describe, expect, it } from 'vitest';
 import type { DagRunRow, Store, TaskInstanceRow } from '../../src/store/index.js';
 import type { ConnectionRecord, VariableRecord } from '../../src/store/vault-types.js';
+import { minimalSpec } from '../support/spec-builders.js';
 
 /** What the shared storage suite hands to the vault cases (same store, same helpers). */
 export interface VaultStoreCaseContext {
@@ -655,26 +656,4 @@ export function registerVaultStoreCases(ctx: VaultStoreCaseContext): void {
       });
     });
   });
-}
-
-function minimalSpec(dag_id: string) {
-  return {
-    schema_version: '1.0' as const,
-    dag_id,
-    description: '',
-    owner: '',
-    tags: [],
-    schedule: '@daily',
-    schedule_timezone: 'UTC',
-    start_date: null,
-    end_date: null,
-    catchup: false,
-    max_active_runs: 1,
-    max_active_tasks: 0,
-    defaults: { retries: 0, retry_delay_seconds: 0, execution_timeout_seconds: null },
-    params: {},
-    variables: [],
-    connections: [],
-    tasks: [],
-  };
 }

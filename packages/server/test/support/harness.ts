@@ -9,12 +9,7 @@ import {
   type Transport,
 } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import {
-  ManualClock,
-  type DagSpec,
-  type SecretLivenessMode,
-  type SecretScopingMode,
-} from '@leoflow/core';
+import { ManualClock, type SecretLivenessMode, type SecretScopingMode } from '@leoflow/core';
 import pg from 'pg';
 import { AgentService } from '@leoflow/protocol';
 import { pino } from 'pino';
@@ -211,44 +206,4 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   };
 }
 
-export function spec(partial: Partial<DagSpec> & Pick<DagSpec, 'dag_id' | 'tasks'>): DagSpec {
-  return {
-    schema_version: '1.0',
-    description: '',
-    owner: '',
-    tags: [],
-    schedule: null,
-    schedule_timezone: 'UTC',
-    start_date: null,
-    end_date: null,
-    catchup: false,
-    max_active_runs: 16,
-    max_active_tasks: 0,
-    defaults: { retries: 0, retry_delay_seconds: 300, execution_timeout_seconds: null },
-    params: {},
-    variables: [],
-    connections: [],
-    ...partial,
-  };
-}
-
-export function task(
-  task_id: string,
-  extra: Partial<DagSpec['tasks'][number]> = {},
-): DagSpec['tasks'][number] {
-  return {
-    task_id,
-    type: 'bash',
-    command: `echo ${task_id}`,
-    depends_on: [],
-    trigger_rule: 'all_success',
-    retries: 0,
-    retry_delay_seconds: 300,
-    execution_timeout_seconds: null,
-    env: {},
-    variables: [],
-    connections: [],
-    do_xcom_push: false,
-    ...extra,
-  };
-}
+export { spec, task } from './spec-builders.js';
