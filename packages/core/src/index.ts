@@ -8,3 +8,4 @@ export * from './connections/index.js';
 export * from './credentials/index.js';
 export * from './config/index.js';
 export * from './variables/index.js';
+export * from './rbac/index.js';

@@ -19,6 +19,9 @@ import { seedVault } from './credentials/vault-seed.js';
 import { CredentialMetrics, startMetricsServer, type MetricsServer } from './metrics/index.js';
 import { loadKeyring, VaultService } from './vault/index.js';
 import { UserTokenIssuer } from './auth/user-token.js';
+import { ApiTokens } from './auth/api-tokens.js';
+import { PlatformAdmin } from './tenancy/platform.js';
+import { TenantScopes } from './tenancy/tenant-scope.js';
 import { agentUrl as agentUrlOf, type ServerConfig } from './config/server-config.js';
 import { compileDagFolder, findDagFolders } from './dags/compile-folder.js';
 import { checkDeclarations } from './dags/registration.js';
@@ -81,7 +84,8 @@ export async function startControlPlane(
   const userKeys = await loadSigningKeyring(cfg.dataDir, 'user');
   const tokens = new AgentTokenIssuer(agentKeys, ttlSeconds);
   const verifier = new CachingAgentTokenVerifier(tokens);
-  const users = new UserTokenIssuer(userKeys.current());
+  const users = new UserTokenIssuer(userKeys);
+  const apiTokens = new ApiTokens(store, users, clock);
   const metrics = new CredentialMetrics();
 
   // No fixed key: Lite generates its vault keyring on first start (mode 0600).
@@ -106,7 +110,7 @@ export async function startControlPlane(
   });
   if (cfg.vaultSeedDir) await seedVault(vault, cfg.tenantId, cfg.vaultSeedDir, clock.now(), logger);
   const adminTokenFile = join(cfg.dataDir, ADMIN_TOKEN_FILE);
-  await ensureAdminToken(adminTokenFile, users, cfg.tenantId, clock.now());
+  await ensureAdminToken(adminTokenFile, apiTokens, cfg.tenantId, logger);
 
   let scheduler: Scheduler | null = null;
   const poke = () => scheduler?.poke();
@@ -207,26 +211,41 @@ export async function startControlPlane(
 
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
 
-  const api = buildApi({
+  const scopes = new TenantScopes({
     store,
-    clock,
-    users,
-    runs,
     vault,
-    logger,
-    version: LEOFLOW_VERSION,
-    onChange: poke,
-    rotateKey: async (opts) => ({
-      ...(await rotateVaultKey(
-        { vault, dataDir: cfg.dataDir, keyringSource, keyringFile: keyringFile ?? null },
-        opts,
-      )),
-    }),
+    runs,
+    clock,
     revoke: (input) =>
       revokeAttemptCredential(
         { store, clock, executor, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },
         input,
       ),
+  });
+  const platform = new PlatformAdmin({
+    store,
+    tokens: apiTokens,
+    clock,
+    rotateVaultKey: async (opts) => ({
+      ...(await rotateVaultKey(
+        { vault, dataDir: cfg.dataDir, keyringSource, keyringFile: keyringFile ?? null },
+        opts,
+      )),
+    }),
+    rotateUserSigningKey: async () => {
+      const kid = await userKeys.rotate(clock.now());
+      return { kid, keys: userKeys.describe().map((k) => ({ kid: k.kid, signing: k.signing })) };
+    },
+  });
+  const api = buildApi({
+    scopes,
+    tokens: apiTokens,
+    platform,
+    platformTenantId: cfg.tenantId,
+    clock,
+    logger,
+    version: LEOFLOW_VERSION,
+    onChange: poke,
   });
   await api.listen({ host: cfg.http.host, port: cfg.http.port });
   const addr = api.server.address();
@@ -266,14 +285,34 @@ function prepareDataDir(dir: string): void {
   chmodSync(dir, 0o700);
 }
 
+/**
+ * Standalone's first start writes an admin token of the platform tenant (mode 0600) and puts it
+ * on record so it can be revoked like any other; a token file from an earlier version, minted
+ * before tokens were recorded, is adopted on the next start. A revoked admin token is never
+ * re-minted behind the operator's back: delete the file to get a new one.
+ */
 async function ensureAdminToken(
   file: string,
-  users: UserTokenIssuer,
+  tokens: ApiTokens,
   tenantId: string,
-  now: number,
+  logger: Logger,
 ): Promise<void> {
-  if (existsSync(file) && readFileSync(file, 'utf8').trim() !== '') return;
-  const token = await users.mint({ subject: 'admin', tenant_id: tenantId, role: 'admin' }, now);
+  const existing = existsSync(file) ? readFileSync(file, 'utf8').trim() : '';
+  if (existing !== '') {
+    if (!(await tokens.adopt(existing, 'admin'))) {
+      logger.warn(
+        { file },
+        'the admin token file holds a token this server does not accept (revoked, or signed by a key no longer on the keyring); delete the file and restart to mint a new one',
+      );
+    }
+    return;
+  }
+  const { token } = await tokens.create({
+    tenant_id: tenantId,
+    role: 'admin',
+    name: 'admin',
+    created_by: 'system:first-start',
+  });
   writeFileSync(file, `${token}\n`, { mode: 0o600 });
 }
 

@@ -1,12 +1,34 @@
+import { isAllowed, PLATFORM_PERMISSIONS, rolesAllowing, type Permission } from '@leoflow/core';
 import { LeoflowError } from '@leoflow/core';
+import type { FastifyRequest } from 'fastify';
 import type { UserPrincipal } from '../auth/user-token.js';
 
-/**
- * Actions that expose or destroy secret material (reveal, export, revoke, rotate) are held back
- * to the admin role until the RBAC issue brings per-permission roles; one place decides it.
- */
-export function requireAdmin(principal: UserPrincipal, action: string): void {
-  if (principal.role !== 'admin') {
-    throw new LeoflowError('LF_FORBIDDEN', `${action} needs the admin role`);
+/** The platform tenant: where admins may act across tenants. Set once by buildApi. */
+export interface AuthzContext {
+  platformTenantId: string;
+}
+
+export function checkPermission(
+  principal: UserPrincipal,
+  permission: Permission,
+  ctx: AuthzContext,
+): void {
+  if (isAllowed(principal, permission, ctx.platformTenantId)) return;
+  if (PLATFORM_PERMISSIONS.has(permission) && principal.role === 'admin') {
+    throw new LeoflowError(
+      'LF_FORBIDDEN',
+      `${permission} reaches every tenant, so only admins of the platform tenant "${ctx.platformTenantId}" hold it; ask one of them`,
+      { permission },
+    );
   }
+  throw new LeoflowError(
+    'LF_FORBIDDEN',
+    `role ${principal.role} does not grant ${permission}; ask a tenant admin for a token with role ${rolesAllowing(permission).join(' or ')}`,
+    { permission, role: principal.role },
+  );
+}
+
+/** For decisions a route table cannot make (a query flag that reveals more than the route). */
+export function requirePermission(req: FastifyRequest, permission: Permission): void {
+  checkPermission(req.principal, permission, req.authz);
 }

@@ -93,6 +93,32 @@ export const pageQuery = {
 export const stdErrors = {
   400: errorSchema,
   401: errorSchema,
+  403: errorSchema,
   404: errorSchema,
   409: errorSchema,
 } as const;
+
+/** Lists answer with the offset of the next page, or null on the last one. */
+export const nextOffsetSchema = { type: ['integer', 'null'] } as const;
+
+export function nextOffset(
+  returned: number,
+  page: { limit: number; offset: number },
+): number | null {
+  return returned < page.limit ? null : page.offset + page.limit;
+}
+
+/** A list reply: `{ <key>: [items], next_offset }`. */
+export function listReply(key: string, items: object) {
+  return {
+    type: 'object',
+    required: [key, 'next_offset'],
+    properties: { [key]: { type: 'array', items }, next_offset: nextOffsetSchema },
+  } as const;
+}
+
+export const paramsOf = (...names: string[]) => ({
+  type: 'object',
+  required: names,
+  properties: Object.fromEntries(names.map((n) => [n, { type: 'string', minLength: 1 }])),
+});

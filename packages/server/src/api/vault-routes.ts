@@ -10,16 +10,12 @@ import {
   type Clock,
   type Connection,
 } from '@leoflow/core';
-import type { Store } from '../store/store.js';
-import type { VaultService } from '../vault/vault-service.js';
 import { auditRequest } from './audit.js';
-import { requireAdmin } from './authz.js';
+import { requirePermission } from './authz.js';
 import { pageQuery, stdErrors } from './schemas.js';
 
 export interface VaultRouteDeps {
-  store: Store;
   clock: Clock;
-  vault: VaultService;
 }
 
 const MASK = '***';
@@ -146,7 +142,7 @@ function publicConnection(id: string, conn: Connection, description: string, upd
 }
 
 export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps): void {
-  const { store, clock, vault } = deps;
+  const { clock } = deps;
 
   // ---- variables ----
   api.get(
@@ -165,7 +161,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     },
     async (req) => {
       const q = req.query as { limit: number; offset: number };
-      const list = await vault.listVariables(req.principal.tenant_id, q);
+      const list = await req.scope.vault.listVariables(q);
       return {
         variables: list.map((v) => {
           const masked = v.is_secret || isSensitiveKey(v.key);
@@ -197,12 +193,12 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     async (req) => {
       const { key } = req.params as { key: string };
       const { reveal } = req.query as { reveal: boolean };
-      const v = await vault.getVariable(req.principal.tenant_id, key);
+      const v = await req.scope.vault.getVariable(key);
       if (!v) throw notFound('variable', key, 'leoflow variables list');
       const sensitive = v.is_secret || isSensitiveKey(v.key);
       if (reveal && sensitive) {
-        requireAdmin(req.principal, 'revealing secret values');
-        await auditRequest(store, clock, req, 'variable.reveal', { type: 'variable', id: key });
+        requirePermission(req, 'variables:reveal');
+        await auditRequest(req, 'variable.reveal', { type: 'variable', id: key });
       }
       const masked = sensitive && !reveal;
       return {
@@ -240,21 +236,13 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       // A key that looks sensitive is stored sealed even when the caller did not say so.
       const secret = body.secret ?? isSensitiveKey(key);
       const now = clock.now();
-      await vault.setVariable(
-        req.principal.tenant_id,
+      await req.scope.vault.setVariable(
         key,
         body.value,
         { secret, description: body.description ?? '' },
         now,
       );
-      await auditRequest(
-        store,
-        clock,
-        req,
-        'variable.set',
-        { type: 'variable', id: key },
-        { secret },
-      );
+      await auditRequest(req, 'variable.set', { type: 'variable', id: key }, { secret });
       return {
         key,
         value: secret || isSensitiveKey(key) ? MASK : body.value,
@@ -271,9 +259,9 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     { schema: { response: { 204: { type: 'null' }, ...stdErrors } } },
     async (req, reply) => {
       const { key } = req.params as { key: string };
-      if (!(await vault.deleteVariable(req.principal.tenant_id, key)))
+      if (!(await req.scope.vault.deleteVariable(key)))
         throw notFound('variable', key, 'leoflow variables list');
-      await auditRequest(store, clock, req, 'variable.delete', { type: 'variable', id: key });
+      await auditRequest(req, 'variable.delete', { type: 'variable', id: key });
       return reply.status(204).send();
     },
   );
@@ -315,8 +303,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       };
       const now = clock.now();
       for (const v of variables) {
-        await vault.setVariable(
-          req.principal.tenant_id,
+        await req.scope.vault.setVariable(
           v.key,
           v.value,
           { secret: v.secret ?? isSensitiveKey(v.key), description: '' },
@@ -324,8 +311,6 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
         );
       }
       await auditRequest(
-        store,
-        clock,
         req,
         'variable.import',
         { type: 'variable', id: '*' },
@@ -349,11 +334,8 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       },
     },
     async (req) => {
-      requireAdmin(req.principal, 'revealing secret values');
-      const all = await vault.resolveVariables(req.principal.tenant_id, 'all');
+      const all = await req.scope.vault.resolveVariables('all');
       await auditRequest(
-        store,
-        clock,
         req,
         'variable.export',
         { type: 'variable', id: '*' },
@@ -380,7 +362,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     },
     async (req) => {
       const q = req.query as { limit: number; offset: number };
-      const list = await vault.listConnections(req.principal.tenant_id, q);
+      const list = await req.scope.vault.listConnections(q);
       return {
         connections: list.map((c) => ({
           conn_id: c.conn_id,
@@ -403,7 +385,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     { schema: { response: { 200: connectionSchema, ...stdErrors } } },
     async (req) => {
       const { id } = req.params as { id: string };
-      const c = await vault.getConnection(req.principal.tenant_id, id);
+      const c = await req.scope.vault.getConnection(id);
       if (!c) throw notFound('connection', id, 'leoflow connections list');
       return publicConnection(id, c.conn, c.description, c.updated_at);
     },
@@ -414,10 +396,9 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     { schema: { response: { 200: revealedConnectionSchema, ...stdErrors } } },
     async (req) => {
       const { id } = req.params as { id: string };
-      requireAdmin(req.principal, 'revealing secret values');
-      const c = await vault.getConnection(req.principal.tenant_id, id);
+      const c = await req.scope.vault.getConnection(id);
       if (!c) throw notFound('connection', id, 'leoflow connections list');
-      await auditRequest(store, clock, req, 'connection.reveal', { type: 'connection', id });
+      await auditRequest(req, 'connection.reveal', { type: 'connection', id });
       return { conn_id: id, uri: formatConnectionUri(c.conn), connection: c.conn };
     },
   );
@@ -436,10 +417,8 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       const body = req.body as ConnectionBody;
       const conn = connectionFromBody(body);
       const now = clock.now();
-      await vault.setConnection(req.principal.tenant_id, id, conn, body.description ?? '', now);
+      await req.scope.vault.setConnection(id, conn, body.description ?? '', now);
       await auditRequest(
-        store,
-        clock,
         req,
         'connection.set',
         { type: 'connection', id },
@@ -454,9 +433,9 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     { schema: { response: { 204: { type: 'null' }, ...stdErrors } } },
     async (req, reply) => {
       const { id } = req.params as { id: string };
-      if (!(await vault.deleteConnection(req.principal.tenant_id, id)))
+      if (!(await req.scope.vault.deleteConnection(id)))
         throw notFound('connection', id, 'leoflow connections list');
-      await auditRequest(store, clock, req, 'connection.delete', { type: 'connection', id });
+      await auditRequest(req, 'connection.delete', { type: 'connection', id });
       return reply.status(204).send();
     },
   );
@@ -490,17 +469,10 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     },
     async (req) => {
       const { id } = req.params as { id: string };
-      const c = await vault.getConnection(req.principal.tenant_id, id);
+      const c = await req.scope.vault.getConnection(id);
       if (!c) throw notFound('connection', id, 'leoflow connections list');
       const result = checkConnectionStructure(c.conn);
-      await auditRequest(
-        store,
-        clock,
-        req,
-        'connection.test',
-        { type: 'connection', id },
-        { ok: result.ok },
-      );
+      await auditRequest(req, 'connection.test', { type: 'connection', id }, { ok: result.ok });
       return { conn_id: id, ...result };
     },
   );
@@ -541,8 +513,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       };
       const now = clock.now();
       for (const c of connections) {
-        await vault.setConnection(
-          req.principal.tenant_id,
+        await req.scope.vault.setConnection(
           c.conn_id,
           connectionFromBody({ connection: c.connection! }),
           '',
@@ -550,8 +521,6 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
         );
       }
       await auditRequest(
-        store,
-        clock,
         req,
         'connection.import',
         { type: 'connection', id: '*' },
@@ -580,11 +549,8 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       },
     },
     async (req) => {
-      requireAdmin(req.principal, 'revealing secret values');
-      const all = await vault.resolveConnections(req.principal.tenant_id, 'all');
+      const all = await req.scope.vault.resolveConnections('all');
       await auditRequest(
-        store,
-        clock,
         req,
         'connection.export',
         { type: 'connection', id: '*' },

@@ -149,6 +149,18 @@ export interface AuditLogTable {
   payload_json: string;
 }
 
+export interface ApiTokensTable {
+  jti: string;
+  tenant_id: string;
+  name: string;
+  role: string;
+  created_by: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+  revoked_by: string | null;
+}
+
 export interface Database {
   tenants: TenantsTable;
   dags: DagsTable;
@@ -161,4 +173,5 @@ export interface Database {
   variables: VariablesTable;
   connections: ConnectionsTable;
   audit_log: AuditLogTable;
+  api_tokens: ApiTokensTable;
 }

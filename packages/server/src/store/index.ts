@@ -8,6 +8,7 @@ export type {
   TaskInstancePatch,
 } from './store.js';
 export type {
+  ApiTokenRow,
   AttemptKey,
   DagRow,
   DagRunRow,
@@ -18,6 +19,7 @@ export type {
   RunType,
   TaskInstanceHistoryRow,
   TaskInstanceRow,
+  TenantRow,
   XComRow,
 } from './types.js';
 export type { VaultStore } from './vault-store.js';

@@ -23,6 +23,7 @@ import type {
   TaskInstancePatch,
 } from './store.js';
 import type {
+  ApiTokenRow,
   DagRow,
   DagRunRow,
   DagVersionRow,
@@ -32,6 +33,7 @@ import type {
   RunType,
   TaskInstanceHistoryRow,
   TaskInstanceRow,
+  TenantRow,
   XComRow,
 } from './types.js';
 import type {
@@ -117,6 +119,23 @@ export class KyselyStore implements Store {
     }
   }
 
+  async migrationStatus(): Promise<{ applied: string[]; pending: string[] }> {
+    // Same bookkeeping tables (and schema) as migrate(); getMigrations() only reads them and
+    // reports everything pending when they do not exist yet.
+    const migrator = new Migrator({
+      db: this.#db,
+      provider: migrationProvider(this.dialect),
+      migrationTableName: MIGRATION_TABLE,
+      migrationLockTableName: MIGRATION_LOCK_TABLE,
+      ...(this.#schema !== undefined ? { migrationTableSchema: this.#schema } : {}),
+    });
+    const all = await migrator.getMigrations();
+    return {
+      applied: all.filter((m) => m.executedAt !== undefined).map((m) => m.name),
+      pending: all.filter((m) => m.executedAt === undefined).map((m) => m.name),
+    };
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -133,6 +152,78 @@ export class KyselyStore implements Store {
       .values({ id: tenant_id, name, created_at: now })
       .onConflict((oc) => oc.column('id').doNothing())
       .execute();
+  }
+
+  async createTenant(tenant: TenantRow): Promise<boolean> {
+    const res = await this.#db
+      .insertInto('tenants')
+      .values({ id: tenant.id, name: tenant.name, created_at: tenant.created_at })
+      .onConflict((oc) => oc.column('id').doNothing())
+      .executeTakeFirst();
+    return Number(res.numInsertedOrUpdatedRows ?? 0) > 0;
+  }
+
+  async getTenant(tenant_id: string): Promise<TenantRow | undefined> {
+    const row = await this.#db
+      .selectFrom('tenants')
+      .selectAll()
+      .where('id', '=', tenant_id)
+      .executeTakeFirst();
+    return row ? { id: row.id, name: row.name, created_at: num(row.created_at) } : undefined;
+  }
+
+  async listTenants(page: Page): Promise<TenantRow[]> {
+    const rows = await this.#db
+      .selectFrom('tenants')
+      .selectAll()
+      .orderBy('id')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+    return rows.map((r) => ({ id: r.id, name: r.name, created_at: num(r.created_at) }));
+  }
+
+  // ---------------------------------------------------------------- api tokens
+
+  async insertApiToken(row: ApiTokenRow): Promise<void> {
+    await this.#db.insertInto('api_tokens').values(row).execute();
+  }
+
+  async getApiToken(jti: string): Promise<ApiTokenRow | undefined> {
+    const row = await this.#db
+      .selectFrom('api_tokens')
+      .selectAll()
+      .where('jti', '=', jti)
+      .executeTakeFirst();
+    return row ? apiTokenRow(row) : undefined;
+  }
+
+  async listApiTokens(
+    tenant_id: string,
+    filter: { include_revoked?: boolean; name?: string },
+    page: Page,
+  ): Promise<ApiTokenRow[]> {
+    let q = this.#db.selectFrom('api_tokens').selectAll().where('tenant_id', '=', tenant_id);
+    if (!filter.include_revoked) q = q.where('revoked_at', 'is', null);
+    if (filter.name !== undefined) q = q.where('name', '=', filter.name);
+    const rows = await q
+      .orderBy('created_at', 'desc')
+      .orderBy('jti')
+      .limit(page.limit)
+      .offset(page.offset)
+      .execute();
+    return rows.map(apiTokenRow);
+  }
+
+  async revokeApiToken(tenant_id: string, jti: string, by: string, now: number): Promise<boolean> {
+    const res = await this.#db
+      .updateTable('api_tokens')
+      .set({ revoked_at: now, revoked_by: by })
+      .where('tenant_id', '=', tenant_id)
+      .where('jti', '=', jti)
+      .where('revoked_at', 'is', null)
+      .executeTakeFirst();
+    return Number(res.numUpdatedRows) > 0;
   }
 
   // ---------------------------------------------------------------- dags
@@ -1449,4 +1540,28 @@ export function isUniqueViolation(err: unknown): boolean {
     code === 'SQLITE_CONSTRAINT_PRIMARYKEY' ||
     code === 'SQLITE_CONSTRAINT_UNIQUE'
   );
+}
+
+function apiTokenRow(r: {
+  jti: string;
+  tenant_id: string;
+  name: string;
+  role: string;
+  created_by: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+  revoked_by: string | null;
+}): ApiTokenRow {
+  return {
+    jti: r.jti,
+    tenant_id: r.tenant_id,
+    name: r.name,
+    role: r.role,
+    created_by: r.created_by,
+    created_at: num(r.created_at),
+    expires_at: r.expires_at === null ? null : num(r.expires_at),
+    revoked_at: r.revoked_at === null ? null : num(r.revoked_at),
+    revoked_by: r.revoked_by,
+  };
 }

@@ -1,5 +1,6 @@
 import type { DagRunState, DagSpec, TaskInstanceState } from '@leoflow/core';
 import type {
+  ApiTokenRow,
   DagRow,
   DagRunRow,
   DagVersionRow,
@@ -8,6 +9,7 @@ import type {
   RunType,
   TaskInstanceHistoryRow,
   TaskInstanceRow,
+  TenantRow,
   XComRow,
 } from './types.js';
 import type { VaultStore } from './vault-store.js';
@@ -71,9 +73,30 @@ export type HeartbeatOutcome =
 export interface Store extends VaultStore {
   readonly dialect: 'sqlite' | 'postgres';
   migrate(): Promise<void>;
+  /**
+   * Which migrations of this build the database has applied and which are still pending.
+   * Read-only: it never creates the bookkeeping tables nor applies anything (`leoflow doctor`).
+   */
+  migrationStatus(): Promise<{ applied: string[]; pending: string[] }>;
   close(): Promise<void>;
 
   ensureTenant(tenant_id: string, name: string, now: number): Promise<void>;
+  /** false when a tenant with that id already exists */
+  createTenant(tenant: TenantRow): Promise<boolean>;
+  getTenant(tenant_id: string): Promise<TenantRow | undefined>;
+  listTenants(page: Page): Promise<TenantRow[]>;
+
+  /** Records a minted user token (by jti; the token itself is never stored). */
+  insertApiToken(row: ApiTokenRow): Promise<void>;
+  /** Across tenants: authentication looks a verified token's jti up before trusting its tenant. */
+  getApiToken(jti: string): Promise<ApiTokenRow | undefined>;
+  listApiTokens(
+    tenant_id: string,
+    filter: { include_revoked?: boolean; name?: string },
+    page: Page,
+  ): Promise<ApiTokenRow[]>;
+  /** Marks the tenant's token revoked; false when there is no such unrevoked token. */
+  revokeApiToken(tenant_id: string, jti: string, by: string, now: number): Promise<boolean>;
 
   /**
    * Registers a DAG version. If the spec's hash equals the current version's, nothing is

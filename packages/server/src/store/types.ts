@@ -116,3 +116,22 @@ export interface Page {
   limit: number;
   offset: number;
 }
+
+export interface TenantRow {
+  id: string;
+  name: string;
+  created_at: number;
+}
+
+/** A minted user API token, by jti. The token string itself is never stored. */
+export interface ApiTokenRow {
+  jti: string;
+  tenant_id: string;
+  name: string;
+  role: string;
+  created_by: string;
+  created_at: number;
+  expires_at: number | null;
+  revoked_at: number | null;
+  revoked_by: string | null;
+}

@@ -129,10 +129,10 @@ describe('mint / verify (T01)', () => {
 
 describe('audience separation (T02)', () => {
   it('an agent token is refused by the user verifier, a user token by the agent verifier', async () => {
-    const users = new UserTokenIssuer(userRing.current());
+    const users = new UserTokenIssuer(userRing);
     const agentToken = await issuer.mint(identity, T0);
     expect(await users.verify(agentToken, T0)).toBeNull();
-    const userToken = await users.mint(
+    const { token: userToken } = await users.mint(
       { subject: 'admin', tenant_id: 'acme', role: 'admin' },
       T0,
       600,

@@ -1,0 +1,363 @@
+import type { FastifyInstance } from 'fastify';
+import { auditRequest } from './audit.js';
+import {
+  historySchema,
+  listReply,
+  logLineSchema,
+  nextOffset,
+  pageQuery,
+  paramsOf,
+  runSchema,
+  stdErrors,
+  taskInstanceSchema,
+} from './schemas.js';
+import { historyOut, logLineOut, runOut, taskInstanceOut } from './serialize.js';
+
+const RUN = paramsOf('dag_id', 'run_id');
+const TASK = paramsOf('dag_id', 'run_id', 'task_id');
+
+export function registerRunRoutes(api: FastifyInstance): void {
+  api.post(
+    '/api/v1/dags/:dag_id/runs',
+    {
+      schema: {
+        summary: 'Trigger a manual run',
+        params: paramsOf('dag_id'),
+        body: {
+          type: 'object',
+          properties: {
+            conf: { type: 'object', additionalProperties: true },
+            run_id: { type: 'string', pattern: '^[A-Za-z0-9_.:+-]{1,250}$' },
+          },
+          additionalProperties: false,
+        },
+        response: { 200: runSchema, ...stdErrors },
+      },
+    },
+    async (req) => {
+      const { dag_id } = req.params as { dag_id: string };
+      const body = (req.body ?? {}) as { conf?: Record<string, unknown>; run_id?: string };
+      const run = await req.scope.triggerRun(dag_id, {
+        ...(body.conf !== undefined ? { conf: body.conf } : {}),
+        ...(body.run_id !== undefined ? { runId: body.run_id } : {}),
+      });
+      await auditRequest(req, 'run.trigger', { type: 'dag_run', id: `${dag_id}/${run.run_id}` });
+      return runOut(run);
+    },
+  );
+
+  api.get(
+    '/api/v1/runs',
+    {
+      schema: {
+        summary: 'List runs, newest first, filtered by DAG, run id or state',
+        querystring: {
+          type: 'object',
+          properties: {
+            ...pageQuery,
+            dag_id: { type: 'string' },
+            run_id: { type: 'string' },
+            state: { type: 'string', enum: ['queued', 'running', 'success', 'failed'] },
+          },
+          additionalProperties: false,
+        },
+        response: { 200: listReply('runs', runSchema), ...stdErrors },
+      },
+    },
+    async (req) => {
+      const q = req.query as {
+        limit: number;
+        offset: number;
+        dag_id?: string;
+        run_id?: string;
+        state?: 'queued';
+      };
+      const list = await req.scope.listRuns(
+        {
+          ...(q.dag_id ? { dag_id: q.dag_id } : {}),
+          ...(q.run_id ? { run_id: q.run_id } : {}),
+          ...(q.state ? { state: q.state } : {}),
+        },
+        { limit: q.limit, offset: q.offset },
+      );
+      return { runs: list.map(runOut), next_offset: nextOffset(list.length, q) };
+    },
+  );
+
+  api.get(
+    '/api/v1/dags/:dag_id/runs/:run_id',
+    {
+      schema: {
+        summary: 'A run and its task instances (in dependency order)',
+        params: RUN,
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              run: runSchema,
+              task_instances: { type: 'array', items: taskInstanceSchema },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { dag_id, run_id } = req.params as { dag_id: string; run_id: string };
+      const { run, taskInstances } = await req.scope.listTaskInstances(dag_id, run_id);
+      return { run: runOut(run), task_instances: taskInstances.map(taskInstanceOut) };
+    },
+  );
+
+  api.post(
+    '/api/v1/dags/:dag_id/runs/:run_id/clear',
+    {
+      schema: {
+        summary: 'Clear tasks (default: all failed, with downstream) so they run again',
+        params: RUN,
+        body: {
+          type: 'object',
+          properties: {
+            task_ids: { type: 'array', items: { type: 'string' }, minItems: 1 },
+            downstream: { type: 'boolean', default: true },
+          },
+          additionalProperties: false,
+        },
+        response: {
+          200: {
+            type: 'object',
+            properties: { run: runSchema, cleared: { type: 'array', items: { type: 'string' } } },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { dag_id, run_id } = req.params as { dag_id: string; run_id: string };
+      const body = (req.body ?? {}) as { task_ids?: string[]; downstream?: boolean };
+      const out = await req.scope.clearRun(dag_id, run_id, {
+        taskIds: body.task_ids ?? null,
+        downstream: body.downstream ?? true,
+      });
+      await auditRequest(
+        req,
+        'run.clear',
+        { type: 'dag_run', id: `${dag_id}/${run_id}` },
+        { cleared: out.cleared },
+      );
+      return { run: runOut(out.run), cleared: out.cleared };
+    },
+  );
+
+  api.get(
+    '/api/v1/dags/:dag_id/runs/:run_id/tasks',
+    {
+      schema: {
+        summary: "A run's task instances (in dependency order)",
+        params: RUN,
+        response: {
+          200: {
+            type: 'object',
+            properties: { task_instances: { type: 'array', items: taskInstanceSchema } },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { dag_id, run_id } = req.params as { dag_id: string; run_id: string };
+      const { taskInstances } = await req.scope.listTaskInstances(dag_id, run_id);
+      return { task_instances: taskInstances.map(taskInstanceOut) };
+    },
+  );
+
+  api.get(
+    '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id',
+    {
+      schema: {
+        summary: 'A task instance and its earlier tries',
+        params: TASK,
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              task_instance: taskInstanceSchema,
+              history: { type: 'array', items: historySchema },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { dag_id, run_id, task_id } = req.params as {
+        dag_id: string;
+        run_id: string;
+        task_id: string;
+      };
+      const { taskInstance, history } = await req.scope.taskHistory(dag_id, run_id, task_id);
+      return { task_instance: taskInstanceOut(taskInstance), history: history.map(historyOut) };
+    },
+  );
+
+  api.get(
+    '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/logs',
+    {
+      schema: {
+        summary: "A try's log lines after a line number (poll with next_after_line to follow)",
+        params: TASK,
+        querystring: {
+          type: 'object',
+          properties: {
+            try: { type: 'integer', minimum: 1 },
+            after_line: { type: 'integer', minimum: 0, default: 0 },
+            limit: { type: 'integer', minimum: 1, maximum: 10000, default: 1000 },
+          },
+          additionalProperties: false,
+        },
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              try_number: { type: 'integer' },
+              lines: { type: 'array', items: logLineSchema },
+              next_after_line: { type: 'integer' },
+              attempt_finished: { type: 'boolean' },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { dag_id, run_id, task_id } = req.params as {
+        dag_id: string;
+        run_id: string;
+        task_id: string;
+      };
+      const q = req.query as { try?: number; after_line: number; limit: number };
+      const {
+        taskInstance: ti,
+        tryNumber,
+        lines,
+      } = await req.scope.readLogs(dag_id, run_id, task_id, q);
+      const finished =
+        tryNumber < ti.try_number || !['none', 'scheduled', 'queued', 'running'].includes(ti.state);
+      return {
+        try_number: tryNumber,
+        lines: lines.map(logLineOut),
+        next_after_line:
+          lines.length > 0 ? (lines[lines.length - 1]?.line_number ?? q.after_line) : q.after_line,
+        attempt_finished: finished,
+      };
+    },
+  );
+
+  api.get(
+    '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/xcom',
+    {
+      schema: {
+        summary: "A task's XCom values (UTF-8 text, or base64 for binary)",
+        params: TASK,
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              xcom: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    key: { type: 'string' },
+                    content_type: { type: 'string' },
+                    size_bytes: { type: 'integer' },
+                    value: { type: 'string' },
+                    encoding: { type: 'string', enum: ['utf-8', 'base64'] },
+                    created_at: { type: 'string' },
+                  },
+                },
+              },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { dag_id, run_id, task_id } = req.params as {
+        dag_id: string;
+        run_id: string;
+        task_id: string;
+      };
+      const rows = await req.scope.listXComs(dag_id, run_id, task_id);
+      return {
+        xcom: rows.map((x) => {
+          const text = decodeUtf8(x.value);
+          return {
+            key: x.key,
+            content_type: x.content_type,
+            size_bytes: x.value.byteLength,
+            value: text ?? Buffer.from(x.value).toString('base64'),
+            encoding: text === null ? 'base64' : 'utf-8',
+            created_at: new Date(x.created_at).toISOString(),
+          };
+        }),
+      };
+    },
+  );
+
+  api.post(
+    '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/revoke-credential',
+    {
+      schema: {
+        summary: "Revoke a live attempt's credential at once (optionally stop the attempt)",
+        params: TASK,
+        body: {
+          type: 'object',
+          properties: {
+            try: { type: 'integer', minimum: 1 },
+            terminate: { type: 'boolean', default: false },
+          },
+          additionalProperties: false,
+        },
+        response: {
+          200: {
+            type: 'object',
+            properties: { try_number: { type: 'integer' }, terminated: { type: 'boolean' } },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { dag_id, run_id, task_id } = req.params as {
+        dag_id: string;
+        run_id: string;
+        task_id: string;
+      };
+      const body = (req.body ?? {}) as { try?: number; terminate?: boolean };
+      const out = await req.scope.revokeCredential({
+        dagId: dag_id,
+        runId: run_id,
+        taskId: task_id,
+        ...(body.try !== undefined ? { tryNumber: body.try } : {}),
+        terminate: body.terminate ?? false,
+      });
+      await auditRequest(
+        req,
+        'credential.revoke',
+        { type: 'task_instance', id: `${dag_id}/${run_id}/${task_id}` },
+        { try_number: out.try_number, terminate: out.terminated },
+      );
+      return out;
+    },
+  );
+}
+
+function decodeUtf8(b: Uint8Array): string | null {
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(b);
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,296 @@
+import {
+  dagSpecHash,
+  LeoflowError,
+  type Clock,
+  type DagRunState,
+  type DagSpec,
+} from '@leoflow/core';
+import { checkDeclarations } from '../dags/registration.js';
+import type { RunOperations, TriggerInput } from '../scheduler/run-operations.js';
+import type { Store } from '../store/store.js';
+import type {
+  ApiTokenRow,
+  DagRow,
+  DagRunRow,
+  DagVersionRow,
+  LogLineRow,
+  Page,
+  TaskInstanceHistoryRow,
+  TaskInstanceRow,
+  XComRow,
+} from '../store/types.js';
+import type { AuditRecord } from '../store/vault-types.js';
+import type { VaultService } from '../vault/vault-service.js';
+
+/** Vault operations with the tenant already applied: the caller has no tenant argument to get wrong. */
+type TenantBound<T, K extends keyof T> = {
+  [P in K]: T[P] extends (tenant_id: string, ...rest: infer A) => infer R
+    ? (...rest: A) => R
+    : never;
+};
+
+const VAULT_METHODS = [
+  'setVariable',
+  'getVariable',
+  'listVariables',
+  'deleteVariable',
+  'resolveVariables',
+  'setConnection',
+  'getConnection',
+  'listConnections',
+  'deleteConnection',
+  'resolveConnections',
+] as const satisfies readonly (keyof VaultService)[];
+
+export type TenantVault = TenantBound<VaultService, (typeof VAULT_METHODS)[number]>;
+
+export interface RevokeCredential {
+  (input: {
+    tenantId: string;
+    dagId: string;
+    runId: string;
+    taskId: string;
+    tryNumber?: number;
+    terminate: boolean;
+  }): Promise<{ task_instance_id: string; try_number: number; terminated: boolean }>;
+}
+
+export interface TenantScopeDeps {
+  store: Store;
+  vault: VaultService;
+  runs: RunOperations;
+  clock: Clock;
+  revoke: RevokeCredential;
+}
+
+export interface AuditEntry {
+  actor: string;
+  action: string;
+  resource: { type: string; id: string };
+  request_id: string | null;
+  payload?: Record<string, unknown>;
+}
+
+/**
+ * Everything a request may read or change, already narrowed to one tenant. Request handlers get
+ * one of these and no store: there is no method that takes a tenant id, and every lookup that
+ * starts from a run or task goes through the tenant's (dag_id, run_id) first, so an object of
+ * another tenant is simply not found (404, existence not revealed).
+ */
+export class TenantScope {
+  readonly vault: TenantVault;
+
+  constructor(
+    readonly tenantId: string,
+    private readonly deps: TenantScopeDeps,
+  ) {
+    const bound: Record<string, unknown> = {};
+    for (const m of VAULT_METHODS) {
+      const fn = deps.vault[m] as (...a: unknown[]) => unknown;
+      bound[m] = (...rest: unknown[]) => fn.call(deps.vault, tenantId, ...rest);
+    }
+    this.vault = bound as TenantVault;
+  }
+
+  // ------------------------------------------------------------------ dags
+
+  listDags(page: Page): Promise<DagRow[]> {
+    return this.deps.store.listDags(this.tenantId, page);
+  }
+
+  async getDag(dagId: string): Promise<DagRow> {
+    const dag = await this.deps.store.getDag(this.tenantId, dagId);
+    if (!dag) {
+      throw new LeoflowError('LF_DAG_NOT_FOUND', `no DAG "${dagId}"; see \`leoflow dags list\``);
+    }
+    return dag;
+  }
+
+  async getDagVersion(dagId: string, version: number): Promise<DagVersionRow> {
+    const v = await this.deps.store.getDagVersion(this.tenantId, dagId, version);
+    if (!v) {
+      throw new LeoflowError(
+        'LF_DAG_VERSION_NOT_FOUND',
+        `DAG ${dagId} has no version ${version}; see \`leoflow dags show ${dagId}\``,
+      );
+    }
+    return v;
+  }
+
+  async listDagVersions(dagId: string): Promise<Omit<DagVersionRow, 'spec'>[]> {
+    await this.getDag(dagId);
+    return this.deps.store.listDagVersions(this.tenantId, dagId);
+  }
+
+  async registerDag(spec: DagSpec): Promise<{ version: number; created: boolean }> {
+    await checkDeclarations(this.deps.store, this.tenantId, spec);
+    return this.deps.store.putDagVersion(
+      this.tenantId,
+      spec,
+      dagSpecHash(spec),
+      this.deps.clock.now(),
+    );
+  }
+
+  async setDagPaused(dagId: string, paused: boolean): Promise<DagRow> {
+    await this.getDag(dagId);
+    await this.deps.store.setDagPaused(this.tenantId, dagId, paused, this.deps.clock.now());
+    return this.getDag(dagId);
+  }
+
+  // ------------------------------------------------------------------ runs
+
+  triggerRun(dagId: string, input: TriggerInput): Promise<DagRunRow> {
+    return this.deps.runs.trigger(this.tenantId, dagId, input);
+  }
+
+  listRuns(
+    filter: { dag_id?: string; state?: DagRunState; run_id?: string },
+    page: Page,
+  ): Promise<DagRunRow[]> {
+    return this.deps.store.listRuns(this.tenantId, filter, page);
+  }
+
+  async getRun(dagId: string, runId: string): Promise<DagRunRow> {
+    const run = await this.deps.store.getRun(this.tenantId, dagId, runId);
+    if (!run) {
+      throw new LeoflowError(
+        'LF_RUN_NOT_FOUND',
+        `DAG ${dagId} has no run "${runId}"; see \`leoflow runs list --dag ${dagId}\``,
+      );
+    }
+    return run;
+  }
+
+  clearRun(
+    dagId: string,
+    runId: string,
+    opts: { taskIds: string[] | null; downstream: boolean },
+  ): Promise<{ run: DagRunRow; cleared: string[] }> {
+    return this.deps.runs.clear(this.tenantId, dagId, runId, opts);
+  }
+
+  /** The run's task instances in the DAG's declaration (dependency) order. */
+  async listTaskInstances(
+    dagId: string,
+    runId: string,
+  ): Promise<{ run: DagRunRow; taskInstances: TaskInstanceRow[] }> {
+    const run = await this.getRun(dagId, runId);
+    const tis = await this.deps.store.listTaskInstances(run.id);
+    const version = await this.deps.store.getDagVersion(this.tenantId, dagId, run.dag_version);
+    const order = new Map((version?.spec.tasks ?? []).map((t, i) => [t.task_id, i]));
+    tis.sort((a, b) => (order.get(a.task_id) ?? Infinity) - (order.get(b.task_id) ?? Infinity));
+    return { run, taskInstances: tis };
+  }
+
+  async getTaskInstance(
+    dagId: string,
+    runId: string,
+    taskId: string,
+  ): Promise<{ run: DagRunRow; taskInstance: TaskInstanceRow }> {
+    const run = await this.getRun(dagId, runId);
+    const ti = await this.deps.store.getTaskInstance(run.id, taskId);
+    if (!ti) {
+      throw new LeoflowError(
+        'LF_TASK_NOT_FOUND',
+        `run ${runId} has no task "${taskId}"; see \`leoflow runs show ${runId}\``,
+      );
+    }
+    return { run, taskInstance: ti };
+  }
+
+  async taskHistory(
+    dagId: string,
+    runId: string,
+    taskId: string,
+  ): Promise<{ taskInstance: TaskInstanceRow; history: TaskInstanceHistoryRow[] }> {
+    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId);
+    const history = await this.deps.store.listTaskInstanceHistory(run.id, taskId);
+    return { taskInstance, history };
+  }
+
+  async readLogs(
+    dagId: string,
+    runId: string,
+    taskId: string,
+    q: { try?: number; after_line: number; limit: number },
+  ): Promise<{ taskInstance: TaskInstanceRow; tryNumber: number; lines: LogLineRow[] }> {
+    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId);
+    const tryNumber = q.try ?? taskInstance.try_number;
+    const lines = await this.deps.store.readLogs(run.id, taskId, tryNumber, q.after_line, q.limit);
+    return { taskInstance, tryNumber, lines };
+  }
+
+  async listXComs(dagId: string, runId: string, taskId: string): Promise<XComRow[]> {
+    const { run } = await this.getTaskInstance(dagId, runId, taskId);
+    return this.deps.store.listXComs(run.id, taskId);
+  }
+
+  revokeCredential(input: {
+    dagId: string;
+    runId: string;
+    taskId: string;
+    tryNumber?: number;
+    terminate: boolean;
+  }): Promise<{ task_instance_id: string; try_number: number; terminated: boolean }> {
+    return this.deps.revoke({ tenantId: this.tenantId, ...input });
+  }
+
+  // ------------------------------------------------------------------ audit
+
+  /**
+   * Best-effort by design (the caller decides how to log a failure): an audit write never
+   * changes the result of the action it records. Payloads carry counts and flags, never values.
+   */
+  recordAudit(e: AuditEntry): Promise<void> {
+    return this.deps.store.appendAudit({
+      tenant_id: this.tenantId,
+      at: this.deps.clock.now(),
+      actor: e.actor,
+      action: e.action,
+      resource_type: e.resource.type,
+      resource_id: e.resource.id,
+      request_id: e.request_id,
+      payload: e.payload ?? {},
+    });
+  }
+
+  listAudit(filter: { since?: number; action?: string }, page: Page): Promise<AuditRecord[]> {
+    return this.deps.store.listAudit(this.tenantId, filter, page);
+  }
+
+  // ------------------------------------------------------------------ tokens
+
+  listTokens(
+    filter: { include_revoked?: boolean; name?: string },
+    page: Page,
+  ): Promise<ApiTokenRow[]> {
+    return this.deps.store.listApiTokens(this.tenantId, filter, page);
+  }
+
+  async revokeToken(jti: string, by: string): Promise<ApiTokenRow> {
+    const revoked = await this.deps.store.revokeApiToken(
+      this.tenantId,
+      jti,
+      by,
+      this.deps.clock.now(),
+    );
+    const row = await this.deps.store.getApiToken(jti);
+    if (!revoked || !row || row.tenant_id !== this.tenantId) {
+      throw new LeoflowError(
+        'LF_TOKEN_NOT_FOUND',
+        `no active token "${jti}" in this tenant; see \`leoflow auth list-tokens\``,
+      );
+    }
+    return row;
+  }
+}
+
+/** Builds the scope for a principal's tenant; the only way request handlers reach data. */
+export class TenantScopes {
+  constructor(private readonly deps: TenantScopeDeps) {}
+
+  forTenant(tenantId: string): TenantScope {
+    return new TenantScope(tenantId, this.deps);
+  }
+}
