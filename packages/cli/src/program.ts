@@ -1,6 +1,7 @@
 import { Command, Option } from 'commander';
 import { registerConnections } from './commands/connections.js';
 import { registerDags } from './commands/dags.js';
+import { registerDoctor } from './commands/doctor.js';
 import { registerRuns } from './commands/runs.js';
 import { registerSecrets } from './commands/secrets.js';
 import { registerStandalone } from './commands/standalone.js';
@@ -29,5 +30,6 @@ export function buildProgram(): Command {
   registerVariables(program);
   registerConnections(program);
   registerSecrets(program);
+  registerDoctor(program);
   return program;
 }

@@ -9,3 +9,4 @@ export * from './util/logger.js';
 export * from './util/system-clock.js';
 export type { Store } from './store/store.js';
 export * from './store/types.js';
+export * from './doctor/index.js';

@@ -4,7 +4,8 @@ import type { ServerConfig } from '@leoflow/server';
 import { CliError } from '../client.js';
 import { parseDurationMs } from '../duration.js';
 
-interface StandaloneFlags {
+/** The flags `leoflow standalone` and `leoflow doctor` share (see addStandaloneOptions). */
+export interface StandaloneFlags {
   dataDir?: string;
   httpPort?: string;
   agentPort?: string;
@@ -150,10 +151,12 @@ export async function standaloneConfig(
   return cfg;
 }
 
-export function registerStandalone(program: Command): void {
-  program
-    .command('standalone')
-    .description('run Leoflow Lite: API, scheduler, agent RPC and executor in one process (SQLite)')
+/**
+ * Declares every flag standaloneConfig reads, so each command that builds a Lite configuration
+ * (`standalone` runs it, `doctor` inspects it) accepts exactly the same flags.
+ */
+export function addStandaloneOptions(cmd: Command): Command {
+  return cmd
     .option('--data-dir <dir>', 'data directory (database, keys, admin token)', undefined)
     .option('--http-port <port>', 'REST API port (default 8080; 0 picks a free one)')
     .option('--agent-port <port>', 'agent RPC port (default 8793; 0 picks a free one)')
@@ -191,6 +194,10 @@ export function registerStandalone(program: Command): void {
       'Prometheus /metrics listener on 127.0.0.1 (default 9464; 0 picks a free one)',
     )
     .option(
+      '--standby-agents <n>',
+      'pre-started, credential-less agents waiting for an attempt (default 2; 0 starts each on demand)',
+    )
+    .option(
       '--vault-seed <dir>',
       'at start, import connections.json / variables.json (Airflow export format) from <dir> for names not yet defined',
     )
@@ -199,7 +206,12 @@ export function registerStandalone(program: Command): void {
     .option(
       '--agent-tls-ca <pem>',
       'CA bundle agents use to verify the certificate (when not publicly trusted)',
-    )
+    );
+}
+
+export function registerStandalone(program: Command): void {
+  addStandaloneOptions(program.command('standalone'))
+    .description('run Leoflow Lite: API, scheduler, agent RPC and executor in one process (SQLite)')
     .action(async (flags: StandaloneFlags) => {
       const cfg = await standaloneConfig(flags);
       const { startControlPlane } = await import('@leoflow/server');

@@ -1,0 +1,35 @@
+import type { Command } from 'commander';
+import { globalOpts } from '../global-options.js';
+import { parseOutput, print } from '../output.js';
+import { addStandaloneOptions, standaloneConfig, type StandaloneFlags } from './standalone.js';
+
+/**
+ * `leoflow doctor`: the configuration `leoflow standalone` would run with (same flags, same
+ * LEOFLOW_* environment, same --config file), the credential plane's posture with every residual
+ * exposure, and health checks. Read-only. Exit 0 when no check fails, 1 when one does, 2 on a
+ * usage or configuration error (as standalone would refuse it).
+ */
+export function registerDoctor(program: Command): void {
+  addStandaloneOptions(program.command('doctor'))
+    .description(
+      "check a Lite control plane's configuration, credential posture and data dir (read-only; takes standalone's flags)",
+    )
+    .action(async (flags: StandaloneFlags, cmd: Command) => {
+      const format = parseOutput(globalOpts(cmd).output);
+      const cfg = await standaloneConfig(flags);
+      const { buildDoctorReport, nodeDoctorDeps, renderDoctorReport } =
+        await import('@leoflow/server');
+      const databaseUrlSource =
+        flags.databaseUrl !== undefined
+          ? ('flag' as const)
+          : process.env.LEOFLOW_DATABASE_URL
+            ? ('env' as const)
+            : undefined;
+      const report = await buildDoctorReport(cfg, nodeDoctorDeps(), {
+        ...(databaseUrlSource !== undefined ? { databaseUrlSource } : {}),
+      });
+      if (format === 'table') process.stdout.write(renderDoctorReport(report));
+      else print(format, report);
+      if (report.summary.fail > 0) process.exitCode = 1;
+    });
+}

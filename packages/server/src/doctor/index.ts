@@ -1,0 +1,20 @@
+export { buildDoctorReport, redactedConfig } from './report.js';
+export {
+  KUBERNETES_TOKEN_TRANSPORT,
+  SUBPROCESS_TOKEN_TRANSPORT,
+  type AgentChannelMode,
+  type CheckStatus,
+  type DoctorCheck,
+  type DoctorDeps,
+  type DoctorOptions,
+  type DoctorReport,
+  type DoctorStore,
+  type Exposure,
+  type FileInfo,
+  type KeyFilePosture,
+  type Posture,
+  type RedactedConfig,
+} from './report.js';
+export { nodeDoctorDeps, openDoctorStore } from './node-deps.js';
+export { renderDoctorReport } from './render.js';
+export { databaseUrlSecrets, REDACTED, redactDatabaseUrl, scrub } from './redact.js';

@@ -1,0 +1,64 @@
+import { readFile, stat } from 'node:fs/promises';
+import { sql } from 'kysely';
+import { KyselyStore } from '../store/kysely-store.js';
+import { openStore } from '../store/open-store.js';
+import type { DoctorDeps, DoctorStore, FileInfo } from './report.js';
+
+/**
+ * The real machine for buildDoctorReport: stat, small reads, this process's uid and
+ * environment, and the store opener. Nothing here writes.
+ */
+export function nodeDoctorDeps(env: NodeJS.ProcessEnv = process.env): DoctorDeps {
+  return {
+    async stat(path: string): Promise<FileInfo | null> {
+      try {
+        const s = await stat(path);
+        return {
+          mode: s.mode & 0o7777,
+          uid: s.uid,
+          dev: s.dev,
+          kind: s.isFile() ? 'file' : s.isDirectory() ? 'directory' : 'other',
+        };
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (code === 'ENOENT' || code === 'ENOTDIR') return null;
+        throw err;
+      }
+    },
+    async readText(path: string): Promise<string | null> {
+      try {
+        return await readFile(path, 'utf8');
+      } catch {
+        return null;
+      }
+    },
+    uid: typeof process.getuid === 'function' ? process.getuid() : null,
+    env,
+    openStore: openDoctorStore,
+  };
+}
+
+/**
+ * Opens the datastore the way the control plane does (same pragmas), so what doctor reports is
+ * what standalone gets. Callers make sure a SQLite file exists first: opening one creates it.
+ */
+export async function openDoctorStore(
+  db: Parameters<DoctorDeps['openStore']>[0],
+): Promise<DoctorStore> {
+  const store = await openStore(db);
+  const sqlite = store instanceof KyselyStore && store.dialect === 'sqlite' ? store : null;
+  return {
+    migrationStatus: () => store.migrationStatus(),
+    ...(sqlite !== null
+      ? {
+          secureDelete: async () => {
+            const { rows } = await sql<{
+              secure_delete: number;
+            }>`PRAGMA secure_delete`.execute(sqlite.kysely);
+            return Number(rows[0]?.secure_delete ?? 0);
+          },
+        }
+      : {}),
+    close: () => store.close(),
+  };
+}

@@ -1,0 +1,100 @@
+import type { DoctorReport, KeyFilePosture } from './report.js';
+
+/** `leoflow doctor`'s one screen: configuration, credential plane, exposures, checks. */
+export function renderDoctorReport(r: DoctorReport): string {
+  const c = r.config;
+  const p = r.posture;
+  const ks = p.key_storage;
+  const out: string[] = [];
+  const section = (title: string, rows: [string, string][]) => {
+    const width = Math.max(...rows.map(([k]) => k.length));
+    out.push(title, ...rows.map(([k, v]) => `  ${k.padEnd(width)}  ${v}`), '');
+  };
+
+  out.push(`Leoflow doctor: Lite control plane, data dir ${c.data_dir}`, '');
+  section('Configuration', [
+    [
+      'database',
+      c.database.kind === 'sqlite'
+        ? `sqlite ${c.database.file}`
+        : `postgres ${c.database.url}${c.database.schema ? ` (schema ${c.database.schema})` : ''}`,
+    ],
+    ['REST API', `${c.http.host}:${c.http.port}`],
+    [
+      'agent RPC',
+      `${c.agent.host}:${c.agent.port}${c.agent.tls ? `, TLS (${c.agent.tls.cert_file})` : ', cleartext'}`,
+    ],
+    ['metrics', c.metrics.port === null ? 'disabled' : `${c.metrics.host}:${c.metrics.port}`],
+    ['DAGs folder', c.dags_folder ?? '-'],
+    [
+      'timing',
+      `heartbeat ${c.execution.heartbeat_interval}, agent lost ${c.execution.agent_lost_threshold}, dispatch lost ${c.execution.dispatch_lost_threshold}`,
+    ],
+    [
+      'execution',
+      `run-as user ${c.execution.run_as_user ?? 'none'}, ${c.execution.standby_agents} standby agent(s), work dir ${c.execution.work_dir}`,
+    ],
+    ['vault seed', c.vault_seed_dir ?? '-'],
+    ['log level', c.log_level],
+  ]);
+
+  const vault =
+    ks.vault.source === 'env'
+      ? `environment (${ks.vault.env_var ?? 'LEOFLOW_SECRET_KEY'})`
+      : `keyring file ${fileWithMode({ file: ks.vault.file ?? '', mode: ks.vault.mode })}`;
+  section('Credential plane', [
+    ['secret scoping', p.secret_scoping],
+    ['liveness', p.secret_liveness_mode],
+    [
+      'attempt token',
+      `TTL ${p.attempt_token_ttl}, renewed on heartbeat; renewal ceiling ${p.max_attempt_credential_lifetime}`,
+    ],
+    [
+      'token transport',
+      `subprocess: ${p.token_transport.subprocess}; kubernetes: ${p.token_transport.kubernetes}`,
+    ],
+    [
+      'vault key',
+      vault + (ks.vault.older_keys_file ? `; older keys in ${ks.vault.older_keys_file}` : ''),
+    ],
+    [
+      'signing keys',
+      `agent ${fileWithMode(ks.agent_signing)}, user ${fileWithMode(ks.user_signing)}`,
+    ],
+    [
+      'admin token',
+      `${fileWithMode(ks.admin_token)}${ks.admin_token.expires === true ? '' : ', no expiry'}`,
+    ],
+    [
+      'agent channel',
+      p.agent_channel.mode === 'tls'
+        ? `TLS on ${p.agent_channel.address}`
+        : p.agent_channel.mode === 'cleartext-loopback'
+          ? `cleartext on loopback (${p.agent_channel.address})`
+          : `cleartext on ${p.agent_channel.address}, not loopback: secrets are NOT delivered`,
+    ],
+    ['tasks run as', p.tasks_run_as.summary],
+  ]);
+
+  out.push('Residual exposure');
+  if (p.exposures.length === 0) out.push('  (none found)');
+  for (const e of p.exposures) out.push(`  - ${e.sentence}`, `    fix: ${e.remedy}`);
+  out.push('');
+
+  out.push('Checks');
+  const idWidth = Math.max(...r.checks.map((k) => k.id.length), 2);
+  for (const k of r.checks)
+    out.push(`  ${k.status.padEnd(4)}  ${k.id.padEnd(idWidth)}  ${k.message}`);
+  out.push('');
+  const s = r.summary;
+  out.push(
+    `${s.ok} ok, ${s.warn} warn, ${s.fail} fail` +
+      (s.fail > 0 ? ': fix the failing checks above' : ''),
+    '',
+  );
+  return out.join('\n');
+}
+
+function fileWithMode(f: KeyFilePosture): string {
+  return `${f.file} (${f.mode ?? 'missing'})`;
+}
