@@ -11,25 +11,56 @@ export class CliError extends Error {
   }
 }
 
+/** Where the URL came from: --url, LEOFLOW_URL, the selected profile, or the built-in default. */
+export type UrlSource = 'flag' | 'env' | 'profile' | 'default';
+/** Where the token came from; 'file' is the admin token a local standalone wrote. */
+export type TokenSource = 'flag' | 'env' | 'profile' | 'file' | 'none';
+
 export interface ClientOptions {
   url?: string;
   token?: string;
   dataDir?: string;
+  /** The profile in use (see global-options.ts), for error messages that say what to fix. */
+  profile?: string;
+  configFile?: string;
+  urlSource?: UrlSource;
+  tokenSource?: TokenSource;
 }
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
 
 /**
- * Thin REST client. Token order: --token, LEOFLOW_TOKEN, then the admin token a local
- * standalone wrote to its data directory (so `npm start` + `leoflow …` works with no setup).
+ * Thin REST client. URL order: --url, LEOFLOW_URL, the selected profile's url, then
+ * http://127.0.0.1:8080. Token order: --token, LEOFLOW_TOKEN, the profile's token, then the admin
+ * token a local standalone wrote to its data directory (so `npm start` + `leoflow …` works with no
+ * setup). globalOpts() resolves the flags, environment and profile; this class adds the defaults.
  */
 export class ApiClient {
   readonly baseUrl: string;
   private readonly token: string | undefined;
+  readonly urlSource: UrlSource;
+  readonly tokenSource: TokenSource;
 
-  constructor(opts: ClientOptions) {
-    this.baseUrl = (opts.url ?? process.env.LEOFLOW_URL ?? DEFAULT_URL).replace(/\/+$/, '');
-    this.token = opts.token ?? process.env.LEOFLOW_TOKEN ?? readLocalAdminToken(opts.dataDir);
+  constructor(private readonly opts: ClientOptions) {
+    const envUrl = process.env.LEOFLOW_URL || undefined;
+    this.baseUrl = (opts.url ?? envUrl ?? DEFAULT_URL).replace(/\/+$/, '');
+    this.urlSource =
+      opts.urlSource ?? (opts.url !== undefined ? 'flag' : envUrl ? 'env' : 'default');
+    const envToken = process.env.LEOFLOW_TOKEN || undefined;
+    if (opts.token !== undefined) {
+      this.token = opts.token;
+      this.tokenSource = opts.tokenSource ?? 'flag';
+    } else if (envToken) {
+      this.token = envToken;
+      this.tokenSource = 'env';
+    } else if (this.urlSource === 'profile' && !isLoopback(this.baseUrl)) {
+      // A profile naming another machine never gets this machine's standalone admin token.
+      this.token = undefined;
+      this.tokenSource = 'none';
+    } else {
+      this.token = readLocalAdminToken(opts.dataDir);
+      this.tokenSource = this.token ? 'file' : 'none';
+    }
   }
 
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -44,11 +75,7 @@ export class ApiClient {
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       });
     } catch {
-      throw new CliError(
-        `cannot reach ${this.baseUrl} — is \`leoflow standalone\` running? set LEOFLOW_URL or pass --url`,
-        1,
-        'LF_UNREACHABLE',
-      );
+      throw new CliError(this.unreachableMessage(), 1, 'LF_UNREACHABLE');
     }
     const text = await res.text();
     let parsed: unknown = undefined;
@@ -59,19 +86,76 @@ export class ApiClient {
     }
     if (!res.ok) {
       const err = parsed as { code?: string; message?: string } | undefined;
+      const code = err?.code ?? `HTTP_${res.status}`;
+      const message = err?.message ?? `${method} ${path} failed with HTTP ${res.status}`;
       throw new CliError(
-        err?.message ?? `${method} ${path} failed with HTTP ${res.status}`,
+        res.status === 401 ? this.unauthenticatedMessage(message) : message,
         1,
-        err?.code ?? `HTTP_${res.status}`,
+        code,
       );
     }
     return parsed as T;
   }
+
+  private profileRef(): string {
+    const where = this.opts.configFile ? ` in ${this.opts.configFile}` : '';
+    return `profile "${this.opts.profile ?? '?'}"${where}`;
+  }
+
+  private unreachableMessage(): string {
+    if (this.urlSource === 'profile') {
+      return (
+        `cannot reach ${this.baseUrl} (the url of ${this.profileRef()}) — is the server running there? ` +
+        `change it with \`leoflow config set-profile ${this.opts.profile ?? '<name>'} --url <url>\`, ` +
+        'or pass --url / set LEOFLOW_URL for one command'
+      );
+    }
+    return `cannot reach ${this.baseUrl} — is \`leoflow standalone\` running? set LEOFLOW_URL or pass --url`;
+  }
+
+  /** The server's 401 text knows nothing of where our token came from; say which one was refused. */
+  private unauthenticatedMessage(serverMessage: string): string {
+    const name = this.opts.profile ?? '<name>';
+    switch (this.tokenSource) {
+      case 'profile':
+        return (
+          `${this.baseUrl} refused the token of ${this.profileRef()} (invalid, expired, revoked or for ` +
+          `another server); store the right one with \`leoflow config set-profile ${name} --token-file <file>\``
+        );
+      case 'flag':
+        return `${this.baseUrl} refused the token given with --token (invalid, expired, revoked or for another server)`;
+      case 'env':
+        return `${this.baseUrl} refused the token in LEOFLOW_TOKEN (invalid, expired, revoked or for another server); unset it or set the right one`;
+      case 'file':
+        return (
+          `${this.baseUrl} refused the admin token in ${localAdminTokenFile(this.opts.dataDir)} ` +
+          '(it belongs to another standalone?); pass --token, set LEOFLOW_TOKEN or use a profile with a token'
+        );
+      case 'none':
+        return this.urlSource === 'profile'
+          ? `${serverMessage}; or store one in the profile with \`leoflow config set-profile ${name} --token-file <file>\``
+          : serverMessage;
+    }
+  }
+}
+
+/** 127.0.0.0/8, ::1 and localhost: where a local standalone's admin token may be sent. */
+export function isLoopback(url: string): boolean {
+  let host: string;
+  try {
+    host = new URL(url).hostname;
+  } catch {
+    return false;
+  }
+  return host === 'localhost' || host === '[::1]' || /^127\.\d+\.\d+\.\d+$/.test(host);
+}
+
+function localAdminTokenFile(dataDir?: string): string {
+  return join(resolve(dataDir ?? process.env.LEOFLOW_DATA_DIR ?? '.leoflow'), 'admin.token');
 }
 
 function readLocalAdminToken(dataDir?: string): string | undefined {
-  const dir = resolve(dataDir ?? process.env.LEOFLOW_DATA_DIR ?? '.leoflow');
-  const file = join(dir, 'admin.token');
+  const file = localAdminTokenFile(dataDir);
   if (!existsSync(file)) return undefined;
   try {
     return readFileSync(file, 'utf8').trim() || undefined;

@@ -1,11 +1,17 @@
 import { stringify } from 'yaml';
 import { CliError } from './client.js';
 
-export type OutputFormat = 'table' | 'json' | 'yaml';
+export const OUTPUT_FORMATS = ['table', 'json', 'yaml'] as const;
+export type OutputFormat = (typeof OUTPUT_FORMATS)[number];
 
+export function isOutputFormat(v: unknown): v is OutputFormat {
+  return typeof v === 'string' && (OUTPUT_FORMATS as readonly string[]).includes(v);
+}
+
+/** The format commands print in: what globalOpts() resolved (-o, else the profile's, else table). */
 export function parseOutput(v: string | undefined): OutputFormat {
   const f = v ?? 'table';
-  if (f === 'table' || f === 'json' || f === 'yaml') return f;
+  if (isOutputFormat(f)) return f;
   throw new CliError(
     `unknown output format "${f}"; use -o table, -o json or -o yaml`,
     2,

@@ -1,4 +1,6 @@
 import { Command, Option } from 'commander';
+import { registerCompletion } from './commands/completion.js';
+import { registerConfig } from './commands/config.js';
 import { registerConnections } from './commands/connections.js';
 import { registerDags } from './commands/dags.js';
 import { registerDoctor } from './commands/doctor.js';
@@ -21,6 +23,11 @@ export function buildProgram(): Command {
         .choices(['table', 'json', 'yaml'])
         .default('table'),
     )
+    .addOption(
+      new Option('--profile <name>', 'use this profile from `leoflow config` for one command').env(
+        'LEOFLOW_PROFILE',
+      ),
+    )
     .showHelpAfterError()
     .exitOverride();
   registerStandalone(program);
@@ -31,5 +38,7 @@ export function buildProgram(): Command {
   registerConnections(program);
   registerSecrets(program);
   registerDoctor(program);
+  registerConfig(program);
+  registerCompletion(program);
   return program;
 }
