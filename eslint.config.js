@@ -74,6 +74,26 @@ export default tseslint.config(
     },
   },
   {
+    // Tenancy by construction: request handlers reach data only through a TenantScope (or
+    // PlatformAdmin behind a platform permission), never the store or the vault directly.
+    files: ['packages/server/src/api/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['../store/*', '../vault/*', '!../store/types.js'],
+              message:
+                'API handlers use req.scope (TenantScope) so no query can forget its tenant; add a method there',
+              allowTypeImports: false,
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // Vitest's asymmetric matchers (expect.any, objectContaining…) are typed `any`.
     files: ['**/test/**/*.ts', 'test/**/*.ts'],
     rules: {

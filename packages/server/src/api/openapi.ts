@@ -65,7 +65,10 @@ export function buildOpenApiDocument(routes: readonly DocumentedRoute[], version
     )) {
       parameters.push({ name, in: 'query', required: qRequired.has(name), schema });
     }
-    const responses: Record<string, unknown> = {};
+    // A route without reply schemas serves a page, not JSON (the docs page).
+    const responses: Record<string, unknown> = r.schema.response
+      ? {}
+      : { '200': { description: 'OK', content: { 'text/html': { schema: { type: 'string' } } } } };
     for (const [status, schema] of Object.entries(r.schema.response ?? {})) {
       if (r.access === PUBLIC && (status === '401' || status === '403')) continue;
       responses[status] = {
@@ -131,7 +134,7 @@ export function renderDocsPage(doc: ReturnType<typeof buildOpenApiDocument>): st
         'x-leoflow-permission': string;
         parameters?: { name: string; in: string; required: boolean }[];
         requestBody?: { content: { 'application/json': { schema: unknown } } };
-        responses: Record<string, { content?: { 'application/json': { schema: unknown } } }>;
+        responses: Record<string, { content?: Record<string, { schema: unknown }> }>;
       };
       const params = (op.parameters ?? [])
         .map((p) => `<code>${escapeHtml(p.name)}</code> (${p.in}${p.required ? ', required' : ''})`)
@@ -140,8 +143,9 @@ export function renderDocsPage(doc: ReturnType<typeof buildOpenApiDocument>): st
         ? `<details><summary>request body</summary><pre>${escapeHtml(JSON.stringify(op.requestBody.content['application/json'].schema, null, 2))}</pre></details>`
         : '';
       const ok = Object.entries(op.responses).find(([s]) => s.startsWith('2'));
-      const reply = ok?.[1].content
-        ? `<details><summary>${ok[0]} reply</summary><pre>${escapeHtml(JSON.stringify(ok[1].content['application/json'].schema, null, 2))}</pre></details>`
+      const okJson = ok?.[1].content?.['application/json'];
+      const reply = okJson
+        ? `<details><summary>${ok[0]} reply</summary><pre>${escapeHtml(JSON.stringify(okJson.schema, null, 2))}</pre></details>`
         : '';
       rows.push(
         `<tr><td><b>${method.toUpperCase()}</b></td><td><code>${escapeHtml(path)}</code></td>` +

@@ -12,7 +12,7 @@ import {
 } from '@leoflow/core';
 import { auditRequest } from './audit.js';
 import { requirePermission } from './authz.js';
-import { pageQuery, stdErrors } from './schemas.js';
+import { listReply, nextOffset, pageQuery, stdErrors } from './schemas.js';
 
 export interface VaultRouteDeps {
   clock: Clock;
@@ -150,19 +150,14 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     {
       schema: {
         querystring: { type: 'object', properties: pageQuery, additionalProperties: false },
-        response: {
-          200: {
-            type: 'object',
-            properties: { variables: { type: 'array', items: variableSchema } },
-          },
-          ...stdErrors,
-        },
+        response: { 200: listReply('variables', variableSchema), ...stdErrors },
       },
     },
     async (req) => {
       const q = req.query as { limit: number; offset: number };
       const list = await req.scope.vault.listVariables(q);
       return {
+        next_offset: nextOffset(list.length, q),
         variables: list.map((v) => {
           const masked = v.is_secret || isSensitiveKey(v.key);
           return {
@@ -351,19 +346,14 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     {
       schema: {
         querystring: { type: 'object', properties: pageQuery, additionalProperties: false },
-        response: {
-          200: {
-            type: 'object',
-            properties: { connections: { type: 'array', items: connectionSchema } },
-          },
-          ...stdErrors,
-        },
+        response: { 200: listReply('connections', connectionSchema), ...stdErrors },
       },
     },
     async (req) => {
       const q = req.query as { limit: number; offset: number };
       const list = await req.scope.vault.listConnections(q);
       return {
+        next_offset: nextOffset(list.length, q),
         connections: list.map((c) => ({
           conn_id: c.conn_id,
           conn_type: c.conn_type,

@@ -29,20 +29,19 @@ type TenantBound<T, K extends keyof T> = {
     : never;
 };
 
-const VAULT_METHODS = [
-  'setVariable',
-  'getVariable',
-  'listVariables',
-  'deleteVariable',
-  'resolveVariables',
-  'setConnection',
-  'getConnection',
-  'listConnections',
-  'deleteConnection',
-  'resolveConnections',
-] as const satisfies readonly (keyof VaultService)[];
-
-export type TenantVault = TenantBound<VaultService, (typeof VAULT_METHODS)[number]>;
+export type TenantVault = TenantBound<
+  VaultService,
+  | 'setVariable'
+  | 'getVariable'
+  | 'listVariables'
+  | 'deleteVariable'
+  | 'resolveVariables'
+  | 'setConnection'
+  | 'getConnection'
+  | 'listConnections'
+  | 'deleteConnection'
+  | 'resolveConnections'
+>;
 
 export interface RevokeCredential {
   (input: {
@@ -84,12 +83,21 @@ export class TenantScope {
     readonly tenantId: string,
     private readonly deps: TenantScopeDeps,
   ) {
-    const bound: Record<string, unknown> = {};
-    for (const m of VAULT_METHODS) {
-      const fn = deps.vault[m] as (...a: unknown[]) => unknown;
-      bound[m] = (...rest: unknown[]) => fn.call(deps.vault, tenantId, ...rest);
-    }
-    this.vault = bound as TenantVault;
+    const v = deps.vault;
+    const t = tenantId;
+    type P<K extends keyof TenantVault> = Parameters<TenantVault[K]>;
+    this.vault = {
+      setVariable: (...a: P<'setVariable'>) => v.setVariable(t, ...a),
+      getVariable: (...a: P<'getVariable'>) => v.getVariable(t, ...a),
+      listVariables: (...a: P<'listVariables'>) => v.listVariables(t, ...a),
+      deleteVariable: (...a: P<'deleteVariable'>) => v.deleteVariable(t, ...a),
+      resolveVariables: (...a: P<'resolveVariables'>) => v.resolveVariables(t, ...a),
+      setConnection: (...a: P<'setConnection'>) => v.setConnection(t, ...a),
+      getConnection: (...a: P<'getConnection'>) => v.getConnection(t, ...a),
+      listConnections: (...a: P<'listConnections'>) => v.listConnections(t, ...a),
+      deleteConnection: (...a: P<'deleteConnection'>) => v.deleteConnection(t, ...a),
+      resolveConnections: (...a: P<'resolveConnections'>) => v.resolveConnections(t, ...a),
+    };
   }
 
   // ------------------------------------------------------------------ dags

@@ -1,0 +1,229 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ManualClock, type RoleName } from '@leoflow/core';
+import { pino } from 'pino';
+import { buildApi } from '../../src/api/app.js';
+import { ApiTokens } from '../../src/auth/api-tokens.js';
+import { loadSigningKeyring } from '../../src/auth/signing-keys.js';
+import { UserTokenIssuer } from '../../src/auth/user-token.js';
+import { rotateVaultKey } from '../../src/credentials/key-rotation.js';
+import { revokeAttemptCredential } from '../../src/credentials/revocation.js';
+import { RunOperations } from '../../src/scheduler/run-operations.js';
+import { openStore } from '../../src/store/index.js';
+import type { Store } from '../../src/store/store.js';
+import { PlatformAdmin } from '../../src/tenancy/platform.js';
+import { TenantScopes } from '../../src/tenancy/tenant-scope.js';
+import { loadKeyring, VaultService } from '../../src/vault/index.js';
+import { postgresTestUrl } from './databases.js';
+import { RecordingExecutor, T0 } from './harness.js';
+import { spec, task } from './spec-builders.js';
+
+export const PLATFORM_TENANT = 'default';
+
+export interface RecordedReply {
+  method: string;
+  url: string;
+  status: number;
+  body: string;
+}
+
+/** What seedTenant created: every identifier a route can name. */
+export interface SeededTenant {
+  tenant: string;
+  dag_id: string;
+  run_id: string;
+  task_id: string;
+  variable: string;
+  variableValue: string;
+  connection: string;
+  connectionPassword: string;
+  tokenJti: string;
+  adminToken: string;
+}
+
+export interface ApiHarness {
+  app: ReturnType<typeof buildApi>;
+  store: Store;
+  clock: ManualClock;
+  tokens: ApiTokens;
+  users: UserTokenIssuer;
+  replies: RecordedReply[];
+  tokenFor(tenant: string, role: RoleName, ttlSeconds?: number): Promise<string>;
+  seedTenant(tenant: string): Promise<SeededTenant>;
+  request(
+    token: string | null,
+    method: string,
+    url: string,
+    body?: unknown,
+  ): Promise<{ status: number; json: Record<string, unknown>; text: string }>;
+  close(): Promise<void>;
+}
+
+/**
+ * The real REST API over a real store (SQLite file or a fresh PostgreSQL schema), real vault
+ * keyring file, real signing keyring and real token records; only the executor is a recorder.
+ */
+export async function createApiHarness(dialect: 'sqlite' | 'postgres'): Promise<ApiHarness> {
+  const dir = mkdtempSync(join(tmpdir(), 'leoflow-api-'));
+  const pgSchema = `lf_api_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const store =
+    dialect === 'postgres'
+      ? await openStore({ kind: 'postgres', url: postgresTestUrl(), schema: pgSchema })
+      : await openStore({ kind: 'sqlite', file: join(dir, 'leoflow.db') });
+  await store.migrate();
+  const clock = new ManualClock(T0);
+  await store.ensureTenant(PLATFORM_TENANT, PLATFORM_TENANT, clock.now());
+  const logger = pino({ level: 'silent' });
+  const userKeys = await loadSigningKeyring(dir, 'user', { clock: () => clock.now() });
+  const users = new UserTokenIssuer(userKeys);
+  const tokens = new ApiTokens(store, users, clock);
+  const loaded = await loadKeyring({ edition: 'lite', dataDir: dir, env: {} });
+  const vault = new VaultService(store, loaded.keyring, { clock });
+  const runs = new RunOperations(store, clock, () => undefined);
+  const executor = new RecordingExecutor();
+  const scopes = new TenantScopes({
+    store,
+    vault,
+    runs,
+    clock,
+    revoke: (input) =>
+      revokeAttemptCredential({ store, clock, executor, evictAttempt: () => undefined }, input),
+  });
+  const platform = new PlatformAdmin({
+    store,
+    tokens,
+    clock,
+    rotateVaultKey: async (opts) => ({
+      ...(await rotateVaultKey(
+        {
+          vault,
+          dataDir: dir,
+          keyringSource: loaded.source,
+          keyringFile: loaded.file ?? null,
+        },
+        opts,
+      )),
+    }),
+    rotateUserSigningKey: async () => {
+      const kid = await userKeys.rotate(clock.now());
+      return { kid, keys: userKeys.describe().map((k) => ({ kid: k.kid, signing: k.signing })) };
+    },
+  });
+  const replies: RecordedReply[] = [];
+  const app = buildApi({
+    scopes,
+    tokens,
+    platform,
+    platformTenantId: PLATFORM_TENANT,
+    clock,
+    logger,
+    version: '0.0.0-test',
+    onChange: () => undefined,
+    onReply: (r) => replies.push(r),
+  });
+  await app.ready();
+
+  const tokenFor = async (tenant: string, role: RoleName, ttlSeconds?: number) => {
+    await store.ensureTenant(tenant, tenant, clock.now());
+    const { token } = await tokens.create({
+      tenant_id: tenant,
+      role,
+      name: `${role}-${randomBytes(3).toString('hex')}`,
+      created_by: 'test',
+      ...(ttlSeconds !== undefined ? { ttlSeconds } : {}),
+    });
+    return token;
+  };
+
+  const request: ApiHarness['request'] = async (token, method, url, body) => {
+    const res = await app.inject({
+      method: method as 'GET',
+      url,
+      headers: {
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+        ...(body !== undefined ? { 'content-type': 'application/json' } : {}),
+      },
+      ...(body !== undefined ? { payload: JSON.stringify(body) } : {}),
+    });
+    let json: Record<string, unknown> = {};
+    try {
+      json = res.body ? (JSON.parse(res.body) as Record<string, unknown>) : {};
+    } catch {
+      json = {};
+    }
+    return { status: res.statusCode, json, text: res.body };
+  };
+
+  const seedTenant = async (tenant: string): Promise<SeededTenant> => {
+    const adminToken = await tokenFor(tenant, 'admin');
+    const s = tenant.replace(/[^a-z0-9]/g, '_');
+    const seeded = {
+      tenant,
+      dag_id: `dag_${s}`,
+      run_id: `run_${s}`,
+      task_id: 'a',
+      variable: `var_${s}`,
+      variableValue: `value-of-${s}-${randomBytes(6).toString('hex')}`,
+      connection: `conn_${s}`,
+      connectionPassword: `pw-${s}-${randomBytes(6).toString('hex')}`,
+    };
+    const ok = async (method: string, url: string, body?: unknown) => {
+      const r = await request(adminToken, method, url, body);
+      if (r.status >= 300) throw new Error(`seed ${method} ${url}: ${r.status} ${r.text}`);
+      return r.json;
+    };
+    await ok('POST', '/api/v1/dags', spec({ dag_id: seeded.dag_id, tasks: [task('a')] }));
+    await ok('POST', `/api/v1/dags/${seeded.dag_id}/runs`, { run_id: seeded.run_id });
+    await ok('PUT', `/api/v1/variables/${seeded.variable}`, {
+      value: seeded.variableValue,
+      secret: true,
+    });
+    await ok('PUT', `/api/v1/connections/${seeded.connection}`, {
+      uri: `postgres://u:${seeded.connectionPassword}@db.${s}.internal:5432/x`,
+    });
+    const run = await store.getRun(tenant, seeded.dag_id, seeded.run_id);
+    if (!run) throw new Error('seed: run missing');
+    await store.appendLogs([
+      {
+        tenant_id: tenant,
+        dag_run_id: run.id,
+        task_id: 'a',
+        try_number: 1,
+        line_number: 1,
+        time: clock.now(),
+        stream: 'stdout',
+        message: `log line of ${s}`,
+      },
+    ]);
+    await store.putXCom({
+      tenant_id: tenant,
+      dag_run_id: run.id,
+      task_id: 'a',
+      key: 'return_value',
+      value: new TextEncoder().encode(`xcom of ${s}`),
+      content_type: 'text/plain',
+      created_at: clock.now(),
+    });
+    const tokenRows = await store.listApiTokens(tenant, {}, { limit: 10, offset: 0 });
+    return { ...seeded, tokenJti: tokenRows[0]?.jti ?? '', adminToken };
+  };
+
+  return {
+    app,
+    store,
+    clock,
+    tokens,
+    users,
+    replies,
+    tokenFor,
+    seedTenant,
+    request,
+    async close() {
+      await app.close();
+      await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
