@@ -1,4 +1,6 @@
 import { Command, Option } from 'commander';
+import { registerAudit } from './commands/audit.js';
+import { registerAuth } from './commands/auth.js';
 import { registerCompletion } from './commands/completion.js';
 import { registerConfig } from './commands/config.js';
 import { registerConnections } from './commands/connections.js';
@@ -8,6 +10,7 @@ import { registerRuns } from './commands/runs.js';
 import { registerSecrets } from './commands/secrets.js';
 import { registerStandalone } from './commands/standalone.js';
 import { registerTasks } from './commands/tasks.js';
+import { registerTenants } from './commands/tenants.js';
 import { registerVariables } from './commands/variables.js';
 
 export function buildProgram(): Command {
@@ -37,6 +40,9 @@ export function buildProgram(): Command {
   registerVariables(program);
   registerConnections(program);
   registerSecrets(program);
+  registerAuth(program);
+  registerTenants(program);
+  registerAudit(program);
   registerDoctor(program);
   registerConfig(program);
   registerCompletion(program);

@@ -1,0 +1,44 @@
+import type { Command } from 'commander';
+import { ApiClient } from '../client.js';
+import { globalOpts } from '../global-options.js';
+import { parseOutput, print } from '../output.js';
+
+export function registerTenants(program: Command): void {
+  const tenants = program
+    .command('tenants')
+    .description('tenants: teams whose DAGs, runs, logs and secrets never meet (platform admins)');
+
+  tenants
+    .command('create <id>')
+    .description(
+      'create a tenant, then mint its first token with `leoflow auth create-token --tenant <id> --role admin`',
+    )
+    .option('--name <name>', 'a display name (default: the id)')
+    .action(async (id: string, flags: { name?: string }, cmd: Command) => {
+      const g = globalOpts(cmd);
+      const res = await new ApiClient(g).request<Record<string, unknown>>(
+        'POST',
+        '/api/v1/tenants',
+        {
+          id,
+          ...(flags.name !== undefined ? { name: flags.name } : {}),
+        },
+      );
+      print(parseOutput(g.output), res, { rows: [res], columns: ['id', 'name', 'created_at'] });
+    });
+
+  tenants
+    .command('list')
+    .description('every tenant')
+    .action(async (_f: unknown, cmd: Command) => {
+      const g = globalOpts(cmd);
+      const res = await new ApiClient(g).request<{ tenants: Record<string, unknown>[] }>(
+        'GET',
+        '/api/v1/tenants?limit=1000',
+      );
+      print(parseOutput(g.output), res, {
+        rows: res.tenants,
+        columns: ['id', 'name', 'created_at'],
+      });
+    });
+}
