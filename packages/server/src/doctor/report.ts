@@ -574,8 +574,8 @@ export async function buildDoctorReport(
   if (adminExpires !== true) {
     expose(
       'admin_token.no_expiry',
-      `The admin token ${adminInfo !== null ? 'in' : 'standalone writes to'} ${files.admin} has no expiry: whoever copies it keeps admin access until the API signing keyring is replaced.`,
-      `Keep it mode 0600 and out of shared backups; to invalidate it, stop standalone, delete ${files.admin} and ${files.user}, and start again (every API token is then invalid).`,
+      `The admin token ${adminInfo !== null ? 'in' : 'standalone writes to'} ${files.admin} has no expiry: whoever copies it keeps platform-admin access until it is revoked.`,
+      `Keep it mode 0600 and out of shared backups; mint named tokens with a TTL for people and scripts (\`leoflow auth create-token --role admin --ttl 12h\`) and revoke this one with \`leoflow auth revoke-token admin\` (delete ${files.admin} and restart to get a fresh one).`,
     );
   }
 

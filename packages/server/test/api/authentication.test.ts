@@ -173,3 +173,20 @@ describe('a user token at the agent service (real HTTP/2)', () => {
     }
   });
 });
+
+describe('audit writes never change the result of the action they record', () => {
+  it('a failing audit store still lets the mutation succeed, and the mutation is real', async () => {
+    const h = await createApiHarness('sqlite');
+    try {
+      const admin = await h.tokenFor('default', 'admin');
+      h.store.appendAudit = () => Promise.reject(new Error('audit table is gone'));
+      const put = await h.request(admin, 'PUT', '/api/v1/variables/still_set', { value: 'v1' });
+      expect(put.status, put.text).toBe(200);
+      expect(put.text).not.toContain('audit table is gone');
+      const got = await h.request(admin, 'GET', '/api/v1/variables/still_set');
+      expect(got.json).toMatchObject({ value: 'v1' });
+    } finally {
+      await h.close();
+    }
+  });
+});
