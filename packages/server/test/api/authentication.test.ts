@@ -190,3 +190,26 @@ describe('audit writes never change the result of the action they record', () =>
     }
   });
 });
+
+describe("standalone's admin token across upgrades", () => {
+  it('adopts a token minted before tokens were recorded, and never revives a revoked one', async () => {
+    const h = await createApiHarness('sqlite');
+    try {
+      // As written by an earlier version: validly signed, but no api_tokens row.
+      const legacy = await h.users.mint(
+        { subject: 'admin', tenant_id: 'default', role: 'admin' },
+        h.clock.now(),
+      );
+      expect((await h.request(legacy.token, 'GET', '/api/v1/whoami')).status).toBe(401);
+      expect(await h.tokens.adopt(legacy.token, 'admin')).toBe(true);
+      expect((await h.request(legacy.token, 'GET', '/api/v1/whoami')).status).toBe(200);
+
+      expect(await h.store.revokeApiToken('default', legacy.jti, 'test', h.clock.now())).toBe(true);
+      expect(await h.tokens.adopt(legacy.token, 'admin')).toBe(true);
+      expect((await h.request(legacy.token, 'GET', '/api/v1/whoami')).status).toBe(401);
+      expect(await h.tokens.adopt('not.a.token', 'admin')).toBe(false);
+    } finally {
+      await h.close();
+    }
+  });
+});
