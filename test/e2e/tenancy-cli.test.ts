@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -169,6 +169,19 @@ function tenancySuite(dialect: 'sqlite' | 'postgres'): void {
         (e) => e.action,
       );
       expect(new Set(bActions)).toEqual(new Set(['tenant.create', 'token.create']));
+    });
+
+    it('lists every page: more Variables than one page holds all come back', async () => {
+      const file = join(scratch, 'many-vars.json');
+      const many = Object.fromEntries(
+        Array.from({ length: 1005 }, (_, i) => [`page_var_${String(i).padStart(4, '0')}`, 'v']),
+      );
+      writeFileSync(file, JSON.stringify(many));
+      const imp = await as('bAdmin', ['variables', 'import', file, '-o', 'json']);
+      expect(imp.code, imp.stderr).toBe(0);
+      const list = await as('bAdmin', ['variables', 'list', '-o', 'json']);
+      expect(list.code, list.stderr).toBe(0);
+      expect((JSON.parse(list.stdout) as { variables: unknown[] }).variables).toHaveLength(1005);
     });
 
     it('lists tokens without their secrets and exits 2 on usage errors', async () => {

@@ -63,6 +63,27 @@ export class ApiClient {
     }
   }
 
+  /**
+   * Every item of a paginated list route (`{ <key>: [...], next_offset }`), page after page, so a
+   * tenant with more than one page of DAGs, Variables or tokens is never silently cut short.
+   */
+  async listAll<T>(path: string, key: string, pageSize = 1000): Promise<T[]> {
+    const items: T[] = [];
+    const sep = path.includes('?') ? '&' : '?';
+    let offset: number | null = 0;
+    while (offset !== null) {
+      const page: Record<string, unknown> = await this.request<Record<string, unknown>>(
+        'GET',
+        `${path}${sep}limit=${pageSize}&offset=${offset}`,
+      );
+      const batch = (page[key] as T[] | undefined) ?? [];
+      items.push(...batch);
+      const next = page.next_offset;
+      offset = typeof next === 'number' && batch.length > 0 ? next : null;
+    }
+    return items;
+  }
+
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
     let res: Response;
     try {

@@ -100,10 +100,11 @@ export function registerAuth(program: Command): void {
     .option('--include-revoked', 'also list revoked tokens')
     .action(async (flags: { includeRevoked?: boolean }, cmd: Command) => {
       const g = globalOpts(cmd);
-      const res = await new ApiClient(g).request<{ tokens: TokenView[] }>(
-        'GET',
-        `/api/v1/tokens?limit=1000${flags.includeRevoked ? '&include_revoked=true' : ''}`,
+      const tokens = await new ApiClient(g).listAll<TokenView>(
+        `/api/v1/tokens${flags.includeRevoked ? '?include_revoked=true' : ''}`,
+        'tokens',
       );
+      const res = { tokens };
       print(parseOutput(g.output), res, { rows: res.tokens, columns: TOKEN_COLUMNS });
     });
 

@@ -134,10 +134,11 @@ export function registerConnections(program: Command): void {
     .description('list connections (metadata only)')
     .action(async (_f: unknown, cmd: Command) => {
       const g = globalOpts(cmd);
-      const res = await new ApiClient(g).request<{ connections: Record<string, unknown>[] }>(
-        'GET',
-        '/api/v1/connections?limit=1000',
+      const connections = await new ApiClient(g).listAll<Record<string, unknown>>(
+        '/api/v1/connections',
+        'connections',
       );
+      const res = { connections };
       print(parseOutput(g.output), res, { rows: res.connections, columns: COLUMNS });
     });
 

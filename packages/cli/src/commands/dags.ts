@@ -53,16 +53,10 @@ function compileOrFail(
 async function warnAboutUnknownDeclarations(client: ApiClient, spec: DagSpec): Promise<string[]> {
   const warnings: string[] = [];
   try {
-    const vars = await client.request<{ variables: { key: string }[] }>(
-      'GET',
-      '/api/v1/variables?limit=1000',
-    );
-    const conns = await client.request<{ connections: { conn_id: string }[] }>(
-      'GET',
-      '/api/v1/connections?limit=1000',
-    );
-    const haveVars = new Set(vars.variables.map((v) => v.key));
-    const haveConns = new Set(conns.connections.map((c) => c.conn_id));
+    const vars = await client.listAll<{ key: string }>('/api/v1/variables', 'variables');
+    const conns = await client.listAll<{ conn_id: string }>('/api/v1/connections', 'connections');
+    const haveVars = new Set(vars.map((v) => v.key));
+    const haveConns = new Set(conns.map((c) => c.conn_id));
     const missingVars = declaredUnion(spec, 'variables').filter((k) => !haveVars.has(k));
     const missingConns = declaredUnion(spec, 'connections').filter((c) => !haveConns.has(c));
     if (missingVars.length > 0) {
@@ -148,10 +142,8 @@ export function registerDags(program: Command): void {
     .description('list registered DAGs')
     .action(async (_flags: unknown, cmd: Command) => {
       const g = globalOpts(cmd);
-      const res = await new ApiClient(g).request<{ dags: Record<string, unknown>[] }>(
-        'GET',
-        '/api/v1/dags?limit=1000',
-      );
+      const dags = await new ApiClient(g).listAll<Record<string, unknown>>('/api/v1/dags', 'dags');
+      const res = { dags };
       print(parseOutput(g.output), res, {
         rows: res.dags,
         columns: ['dag_id', 'current_version', 'is_paused', 'updated_at'],

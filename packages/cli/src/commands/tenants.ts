@@ -32,10 +32,11 @@ export function registerTenants(program: Command): void {
     .description('every tenant')
     .action(async (_f: unknown, cmd: Command) => {
       const g = globalOpts(cmd);
-      const res = await new ApiClient(g).request<{ tenants: Record<string, unknown>[] }>(
-        'GET',
-        '/api/v1/tenants?limit=1000',
+      const tenants = await new ApiClient(g).listAll<Record<string, unknown>>(
+        '/api/v1/tenants',
+        'tenants',
       );
+      const res = { tenants };
       print(parseOutput(g.output), res, {
         rows: res.tenants,
         columns: ['id', 'name', 'created_at'],

@@ -58,10 +58,11 @@ export function registerVariables(program: Command): void {
     .description('list variables (secret values masked)')
     .action(async (_f: unknown, cmd: Command) => {
       const g = globalOpts(cmd);
-      const res = await new ApiClient(g).request<{ variables: Record<string, unknown>[] }>(
-        'GET',
-        '/api/v1/variables?limit=1000',
+      const variables = await new ApiClient(g).listAll<Record<string, unknown>>(
+        '/api/v1/variables',
+        'variables',
       );
+      const res = { variables };
       print(parseOutput(g.output), res, { rows: res.variables, columns: COLUMNS });
     });
 
