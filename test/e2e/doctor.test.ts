@@ -96,6 +96,32 @@ describe('leoflow doctor against a real standalone (SQLite)', () => {
     rmSync(scratch, { recursive: true, force: true });
   });
 
+  it('--server asks the running process: its bound ports, no secret, platform admins only', async () => {
+    const env = { LEOFLOW_URL: s.url, LEOFLOW_TOKEN: s.token };
+    const res = await cli(['doctor', '--server', '-o', 'json'], env);
+    expect(res.code, res.stderr).toBe(0);
+    const r = json(res);
+    expect(r.config.data_dir).toBe(dataDir);
+    expect(status(r, 'datastore.migrations')).toBe('ok');
+    // The port standalone really bound (it was started with --http-port 0).
+    expect((r.config as unknown as { http: { port: number } }).http.port).toBe(
+      Number(new URL(s.url).port),
+    );
+    expectNoneOf(res, [SECRET_VALUE, ...secretsOnDisk(dataDir)]);
+    const table = await cli(['doctor', '--server'], env);
+    expect(table.code, table.stderr).toBe(0);
+    expect(table.stdout).toContain('Residual exposure');
+    expectNoneOf(table, [SECRET_VALUE, ...secretsOnDisk(dataDir)]);
+
+    const viewer = await cli(['auth', 'create-token', '--role', 'viewer'], env);
+    const denied = await cli(['doctor', '--server'], {
+      ...env,
+      LEOFLOW_TOKEN: viewer.stdout.trim(),
+    });
+    expect(denied.code).toBe(1);
+    expect(denied.stderr).toContain('doctor:read');
+  });
+
   it('exits 0 with -o json and reports the posture of the install', async () => {
     const res = await cli(['doctor', '--data-dir', dataDir, '-o', 'json']);
     const r = json(res);

@@ -22,6 +22,8 @@ import { UserTokenIssuer } from './auth/user-token.js';
 import { ApiTokens } from './auth/api-tokens.js';
 import { PlatformAdmin } from './tenancy/platform.js';
 import { TenantScopes } from './tenancy/tenant-scope.js';
+import { buildDoctorReport, liveDoctorStore, nodeDoctorDeps } from './doctor/index.js';
+import { ADMIN_TOKEN_FILE } from './config/data-dir-layout.js';
 import { agentUrl as agentUrlOf, type ServerConfig } from './config/server-config.js';
 import { compileDagFolder, findDagFolders } from './dags/compile-folder.js';
 import { checkDeclarations } from './dags/registration.js';
@@ -40,7 +42,7 @@ import { createLogger } from './util/logger.js';
 import { systemClock } from './util/system-clock.js';
 
 export const LEOFLOW_VERSION = '0.1.0';
-export const ADMIN_TOKEN_FILE = 'admin.token';
+export { ADMIN_TOKEN_FILE };
 
 export interface ControlPlane {
   httpUrl: string;
@@ -211,6 +213,7 @@ export async function startControlPlane(
 
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
 
+  const bound = { http: cfg.http.port, agent: rpc.port, metrics: cfg.metrics.port };
   const scopes = new TenantScopes({
     store,
     vault,
@@ -236,6 +239,17 @@ export async function startControlPlane(
       const kid = await userKeys.rotate(clock.now());
       return { kid, keys: userKeys.describe().map((k) => ({ kid: k.kid, signing: k.signing })) };
     },
+    // What this process really runs with: the ports it bound, the store it holds open.
+    doctor: () =>
+      buildDoctorReport(
+        {
+          ...cfg,
+          http: { ...cfg.http, port: bound.http },
+          agent: { ...cfg.agent, port: bound.agent },
+          metrics: { ...cfg.metrics, port: bound.metrics },
+        },
+        { ...nodeDoctorDeps(), openStore: () => Promise.resolve(liveDoctorStore(store)) },
+      ),
   });
   const api = buildApi({
     scopes,
@@ -250,9 +264,11 @@ export async function startControlPlane(
   await api.listen({ host: cfg.http.host, port: cfg.http.port });
   const addr = api.server.address();
   const httpPort = typeof addr === 'object' && addr ? addr.port : cfg.http.port;
+  bound.http = httpPort;
   let metricsServer: MetricsServer | null = null;
   if (cfg.metrics.port !== null) {
     metricsServer = await startMetricsServer(metrics.registry, cfg.metrics.host, cfg.metrics.port);
+    bound.metrics = metricsServer.port;
   }
   if (executor instanceof SubprocessExecutor)
     executor.warm(agentUrl, cfg.execution.heartbeatIntervalMs);

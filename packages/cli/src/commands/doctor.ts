@@ -1,4 +1,6 @@
 import type { Command } from 'commander';
+import type { DoctorReport } from '@leoflow/server';
+import { ApiClient } from '../client.js';
 import { globalOpts } from '../global-options.js';
 import { parseOutput, print } from '../output.js';
 import { addStandaloneOptions, standaloneConfig, type StandaloneFlags } from './standalone.js';
@@ -14,8 +16,21 @@ export function registerDoctor(program: Command): void {
     .description(
       "check a Lite control plane's configuration, credential posture and data dir (read-only; takes standalone's flags)",
     )
-    .action(async (flags: StandaloneFlags, cmd: Command) => {
-      const format = parseOutput(globalOpts(cmd).output);
+    .option(
+      '--server',
+      'ask the running control plane (LEOFLOW_URL / --url / profile) for its own report: the ports it bound, the store it holds open (platform admin; doctor:read)',
+    )
+    .action(async (flags: StandaloneFlags & { server?: boolean }, cmd: Command) => {
+      const g = globalOpts(cmd);
+      const format = parseOutput(g.output);
+      if (flags.server) {
+        const report = await new ApiClient(g).request<DoctorReport>('GET', '/api/v1/doctor');
+        const { renderDoctorReport } = await import('@leoflow/server');
+        if (format === 'table') process.stdout.write(renderDoctorReport(report));
+        else print(format, report);
+        if (report.summary.fail > 0) process.exitCode = 1;
+        return;
+      }
       const cfg = await standaloneConfig(flags);
       const { buildDoctorReport, nodeDoctorDeps, renderDoctorReport } =
         await import('@leoflow/server');

@@ -28,6 +28,7 @@ export const PERMISSIONS = [
   'runners:delete',
   'secrets:rotate-key',
   'signing-keys:rotate',
+  'doctor:read',
   'tenants:admin',
 ] as const;
 
@@ -35,12 +36,14 @@ export type Permission = (typeof PERMISSIONS)[number];
 
 /**
  * Permissions whose effect reaches past one tenant (the vault keyring and the signing keys are
- * shared by every tenant; tenants:admin creates tenants and mints tokens for them). A role grants
+ * shared by every tenant; tenants:admin creates tenants and mints tokens for them; doctor:read
+ * shows the installation's configuration, paths and posture). A role grants
  * them only to principals of the platform tenant — an admin of team B is not an admin of team A.
  */
 export const PLATFORM_PERMISSIONS: ReadonlySet<Permission> = new Set<Permission>([
   'secrets:rotate-key',
   'signing-keys:rotate',
+  'doctor:read',
   'tenants:admin',
 ]);
 

@@ -402,6 +402,49 @@ export function registerAdminRoutes(api: FastifyInstance, deps: AdminRouteDeps):
     },
   );
 
+  const checkSchema = {
+    type: 'object',
+    required: ['id', 'status', 'message'],
+    properties: {
+      id: { type: 'string' },
+      status: { type: 'string', enum: ['ok', 'warn', 'fail'] },
+      message: { type: 'string' },
+    },
+  } as const;
+
+  api.get(
+    '/api/v1/doctor',
+    {
+      schema: {
+        summary:
+          "The running control plane's doctor report: effective configuration (redacted), posture with residual exposures, health checks",
+        response: {
+          200: {
+            type: 'object',
+            required: ['edition', 'config', 'posture', 'checks', 'summary'],
+            properties: {
+              edition: { type: 'string' },
+              // Built redacted by the doctor (no key material, no token, database password ***).
+              config: { type: 'object', additionalProperties: true },
+              posture: { type: 'object', additionalProperties: true },
+              checks: { type: 'array', items: checkSchema },
+              summary: {
+                type: 'object',
+                properties: {
+                  ok: { type: 'integer' },
+                  warn: { type: 'integer' },
+                  fail: { type: 'integer' },
+                },
+              },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    () => platform.doctorReport(),
+  );
+
   async function createToken(req: FastifyRequest, reply: FastifyReply, tenantId: string) {
     const body = req.body as { role: string; name?: string; ttl_seconds?: number };
     const { token, row } = await platform.createToken({

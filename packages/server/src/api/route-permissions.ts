@@ -66,6 +66,7 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
 
   'POST /api/v1/secrets/rotate-key': 'secrets:rotate-key',
   'POST /api/v1/auth/signing-keys/rotate': 'signing-keys:rotate',
+  'GET /api/v1/doctor': 'doctor:read',
 };
 
 export function routeKey(method: string, url: string): string {

@@ -15,6 +15,6 @@ export {
   type Posture,
   type RedactedConfig,
 } from './report.js';
-export { nodeDoctorDeps, openDoctorStore } from './node-deps.js';
+export { liveDoctorStore, nodeDoctorDeps, openDoctorStore } from './node-deps.js';
 export { renderDoctorReport } from './render.js';
 export { databaseUrlSecrets, REDACTED, redactDatabaseUrl, scrub } from './redact.js';

@@ -2,6 +2,7 @@ import { readFile, stat } from 'node:fs/promises';
 import { sql } from 'kysely';
 import { KyselyStore } from '../store/kysely-store.js';
 import { openStore } from '../store/open-store.js';
+import type { Store } from '../store/store.js';
 import type { DoctorDeps, DoctorStore, FileInfo } from './report.js';
 
 /**
@@ -39,6 +40,26 @@ export function nodeDoctorDeps(env: NodeJS.ProcessEnv = process.env): DoctorDeps
 }
 
 /**
+ * The running control plane's own store, for the server-side report: the same questions, asked
+ * of the connection the server really uses; closing it is left to the control plane.
+ */
+export function liveDoctorStore(store: Store): DoctorStore {
+  const sqlite = store instanceof KyselyStore && store.dialect === 'sqlite' ? store : null;
+  return {
+    migrationStatus: () => store.migrationStatus(),
+    ...(sqlite !== null ? { secureDelete: () => secureDeleteOf(sqlite) } : {}),
+    close: () => Promise.resolve(),
+  };
+}
+
+async function secureDeleteOf(sqlite: KyselyStore): Promise<number> {
+  const { rows } = await sql<{ secure_delete: number }>`PRAGMA secure_delete`.execute(
+    sqlite.kysely,
+  );
+  return Number(rows[0]?.secure_delete ?? 0);
+}
+
+/**
  * Opens the datastore the way the control plane does (same pragmas), so what doctor reports is
  * what standalone gets. Callers make sure a SQLite file exists first: opening one creates it.
  */
@@ -49,16 +70,7 @@ export async function openDoctorStore(
   const sqlite = store instanceof KyselyStore && store.dialect === 'sqlite' ? store : null;
   return {
     migrationStatus: () => store.migrationStatus(),
-    ...(sqlite !== null
-      ? {
-          secureDelete: async () => {
-            const { rows } = await sql<{
-              secure_delete: number;
-            }>`PRAGMA secure_delete`.execute(sqlite.kysely);
-            return Number(rows[0]?.secure_delete ?? 0);
-          },
-        }
-      : {}),
+    ...(sqlite !== null ? { secureDelete: () => secureDeleteOf(sqlite) } : {}),
     close: () => store.close(),
   };
 }

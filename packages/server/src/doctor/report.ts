@@ -2,7 +2,7 @@ import { join } from 'node:path';
 import { agentTokenTtlSeconds, formatDuration } from '@leoflow/core';
 import { keyringFile } from '../auth/signing-keys.js';
 import type { ServerConfig } from '../config/server-config.js';
-import { ADMIN_TOKEN_FILE } from '../control-plane.js';
+import { ADMIN_TOKEN_FILE } from '../config/data-dir-layout.js';
 import { isLoopbackHost } from '../credentials/secret-delivery.js';
 import {
   liteKeyringPath,

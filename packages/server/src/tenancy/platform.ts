@@ -1,5 +1,6 @@
 import { LeoflowError, type Clock } from '@leoflow/core';
 import type { ApiTokens, CreateTokenInput } from '../auth/api-tokens.js';
+import type { DoctorReport } from '../doctor/report.js';
 import type { Store } from '../store/store.js';
 import type { ApiTokenRow, Page, TenantRow } from '../store/types.js';
 
@@ -11,6 +12,8 @@ export interface PlatformDeps {
   clock: Clock;
   rotateVaultKey: (opts: { resume: boolean; prune: boolean }) => Promise<Record<string, unknown>>;
   rotateUserSigningKey: () => Promise<{ kid: string; keys: { kid: string; signing: boolean }[] }>;
+  /** the running control plane's own doctor report (redacted) */
+  doctor: () => Promise<DoctorReport>;
 }
 
 /**
@@ -49,5 +52,9 @@ export class PlatformAdmin {
 
   rotateUserSigningKey(): Promise<{ kid: string; keys: { kid: string; signing: boolean }[] }> {
     return this.deps.rotateUserSigningKey();
+  }
+
+  doctorReport(): Promise<DoctorReport> {
+    return this.deps.doctor();
   }
 }

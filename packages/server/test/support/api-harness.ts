@@ -8,7 +8,9 @@ import { buildApi } from '../../src/api/app.js';
 import { ApiTokens } from '../../src/auth/api-tokens.js';
 import { loadSigningKeyring } from '../../src/auth/signing-keys.js';
 import { UserTokenIssuer } from '../../src/auth/user-token.js';
+import { defaultServerConfig } from '../../src/config/server-config.js';
 import { rotateVaultKey } from '../../src/credentials/key-rotation.js';
+import { buildDoctorReport, liveDoctorStore, nodeDoctorDeps } from '../../src/doctor/index.js';
 import { revokeAttemptCredential } from '../../src/credentials/revocation.js';
 import { RunOperations } from '../../src/scheduler/run-operations.js';
 import { openStore } from '../../src/store/index.js';
@@ -109,6 +111,16 @@ export async function createApiHarness(dialect: 'sqlite' | 'postgres'): Promise<
     rotateUserSigningKey: async () => {
       const kid = await userKeys.rotate(clock.now());
       return { kid, keys: userKeys.describe().map((k) => ({ kid: k.kid, signing: k.signing })) };
+    },
+    doctor: () => {
+      const cfg = defaultServerConfig(dir);
+      if (dialect === 'postgres') {
+        cfg.database = { kind: 'postgres', url: postgresTestUrl(), schema: pgSchema };
+      }
+      return buildDoctorReport(cfg, {
+        ...nodeDoctorDeps(),
+        openStore: () => Promise.resolve(liveDoctorStore(store)),
+      });
     },
   });
   const replies: RecordedReply[] = [];
