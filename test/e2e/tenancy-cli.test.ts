@@ -163,12 +163,18 @@ function tenancySuite(dialect: 'sqlite' | 'postgres'): void {
       expect((JSON.parse(filtered.stdout) as { events: unknown[] }).events).toHaveLength(1);
       const bad = await as('admin', ['audit', 'list', '--since', 'yesterday-ish']);
       expect(bad.code).toBe(2);
-      // Tenant B's log has its own token's creation (done by the platform admin), nothing else.
+      // Tenant B's log: its creation and its token (by the platform admin), and its own admin's
+      // refused `tenants list` — nothing of the default tenant's activity.
       const b = await as('bAdmin', ['audit', 'list', '-o', 'json']);
-      const bActions = (JSON.parse(b.stdout) as { events: { action: string }[] }).events.map(
-        (e) => e.action,
+      const bEvents = (
+        JSON.parse(b.stdout) as { events: { action: string; payload: { permission?: string } }[] }
+      ).events;
+      expect(new Set(bEvents.map((e) => e.action))).toEqual(
+        new Set(['tenant.create', 'token.create', 'authz.denied']),
       );
-      expect(new Set(bActions)).toEqual(new Set(['tenant.create', 'token.create']));
+      expect(bEvents.find((e) => e.action === 'authz.denied')?.payload.permission).toBe(
+        'tenants:admin',
+      );
     });
 
     it('lists every page: more Variables than one page holds all come back', async () => {

@@ -6,7 +6,7 @@ import type { UserPrincipal } from '../auth/user-token.js';
 import type { PlatformAdmin } from '../tenancy/platform.js';
 import type { TenantScope, TenantScopes } from '../tenancy/tenant-scope.js';
 import { registerAdminRoutes } from './admin-routes.js';
-import { checkPermission, type AuthzContext } from './authz.js';
+import { requirePermission, type AuthzContext } from './authz.js';
 import { registerDagRoutes } from './dag-routes.js';
 import { buildOpenApiDocument, renderDocsPage, type DocumentedRoute } from './openapi.js';
 import {
@@ -131,7 +131,7 @@ export function buildApi(deps: ApiDeps) {
     req.principal = principal;
     req.authz = authz;
     req.scope = scopes.forTenant(principal.tenant_id);
-    if (access !== AUTHENTICATED && isPermission(access)) checkPermission(principal, access, authz);
+    if (access !== AUTHENTICATED && isPermission(access)) await requirePermission(req, access);
   });
 
   if (deps.onReply) {

@@ -2,6 +2,7 @@ import { isAllowed, PLATFORM_PERMISSIONS, rolesAllowing, type Permission } from 
 import { LeoflowError } from '@leoflow/core';
 import type { FastifyRequest } from 'fastify';
 import type { UserPrincipal } from '../auth/user-token.js';
+import { auditRequest } from './audit.js';
 
 /** The platform tenant: where admins may act across tenants. Set once by buildApi. */
 export interface AuthzContext {
@@ -28,7 +29,24 @@ export function checkPermission(
   );
 }
 
-/** For decisions a route table cannot make (a query flag that reveals more than the route). */
-export function requirePermission(req: FastifyRequest, permission: Permission): void {
-  checkPermission(req.principal, permission, req.authz);
+/**
+ * The request-level check: a refusal is written to the tenant's audit log (`authz.denied`,
+ * naming the route and the permission, never the body) before the 403 goes out, so security
+ * people can see who tried what they may not do.
+ */
+export async function requirePermission(
+  req: FastifyRequest,
+  permission: Permission,
+): Promise<void> {
+  try {
+    checkPermission(req.principal, permission, req.authz);
+  } catch (err) {
+    await auditRequest(
+      req,
+      'authz.denied',
+      { type: 'route', id: `${req.method} ${req.routeOptions.url ?? ''}` },
+      { permission, role: req.principal.role },
+    );
+    throw err;
+  }
 }

@@ -192,7 +192,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       if (!v) throw notFound('variable', key, 'leoflow variables list');
       const sensitive = v.is_secret || isSensitiveKey(v.key);
       if (reveal && sensitive) {
-        requirePermission(req, 'variables:reveal');
+        await requirePermission(req, 'variables:reveal');
         await auditRequest(req, 'variable.reveal', { type: 'variable', id: key });
       }
       const masked = sensitive && !reveal;

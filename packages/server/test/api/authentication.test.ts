@@ -213,3 +213,29 @@ describe("standalone's admin token across upgrades", () => {
     }
   });
 });
+
+describe('refusals are audited', () => {
+  it('a 403 writes authz.denied (route, permission, role; no body) to the tenant log', async () => {
+    const h = await createApiHarness('sqlite');
+    try {
+      await h.store.ensureTenant('team-a', 'team-a', h.clock.now());
+      const viewer = await h.tokenFor('team-a', 'viewer');
+      const admin = await h.tokenFor('team-a', 'admin');
+      const res = await h.request(viewer, 'PUT', '/api/v1/variables/x', {
+        value: 'canary-body-9f',
+      });
+      expect(res.status).toBe(403);
+      const audit = await h.request(admin, 'GET', '/api/v1/audit?action=authz.denied');
+      expect(audit.json.events).toEqual([
+        expect.objectContaining({
+          resource_type: 'route',
+          resource_id: 'PUT /api/v1/variables/:key',
+          payload: expect.objectContaining({ permission: 'variables:write', role: 'viewer' }),
+        }),
+      ]);
+      expect(audit.text).not.toContain('canary-body-9f');
+    } finally {
+      await h.close();
+    }
+  });
+});
