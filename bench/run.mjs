@@ -13,6 +13,7 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { CLI, REPO, abortMeasurement, cleanupAll, log, resetAbort } from './lib.mjs';
+import * as apiAuth from './api-auth.mjs';
 import * as heartbeatRenewal from './heartbeat-renewal.mjs';
 import * as interTaskLatency from './inter-task-latency.mjs';
 import * as memory from './memory.mjs';
@@ -25,6 +26,7 @@ const MEASUREMENTS = {
   memory,
   heartbeat_renewal: heartbeatRenewal,
   secret_rpc: secretRpc,
+  api_auth: apiAuth,
 };
 
 // A measurement that runs longer than this is abandoned (its cleanup still runs).

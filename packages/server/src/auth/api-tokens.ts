@@ -3,6 +3,7 @@ import { isRoleName, LeoflowError, ROLE_NAMES, type Clock } from '@leoflow/core'
 import type { Store } from '../store/store.js';
 import type { ApiTokenRow } from '../store/types.js';
 import type { UserPrincipal, UserTokenIssuer } from './user-token.js';
+import { VerifiedUserTokens } from './verified-user-tokens.js';
 
 export interface CreateTokenInput {
   tenant_id: string;
@@ -21,6 +22,8 @@ const NAME = /^[A-Za-z0-9_.@:-]{1,100}$/;
  * algorithm and expiry verify AND its jti is on record, unrevoked, for the same tenant and role.
  */
 export class ApiTokens {
+  private readonly verified = new VerifiedUserTokens();
+
   constructor(
     private readonly store: Store,
     private readonly issuer: UserTokenIssuer,
@@ -77,8 +80,15 @@ export class ApiTokens {
   }
 
   async authenticate(token: string): Promise<UserPrincipal | null> {
-    const principal = await this.issuer.verify(token, this.clock.now());
-    if (!principal) return null;
+    const now = this.clock.now();
+    const key = VerifiedUserTokens.keyOf(token);
+    let principal: UserPrincipal | null | undefined = this.verified.get(key, now);
+    if (!principal) {
+      const v = await this.issuer.verifyWithExpiry(token, now);
+      if (!v) return null;
+      principal = v.principal;
+      this.verified.set(key, principal, v.expiresAtMs, now);
+    }
     const row = await this.store.getApiToken(principal.jti);
     if (
       !row ||

@@ -65,6 +65,14 @@ export class UserTokenIssuer {
   }
 
   async verify(token: string, nowMs: number): Promise<UserPrincipal | null> {
+    return (await this.verifyWithExpiry(token, nowMs))?.principal ?? null;
+  }
+
+  /** As verify, plus the token's own expiry (epoch ms; null when it has none). */
+  async verifyWithExpiry(
+    token: string,
+    nowMs: number,
+  ): Promise<{ principal: UserPrincipal; expiresAtMs: number | null } | null> {
     try {
       const key = await this.keyFor(token);
       if (!key) return null;
@@ -83,7 +91,10 @@ export class UserTokenIssuer {
         p.jti === ''
       )
         return null;
-      return { subject: p.sub, tenant_id: p.tid, role: p.role, jti: p.jti };
+      return {
+        principal: { subject: p.sub, tenant_id: p.tid, role: p.role, jti: p.jti },
+        expiresAtMs: typeof p.exp === 'number' ? p.exp * 1000 : null,
+      };
     } catch {
       return null;
     }
