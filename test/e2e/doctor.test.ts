@@ -2,15 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import pg from 'pg';
 import { parse as parseYaml } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   POSTGRES_HOWTO,
   postgresAvailability,
   postgresRequired,
-  postgresTestUrl,
 } from '../../packages/server/test/support/databases.js';
+import { freshPostgresDatabase } from '../support/postgres-database.js';
 import { cli, startStandalone, type CliResult, type Standalone } from '../support/processes.js';
 
 // Needs packages/cli/dist: run `npx tsc -b` first.
@@ -247,32 +246,18 @@ const availability = await postgresAvailability();
 
 function registerPostgres(): void {
   describe('leoflow doctor against a real standalone (PostgreSQL)', () => {
-    const dbName = `lf_doctor_${process.pid}_${randomBytes(4).toString('hex')}`;
     let scratch: string;
     let dataDir: string;
     let url: string;
+    let drop: (() => Promise<void>) | undefined;
     let s: Standalone | undefined;
 
-    const admin = async (q: string) => {
-      const c = new pg.Client({
-        connectionString: postgresTestUrl(),
-        connectionTimeoutMillis: 5_000,
-      });
-      c.on('error', () => undefined);
-      await c.connect();
-      try {
-        await c.query(q);
-      } finally {
-        await c.end().catch(() => undefined);
-      }
-    };
-
     beforeAll(async () => {
-      await admin(`CREATE DATABASE "${dbName}"`);
+      const db = await freshPostgresDatabase('doctor');
+      drop = db.drop;
       // Trust auth ignores the password, so it can be a canary that must never be printed.
-      const u = new URL(postgresTestUrl());
+      const u = new URL(db.url);
       u.password = PG_PASSWORD;
-      u.pathname = `/${dbName}`;
       url = u.toString();
       scratch = mkdtempSync(join(tmpdir(), 'leoflow-doctor-pg-'));
       dataDir = join(scratch, 'data');
@@ -286,7 +271,7 @@ function registerPostgres(): void {
     afterAll(async () => {
       await s?.stop();
       rmSync(scratch, { recursive: true, force: true });
-      await admin(`DROP DATABASE IF EXISTS "${dbName}" WITH (FORCE)`);
+      await drop?.();
     });
 
     it('exits 0, reports migrations current, and prints neither password nor secret', async () => {

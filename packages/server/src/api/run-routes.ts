@@ -1,4 +1,4 @@
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { auditRequest } from './audit.js';
 import {
   historySchema,
@@ -14,6 +14,11 @@ import {
 import { historyOut, logLineOut, runOut, taskInstanceOut } from './serialize.js';
 
 const RUN = paramsOf('dag_id', 'run_id');
+
+/** Validated by the TASK params schema before the handler runs. */
+function taskParams(req: FastifyRequest): { dag_id: string; run_id: string; task_id: string } {
+  return req.params as { dag_id: string; run_id: string; task_id: string };
+}
 const TASK = paramsOf('dag_id', 'run_id', 'task_id');
 
 export function registerRunRoutes(api: FastifyInstance): void {
@@ -190,11 +195,7 @@ export function registerRunRoutes(api: FastifyInstance): void {
       },
     },
     async (req) => {
-      const { dag_id, run_id, task_id } = req.params as {
-        dag_id: string;
-        run_id: string;
-        task_id: string;
-      };
+      const { dag_id, run_id, task_id } = taskParams(req);
       const { taskInstance, history } = await req.scope.taskHistory(dag_id, run_id, task_id);
       return { task_instance: taskInstanceOut(taskInstance), history: history.map(historyOut) };
     },
@@ -230,11 +231,7 @@ export function registerRunRoutes(api: FastifyInstance): void {
       },
     },
     async (req) => {
-      const { dag_id, run_id, task_id } = req.params as {
-        dag_id: string;
-        run_id: string;
-        task_id: string;
-      };
+      const { dag_id, run_id, task_id } = taskParams(req);
       const q = req.query as { try?: number; after_line: number; limit: number };
       const {
         taskInstance: ti,
@@ -284,11 +281,7 @@ export function registerRunRoutes(api: FastifyInstance): void {
       },
     },
     async (req) => {
-      const { dag_id, run_id, task_id } = req.params as {
-        dag_id: string;
-        run_id: string;
-        task_id: string;
-      };
+      const { dag_id, run_id, task_id } = taskParams(req);
       const rows = await req.scope.listXComs(dag_id, run_id, task_id);
       return {
         xcom: rows.map((x) => {
@@ -330,11 +323,7 @@ export function registerRunRoutes(api: FastifyInstance): void {
       },
     },
     async (req) => {
-      const { dag_id, run_id, task_id } = req.params as {
-        dag_id: string;
-        run_id: string;
-        task_id: string;
-      };
+      const { dag_id, run_id, task_id } = taskParams(req);
       const body = (req.body ?? {}) as { try?: number; terminate?: boolean };
       const out = await req.scope.revokeCredential({
         dagId: dag_id,
