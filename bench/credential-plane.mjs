@@ -473,6 +473,9 @@ const LIBRARIES = [
   // one bucket: the driver runs SQLite statements inline, so samples do not split cleanly
   // between the two (the stage timings do: build/compile, prepare, run)
   [/\/kysely\/|\/better-sqlite3\//, 'sql_kysely_and_sqlite'],
+  // the store's read-only SQLite connection for the secret path calls better-sqlite3's native
+  // statements directly (no JS frame of better-sqlite3 in between): SQL too
+  [/packages\/server\/dist\/store\/sqlite-hot-reads\.js/, 'sql_kysely_and_sqlite'],
   [/\/jose\//, 'jose_jwt_with_its_crypto'],
   [/\/prom-client\//, 'prom_client'],
   [/\/pino\//, 'pino'],

@@ -303,6 +303,7 @@ async function secretStages(plane, launch, token, declared) {
       store.getAttemptLiveness(claims.dag_run_id, claims.task_id, claims.try_number),
     ),
     run_read: await stage(() => store.getRunById(claims.dag_run_id)),
+    run_spec_ref_read: await stage(() => store.getRunSpecRef(claims.dag_run_id)),
     spec_cache_get: await stage(() => specs.get(run.tenant_id, run.dag_id, run.dag_version)),
     declared_set_and_plan: await stage(() =>
       planScope('enforce', declaredSet(spec, claims.task_id, 'connections')),
@@ -332,16 +333,19 @@ async function secretStages(plane, launch, token, declared) {
     ),
     note:
       'µs per call, p50 and mean of sequential awaited calls in the server process with no load. ' +
-      'secret_delivery_total = liveness read + run read + spec + plan + vault_resolve + uri_format (+ metrics); ' +
+      'secret_delivery_total = liveness read + run_spec_ref read + spec + plan + vault_resolve + uri_format (+ metrics); ' +
+      'run_read (the whole run row) is what delivery read before it took run_spec_ref; ' +
       'GetConnections = verify + secret_delivery_total + protobuf encode + the RPC stack (see server_cpu_profile)',
   };
 }
 
 /**
  * The 20-connection query taken apart on a second, read-only connection to the same database
- * file: building and compiling it with Kysely, SQLite preparing the statement (the store's
- * Kysely driver prepares every query anew), and running an already prepared statement. What
- * query_N_connections spends beyond these is the store's async plumbing and row mapping.
+ * file: building and compiling it with Kysely, SQLite preparing the statement (what a query
+ * through the store's Kysely driver pays every time), and running an already prepared
+ * statement (what the store's read-only SQLite connection for the secret path pays: it prepares
+ * once, see sqlite-hot-reads.ts). What query_N_connections spends beyond the last is the
+ * store's async plumbing and row mapping.
  */
 async function querySplit(dbFile, declared) {
   const db = new BetterSqlite3(dbFile, { readonly: true, fileMustExist: true });

@@ -105,7 +105,7 @@ export class SecretDelivery {
       }
       await this.gate(claims, kind);
 
-      const run = await this.o.store.getRunById(claims.dag_run_id);
+      const run = await this.o.store.getRunSpecRef(claims.dag_run_id);
       if (!run) throw new SecretRefusal('task instance is no longer live', 'not_live');
       const spec = await this.o.specs.get(run.tenant_id, run.dag_id, run.dag_version);
       const declared = declaredSet(spec, claims.task_id, kind);

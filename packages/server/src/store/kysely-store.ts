@@ -15,9 +15,11 @@ import type {
   XComTable,
 } from './db-types.js';
 import { migrationProvider, type StoreDialect } from './migrations.js';
+import type { SqliteHotReads } from './sqlite-hot-reads.js';
 import type {
   HeartbeatOutcome,
   NewRun,
+  RunSpecRef,
   Store,
   TaskInstanceExpectation,
   TaskInstancePatch,
@@ -72,6 +74,11 @@ export interface KyselyStoreOptions {
   dialect: StoreDialect;
   /** PostgreSQL: the schema that holds the tables (and the migration bookkeeping). */
   schema?: string;
+  /**
+   * SQLite on a file: a second, read-only connection for the agent secret path's reads
+   * (sqlite-hot-reads.ts). The store owns it from here on and closes it.
+   */
+  hotReads?: SqliteHotReads;
 }
 
 type Tx = Kysely<Database>;
@@ -85,12 +92,14 @@ export class KyselyStore implements Store {
   readonly dialect: StoreDialect;
   readonly #db: Kysely<Database>;
   readonly #schema: string | undefined;
+  readonly #hot: SqliteHotReads | undefined;
   #closed = false;
 
   constructor(db: Kysely<Database>, opts: KyselyStoreOptions) {
     this.#db = db;
     this.dialect = opts.dialect;
     this.#schema = opts.schema;
+    this.#hot = opts.hotReads;
   }
 
   /** Escape hatch for tests and tooling; production code goes through the Store methods. */
@@ -139,6 +148,9 @@ export class KyselyStore implements Store {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    // The reader first: the last connection to close is the one that checkpoints the WAL and
+    // removes it, and a read-only connection cannot.
+    this.#hot?.close();
     // Kysely owns the driver: this closes the SQLite handle (checkpointing the WAL) or ends
     // the pg pool.
     await this.#db.destroy();
@@ -484,6 +496,16 @@ export class KyselyStore implements Store {
       .where('id', '=', id)
       .executeTakeFirst();
     return row && toRunRow(row);
+  }
+
+  async getRunSpecRef(id: string): Promise<RunSpecRef | undefined> {
+    if (this.#hot !== undefined) return this.#hot.runSpecRef(id);
+    const row = await this.#db
+      .selectFrom('dag_runs')
+      .select(['tenant_id', 'dag_id', 'dag_version'])
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && { tenant_id: row.tenant_id, dag_id: row.dag_id, dag_version: row.dag_version };
   }
 
   async getRun(tenant_id: string, dag_id: string, run_id: string): Promise<DagRunRow | undefined> {
@@ -1036,6 +1058,10 @@ export class KyselyStore implements Store {
   ): Promise<ConnectionRecord[]> {
     const out: ConnectionRecord[] = [];
     for (const part of chunks(unique(ids), IN_CHUNK)) {
+      if (this.#hot !== undefined) {
+        out.push(...this.#hot.connectionsByIds(tenant_id, part));
+        continue;
+      }
       const rows = await this.#db
         .selectFrom('connections')
         .selectAll()
@@ -1299,6 +1325,7 @@ export class KyselyStore implements Store {
   ): Promise<{ live: boolean; revoked: boolean }> {
     // One read on the (dag_run_id, task_id) unique index. Deliberately nothing about the run,
     // its age or its logical date: a year-old run that was cleared must work again.
+    if (this.#hot !== undefined) return this.#hot.attemptLiveness(dag_run_id, task_id, try_number);
     const row = await this.#db
       .selectFrom('task_instances')
       .select(['state', 'credential_revoked_try'])

@@ -5,6 +5,7 @@ import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, sql } from 'kyse
 import pg from 'pg';
 import type { Database } from './db-types.js';
 import { KyselyStore } from './kysely-store.js';
+import { SqliteHotReads } from './sqlite-hot-reads.js';
 import type { Store } from './store.js';
 
 export type OpenStoreOptions =
@@ -39,7 +40,21 @@ function openSqlite(file: string): KyselyStore {
     throw err;
   }
   const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: db }) });
-  return new KyselyStore(kysely, { dialect: 'sqlite' });
+  const hotReads = file === ':memory:' ? undefined : openHotReads(file);
+  return new KyselyStore(kysely, { dialect: 'sqlite', ...(hotReads ? { hotReads } : {}) });
+}
+
+/**
+ * The read-only connection for the agent secret path (opened after the writer switched the file
+ * to WAL). It is only a speed-up: if it cannot be opened, those reads stay on the writer's
+ * connection through Kysely, with the same results.
+ */
+function openHotReads(file: string): SqliteHotReads | undefined {
+  try {
+    return new SqliteHotReads(file);
+  } catch {
+    return undefined;
+  }
 }
 
 /**

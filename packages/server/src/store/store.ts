@@ -14,6 +14,13 @@ import type {
 } from './types.js';
 import type { VaultStore } from './vault-store.js';
 
+/** A run's owner and spec version: what secret delivery needs to find the declared names. */
+export interface RunSpecRef {
+  tenant_id: string;
+  dag_id: string;
+  dag_version: number;
+}
+
 export interface NewRun {
   tenant_id: string;
   dag_id: string;
@@ -127,6 +134,11 @@ export interface Store extends VaultStore {
    */
   createRun(run: NewRun): Promise<DagRunRow | undefined>;
   getRunById(id: string): Promise<DagRunRow | undefined>;
+  /**
+   * getRunById narrowed to what the agent secret path needs (no conf, no dates), read fresh
+   * from committed data like every other read; undefined when there is no such run.
+   */
+  getRunSpecRef(id: string): Promise<RunSpecRef | undefined>;
   getRun(tenant_id: string, dag_id: string, run_id: string): Promise<DagRunRow | undefined>;
   listRuns(
     tenant_id: string,

@@ -101,7 +101,7 @@ export class Keyring {
     const header = Buffer.of(ENVELOPE_V1);
     const nonce = randomBytes(NONCE_BYTES);
     const cipher = createCipheriv('aes-256-gcm', key, nonce, { authTagLength: TAG_BYTES });
-    cipher.setAAD(additionalData(header, aad));
+    cipher.setAAD(additionalData(ENVELOPE_V1, aad));
     const body = Buffer.concat([cipher.update(plaintext), cipher.final()]);
     const envelope = Buffer.concat([header, nonce, body, cipher.getAuthTag()]);
     return {
@@ -123,16 +123,20 @@ export class Keyring {
     }
     const bytes = Buffer.from(envelope.buffer, envelope.byteOffset, envelope.byteLength);
     if (bytes.length < MIN_ENVELOPE || bytes[0] !== ENVELOPE_V1) throw decryptFailed(key_id);
-    const header = bytes.subarray(0, HEADER_BYTES);
     const nonce = bytes.subarray(HEADER_BYTES, HEADER_BYTES + NONCE_BYTES);
     const body = bytes.subarray(HEADER_BYTES + NONCE_BYTES, bytes.length - TAG_BYTES);
     const tag = bytes.subarray(bytes.length - TAG_BYTES);
     try {
       const decipher = createDecipheriv('aes-256-gcm', key, nonce, { authTagLength: TAG_BYTES });
-      decipher.setAAD(additionalData(header, aad));
+      decipher.setAAD(additionalData(ENVELOPE_V1, aad));
       decipher.setAuthTag(tag);
-      const plain = Buffer.concat([decipher.update(body), decipher.final()]);
-      return new Uint8Array(plain.buffer, plain.byteOffset, plain.byteLength);
+      const plain = decipher.update(body);
+      // GCM is a stream mode: update() returns the whole plaintext and final() only checks the
+      // tag (it returns nothing). Without the concat copy the caller's fill(0) wipes the only
+      // plaintext buffer there is.
+      const rest = decipher.final();
+      const out = rest.length === 0 ? plain : Buffer.concat([plain, rest]);
+      return new Uint8Array(out.buffer, out.byteOffset, out.byteLength);
     } catch {
       // The cause is deliberately dropped: it adds nothing and must never grow to carry data.
       throw decryptFailed(key_id);
@@ -152,8 +156,12 @@ export class Keyring {
   }
 }
 
-function additionalData(header: Buffer, aad: string): Buffer {
-  return Buffer.concat([header, Buffer.from(aad, 'utf8')]);
+/** The envelope's version byte followed by the row's AAD (UTF-8), in one allocation. */
+function additionalData(version: number, aad: string): Buffer {
+  const out = Buffer.allocUnsafe(HEADER_BYTES + Buffer.byteLength(aad, 'utf8'));
+  out[0] = version;
+  out.write(aad, HEADER_BYTES, 'utf8');
+  return out;
 }
 
 function decryptFailed(key_id: string): LeoflowError {
