@@ -3,6 +3,7 @@ import type { DagRunState, DagSpec, TaskInstanceState } from '@leoflow/core';
 import { Migrator, sql } from 'kysely';
 import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
 import type {
+  ApiTokensTable,
   ConnectionsTable,
   Database,
   DagRunsTable,
@@ -1569,17 +1570,7 @@ export function isUniqueViolation(err: unknown): boolean {
   );
 }
 
-function apiTokenRow(r: {
-  jti: string;
-  tenant_id: string;
-  name: string;
-  role: string;
-  created_by: string;
-  created_at: number;
-  expires_at: number | null;
-  revoked_at: number | null;
-  revoked_by: string | null;
-}): ApiTokenRow {
+function apiTokenRow(r: Selectable<ApiTokensTable>): ApiTokenRow {
   return {
     jti: r.jti,
     tenant_id: r.tenant_id,
