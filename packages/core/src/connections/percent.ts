@@ -19,11 +19,20 @@ export function isWellFormed(s: string): boolean {
   return true;
 }
 
+const UNRESERVED = /^[A-Za-z0-9_.~-]*$/;
+
+/** Nothing to escape (and, being ASCII, well formed): most hosts, logins and keys. */
+export function isUnreserved(s: string): boolean {
+  return UNRESERVED.test(s);
+}
+
 /**
  * Python's `quote(s, safe='')`: everything but `A-Z a-z 0-9 _ . - ~` is escaped. The caller
  * guarantees `s` is well formed (encodeURIComponent throws on lone surrogates).
  */
 export function quote(s: string): string {
+  // The common case on the secret-delivery path: return the string itself, no allocation.
+  if (UNRESERVED.test(s)) return s;
   // encodeURIComponent also leaves ! ' ( ) * alone; Python escapes them.
   return encodeURIComponent(s).replace(
     /[!'()*]/g,
@@ -33,7 +42,8 @@ export function quote(s: string): string {
 
 /** Python's `quote_plus(s, safe='')`, the encoder `urlencode` uses: space becomes `+`. */
 export function quotePlus(s: string): string {
-  return quote(s).replace(/%20/g, '+');
+  const q = quote(s);
+  return q.includes('%20') ? q.replace(/%20/g, '+') : q;
 }
 
 /**

@@ -1,6 +1,13 @@
 import type { Connection } from './connection.js';
 import { formatError, uriError } from './errors.js';
-import { decodeQueryPart, decodeStrict, isWellFormed, quote, quotePlus } from './percent.js';
+import {
+  decodeQueryPart,
+  decodeStrict,
+  isUnreserved,
+  isWellFormed,
+  quote,
+  quotePlus,
+} from './percent.js';
 
 /** The query parameter Airflow (2.3+) uses to carry the whole extra as one JSON object. */
 export const EXTRA_QUERY_KEY = '__extra__';
@@ -252,6 +259,7 @@ export function formatConnectionUri(conn: Connection): string {
 
 function encodePart(s: string, part: string): string {
   if (typeof s !== 'string') throw formatError(`${part} must be a string`);
+  if (isUnreserved(s)) return s;
   if (!isWellFormed(s)) throw formatError(`${part} contains a lone UTF-16 surrogate`);
   return quote(s);
 }
@@ -268,7 +276,10 @@ function formatExtra(extra: Record<string, unknown>): string {
     entries.length > 0 &&
     entries.every(
       ([k, v]) =>
-        k !== EXTRA_QUERY_KEY && typeof v === 'string' && isWellFormed(k) && isWellFormed(v),
+        k !== EXTRA_QUERY_KEY &&
+        typeof v === 'string' &&
+        (isUnreserved(k) || isWellFormed(k)) &&
+        (isUnreserved(v) || isWellFormed(v)),
     );
   if (plain) {
     return entries.map(([k, v]) => `${quotePlus(k)}=${quotePlus(v as string)}`).join('&');
