@@ -149,6 +149,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/variables',
     {
       schema: {
+        summary: 'List Variables (secret values masked)',
         querystring: { type: 'object', properties: pageQuery, additionalProperties: false },
         response: { 200: listReply('variables', variableSchema), ...stdErrors },
       },
@@ -177,6 +178,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/variables/:key',
     {
       schema: {
+        summary: 'One Variable; ?reveal=true shows a secret value (variables:reveal; audited)',
         querystring: {
           type: 'object',
           properties: { reveal: { type: 'boolean', default: false } },
@@ -211,6 +213,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/variables/:key',
     {
       schema: {
+        summary: 'Create or replace a Variable (sensitive-looking keys are stored sealed)',
         params: { type: 'object', properties: { key: { type: 'string', pattern: ID } } },
         body: {
           type: 'object',
@@ -251,7 +254,12 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
 
   api.delete(
     '/api/v1/variables/:key',
-    { schema: { response: { 204: { type: 'null' }, ...stdErrors } } },
+    {
+      schema: {
+        summary: 'Delete a Variable; tasks that declared it stop receiving it',
+        response: { 204: { type: 'null' }, ...stdErrors },
+      },
+    },
     async (req, reply) => {
       const { key } = req.params as { key: string };
       if (!(await req.scope.vault.deleteVariable(key)))
@@ -265,6 +273,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/variables/import',
     {
       schema: {
+        summary: 'Import Variables (`airflow variables export` content)',
         body: {
           type: 'object',
           required: ['variables'],
@@ -319,6 +328,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/variables/export',
     {
       schema: {
+        summary: 'Every Variable with its value, for `airflow variables import` (audited)',
         response: {
           200: {
             type: 'object',
@@ -345,6 +355,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/connections',
     {
       schema: {
+        summary: 'List Connections (metadata only, never a password)',
         querystring: { type: 'object', properties: pageQuery, additionalProperties: false },
         response: { 200: listReply('connections', connectionSchema), ...stdErrors },
       },
@@ -372,7 +383,12 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
 
   api.get(
     '/api/v1/connections/:id',
-    { schema: { response: { 200: connectionSchema, ...stdErrors } } },
+    {
+      schema: {
+        summary: 'One Connection (password never included; secret extra fields masked)',
+        response: { 200: connectionSchema, ...stdErrors },
+      },
+    },
     async (req) => {
       const { id } = req.params as { id: string };
       const c = await req.scope.vault.getConnection(id);
@@ -383,7 +399,12 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
 
   api.post(
     '/api/v1/connections/:id/reveal',
-    { schema: { response: { 200: revealedConnectionSchema, ...stdErrors } } },
+    {
+      schema: {
+        summary: 'One Connection with its secrets and URI (connections:reveal; audited)',
+        response: { 200: revealedConnectionSchema, ...stdErrors },
+      },
+    },
     async (req) => {
       const { id } = req.params as { id: string };
       const c = await req.scope.vault.getConnection(id);
@@ -397,6 +418,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/connections/:id',
     {
       schema: {
+        summary: 'Create or replace a Connection from a URI, Airflow JSON or fields',
         params: { type: 'object', properties: { id: { type: 'string', pattern: ID } } },
         body: connectionBody,
         response: { 200: connectionSchema, ...stdErrors },
@@ -420,7 +442,12 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
 
   api.delete(
     '/api/v1/connections/:id',
-    { schema: { response: { 204: { type: 'null' }, ...stdErrors } } },
+    {
+      schema: {
+        summary: 'Delete a Connection; tasks that declared it stop receiving it',
+        response: { 204: { type: 'null' }, ...stdErrors },
+      },
+    },
     async (req, reply) => {
       const { id } = req.params as { id: string };
       if (!(await req.scope.vault.deleteConnection(id)))
@@ -434,6 +461,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/connections/:id/test',
     {
       schema: {
+        summary: 'Structural checks of a Connection (no network call from the control plane)',
         response: {
           200: {
             type: 'object',
@@ -471,6 +499,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/connections/import',
     {
       schema: {
+        summary: 'Import Connections (`airflow connections export` content)',
         body: {
           type: 'object',
           required: ['connections'],
@@ -524,6 +553,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/connections/export',
     {
       schema: {
+        summary: 'Every Connection with its secrets, as Airflow JSON (audited)',
         response: {
           200: {
             type: 'object',

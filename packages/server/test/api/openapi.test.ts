@@ -13,6 +13,7 @@ import { routeCases } from './route-fixtures.js';
 
 interface Operation {
   'x-leoflow-permission': string;
+  summary: string;
   responses: Record<string, { content?: Record<string, { schema: object } | undefined> }>;
 }
 type Doc = { openapi: string; paths: Record<string, Record<string, Operation>> };
@@ -47,9 +48,10 @@ forEachDialect('OpenAPI document', (dialect) => {
     expect(new Set(documented)).toEqual(new Set(expected));
     for (const [key, access] of Object.entries(ROUTE_PERMISSIONS)) {
       const [m = '', url = ''] = key.split(' ');
-      expect(doc.paths[openApiPath(url)]?.[m.toLowerCase()]?.['x-leoflow-permission'], key).toBe(
-        access,
-      );
+      const op = doc.paths[openApiPath(url)]?.[m.toLowerCase()];
+      expect(op?.['x-leoflow-permission'], key).toBe(access);
+      // Every operation says what it does (the default would just repeat the route).
+      expect(op?.summary, key).not.toBe(key);
     }
   });
 
