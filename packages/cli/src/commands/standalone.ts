@@ -219,6 +219,7 @@ export function registerStandalone(program: Command): void {
       const lines = [
         'Leoflow Lite is running.',
         `  REST API     ${cp.httpUrl}/api/v1`,
+        `  API docs     ${cp.httpUrl}/api/v1/docs (OpenAPI 3.1: /api/v1/openapi.json)`,
         `  agent RPC    ${cp.agentUrl} (gRPC over HTTP/2${cfg.agent.tls ? ', TLS' : ', cleartext on loopback'})`,
         `  data dir     ${cfg.dataDir}`,
         `  admin token  ${cp.adminTokenFile} (mode 0600; the CLI reads it from ./.leoflow, or set LEOFLOW_TOKEN)`,
