@@ -34,10 +34,11 @@ export async function run({ quick }) {
 
   log(`throughput: baseline: ${n} spawns of node -e 0, ${concurrency} concurrent`);
   const baseline = await concurrentSpawns(process.execPath, ['-e', '0'], n, concurrency);
-  // Profiling aid: what one agent costs before any RPC (boot + module load; exits 2 on its empty env).
+  // Profiling aid: what one agent costs before any RPC (boot + module load; exits 2 on its empty
+  // env), started from the entry the executor uses (the bundle, with its code cache).
   const agentCold = await sequentialSpawnStats(
     process.execPath,
-    [join(REPO, 'packages/agent/dist/main.js')],
+    [join(REPO, 'packages/agent/dist/leoflow-agent.mjs')],
     quick ? 5 : 20,
     {
       env: {},
@@ -118,7 +119,7 @@ export async function run({ quick }) {
       of_which_agent_cold_start: agentCold.cpu_ms_per_spawn,
       note:
         'from /proc/<standalone>/stat: utime+stime (control plane) and cutime+cstime (reaped agents, which include their tasks); ' +
-        'of_which_agent_cold_start = CPU of `node packages/agent/dist/main.js` exiting on an empty env (boot + module load)',
+        "of_which_agent_cold_start = CPU of `node packages/agent/dist/leoflow-agent.mjs` (the executor's entry) exiting on an empty env (boot + module load)",
     },
     cpu_bound_attempts_per_s:
       serverCpu === null || agentCpu === null

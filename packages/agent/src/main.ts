@@ -5,7 +5,7 @@
 import { Agent, EXIT } from './agent.js';
 import { ConfigError, readConfig } from './config.js';
 import { stderrDiagnostics } from './diag.js';
-import { createAgentClient } from './rpc.js';
+import { createAgentConnection } from './rpc.js';
 import { parseAssignment, readTokenFromFd, TokenHolder, TokenReadError } from './token.js';
 
 const TOKEN_FD = 3;
@@ -49,10 +49,10 @@ async function main(): Promise<number> {
   // A standby agent boots, loads everything and opens its HTTP/2 session before it has an
   // attempt, so an assignment starts the task without paying for process start-up.
   const tokens = new TokenHolder(config.standby ? 'standby' : 'pending');
-  const client = createAgentClient(config.agentUrl, tokens);
+  const { client, warmUp } = createAgentConnection(config.agentUrl, tokens);
   if (config.standby) {
-    // Unauthenticated on purpose: it only opens the connection; the answer is ignored.
-    await client.heartbeat({}, { timeoutMs: 2_000 }).catch(() => undefined);
+    // Opens the HTTP/2 session only: no request, so nothing reaches the server's handlers.
+    await warmUp(2_000);
   }
 
   let assignment;

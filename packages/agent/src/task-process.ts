@@ -130,6 +130,14 @@ export function livingGroupMembers(pgid: number): number[] | undefined {
 }
 
 function groupAlive(pgid: number): boolean {
+  // ESRCH: the group has no member at all, not even a zombie, so the /proc scan (which reads
+  // every process's stat on the machine) would find nobody either. Only a group that still
+  // has someone (possibly just zombies) needs the scan.
+  try {
+    process.kill(-pgid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ESRCH') return false;
+  }
   const members = livingGroupMembers(pgid);
   if (members !== undefined) return members.length > 0;
   try {

@@ -74,6 +74,8 @@ export class FakeAgentService {
   readonly registers: RegisterRequest[] = [];
   readonly #counts = new Map<string, number>();
   readonly #sessions = new Set<http2.ServerHttp2Session>();
+  /** HTTP/2 sessions (connections) agents opened, with or without a call on them */
+  sessionsOpened = 0;
   #server: http2.Http2Server | undefined;
   url = '';
 
@@ -177,6 +179,7 @@ export class FakeAgentService {
     const server = http2.createServer(connectNodeAdapter({ routes: this.#routes }));
     server.on('session', (session) => {
       this.#sessions.add(session);
+      this.sessionsOpened++;
       session.on('close', () => this.#sessions.delete(session));
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

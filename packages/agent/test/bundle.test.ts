@@ -1,0 +1,143 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { LiteHeaders } from '../src/lite-headers.js';
+
+const PKG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const ENTRY = path.join(PKG, 'dist/leoflow-agent.mjs');
+const CJS = path.join(PKG, 'dist/leoflow-agent.cjs');
+const CODE_CACHE = path.join(PKG, 'bundle/code-cache.mjs');
+
+function snapshot(h: Iterable<[string, string]>): [string, string][] {
+  return [...h];
+}
+
+describe('LiteHeaders (the bundled agent’s Headers)', () => {
+  const headerName = fc.constantFrom(
+    'authorization',
+    'Authorization',
+    'content-type',
+    'grpc-status',
+    'Grpc-Message',
+    'set-cookie',
+    'Set-Cookie',
+    'x-a',
+    'X-B',
+  );
+  const headerValue = fc.oneof(
+    fc.constantFrom('', ' padded ', '\tx\t', 'a, b', 'Bearer t0k3n', 'deflate,gzip'),
+    fc.stringMatching(/^[ -~]{0,12}$/),
+  );
+  const op = fc.oneof(
+    fc.tuple(fc.constant('append' as const), headerName, headerValue),
+    fc.tuple(fc.constant('set' as const), headerName, headerValue),
+    fc.tuple(fc.constant('delete' as const), headerName, fc.constant('')),
+  );
+
+  it('behaves like the WHATWG Headers for the operations connect-es uses', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.tuple(headerName, headerValue), { maxLength: 4 }),
+        fc.array(op, { maxLength: 12 }),
+        (init, ops) => {
+          const a = new Headers(init);
+          const b = new LiteHeaders(init);
+          for (const [kind, n, v] of ops) {
+            if (kind === 'delete') {
+              a.delete(n);
+              b.delete(n);
+            } else {
+              a[kind](n, v);
+              b[kind](n, v);
+            }
+            expect(b.get(n)).toBe(a.get(n));
+            expect(b.has(n)).toBe(a.has(n));
+          }
+          expect(snapshot(b)).toEqual(snapshot(a));
+          expect(b.getSetCookie()).toEqual(a.getSetCookie());
+          const seenA: string[] = [];
+          const seenB: string[] = [];
+          a.forEach((v, k) => seenA.push(`${k}=${v}`));
+          b.forEach((v, k) => seenB.push(`${k}=${v}`));
+          expect(seenB).toEqual(seenA);
+          // a copy, as ConnectError makes of its metadata
+          expect(snapshot(new LiteHeaders(b))).toEqual(snapshot(new Headers(a)));
+        },
+      ),
+    );
+  });
+
+  it('takes a record and refuses what Headers refuses', () => {
+    const rec = { 'Content-Type': 'application/grpc', te: 'trailers' };
+    expect(snapshot(new LiteHeaders(rec))).toEqual(snapshot(new Headers(rec)));
+    for (const [n, v] of [
+      ['bad name', 'x'],
+      ['', 'x'],
+      ['x', 'a\nb'],
+      ['x', 'a\rb'],
+      ['x', 'a\0b'],
+    ] as const) {
+      expect(() => new Headers([[n, v]])).toThrow(TypeError);
+      expect(() => new LiteHeaders([[n, v]])).toThrow(TypeError);
+    }
+    expect(Object.prototype.toString.call(new LiteHeaders())).toBe('[object Headers]');
+  });
+});
+
+describe('agent bundle and its V8 code cache', () => {
+  const built = existsSync(ENTRY) && existsSync(CJS);
+  if (!built) {
+    throw new Error(`${ENTRY} is missing: run \`npm run build\` before these tests`);
+  }
+
+  const probe = (body: string) => {
+    const r = spawnSync(
+      process.execPath,
+      [
+        '--input-type=module',
+        '-e',
+        `import { readFileSync } from 'node:fs';
+         import { Script, constants } from 'node:vm';
+         import { readCachedData, wrapSource } from ${JSON.stringify(CODE_CACHE)};
+         const file = ${JSON.stringify(CJS)};
+         ${body}`,
+      ],
+      { encoding: 'utf8', env: {} },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    return JSON.parse(r.stdout) as Record<string, unknown>;
+  };
+
+  it('the cache the build produced matches the bundle and V8 accepts it', () => {
+    const out = probe(`
+      const wrapped = wrapSource(readFileSync(file, 'utf8'));
+      const cachedData = readCachedData(file + '.cache', wrapped);
+      const s = new Script(wrapped, { filename: file, cachedData,
+        importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER });
+      console.log(JSON.stringify({ found: cachedData !== undefined, rejected: s.cachedDataRejected }));
+    `);
+    expect(out).toEqual({ found: true, rejected: false });
+  });
+
+  it('a cache made for other source (even of the same length) is not used', () => {
+    const out = probe(`
+      const source = readFileSync(file, 'utf8');
+      const other = wrapSource(source.replace('leoflow-agent', 'leoflow-agenX'));
+      console.log(JSON.stringify({
+        sameLength: other.length === wrapSource(source).length,
+        found: readCachedData(file + '.cache', other) !== undefined,
+        missing: readCachedData(file + '.nope', wrapSource(source)) !== undefined,
+      }));
+    `);
+    expect(out).toEqual({ sameLength: true, found: false, missing: false });
+  });
+
+  it('the entry runs the bundle (which refuses an empty environment with exit 2)', () => {
+    const r = spawnSync(process.execPath, [ENTRY], { encoding: 'utf8', env: {} });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('LEOFLOW_AGENT_URL is required');
+  });
+});
