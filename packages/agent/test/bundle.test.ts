@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fc from 'fast-check';
@@ -133,6 +133,12 @@ describe('agent bundle and its V8 code cache', () => {
       }));
     `);
     expect(out).toEqual({ sameLength: true, found: false, missing: false });
+  });
+
+  it('embeds its proto file descriptors decoded, without booting descriptor.proto', () => {
+    const text = readFileSync(CJS, 'utf8');
+    expect(text).toContain('predecoded');
+    expect(text).not.toContain('google/protobuf/descriptor.proto');
   });
 
   it('the entry runs the bundle (which refuses an empty environment with exit 2)', () => {
