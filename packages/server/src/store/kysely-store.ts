@@ -108,8 +108,8 @@ export class KyselyStore implements Store {
     return this.#db;
   }
 
-  async migrate(): Promise<void> {
-    const migrator = new Migrator({
+  #migrator(): Migrator {
+    return new Migrator({
       db: this.#db,
       provider: migrationProvider(this.dialect),
       migrationTableName: MIGRATION_TABLE,
@@ -118,7 +118,10 @@ export class KyselyStore implements Store {
       // any schema, so a second schema in the same database would skip creating its own.
       ...(this.#schema !== undefined ? { migrationTableSchema: this.#schema } : {}),
     });
-    const { error, results } = await migrator.migrateToLatest();
+  }
+
+  async migrate(): Promise<void> {
+    const { error, results } = await this.#migrator().migrateToLatest();
     if (error !== undefined) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
       const cause = error instanceof Error ? error.message : JSON.stringify(error);
@@ -132,14 +135,7 @@ export class KyselyStore implements Store {
   async migrationStatus(): Promise<{ applied: string[]; pending: string[] }> {
     // Same bookkeeping tables (and schema) as migrate(); getMigrations() only reads them and
     // reports everything pending when they do not exist yet.
-    const migrator = new Migrator({
-      db: this.#db,
-      provider: migrationProvider(this.dialect),
-      migrationTableName: MIGRATION_TABLE,
-      migrationLockTableName: MIGRATION_LOCK_TABLE,
-      ...(this.#schema !== undefined ? { migrationTableSchema: this.#schema } : {}),
-    });
-    const all = await migrator.getMigrations();
+    const all = await this.#migrator().getMigrations();
     return {
       applied: all.filter((m) => m.executedAt !== undefined).map((m) => m.name),
       pending: all.filter((m) => m.executedAt === undefined).map((m) => m.name),
