@@ -196,6 +196,11 @@ function tenancySuite(dialect: 'sqlite' | 'postgres'): void {
       for (const t of Object.values(tokens)) expect(list.stdout).not.toContain(t);
       expect(list.stdout).toContain('"name": "v1"');
       expect((await as('admin', ['auth', 'create-token'])).code).toBe(2);
+      // A pasted token is refused as an identifier and never echoed.
+      const pasted = await as('admin', ['auth', 'revoke-token', tokens.bAdmin ?? '']);
+      expect(pasted.code).toBe(2);
+      expect(pasted.stderr).toContain('looks like a token');
+      expect(pasted.stderr + pasted.stdout).not.toContain(tokens.bAdmin);
       const badRole = await as('admin', ['auth', 'create-token', '--role', 'root']);
       expect(badRole.code).toBe(1);
       expect(badRole.stderr).toMatch(/admin.*operator.*developer.*viewer|must be equal to one of/);

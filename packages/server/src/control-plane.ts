@@ -8,21 +8,15 @@ import {
   type Clock,
 } from '@leoflow/core';
 import type { Logger } from 'pino';
-import { buildApi } from './api/app.js';
 import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS, AgentTokenIssuer } from './auth/agent-token.js';
 import { keyRetentionSeconds, loadSigningKeyring } from './auth/signing-keys.js';
 import { CachingAgentTokenVerifier } from './auth/token-cache.js';
-import { rotateVaultKey } from './credentials/key-rotation.js';
-import { revokeAttemptCredential } from './credentials/revocation.js';
 import { isLoopbackHost, SecretDelivery } from './credentials/secret-delivery.js';
 import { seedVault } from './credentials/vault-seed.js';
 import { CredentialMetrics, startMetricsServer, type MetricsServer } from './metrics/index.js';
 import { loadKeyring, VaultService } from './vault/index.js';
 import { UserTokenIssuer } from './auth/user-token.js';
 import { ApiTokens } from './auth/api-tokens.js';
-import { PlatformAdmin } from './tenancy/platform.js';
-import { TenantScopes } from './tenancy/tenant-scope.js';
-import { buildDoctorReport, liveDoctorStore, nodeDoctorDeps } from './doctor/index.js';
 import { ADMIN_TOKEN_FILE } from './config/data-dir-layout.js';
 import { agentUrl as agentUrlOf, type ServerConfig } from './config/server-config.js';
 import { compileDagFolder, findDagFolders } from './dags/compile-folder.js';
@@ -40,6 +34,7 @@ import { openStore } from './store/index.js';
 import type { Store } from './store/store.js';
 import { createLogger } from './util/logger.js';
 import { systemClock } from './util/system-clock.js';
+import { buildRestApi } from './tenancy/rest-api.js';
 
 export const LEOFLOW_VERSION = '0.1.0';
 export { ADMIN_TOKEN_FILE };
@@ -214,50 +209,24 @@ export async function startControlPlane(
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
 
   const bound = { http: cfg.http.port, agent: rpc.port, metrics: cfg.metrics.port };
-  const scopes = new TenantScopes({
+  // Doctor reports the ports this process really bound.
+  const api = buildRestApi({
     store,
     vault,
     runs,
     clock,
-    revoke: (input) =>
-      revokeAttemptCredential(
-        { store, clock, executor, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },
-        input,
-      ),
-  });
-  const platform = new PlatformAdmin({
-    store,
-    tokens: apiTokens,
-    clock,
-    rotateVaultKey: async (opts) => ({
-      ...(await rotateVaultKey(
-        { vault, dataDir: cfg.dataDir, keyringSource, keyringFile: keyringFile ?? null },
-        opts,
-      )),
-    }),
-    rotateUserSigningKey: async () => {
-      const kid = await userKeys.rotate(clock.now());
-      return { kid, keys: userKeys.describe().map((k) => ({ kid: k.kid, signing: k.signing })) };
-    },
-    // What this process really runs with: the ports it bound, the store it holds open.
-    doctor: () =>
-      buildDoctorReport(
-        {
-          ...cfg,
-          http: { ...cfg.http, port: bound.http },
-          agent: { ...cfg.agent, port: bound.agent },
-          metrics: { ...cfg.metrics, port: bound.metrics },
-        },
-        { ...nodeDoctorDeps(), openStore: () => Promise.resolve(liveDoctorStore(store)) },
-      ),
-  });
-  const api = buildApi({
-    scopes,
-    tokens: apiTokens,
-    platform,
-    platformTenantId: cfg.tenantId,
-    clock,
     logger,
+    tokens: apiTokens,
+    userKeys,
+    revocation: { executor, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },
+    vaultKeyring: { dataDir: cfg.dataDir, source: keyringSource, file: keyringFile ?? null },
+    doctorConfig: () => ({
+      ...cfg,
+      http: { ...cfg.http, port: bound.http },
+      agent: { ...cfg.agent, port: bound.agent },
+      metrics: { ...cfg.metrics, port: bound.metrics },
+    }),
+    platformTenantId: cfg.tenantId,
     version: LEOFLOW_VERSION,
     onChange: poke,
   });

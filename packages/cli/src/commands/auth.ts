@@ -160,6 +160,14 @@ export function registerAuth(program: Command): void {
 
 /** A token is named by id, or by a name that matches exactly one active token. */
 async function resolveTokenId(client: ApiClient, ref: string): Promise<string> {
+  if (/^[\w-]+\.[\w-]+\.[\w-]+$/.test(ref) && ref.length > 100) {
+    // Never send a bearer token anywhere as an identifier (URLs end up in proxy logs).
+    throw new CliError(
+      'that looks like a token itself; revoke by the id or name that `leoflow auth list-tokens` shows',
+      2,
+      'LF_USAGE',
+    );
+  }
   const res = await client.request<{ tokens: TokenView[] }>(
     'GET',
     `/api/v1/tokens?limit=10&name=${encodeURIComponent(ref)}`,

@@ -1,5 +1,10 @@
-import { isAllowed, PLATFORM_PERMISSIONS, rolesAllowing, type Permission } from '@leoflow/core';
-import { LeoflowError } from '@leoflow/core';
+import {
+  isAllowed,
+  LeoflowError,
+  PLATFORM_PERMISSIONS,
+  rolesAllowing,
+  type Permission,
+} from '@leoflow/core';
 import type { FastifyRequest } from 'fastify';
 import type { UserPrincipal } from '../auth/user-token.js';
 import { auditRequest } from './audit.js';

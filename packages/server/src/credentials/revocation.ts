@@ -1,6 +1,7 @@
 import { isActive, LeoflowError, type Clock } from '@leoflow/core';
 import type { Executor } from '../executor/executor.js';
 import type { Store } from '../store/store.js';
+import type { TaskInstanceRow } from '../store/types.js';
 
 export interface RevocationDeps {
   store: Store;
@@ -10,6 +11,14 @@ export interface RevocationDeps {
   evictAttempt: (taskInstanceId: string, tryNumber: number) => void;
 }
 
+/** Which attempt: the task instance as its tenant's scope found it, and optionally a try. */
+export interface RevocationRequest {
+  taskInstance: TaskInstanceRow;
+  /** default: the instance's current try */
+  tryNumber?: number;
+  terminate: boolean;
+}
+
 /**
  * Stops a live attempt's credential from resolving secrets and from renewing, at once. The
  * attempt keeps running unless `terminate` is set (its next heartbeat then answers
@@ -17,27 +26,15 @@ export interface RevocationDeps {
  */
 export async function revokeAttemptCredential(
   deps: RevocationDeps,
-  input: {
-    tenantId: string;
-    dagId: string;
-    runId: string;
-    taskId: string;
-    tryNumber?: number;
-    terminate: boolean;
-  },
+  input: RevocationRequest,
 ): Promise<{ task_instance_id: string; try_number: number; terminated: boolean }> {
-  const run = await deps.store.getRun(input.tenantId, input.dagId, input.runId);
-  if (!run)
-    throw new LeoflowError('LF_RUN_NOT_FOUND', `DAG ${input.dagId} has no run "${input.runId}"`);
-  const ti = await deps.store.getTaskInstance(run.id, input.taskId);
-  if (!ti)
-    throw new LeoflowError('LF_TASK_NOT_FOUND', `run ${input.runId} has no task "${input.taskId}"`);
+  const ti = input.taskInstance;
   const tryNumber = input.tryNumber ?? ti.try_number;
   if (tryNumber !== ti.try_number || !isActive(ti.state)) {
     // A finished or superseded attempt's credential is already dead (liveness); nothing to do.
     throw new LeoflowError(
       'LF_ATTEMPT_NOT_LIVE',
-      `try ${tryNumber} of ${input.taskId} is not live (the task instance is ${ti.state}, try ${ti.try_number}); its credential already resolves nothing`,
+      `try ${tryNumber} of ${ti.task_id} is not live (the task instance is ${ti.state}, try ${ti.try_number}); its credential already resolves nothing`,
     );
   }
   const now = deps.clock.now();

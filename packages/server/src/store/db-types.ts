@@ -1,4 +1,5 @@
 import type { Generated } from 'kysely';
+import type { ApiTokenRow } from './types.js';
 
 /**
  * Column-level shapes as the drivers hand them to Kysely. They differ from the row types in
@@ -149,17 +150,8 @@ export interface AuditLogTable {
   payload_json: string;
 }
 
-export interface ApiTokensTable {
-  jti: string;
-  tenant_id: string;
-  name: string;
-  role: string;
-  created_by: string;
-  created_at: number;
-  expires_at: number | null;
-  revoked_at: number | null;
-  revoked_by: string | null;
-}
+/** Every column is a plain text or number on both dialects: the table is the row type. */
+export type ApiTokensTable = ApiTokenRow;
 
 export interface Database {
   tenants: TenantsTable;

@@ -6,6 +6,7 @@ import {
   type DagSpec,
 } from '@leoflow/core';
 import { checkDeclarations } from '../dags/registration.js';
+import type { RevocationRequest } from '../credentials/revocation.js';
 import type { RunOperations, TriggerInput } from '../scheduler/run-operations.js';
 import type { Store } from '../store/store.js';
 import type {
@@ -43,16 +44,9 @@ export type TenantVault = TenantBound<
   | 'resolveConnections'
 >;
 
-export interface RevokeCredential {
-  (input: {
-    tenantId: string;
-    dagId: string;
-    runId: string;
-    taskId: string;
-    tryNumber?: number;
-    terminate: boolean;
-  }): Promise<{ task_instance_id: string; try_number: number; terminated: boolean }>;
-}
+export type RevokeCredential = (
+  request: RevocationRequest,
+) => Promise<{ task_instance_id: string; try_number: number; terminated: boolean }>;
 
 export interface TenantScopeDeps {
   store: Store;
@@ -234,14 +228,19 @@ export class TenantScope {
     return this.deps.store.listXComs(run.id, taskId);
   }
 
-  revokeCredential(input: {
+  async revokeCredential(input: {
     dagId: string;
     runId: string;
     taskId: string;
     tryNumber?: number;
     terminate: boolean;
   }): Promise<{ task_instance_id: string; try_number: number; terminated: boolean }> {
-    return this.deps.revoke({ tenantId: this.tenantId, ...input });
+    const { taskInstance } = await this.getTaskInstance(input.dagId, input.runId, input.taskId);
+    return this.deps.revoke({
+      taskInstance,
+      ...(input.tryNumber !== undefined ? { tryNumber: input.tryNumber } : {}),
+      terminate: input.terminate,
+    });
   }
 
   // ------------------------------------------------------------------ audit
@@ -277,17 +276,14 @@ export class TenantScope {
   }
 
   async revokeToken(jti: string, by: string): Promise<ApiTokenRow> {
-    const revoked = await this.deps.store.revokeApiToken(
-      this.tenantId,
-      jti,
-      by,
-      this.deps.clock.now(),
-    );
-    const row = await this.deps.store.getApiToken(jti);
-    if (!revoked || !row || row.tenant_id !== this.tenantId) {
+    const now = this.deps.clock.now();
+    const revoked = await this.deps.store.revokeApiToken(this.tenantId, jti, by, now);
+    const row = revoked ? await this.deps.store.getApiToken(jti) : undefined;
+    if (!row) {
+      // The reference is not echoed: someone may have pasted a token itself here.
       throw new LeoflowError(
         'LF_TOKEN_NOT_FOUND',
-        `no active token "${jti}" in this tenant; see \`leoflow auth list-tokens\``,
+        'no active token with that id in this tenant; revoke by the id or name that `leoflow auth list-tokens` shows',
       );
     }
     return row;
@@ -296,9 +292,17 @@ export class TenantScope {
 
 /** Builds the scope for a principal's tenant; the only way request handlers reach data. */
 export class TenantScopes {
+  // A scope holds no per-request state, so one per tenant serves every request of that tenant.
+  readonly #byTenant = new Map<string, TenantScope>();
+
   constructor(private readonly deps: TenantScopeDeps) {}
 
   forTenant(tenantId: string): TenantScope {
-    return new TenantScope(tenantId, this.deps);
+    let scope = this.#byTenant.get(tenantId);
+    if (!scope) {
+      scope = new TenantScope(tenantId, this.deps);
+      this.#byTenant.set(tenantId, scope);
+    }
+    return scope;
   }
 }

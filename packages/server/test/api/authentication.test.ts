@@ -35,6 +35,8 @@ describe('user API tokens (real store, real keyring, injectable clock)', () => {
     const again = await h.request(admin, 'DELETE', `/api/v1/tokens/${String(me.json.token_id)}`);
     expect(again.status).toBe(404);
     expect(again.json).toMatchObject({ code: 'LF_TOKEN_NOT_FOUND' });
+    // The reference is not echoed (it could be a pasted token).
+    expect(again.text).not.toContain(String(me.json.token_id));
   });
 
   it('a token with a TTL works up to its expiry and is refused after it', async () => {

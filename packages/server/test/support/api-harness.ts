@@ -9,18 +9,14 @@ import { ApiTokens } from '../../src/auth/api-tokens.js';
 import { loadSigningKeyring } from '../../src/auth/signing-keys.js';
 import { UserTokenIssuer } from '../../src/auth/user-token.js';
 import { defaultServerConfig } from '../../src/config/server-config.js';
-import { rotateVaultKey } from '../../src/credentials/key-rotation.js';
-import { buildDoctorReport, liveDoctorStore, nodeDoctorDeps } from '../../src/doctor/index.js';
-import { revokeAttemptCredential } from '../../src/credentials/revocation.js';
 import { RunOperations } from '../../src/scheduler/run-operations.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/store.js';
-import { PlatformAdmin } from '../../src/tenancy/platform.js';
-import { TenantScopes } from '../../src/tenancy/tenant-scope.js';
 import { loadKeyring, VaultService } from '../../src/vault/index.js';
 import { postgresTestUrl } from './databases.js';
 import { RecordingExecutor, T0 } from './harness.js';
 import { spec, task } from './spec-builders.js';
+import { buildRestApi } from '../../src/tenancy/rest-api.js';
 
 export const PLATFORM_TENANT = 'default';
 
@@ -84,53 +80,25 @@ export async function createApiHarness(dialect: 'sqlite' | 'postgres'): Promise<
   const loaded = await loadKeyring({ edition: 'lite', dataDir: dir, env: {} });
   const vault = new VaultService(store, loaded.keyring, { clock });
   const runs = new RunOperations(store, clock, () => undefined);
-  const executor = new RecordingExecutor();
-  const scopes = new TenantScopes({
+  const replies: RecordedReply[] = [];
+  const app = buildRestApi({
     store,
     vault,
     runs,
     clock,
-    revoke: (input) =>
-      revokeAttemptCredential({ store, clock, executor, evictAttempt: () => undefined }, input),
-  });
-  const platform = new PlatformAdmin({
-    store,
+    logger,
     tokens,
-    clock,
-    rotateVaultKey: async (opts) => ({
-      ...(await rotateVaultKey(
-        {
-          vault,
-          dataDir: dir,
-          keyringSource: loaded.source,
-          keyringFile: loaded.file ?? null,
-        },
-        opts,
-      )),
-    }),
-    rotateUserSigningKey: async () => {
-      const kid = await userKeys.rotate(clock.now());
-      return { kid, keys: userKeys.describe().map((k) => ({ kid: k.kid, signing: k.signing })) };
-    },
-    doctor: () => {
+    userKeys,
+    revocation: { executor: new RecordingExecutor(), evictAttempt: () => undefined },
+    vaultKeyring: { dataDir: dir, source: loaded.source, file: loaded.file ?? null },
+    doctorConfig: () => {
       const cfg = defaultServerConfig(dir);
       if (dialect === 'postgres') {
         cfg.database = { kind: 'postgres', url: postgresTestUrl(), schema: pgSchema };
       }
-      return buildDoctorReport(cfg, {
-        ...nodeDoctorDeps(),
-        openStore: () => Promise.resolve(liveDoctorStore(store)),
-      });
+      return cfg;
     },
-  });
-  const replies: RecordedReply[] = [];
-  const app = buildApi({
-    scopes,
-    tokens,
-    platform,
     platformTenantId: PLATFORM_TENANT,
-    clock,
-    logger,
     version: '0.0.0-test',
     onChange: () => undefined,
     onReply: (r) => replies.push(r),

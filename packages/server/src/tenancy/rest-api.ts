@@ -1,0 +1,87 @@
+import type { Clock } from '@leoflow/core';
+import type { Logger } from 'pino';
+import { buildApi, type ApiDeps } from '../api/app.js';
+import type { ApiTokens } from '../auth/api-tokens.js';
+import type { FileSigningKeyring } from '../auth/signing-keys.js';
+import type { ServerConfig } from '../config/server-config.js';
+import { rotateVaultKey } from '../credentials/key-rotation.js';
+import { revokeAttemptCredential, type RevocationDeps } from '../credentials/revocation.js';
+import { buildDoctorReport, liveDoctorStore, nodeDoctorDeps } from '../doctor/index.js';
+import type { RunOperations } from '../scheduler/run-operations.js';
+import type { Store } from '../store/store.js';
+import type { KeyringSource } from '../vault/load-keyring.js';
+import type { VaultService } from '../vault/vault-service.js';
+import { PlatformAdmin } from './platform.js';
+import { TenantScopes } from './tenant-scope.js';
+
+export interface RestApiDeps {
+  store: Store;
+  vault: VaultService;
+  runs: RunOperations;
+  clock: Clock;
+  logger: Logger;
+  tokens: ApiTokens;
+  userKeys: FileSigningKeyring;
+  /** the executor and the token-cache eviction a revocation needs */
+  revocation: Pick<RevocationDeps, 'executor' | 'evictAttempt'>;
+  vaultKeyring: { dataDir: string; source: KeyringSource; file: string | null };
+  /** the configuration doctor reports, read when asked (bound ports are known only later) */
+  doctorConfig: () => ServerConfig;
+  platformTenantId: string;
+  version: string;
+  onChange: () => void;
+  onReply?: ApiDeps['onReply'];
+}
+
+/**
+ * The REST API with everything behind it: tenant scopes for request handlers, the platform
+ * operations behind platform permissions, and the routes. One assembly for the control plane
+ * and for the tests that drive the real API.
+ */
+export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
+  const { store, vault, clock } = d;
+  const scopes = new TenantScopes({
+    store,
+    vault,
+    runs: d.runs,
+    clock,
+    revoke: (request) => revokeAttemptCredential({ store, clock, ...d.revocation }, request),
+  });
+  const platform = new PlatformAdmin({
+    store,
+    tokens: d.tokens,
+    clock,
+    rotateVaultKey: async (opts) => ({
+      ...(await rotateVaultKey(
+        {
+          vault,
+          dataDir: d.vaultKeyring.dataDir,
+          keyringSource: d.vaultKeyring.source,
+          keyringFile: d.vaultKeyring.file,
+        },
+        opts,
+      )),
+    }),
+    rotateUserSigningKey: async () => {
+      const kid = await d.userKeys.rotate(clock.now());
+      return { kid, keys: d.userKeys.describe().map((k) => ({ kid: k.kid, signing: k.signing })) };
+    },
+    // Asked of this process: the store it holds open, not a second connection.
+    doctor: () =>
+      buildDoctorReport(d.doctorConfig(), {
+        ...nodeDoctorDeps(),
+        openStore: () => Promise.resolve(liveDoctorStore(store)),
+      }),
+  });
+  return buildApi({
+    scopes,
+    tokens: d.tokens,
+    platform,
+    platformTenantId: d.platformTenantId,
+    clock,
+    logger: d.logger,
+    version: d.version,
+    onChange: d.onChange,
+    ...(d.onReply ? { onReply: d.onReply } : {}),
+  });
+}
