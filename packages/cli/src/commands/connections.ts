@@ -112,7 +112,7 @@ export function registerConnections(program: Command): void {
   conns
     .command('get <conn_id>')
     .description(
-      'show a connection (never its password; secret extra fields masked); --reveal shows all (admin; audited)',
+      'show a connection (never its password; extra values masked but for a few non-secret fields); --reveal shows all (admin; audited)',
     )
     .option('--reveal', 'include the password and secret extras (admin only; audited)')
     .action(async (id: string, flags: { reveal?: boolean }, cmd: Command) => {

@@ -33,7 +33,10 @@ const variableSchema = {
   },
 } as const;
 
-/** Replies never carry a password: only `has_password` and an extra with secret fields masked. */
+/**
+ * Replies never carry a password: only `has_password`, and an extra in which every value is
+ * masked unless its field is on NON_SECRET_EXTRA_FIELDS (default-deny; redactConnectionExtra).
+ */
 const connectionSchema = {
   type: 'object',
   properties: {
@@ -385,7 +388,8 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/connections/:id',
     {
       schema: {
-        summary: 'One Connection (password never included; secret extra fields masked)',
+        summary:
+          'One Connection (password never included; extra values masked but for a few non-secret fields)',
         response: { 200: connectionSchema, ...stdErrors },
       },
     },
