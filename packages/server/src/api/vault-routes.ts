@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import {
+  assertJsonDepth,
   checkConnectionStructure,
   formatConnectionUri,
   isSensitiveKey,
@@ -116,7 +117,10 @@ export function connectionFromBody(body: ConnectionBody): Connection {
     );
   }
   if (body.uri !== undefined) return parseConnectionUri(body.uri);
-  if (body.json !== undefined) return parseConnectionJson(body.json);
+  if (body.json !== undefined) {
+    assertJsonDepth(body.json, 'the connection JSON');
+    return parseConnectionJson(body.json);
+  }
   const c = body.connection!;
   return {
     conn_type: c.conn_type,
