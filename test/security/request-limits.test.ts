@@ -88,6 +88,25 @@ describe('JSON nested deeper than the limit is refused with 400, not a 500', () 
   });
 });
 
+describe('the CLI refuses JSON nested deeper than the server takes', () => {
+  it.each([
+    { flag: '--conf', args: ['runs', 'trigger', 'some_dag', '--conf'] },
+    { flag: '--extra', args: ['connections', 'set', 'c1', '--conn-type', 'generic', '--extra'] },
+  ])('$flag nested 10,000 deep exits 2 with the limit, not a stack overflow', async ({ args }) => {
+    const r = await cli([
+      ...args,
+      nestedText(10_000),
+      '--url',
+      'http://127.0.0.1:9',
+      '--token',
+      'x',
+    ]);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('more than 64 deep');
+    expect(r.stderr).not.toContain('call stack');
+  });
+});
+
 describe('the REST server closes a request whose body trickles in', () => {
   let h: ApiHarness;
   let token: string;
