@@ -29,6 +29,35 @@ export interface ClientOptions {
 
 export const DEFAULT_URL = 'http://127.0.0.1:8080';
 
+/** The error code under a failed fetch (undici puts the socket error in `cause`). */
+function causeCode(err: unknown): string | undefined {
+  let e: unknown = err;
+  for (let i = 0; i < 4 && e && typeof e === 'object'; i++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+const CONNECT_FAILURES = new Set([
+  'ECONNREFUSED',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'EHOSTDOWN',
+  'ETIMEDOUT',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'ERR_INVALID_URL',
+]);
+
+/** True when the request never reached a server (nothing listening, no route, no name). */
+function isConnectFailure(err: unknown): boolean {
+  const code = causeCode(err);
+  return code === undefined || CONNECT_FAILURES.has(code);
+}
+
 /**
  * Thin REST client. URL order: --url, LEOFLOW_URL, the selected profile's url, then
  * http://127.0.0.1:8080. Token order: --token, LEOFLOW_TOKEN, the profile's token, then the admin
@@ -95,8 +124,16 @@ export class ApiClient {
         },
         ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       });
-    } catch {
-      throw new CliError(this.unreachableMessage(), 1, 'LF_UNREACHABLE');
+    } catch (err) {
+      // Never reached the server vs. reached it and had the connection cut mid-request (a server
+      // that refuses an oversized body closes the connection before reading it all).
+      if (isConnectFailure(err)) throw new CliError(this.unreachableMessage(), 1, 'LF_UNREACHABLE');
+      throw new CliError(
+        `${this.baseUrl} closed the connection during ${method} ${path} (${causeCode(err) ?? 'connection reset'}); ` +
+          'the server is reachable but did not answer this request — a body over its size limit is refused this way',
+        1,
+        'LF_CONNECTION_CLOSED',
+      );
     }
     const text = await res.text();
     let parsed: unknown = undefined;
@@ -109,6 +146,9 @@ export class ApiClient {
       const err = parsed as { code?: string; message?: string } | undefined;
       const code = err?.code ?? `HTTP_${res.status}`;
       const message = err?.message ?? `${method} ${path} failed with HTTP ${res.status}`;
+      if (res.status === 413) {
+        throw new CliError(`refused by the server (413 ${code}): ${message}`, 1, code);
+      }
       throw new CliError(
         res.status === 401 ? this.unauthenticatedMessage(message) : message,
         1,

@@ -9,3 +9,4 @@ export * from './credentials/index.js';
 export * from './config/index.js';
 export * from './variables/index.js';
 export * from './rbac/index.js';
+export * from './limits/index.js';

@@ -311,7 +311,8 @@ export async function loadDagsFolder(
   const loaded: string[] = [];
   const failed: string[] = [];
   for (const dir of findDagFolders(folder)) {
-    const result = compileDagFolder(dir);
+    // A DAG folder symlinked to somewhere outside the dags folder is refused like a script is.
+    const result = compileDagFolder(dir, { within: folder });
     if (!result.ok) {
       failed.push(dir);
       logger.error(

@@ -1,7 +1,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Command } from 'commander';
-import { fromAirflowEnv, parseAirflowConnectionsExport, type Connection } from '@leoflow/core';
+import {
+  fromAirflowEnv,
+  jsonNestingDepth,
+  MAX_JSON_DEPTH,
+  parseAirflowConnectionsExport,
+  type Connection,
+} from '@leoflow/core';
 import { stringify } from 'yaml';
 import { ApiClient, CliError } from '../client.js';
 import { globalOpts } from '../global-options.js';
@@ -47,6 +53,13 @@ function bodyFromFlags(f: SetFlags): Record<string, unknown> {
   if (f.json !== undefined) return { json: f.json, ...description };
   let extra: unknown = null;
   if (f.extra !== undefined) {
+    if (jsonNestingDepth(f.extra) > MAX_JSON_DEPTH) {
+      throw new CliError(
+        `--extra nests objects/arrays more than ${MAX_JSON_DEPTH} deep; the server refuses it`,
+        2,
+        'LF_JSON_TOO_DEEP',
+      );
+    }
     try {
       extra = JSON.parse(f.extra);
     } catch {
@@ -112,7 +125,7 @@ export function registerConnections(program: Command): void {
   conns
     .command('get <conn_id>')
     .description(
-      'show a connection (never its password; secret extra fields masked); --reveal shows all (admin; audited)',
+      'show a connection (never its password; extra values masked but for a few non-secret fields); --reveal shows all (admin; audited)',
     )
     .option('--reveal', 'include the password and secret extras (admin only; audited)')
     .action(async (id: string, flags: { reveal?: boolean }, cmd: Command) => {

@@ -2,7 +2,9 @@ import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import {
+  DAG_ERROR_CODES,
   declaredUnion,
+  MAX_REST_BODY_BYTES,
   formatDiagnostic,
   type CompileDiagnostic,
   type DagSpec,
@@ -39,6 +41,9 @@ function compileOrFail(
         process.stderr.write(`${formatDiagnostic(d)}\n`);
       process.stderr.write(`${result.errors.length} error(s); nothing written\n`);
     }
+    // A file over the size limit is a usage error (exit 2): it was refused before being read.
+    const tooLarge = result.errors.find((e) => e.code === DAG_ERROR_CODES.FILE_TOO_LARGE);
+    if (tooLarge) throw new CliError('', 2, tooLarge.code);
     throw new CliError('', 1, 'LF_DAG_INVALID');
   }
   if (format !== 'json')
@@ -123,6 +128,15 @@ export function registerDags(program: Command): void {
       const g = globalOpts(cmd);
       const format = parseOutput(g.output);
       const { spec } = compileOrFail(dir, format);
+      // Checked here, not discovered as a refused upload: the server takes no larger body.
+      const bytes = Buffer.byteLength(JSON.stringify(spec));
+      if (bytes > MAX_REST_BODY_BYTES) {
+        throw new CliError(
+          `the compiled DAG is ${bytes} bytes, over the server's ${MAX_REST_BODY_BYTES} byte (8 MiB) request limit; make its scripts smaller`,
+          2,
+          'LF_DAG_TOO_LARGE',
+        );
+      }
       const res = await new ApiClient(g).request<{
         dag_id: string;
         version: number;

@@ -1,4 +1,5 @@
 import type { Command } from 'commander';
+import { jsonNestingDepth, MAX_JSON_DEPTH } from '@leoflow/core';
 import { ApiClient, CliError } from '../client.js';
 import { globalOpts } from '../global-options.js';
 import { parseOutput, print, renderTable, type OutputFormat } from '../output.js';
@@ -59,6 +60,13 @@ export function registerRuns(program: Command): void {
         const format = parseOutput(g.output);
         let conf: unknown;
         if (flags.conf !== undefined) {
+          if (jsonNestingDepth(flags.conf) > MAX_JSON_DEPTH) {
+            throw new CliError(
+              `--conf nests objects/arrays more than ${MAX_JSON_DEPTH} deep; the server refuses it`,
+              2,
+              'LF_JSON_TOO_DEEP',
+            );
+          }
           try {
             conf = JSON.parse(flags.conf);
           } catch {

@@ -21,6 +21,8 @@ export {
   redactConnectionExtra,
   redactConnection,
   DEFAULT_SENSITIVE_FIELDS,
+  isNonSecretExtraField,
+  NON_SECRET_EXTRA_FIELDS,
   MASK,
 } from './masking.js';
 export {

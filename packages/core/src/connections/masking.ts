@@ -54,49 +54,66 @@ export function isSensitiveKey(name: string, extraSensitiveNames: readonly strin
   return false;
 }
 
-// Deeper than any real extra; a cyclic or absurdly deep value is masked whole (fail closed).
-const MAX_DEPTH = 64;
-
 /**
- * A deep copy of a connection's extra for API replies: the value of every sensitive-named key,
- * at any depth and inside lists, becomes `***` whatever its type (a numeric PIN is still a
- * secret); a null value stays null, since "not set" reveals nothing. The input is not modified.
+ * The extra fields whose values are shown to users without the reveal permission: a short list
+ * of settings that are never secret. Every other extra value is masked (default-deny) — a
+ * secret under a name no list foresaw (`pwd`, `jwt`, `credentials`, `session_key`, `role_arn`…)
+ * is hidden all the same. Matched on the whole name, case-insensitively, with runs of non-word
+ * characters read as `_` (so `Region-Name` is `region_name`, but `project_secret` is not
+ * `project`). docs/connections.md lists them.
  */
-export function redactConnectionExtra(
-  extra: Record<string, unknown>,
-  extraSensitiveNames: readonly string[] = [],
-): Record<string, unknown> {
-  return redactObject(extra, extraSensitiveNames, 0);
+export const NON_SECRET_EXTRA_FIELDS: readonly string[] = Object.freeze([
+  'charset',
+  'connect_timeout',
+  'location',
+  'num_retries',
+  'project',
+  'project_id',
+  'region',
+  'region_name',
+  'scope',
+  'sslmode',
+  'timeout',
+  'use_ssl',
+  'verify',
+]);
+
+const SHOWN = new Set(NON_SECRET_EXTRA_FIELDS);
+
+/** True when an extra field of this name may be shown without reveal (NON_SECRET_EXTRA_FIELDS). */
+export function isNonSecretExtraField(name: string): boolean {
+  if (typeof name !== 'string') return false;
+  const normalized = name
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}_]+/gu, '_');
+  return SHOWN.has(normalized);
 }
 
-function redactObject(
-  obj: Record<string, unknown>,
-  names: readonly string[],
-  depth: number,
-): Record<string, unknown> {
+/**
+ * A copy of a connection's extra for users without reveal, default-deny: a field keeps its value
+ * only when its name is on NON_SECRET_EXTRA_FIELDS and the value is a string, number or boolean.
+ * Every other value becomes `***` whatever its type — an object or list is masked whole, keys and
+ * all, even under a listed name, so nothing nested ever shows. A null stays null ("not set"
+ * reveals nothing). The field names of the top level stay visible; the input is not modified.
+ */
+export function redactConnectionExtra(extra: Record<string, unknown>): Record<string, unknown> {
   return Object.fromEntries(
-    Object.entries(obj).map(([k, v]): [string, unknown] => [
-      k,
-      isSensitiveKey(k, names) ? (v === null ? null : MASK) : redactValue(v, names, depth + 1),
-    ]),
+    Object.entries(extra).map(([k, v]): [string, unknown] => [k, shownValue(k, v)]),
   );
 }
 
-function redactValue(v: unknown, names: readonly string[], depth: number): unknown {
-  if (typeof v !== 'object' || v === null) return v;
-  if (depth > MAX_DEPTH) return MASK;
-  if (Array.isArray(v)) return v.map((x) => redactValue(x, names, depth + 1));
-  return redactObject(v as Record<string, unknown>, names, depth);
+function shownValue(key: string, v: unknown): unknown {
+  if (v === null) return null;
+  const scalar = typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean';
+  return scalar && isNonSecretExtraField(key) ? v : MASK;
 }
 
 /** A connection safe to show: password `***` when set, extra redacted. */
-export function redactConnection(
-  conn: Connection,
-  extraSensitiveNames: readonly string[] = [],
-): Connection {
+export function redactConnection(conn: Connection): Connection {
   return {
     ...conn,
     password: conn.password === null ? null : MASK,
-    extra: conn.extra === null ? null : redactConnectionExtra(conn.extra, extraSensitiveNames),
+    extra: conn.extra === null ? null : redactConnectionExtra(conn.extra),
   };
 }

@@ -8,6 +8,7 @@ import {
   pathWithin,
   type CompileDiagnostic,
 } from './diagnostics.js';
+import { isLeoflowError } from '../errors/leoflow-error.js';
 import { checkTimezone, normalizeSchedule } from './schedule.js';
 import { checkDagSemantics, suggestId } from './semantic.js';
 import {
@@ -49,7 +50,11 @@ export interface CompileInput {
   fileName: string;
   /** basename of the DAG folder; the default dag_id */
   dirName: string;
-  /** reads a file relative to the DAG folder; undefined when it does not exist */
+  /**
+   * reads a file relative to the DAG folder; undefined when it does not exist. It may refuse a
+   * file by throwing a LeoflowError coded LF_DAG_FILE_OUTSIDE_FOLDER / _TOO_LARGE / _NOT_REGULAR,
+   * which becomes that diagnostic.
+   */
   readScript: (relPath: string) => string | undefined;
 }
 
@@ -1121,6 +1126,12 @@ class Compiler {
     try {
       content = this.input.readScript(normalized.path);
     } catch (e) {
+      // The reader refused the file (outside the folder, too large, not a regular file): its
+      // code and message (relative path and limit only) are the diagnostic.
+      if (isLeoflowError(e) && FILE_REFUSALS.has(e.code)) {
+        this.error(e.code, raw, path, e.message, FILE_REFUSAL_HINT[e.code] ?? '');
+        return '';
+      }
       failure = `: ${e instanceof Error ? e.message : String(e)}`;
     }
     if (content === undefined) {
@@ -1145,6 +1156,20 @@ class Compiler {
     return content;
   }
 }
+
+const FILE_REFUSALS: ReadonlySet<string> = new Set([
+  C.FILE_OUTSIDE_FOLDER,
+  C.FILE_TOO_LARGE,
+  C.FILE_NOT_REGULAR,
+]);
+
+const FILE_REFUSAL_HINT: Record<string, string> = {
+  [C.FILE_OUTSIDE_FOLDER]:
+    'copy the file into the DAG folder instead of linking to it; DAG files are read only from inside the folder',
+  [C.FILE_TOO_LARGE]:
+    'keep scripts small: ship large code or data with the task image or fetch it at run time',
+  [C.FILE_NOT_REGULAR]: 'point script: at a regular file inside the DAG folder',
+};
 
 function normalizeScriptPath(
   rel: string,

@@ -28,6 +28,15 @@ export const DAG_ERROR_CODES = {
   SCRIPT_NOT_FOUND: 'LF_DAG_SCRIPT_NOT_FOUND',
   /** `script:` is absolute or climbs out of the DAG folder. */
   BAD_SCRIPT_PATH: 'LF_DAG_BAD_SCRIPT_PATH',
+  /**
+   * A DAG file (leoflow.yaml or a `script:`) resolves outside the DAG folder: a symlink, or a
+   * path through a symlinked directory, to a file elsewhere. It is never read.
+   */
+  FILE_OUTSIDE_FOLDER: 'LF_DAG_FILE_OUTSIDE_FOLDER',
+  /** A DAG file is larger than the per-file limit (docs/authoring.md); checked before reading. */
+  FILE_TOO_LARGE: 'LF_DAG_FILE_TOO_LARGE',
+  /** A DAG file is not a regular file (a FIFO, device or directory), or changed while read. */
+  FILE_NOT_REGULAR: 'LF_DAG_FILE_NOT_REGULAR',
   COMMAND_AND_SCRIPT: 'LF_DAG_COMMAND_AND_SCRIPT',
   /** The same name listed twice in tags / depends_on / variables / connections. */
   DUPLICATE_DECLARATION: 'LF_DAG_DUPLICATE_DECLARATION',

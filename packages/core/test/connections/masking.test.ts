@@ -1,7 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import {
   DEFAULT_SENSITIVE_FIELDS,
+  isNonSecretExtraField,
   isSensitiveKey,
+  NON_SECRET_EXTRA_FIELDS,
   redactConnection,
   redactConnectionExtra,
 } from '@leoflow/core';
@@ -81,15 +83,28 @@ describe('redactConnectionExtra', () => {
     headers: [{ Authorization: 'Bearer abc' }],
   };
 
-  it('replaces every sensitive-named value with *** at any depth and inside lists', () => {
+  it('is default-deny: only scalar values of the non-secret fields show, objects and lists are masked whole', () => {
     expect(redactConnectionExtra(extra)).toEqual({
       project: 'p',
       keyfile_dict: '***',
       api_key: '***',
       token: null,
-      nested: { client_secret: '***', region: 'eu', list: [{ password: '***' }, 'plain'] },
-      headers: [{ Authorization: '***' }],
+      nested: '***',
+      headers: '***',
     });
+  });
+
+  it('masks names no sensitive-name list foresaw', () => {
+    const e = { pwd: 'a', jwt: 'b', credentials: 'c', auth: 'd', session_key: 'e', role_arn: 'f' };
+    expect(Object.values(redactConnectionExtra(e))).toEqual(Array(6).fill('***'));
+  });
+
+  it('matches the non-secret list on the whole, normalized name', () => {
+    expect(isNonSecretExtraField('Region-Name')).toBe(true);
+    expect(isNonSecretExtraField(' SSLMODE ')).toBe(true);
+    expect(isNonSecretExtraField('project_secret')).toBe(false);
+    expect(isNonSecretExtraField('my_project')).toBe(false);
+    for (const k of NON_SECRET_EXTRA_FIELDS) expect(isSensitiveKey(k)).toBe(false);
   });
 
   it('returns a deep copy and leaves the input alone', () => {

@@ -1,5 +1,5 @@
 import { describe, expect, it, vi } from 'vitest';
-import { compileDagYaml } from '@leoflow/core';
+import { compileDagYaml, LeoflowError } from '@leoflow/core';
 import { compileText, expectErrors, expectOk } from './helpers.js';
 
 const task = (extra = ''): string => `tasks:\n  - task_id: a\n    command: echo a\n${extra}`;
@@ -386,6 +386,23 @@ describe('tasks', () => {
       { code: 'LF_DAG_SCRIPT_NOT_FOUND', message: expect.stringMatching(/EACCES/) },
     ]);
   });
+
+  it.each(['LF_DAG_FILE_OUTSIDE_FOLDER', 'LF_DAG_FILE_TOO_LARGE', 'LF_DAG_FILE_NOT_REGULAR'])(
+    'a readScript refusing the file with %s reports that code and its message',
+    (code) => {
+      const r = compileDagYaml({
+        text: 'tasks:\n  - task_id: a\n    script: x.sh\n',
+        fileName: 'leoflow.yaml',
+        dirName: 'x',
+        readScript: () => {
+          throw new LeoflowError(code, '"x.sh" refused');
+        },
+      });
+      expect(expectErrors(r).errors).toMatchObject([
+        { code, message: '"x.sh" refused', path: 'tasks[0].script' },
+      ]);
+    },
+  );
 
   it('an empty command or script is an error', () => {
     expect(

@@ -404,6 +404,15 @@ it('every documented code is produced by at least one fixture on disk', () => {
   for (const list of [...Object.values(BAD), ...Object.values(WARN)])
     for (const e of list) seen.add(e.code);
   seen.add('LF_YAML_WARNING'); // yaml_custom_tag, asserted separately above
+  // Refusals of the folder reader (server/dags/compile-folder.ts), which the in-memory reader of
+  // these fixtures cannot produce: asserted in packages/server/test/dags/compile-folder.test.ts
+  // and test/security/dag-symlinks.test.ts.
+  for (const code of [
+    'LF_DAG_FILE_OUTSIDE_FOLDER',
+    'LF_DAG_FILE_TOO_LARGE',
+    'LF_DAG_FILE_NOT_REGULAR',
+  ])
+    seen.add(code);
   expect([...seen].sort()).toEqual(Object.values(DAG_ERROR_CODES).sort());
 });
 

@@ -1,5 +1,11 @@
 import Fastify, { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
-import { isLeoflowError, isPermission, type Clock } from '@leoflow/core';
+import {
+  assertJsonDepth,
+  isLeoflowError,
+  isPermission,
+  MAX_REST_BODY_BYTES,
+  type Clock,
+} from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { ApiTokens } from '../auth/api-tokens.js';
 import type { UserPrincipal } from '../auth/user-token.js';
@@ -36,7 +42,19 @@ export interface ApiDeps {
   onChange: () => void;
   /** tests: observe every reply (e.g. to validate it against the OpenAPI document) */
   onReply?: (r: { method: string; url: string; status: number; body: string }) => void;
+  /** request and idle timeouts (defaults: REST_TIMEOUTS) */
+  timeouts?: Partial<RestTimeouts>;
 }
+
+export interface RestTimeouts {
+  /** the whole request — headers and body — must arrive within this (slow-body senders) */
+  requestMs: number;
+  /** a connection with no bytes in either direction for this long is closed */
+  idleMs: number;
+}
+
+/** Defaults of the REST server's timeouts (docs/api.md). */
+export const REST_TIMEOUTS: RestTimeouts = { requestMs: 30_000, idleMs: 60_000 };
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -83,14 +101,38 @@ const UNAUTHENTICATED = {
 export function buildApi(deps: ApiDeps) {
   const { scopes, tokens } = deps;
   const authz: AuthzContext = { platformTenantId: deps.platformTenantId };
+  const timeouts = { ...REST_TIMEOUTS, ...deps.timeouts };
   const app = Fastify({
     loggerInstance: deps.logger.child({ component: 'api' }),
     // Per-request access logs would drown the scheduler's lines in a one-process Lite.
     logController: new LogController({ disableRequestLogging: true }),
-    bodyLimit: 8 * 1024 * 1024,
+    bodyLimit: MAX_REST_BODY_BYTES,
+    // A body trickled a byte at a time is cut off when the whole request has not arrived within
+    // requestMs; Node checks pending requests every connectionsCheckingInterval.
+    requestTimeout: timeouts.requestMs,
+    connectionTimeout: timeouts.idleMs,
+    http: {
+      headersTimeout: timeouts.requestMs,
+      connectionsCheckingInterval: Math.max(50, Math.min(1_000, timeouts.requestMs / 4)),
+    },
     // HEAD twins would be routes without a decision in the permission table.
     exposeHeadRoutes: false,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', allErrors: true } },
+  });
+
+  // JSON bodies nested deeper than MAX_JSON_DEPTH are refused (400 LF_JSON_TOO_DEEP) before they
+  // are parsed: a recursive walk of one (validation, JSON.stringify) would overflow the stack.
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
+    const text = typeof body === 'string' ? body : body.toString('utf8');
+    try {
+      assertJsonDepth(text, 'the request body');
+    } catch (err) {
+      done(err as Error, undefined);
+      return;
+    }
+    void parseJson(req, text, done);
   });
 
   app.decorateRequest('principal', null as unknown as UserPrincipal);
@@ -159,6 +201,13 @@ export function buildApi(deps: ApiDeps) {
         code: 'LF_BAD_REQUEST',
         message: `invalid request: ${e.message}`,
         details: { validation: e.validation },
+      });
+    }
+    if (e.statusCode === 413) {
+      return reply.status(413).send({
+        code: 'LF_BODY_TOO_LARGE',
+        message: `the request body is over the ${MAX_REST_BODY_BYTES} byte (8 MiB) limit`,
+        details: { limit_bytes: MAX_REST_BODY_BYTES },
       });
     }
     if (e.statusCode && e.statusCode < 500) {

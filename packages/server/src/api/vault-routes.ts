@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import {
+  assertJsonDepth,
   checkConnectionStructure,
   formatConnectionUri,
   isSensitiveKey,
@@ -33,7 +34,10 @@ const variableSchema = {
   },
 } as const;
 
-/** Replies never carry a password: only `has_password` and an extra with secret fields masked. */
+/**
+ * Replies never carry a password: only `has_password`, and an extra in which every value is
+ * masked unless its field is on NON_SECRET_EXTRA_FIELDS (default-deny; redactConnectionExtra).
+ */
 const connectionSchema = {
   type: 'object',
   properties: {
@@ -113,7 +117,10 @@ export function connectionFromBody(body: ConnectionBody): Connection {
     );
   }
   if (body.uri !== undefined) return parseConnectionUri(body.uri);
-  if (body.json !== undefined) return parseConnectionJson(body.json);
+  if (body.json !== undefined) {
+    assertJsonDepth(body.json, 'the connection JSON');
+    return parseConnectionJson(body.json);
+  }
   const c = body.connection!;
   return {
     conn_type: c.conn_type,
@@ -385,7 +392,8 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
     '/api/v1/connections/:id',
     {
       schema: {
-        summary: 'One Connection (password never included; secret extra fields masked)',
+        summary:
+          'One Connection (password never included; extra values masked but for a few non-secret fields)',
         response: { 200: connectionSchema, ...stdErrors },
       },
     },

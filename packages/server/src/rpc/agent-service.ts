@@ -256,7 +256,11 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           rejectionReason: 'payload_too_large',
         });
       }
-      const key = req.key || 'return_value';
+      // The key is required: an empty one is a malformed request, not a default.
+      if (req.key === '') {
+        throw new ConnectError('PushXCom needs a key (e.g. "return_value")', Code.InvalidArgument);
+      }
+      const key = req.key;
       if (!XCOM_KEY.test(key)) {
         return create(PushXComResponseSchema, { accepted: false, rejectionReason: 'invalid_key' });
       }

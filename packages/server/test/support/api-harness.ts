@@ -16,7 +16,7 @@ import { loadKeyring, VaultService } from '../../src/vault/index.js';
 import { postgresTestUrl } from './databases.js';
 import { RecordingExecutor, T0 } from './harness.js';
 import { spec, task } from './spec-builders.js';
-import { buildRestApi } from '../../src/tenancy/rest-api.js';
+import { buildRestApi, type RestApiDeps } from '../../src/tenancy/rest-api.js';
 
 export const PLATFORM_TENANT = 'default';
 
@@ -63,7 +63,10 @@ export interface ApiHarness {
  * The real REST API over a real store (SQLite file or a fresh PostgreSQL schema), real vault
  * keyring file, real signing keyring and real token records; only the executor is a recorder.
  */
-export async function createApiHarness(dialect: 'sqlite' | 'postgres'): Promise<ApiHarness> {
+export async function createApiHarness(
+  dialect: 'sqlite' | 'postgres',
+  opts: { timeouts?: RestApiDeps['timeouts'] } = {},
+): Promise<ApiHarness> {
   const dir = mkdtempSync(join(tmpdir(), 'leoflow-api-'));
   const pgSchema = `lf_api_${process.pid}_${randomBytes(4).toString('hex')}`;
   const store =
@@ -102,6 +105,7 @@ export async function createApiHarness(dialect: 'sqlite' | 'postgres'): Promise<
     version: '0.0.0-test',
     onChange: () => undefined,
     onReply: (r) => replies.push(r),
+    ...(opts.timeouts ? { timeouts: opts.timeouts } : {}),
   });
   await app.ready();
 
