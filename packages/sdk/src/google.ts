@@ -136,10 +136,12 @@ export async function resolveGoogleConnection(
   opts: GoogleAuthOptionsLeoflow = {},
 ): Promise<ResolvedGoogleConnection> {
   const conn = getConnection(connId, opts.env === undefined ? {} : { env: opts.env });
-  if (normalizeConnType(conn.conn_type) !== GCP_CONN_TYPE) {
+  if (conn.conn_type === null || normalizeConnType(conn.conn_type) !== GCP_CONN_TYPE) {
     throw gcpError(
       'LF_SDK_GCP_CONN_TYPE',
-      `connection "${connId}" has conn_type "${conn.conn_type}", not ${GCP_CONN_TYPE}`,
+      conn.conn_type === null
+        ? `connection "${connId}" has no conn_type; set it to ${GCP_CONN_TYPE}`
+        : `connection "${connId}" has conn_type "${conn.conn_type}", not ${GCP_CONN_TYPE}`,
     );
   }
   const fields = resolveGcpConnectionFields(conn.extra);

@@ -229,6 +229,52 @@ export function pyJsonToJs(node: PyJson): unknown {
   }
 }
 
+/** Thrown by jsToPyJson for a value JSON cannot carry; `problem` is fixed text. */
+export class NotJsonError extends Error {
+  constructor(readonly problem: string) {
+    super(problem);
+    this.name = 'NotJsonError';
+  }
+}
+
+/**
+ * A JS value as the tree `pyJsonDumps` writes, with `JSON.stringify`'s rules for what is left
+ * out (undefined members) and stricter ones for what JSON cannot carry (NaN, Infinity, BigInt,
+ * functions, cycles): those throw NotJsonError instead of turning into null. A number is written
+ * as Python would write the value it parsed from the same JSON text (an integer, else a float).
+ */
+export function jsToPyJson(value: unknown, depth = 0): PyJson {
+  if (depth > MAX_DEPTH) throw new NotJsonError('nests too deeply (or holds a cycle)');
+  switch (typeof value) {
+    case 'string':
+      return { kind: 'string', value };
+    case 'boolean':
+      return value ? { kind: 'true' } : { kind: 'false' };
+    case 'number':
+      if (!Number.isFinite(value)) throw new NotJsonError('contains NaN or Infinity');
+      return { kind: 'number', lexeme: String(value) };
+    case 'object': {
+      if (value === null) return { kind: 'null' };
+      if (Array.isArray(value)) {
+        return {
+          kind: 'array',
+          items: value.map((v: unknown) =>
+            v === undefined ? { kind: 'null' as const } : jsToPyJson(v, depth + 1),
+          ),
+        };
+      }
+      const entries = new Map<string, PyJsonEntry>();
+      for (const [k, v] of Object.entries(value)) {
+        if (v === undefined) continue;
+        entries.set(k, { value: jsToPyJson(v, depth + 1), line: 0 });
+      }
+      return { kind: 'object', entries };
+    }
+    default:
+      throw new NotJsonError('holds a value JSON cannot carry (a BigInt, function or symbol)');
+  }
+}
+
 /**
  * Python's `json.dumps(value, indent=indent)` with its defaults (ensure_ascii, allow_nan, no
  * key sorting): with an indent the separators are `,` and `: `, without one `, ` and `: `.

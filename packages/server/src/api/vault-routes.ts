@@ -7,6 +7,7 @@ import {
   parseConnectionJson,
   parseConnectionUri,
   redactConnectionExtra,
+  requireConnType,
   type Clock,
   type Connection,
 } from '@leoflow/core';
@@ -113,7 +114,7 @@ export function connectionFromBody(body: ConnectionBody): Connection {
     );
   }
   if (body.uri !== undefined) return parseConnectionUri(body.uri);
-  if (body.json !== undefined) return parseConnectionJson(body.json);
+  if (body.json !== undefined) return requireConnType(parseConnectionJson(body.json));
   const c = body.connection!;
   return {
     conn_type: c.conn_type,
