@@ -34,6 +34,8 @@ export {
   GCP_CONN_TYPE,
   GCP_LEGACY_PREFIX,
   GCP_CREDENTIAL_ORDER,
+  GCP_DEFAULT_NUM_RETRIES,
+  GCP_BARE_SECRET_NAME,
   type GcpConnectionFields,
   type GcpCredentialSource,
 } from './gcp.js';
