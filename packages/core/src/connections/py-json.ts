@@ -237,38 +237,43 @@ export class NotJsonError extends Error {
   }
 }
 
+/** Printable ASCII without `"` and `\\`: written as is by Python's ensure_ascii encoder. */
+const PLAIN_ASCII = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
 /**
- * A JS value as the tree `pyJsonDumps` writes, with `JSON.stringify`'s rules for what is left
- * out (undefined members) and stricter ones for what JSON cannot carry (NaN, Infinity, BigInt,
+ * Python's `json.dumps(value)` (default separators `", "` and `": "`, ensure_ascii) of a JS
+ * value, with `JSON.stringify`'s rules for what is left out (undefined members; `null` for an
+ * undefined array item) and stricter ones for what JSON cannot carry (NaN, Infinity, BigInt,
  * functions, cycles): those throw NotJsonError instead of turning into null. A number is written
- * as Python would write the value it parsed from the same JSON text (an integer, else a float).
+ * as Python writes the value it parses from the same JSON text (an integer, else a float).
+ * Written directly, without an intermediate tree: it is on the secret-delivery path.
  */
-export function jsToPyJson(value: unknown, depth = 0): PyJson {
+export function pyJsonDumpsJs(value: unknown, depth = 0): string {
   if (depth > MAX_DEPTH) throw new NotJsonError('nests too deeply (or holds a cycle)');
   switch (typeof value) {
     case 'string':
-      return { kind: 'string', value };
+      return PLAIN_ASCII.test(value) ? `"${value}"` : pyJsonString(value);
     case 'boolean':
-      return value ? { kind: 'true' } : { kind: 'false' };
+      return value ? 'true' : 'false';
     case 'number':
       if (!Number.isFinite(value)) throw new NotJsonError('contains NaN or Infinity');
-      return { kind: 'number', lexeme: String(value) };
+      return Number.isSafeInteger(value) ? String(value) : pyNumber(String(value));
     case 'object': {
-      if (value === null) return { kind: 'null' };
+      if (value === null) return 'null';
       if (Array.isArray(value)) {
-        return {
-          kind: 'array',
-          items: value.map((v: unknown) =>
-            v === undefined ? { kind: 'null' as const } : jsToPyJson(v, depth + 1),
-          ),
-        };
+        if (value.length === 0) return '[]';
+        const items = (value as unknown[]).map((v) =>
+          v === undefined ? 'null' : pyJsonDumpsJs(v, depth + 1),
+        );
+        return `[${items.join(', ')}]`;
       }
-      const entries = new Map<string, PyJsonEntry>();
+      let out = '';
       for (const [k, v] of Object.entries(value)) {
         if (v === undefined) continue;
-        entries.set(k, { value: jsToPyJson(v, depth + 1), line: 0 });
+        const key = PLAIN_ASCII.test(k) ? `"${k}"` : pyJsonString(k);
+        out += `${out === '' ? '' : ', '}${key}: ${pyJsonDumpsJs(v, depth + 1)}`;
       }
-      return { kind: 'object', entries };
+      return `{${out}}`;
     }
     default:
       throw new NotJsonError('holds a value JSON cannot carry (a BigInt, function or symbol)');

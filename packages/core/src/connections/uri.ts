@@ -1,6 +1,6 @@
 import type { Connection } from './connection.js';
 import { formatError, uriError } from './errors.js';
-import { jsToPyJson, NotJsonError, pyJsonDumps } from './py-json.js';
+import { NotJsonError, pyJsonDumpsJs } from './py-json.js';
 import {
   decodeQueryPart,
   decodeStrict,
@@ -353,7 +353,7 @@ function formatExtra(extra: Record<string, unknown>): string {
   // (", " and ": "), \uXXXX for everything outside printable ASCII, "+" for spaces.
   let json: string;
   try {
-    json = pyJsonDumps(jsToPyJson(extra));
+    json = pyJsonDumpsJs(extra);
   } catch (e) {
     if (e instanceof NotJsonError) throw formatError(`extra ${e.problem}`);
     throw e;
