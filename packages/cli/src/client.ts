@@ -59,16 +59,41 @@ function isConnectFailure(err: unknown): boolean {
 }
 
 /**
+ * What becomes of the admin token a local standalone wrote (`<data dir>/admin.token`) when no
+ * token was given (--token, LEOFLOW_TOKEN, a profile's token):
+ * - `send`: the URL is loopback, i.e. this machine's standalone — the token is sent;
+ * - `withhold`: a profile names another machine — no token, the server's 401 says what to do;
+ * - `refuse`: --url / LEOFLOW_URL names another machine and the file exists — the request is
+ *   refused before any network I/O, because the user evidently expects to be authenticated and
+ *   the only token at hand is this machine's admin credential.
+ * With no file there is nothing to leak: `withhold` (the request goes out without a token).
+ */
+export type LocalAdminTokenDecision = 'send' | 'withhold' | 'refuse';
+
+export function localAdminTokenDecision(
+  url: string,
+  urlSource: UrlSource,
+  fileExists: boolean,
+): LocalAdminTokenDecision {
+  if (isLoopback(url)) return 'send';
+  if (!fileExists || urlSource === 'profile') return 'withhold';
+  return 'refuse';
+}
+
+/**
  * Thin REST client. URL order: --url, LEOFLOW_URL, the selected profile's url, then
  * http://127.0.0.1:8080. Token order: --token, LEOFLOW_TOKEN, the profile's token, then the admin
  * token a local standalone wrote to its data directory (so `npm start` + `leoflow …` works with no
- * setup). globalOpts() resolves the flags, environment and profile; this class adds the defaults.
+ * setup) — the last only for a loopback URL (localAdminTokenDecision). globalOpts() resolves the
+ * flags, environment and profile; this class adds the defaults.
  */
 export class ApiClient {
   readonly baseUrl: string;
   private readonly token: string | undefined;
   readonly urlSource: UrlSource;
   readonly tokenSource: TokenSource;
+  /** Set when the request must not go out at all (see localAdminTokenDecision). */
+  private readonly refusal: string | undefined;
 
   constructor(private readonly opts: ClientOptions) {
     const envUrl = process.env.LEOFLOW_URL || undefined;
@@ -82,14 +107,26 @@ export class ApiClient {
     } else if (envToken) {
       this.token = envToken;
       this.tokenSource = 'env';
-    } else if (this.urlSource === 'profile' && !isLoopback(this.baseUrl)) {
-      // A profile naming another machine never gets this machine's standalone admin token.
-      this.token = undefined;
-      this.tokenSource = 'none';
     } else {
-      this.token = readLocalAdminToken(opts.dataDir);
+      const file = localAdminTokenFile(opts.dataDir);
+      const decision = localAdminTokenDecision(this.baseUrl, this.urlSource, existsSync(file));
+      // Another machine never gets this machine's standalone admin token.
+      this.token = decision === 'send' ? readLocalAdminToken(opts.dataDir) : undefined;
       this.tokenSource = this.token ? 'file' : 'none';
+      if (decision === 'refuse') this.refusal = this.withheldTokenMessage(file);
     }
+  }
+
+  private withheldTokenMessage(file: string): string {
+    const where =
+      this.urlSource === 'flag' ? '--url' : this.urlSource === 'env' ? 'LEOFLOW_URL' : 'the URL';
+    return (
+      `not sending the local standalone's admin token (${file}) to ${this.baseUrl} (from ${where}): ` +
+      'that is not a loopback address (127.0.0.0/8, ::1, localhost), and the file holds the admin ' +
+      "credential of this machine's standalone, which no other server may see. Nothing was sent. " +
+      `Pass a token for that server: --token <token>, LEOFLOW_TOKEN=<token>, or a profile ` +
+      '(`leoflow config set-profile <name> --url <url> --token-file <file>`, then --profile <name>)'
+    );
   }
 
   /**
@@ -114,6 +151,7 @@ export class ApiClient {
   }
 
   async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    if (this.refusal !== undefined) throw new CliError(this.refusal, 1, 'LF_CLI_TOKEN_WITHHELD');
     let res: Response;
     try {
       res = await fetch(`${this.baseUrl}${path}`, {

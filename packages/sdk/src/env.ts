@@ -4,7 +4,7 @@ import {
   parseConnectionJson,
   parseConnectionUri,
   variableEnvName,
-  type Connection,
+  type AirflowConnection,
 } from '@leoflow/core';
 
 /** Where the SDK reads from; defaults to `process.env`. Tests pass their own. */
@@ -14,9 +14,21 @@ export interface EnvOption {
   env?: Env;
 }
 
-/** A connection as the task received it, plus the id it was looked up by. */
-export interface TaskConnection extends Connection {
+/**
+ * A connection as the task received it, plus the id it was looked up by: the fields Airflow's own
+ * `Connection` gives for the same value (`""` and `null` kept apart; `conn_type` `null` only for
+ * the JSON form without one).
+ */
+export interface TaskConnection extends AirflowConnection {
   conn_id: string;
+}
+
+export interface GetConnectionOptions extends EnvOption {
+  /**
+   * Told about what Airflow accepts but is probably a mistake (a JSON connection without
+   * conn_type). Defaults to a process warning (stderr); the text never holds a value.
+   */
+  warn?: (message: string) => void;
 }
 
 function declareHint(kind: 'connections' | 'variables', name: string): string {
@@ -28,9 +40,10 @@ function declareHint(kind: 'connections' | 'variables', name: string): string {
 
 /**
  * `AIRFLOW_CONN_<ID>` in either Airflow form: a URI, or JSON when the value starts with `{`
- * (Airflow's environment-backend rule). Parsed with the same codec as the server.
+ * (Airflow's environment-backend rule). Parsed with the same codec as the server. An unset or
+ * empty variable is "not found", as in Airflow's environment backend.
  */
-export function getConnection(connId: string, opts: EnvOption = {}): TaskConnection {
+export function getConnection(connId: string, opts: GetConnectionOptions = {}): TaskConnection {
   const env = opts.env ?? process.env;
   const name = connectionEnvName(connId);
   const value = env[name];
@@ -42,8 +55,12 @@ export function getConnection(connId: string, opts: EnvOption = {}): TaskConnect
       { conn_id: connId, env_name: name },
     );
   }
-  const conn = value.trim().startsWith('{')
-    ? parseConnectionJson(value)
+  const warn =
+    opts.warn ??
+    ((m: string) =>
+      process.emitWarning(`connection "${connId}": ${m}`, { code: 'LF_SDK_CONN_TYPE_MISSING' }));
+  const conn: AirflowConnection = value.trim().startsWith('{')
+    ? parseConnectionJson(value, { warn })
     : parseConnectionUri(value);
   return { conn_id: connId, ...conn };
 }

@@ -1,6 +1,8 @@
+import { createPrivateKey } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { GoogleAuth, gaxios, type GoogleAuthOptions, type JWTInput } from 'google-auth-library';
 import {
+  GCP_BARE_SECRET_NAME,
   GCP_CONN_TYPE,
   LeoflowError,
   normalizeConnType,
@@ -27,6 +29,9 @@ export interface GoogleAuthOptionsLeoflow {
   secretManagerEndpoint?: string;
 }
 
+/** The field a key came from, as error messages name it. */
+const KEYFILE_DICT_FIELD = 'keyfile_dict';
+
 /** What the connection resolved to. `credentials` is the service-account key: never log it. */
 export interface ResolvedGoogleConnection {
   connId: string;
@@ -34,7 +39,8 @@ export interface ResolvedGoogleConnection {
   /** Explicit project, else the key's project_id, else null (ADC detects it). */
   projectId: string | null;
   scopes: string[];
-  numRetries: number | null;
+  /** The connection's num_retries; 5 when it is missing, null or empty (the provider's default). */
+  numRetries: number;
   credentials: JWTInput | null;
 }
 
@@ -71,6 +77,17 @@ function checkKey(key: Record<string, unknown>, where: string): JWTInput {
       `${where} is not a service-account key (type is not "service_account")`,
     );
   }
+  // Read the key now, so a bad one fails here naming the field rather than later, inside the
+  // token request, as an OpenSSL error (never shown: it may quote key material).
+  try {
+    createPrivateKey(key['private_key'] as string);
+  } catch {
+    throw gcpError(
+      'LF_SDK_GCP_KEY_INVALID',
+      `${where}: private_key cannot be read as a PEM private key. Paste the key file's ` +
+        'private_key unchanged (real newlines or \\n pairs, with its BEGIN/END PRIVATE KEY lines)',
+    );
+  }
   return key;
 }
 
@@ -88,17 +105,41 @@ export function secretVersionName(name: string): string {
   return /\/versions\/[^/]+$/.test(name) ? name : `${name}/versions/latest`;
 }
 
+/**
+ * A bare secret name is looked up in the ADC project, as the provider does without
+ * key_secret_project_id (which v1 does not support); a missing ADC project is the one error.
+ */
+async function secretResourceName(name: string, adc: GoogleAuth): Promise<string> {
+  if (!GCP_BARE_SECRET_NAME.test(name)) return name;
+  let project: string | null = null;
+  try {
+    project = await adc.getProjectId();
+  } catch {
+    project = null;
+  }
+  if (project === null || project === '') {
+    throw gcpError(
+      'LF_SDK_GCP_SECRET_PROJECT_MISSING',
+      `key_secret_name "${name}" is a bare secret name, which is looked up in the project of the ` +
+        "task's Application Default Credentials — and ADC has no project. Set GOOGLE_CLOUD_PROJECT " +
+        'for the task, or give the full name projects/<project>/secrets/<secret>.',
+    );
+  }
+  return `projects/${project}/secrets/${name}`;
+}
+
 async function fetchSecretKey(
   name: string,
   opts: GoogleAuthOptionsLeoflow,
-  numRetries: number | null,
+  numRetries: number,
 ): Promise<JWTInput> {
   // The secret is read with the task's own identity: Application Default Credentials.
   const adc = new GoogleAuth({
     scopes: [...DEFAULT_GOOGLE_SCOPES],
     clientOptions: transporterOptions(null, numRetries),
   });
-  const url = `${secretManagerBase(opts)}/v1/${secretVersionName(name)}:access`;
+  const resource = await secretResourceName(name, adc);
+  const url = `${secretManagerBase(opts)}/v1/${secretVersionName(resource)}:access`;
   let data: unknown;
   try {
     const res = await adc.request<unknown>({ url, method: 'GET', responseType: 'json' });
@@ -136,16 +177,19 @@ export async function resolveGoogleConnection(
   opts: GoogleAuthOptionsLeoflow = {},
 ): Promise<ResolvedGoogleConnection> {
   const conn = getConnection(connId, opts.env === undefined ? {} : { env: opts.env });
-  if (normalizeConnType(conn.conn_type) !== GCP_CONN_TYPE) {
+  if (conn.conn_type === null || normalizeConnType(conn.conn_type) !== GCP_CONN_TYPE) {
     throw gcpError(
       'LF_SDK_GCP_CONN_TYPE',
-      `connection "${connId}" has conn_type "${conn.conn_type}", not ${GCP_CONN_TYPE}`,
+      conn.conn_type === null
+        ? `connection "${connId}" has no conn_type; set it to ${GCP_CONN_TYPE}`
+        : `connection "${connId}" has conn_type "${conn.conn_type}", not ${GCP_CONN_TYPE}`,
     );
   }
   const fields = resolveGcpConnectionFields(conn.extra);
   let credentials: JWTInput | null = null;
   if (fields.source === 'keyfile_dict' && fields.keyfile_dict !== null) {
-    credentials = checkKey(fields.keyfile_dict, 'keyfile_dict');
+    // The codec has already turned literal "\n" pairs in private_key into newlines.
+    credentials = checkKey(fields.keyfile_dict, KEYFILE_DICT_FIELD);
   } else if (fields.source === 'key_path' && fields.key_path !== null) {
     let text: string;
     try {
@@ -184,10 +228,12 @@ export async function resolveGoogleConnection(
  */
 function transporterOptions(
   tokenUri: string | null,
-  numRetries: number | null,
+  numRetries: number,
 ): NonNullable<GoogleAuthOptions['clientOptions']> {
-  const defaults: gaxios.GaxiosOptions =
-    numRetries === null ? {} : { retry: numRetries > 0, retryConfig: { retry: numRetries } };
+  const defaults: gaxios.GaxiosOptions = {
+    retry: numRetries > 0,
+    retryConfig: { retry: numRetries },
+  };
   const transporter = new gaxios.Gaxios(defaults);
   if (tokenUri !== null && tokenUri !== GOOGLE_TOKEN_URL) {
     const target = new URL(tokenUri);

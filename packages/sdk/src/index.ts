@@ -3,6 +3,7 @@ export {
   getVariable,
   type Env,
   type EnvOption,
+  type GetConnectionOptions,
   type GetVariableOptions,
   type TaskConnection,
 } from './env.js';

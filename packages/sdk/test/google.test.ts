@@ -55,6 +55,10 @@ beforeAll(async () => {
   keyBPath = join(home, 'key.json');
   writeFileSync(keyBPath, JSON.stringify(keyB.keyJson), { mode: 0o600 });
   secretPayloads.set('projects/p/secrets/sa-key/versions/latest', JSON.stringify(keyA.keyJson));
+  secretPayloads.set(
+    'projects/adc-project/secrets/bare-key/versions/latest',
+    JSON.stringify(keyA.keyJson),
+  );
 });
 
 afterAll(async () => {
@@ -162,11 +166,18 @@ describe('T97 legacy extra__google_cloud_platform__ names are a fallback only', 
     expect(r.source).toBe('key_path');
     expect(r.credentials?.client_email).toBe(keyB.keyJson['client_email']);
   });
-  it('legacy key_path is used when key_path is ""', async () => {
-    const r = await resolveGoogleConnection('gcp', {
-      env: env({ key_path: '', extra__google_cloud_platform__key_path: keyBPath }),
-    });
-    expect(r.credentials?.client_email).toBe(keyB.keyJson['client_email']);
+  it('a short field present but "" or null reads as unset: its legacy twin is NOT used', async () => {
+    for (const cleared of ['', null]) {
+      const r = await resolveGoogleConnection('gcp', {
+        env: env({
+          key_path: cleared,
+          extra__google_cloud_platform__key_path: keyBPath,
+          project: cleared,
+          extra__google_cloud_platform__project: 'stale-project',
+        }),
+      });
+      expect([r.source, r.credentials, r.projectId]).toEqual(['adc', null, null]);
+    }
   });
   it('both set and non-empty: the short name wins', async () => {
     const other = join(process.env.HOME!, 'other.json');
@@ -253,6 +264,88 @@ describe('T98 scopes, project and num_retries', () => {
     expect(
       (await resolveGoogleConnection('gcp', { env: env({ num_retries: 2 }) })).numRetries,
     ).toBe(2);
+  });
+});
+
+describe('keys as the Google provider reads them', () => {
+  it('a keyfile_dict whose private_key carries literal "\\n" pairs signs with that key', async () => {
+    const flat = {
+      ...keyA.keyJson,
+      private_key: keyA.keyJson['private_key']!.replace(/\n/g, '\\n'),
+    };
+    expect(flat.private_key).not.toContain('\n');
+    const { body } = await tokenRequestOf({ keyfile_dict: JSON.stringify(flat) });
+    expect(verifiedAssertion(body, keyA.publicKey).payload['iss']).toBe(
+      keyA.keyJson['client_email'],
+    );
+  });
+
+  it('a private_key that still cannot be read fails naming the field, not with an OpenSSL error', async () => {
+    const broken = {
+      ...keyA.keyJson,
+      private_key: '-----BEGIN PRIVATE KEY-----\nMIIEvQ-not-a-key\n-----END PRIVATE KEY-----\n',
+    };
+    let err: unknown;
+    try {
+      await googleAuth('gcp', { env: env({ keyfile_dict: broken }) });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: 'LF_SDK_GCP_KEY_INVALID' });
+    const message = (err as Error).message;
+    expect(message).toMatch(/^keyfile_dict: private_key cannot be read as a PEM private key/);
+    expect(message).not.toMatch(/MIIEvQ|error:|DECODER|asn1|OpenSSL/i);
+    expect(tokens.requests).toHaveLength(0);
+  });
+
+  it('a bare key_secret_name is looked up in the ADC project, as Airflow does', async () => {
+    const r = await resolveGoogleConnection('gcp', { env: env({ key_secret_name: 'bare-key' }) });
+    expect(r.source).toBe('key_secret_name');
+    expect(secrets.requests.map((q) => q.url)).toEqual([
+      '/v1/projects/adc-project/secrets/bare-key/versions/latest:access',
+    ]);
+    expect(r.credentials?.client_email).toBe(keyA.keyJson['client_email']);
+  });
+
+  it('a bare key_secret_name with no ADC project is an error that says so', async () => {
+    const noProject = await startFakeMetadata(null);
+    const saved = process.env.GCE_METADATA_HOST;
+    process.env.GCE_METADATA_HOST = noProject.url.replace('http://', '');
+    try {
+      await expect(
+        resolveGoogleConnection('gcp', { env: env({ key_secret_name: 'bare-key' }) }),
+      ).rejects.toMatchObject({
+        code: 'LF_SDK_GCP_SECRET_PROJECT_MISSING',
+        message: expect.stringMatching(
+          /ADC has no project.*GOOGLE_CLOUD_PROJECT.*projects\/<project>\/secrets/,
+        ),
+      });
+      expect(secrets.requests).toHaveLength(0);
+    } finally {
+      process.env.GCE_METADATA_HOST = saved;
+      await noProject.close();
+    }
+  });
+
+  it('num_retries: 5 when missing, null or empty; an explicit 0 stays 0; a non-number names the field', async () => {
+    for (const v of [undefined, null, '']) {
+      const extra = v === undefined ? {} : { num_retries: v };
+      const r = await resolveGoogleConnection('gcp', { env: env(extra) });
+      expect(r.numRetries).toBe(5);
+      const client = await (
+        await googleAuth('gcp', { env: env({ keyfile_dict: keyA.keyJson, ...extra }) })
+      ).getClient();
+      expect(client.transporter.defaults.retryConfig?.retry).toBe(5);
+    }
+    const zero = await (
+      await googleAuth('gcp', { env: env({ keyfile_dict: keyA.keyJson, num_retries: 0 }) })
+    ).getClient();
+    expect([zero.transporter.defaults.retry, zero.transporter.defaults.retryConfig?.retry]).toEqual(
+      [false, 0],
+    );
+    await expect(
+      resolveGoogleConnection('gcp', { env: env({ num_retries: 'five' }) }),
+    ).rejects.toThrow(/num_retries must be a non-negative integer/);
   });
 });
 

@@ -47,6 +47,59 @@ describe('getConnection reads AIRFLOW_CONN_<ID> with the server codec', () => {
       /AIRFLOW_CONN_WAREHOUSE_DB is not set.*did not declare it in leoflow.yaml.*`connections: \[warehouse_db\]` under the task/,
     );
   });
+  it('keeps None and "" apart as Airflow\'s Connection does (URI and JSON form)', () => {
+    // No path → schema "", empty user before ":" → login "", no "@" → login/password None.
+    expect(getConnection('c', { env: { AIRFLOW_CONN_C: 'http://:pw@Host.Example:80' } })).toEqual({
+      conn_id: 'c',
+      conn_type: 'http',
+      host: 'host.example',
+      login: '',
+      password: 'pw',
+      schema: '',
+      port: 80,
+      extra: null,
+    });
+    expect(getConnection('c', { env: { AIRFLOW_CONN_C: 'http://h' } })).toMatchObject({
+      login: null,
+      password: null,
+      schema: '',
+    });
+    expect(getConnection('c', { env: { AIRFLOW_CONN_C: 'http://u@/db' } })).toMatchObject({
+      host: '',
+      login: 'u',
+      password: null,
+      schema: 'db',
+    });
+    expect(
+      getConnection('c', {
+        env: { AIRFLOW_CONN_C: '{"conn_type": "http", "host": "", "login": null}' },
+      }),
+    ).toMatchObject({ host: '', login: null, schema: null });
+  });
+  it('an empty AIRFLOW_CONN_X is "not found", as in Airflow\'s environment backend', () => {
+    expect(() => getConnection('c', { env: { AIRFLOW_CONN_C: '' } })).toThrow(
+      expect.objectContaining({ code: 'LF_SDK_CONNECTION_MISSING' }),
+    );
+  });
+  it('JSON without conn_type is accepted with the type unset, and warns (never the value)', () => {
+    const warnings: string[] = [];
+    const c = getConnection('c', {
+      env: { AIRFLOW_CONN_C: '{"host": "h", "password": "s3cret"}' },
+      warn: (m) => warnings.push(m),
+    });
+    expect(c).toEqual({
+      conn_id: 'c',
+      conn_type: null,
+      host: 'h',
+      login: null,
+      password: 's3cret',
+      schema: null,
+      port: null,
+      extra: null,
+    });
+    expect(warnings).toEqual([expect.stringMatching(/no conn_type/)]);
+    expect(warnings[0]).not.toContain('s3cret');
+  });
   it('a malformed value raises the codec error without echoing the value', () => {
     let err: unknown;
     try {

@@ -6,6 +6,9 @@ import {
   jsonNestingDepth,
   MAX_JSON_DEPTH,
   parseAirflowConnectionsExport,
+  parseConnectionJson,
+  parseConnectionUri,
+  requireConnType,
   type Connection,
 } from '@leoflow/core';
 import { stringify } from 'yaml';
@@ -31,13 +34,88 @@ interface SetFlags {
   host?: string;
   login?: string;
   password?: string;
+  passwordStdin?: boolean;
+  passwordFile?: string;
   schema?: string;
   port?: string;
   extra?: string;
   description?: string;
 }
 
-function bodyFromFlags(f: SetFlags): Record<string, unknown> {
+const PASSWORD_SOURCES = '--password-stdin, --password-file or --password';
+
+/** One trailing line break (what `echo` and editors add) is not part of the password. */
+function withoutFinalNewline(s: string): string {
+  return s.replace(/\r?\n$/, '');
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of process.stdin) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/**
+ * The password from --password-stdin, --password-file or --password (at most one). The first two
+ * keep it out of argv, where `ps` and shell history would show it.
+ */
+async function passwordFromFlags(f: SetFlags): Promise<string | undefined> {
+  const given = [f.password !== undefined, f.passwordStdin === true, f.passwordFile !== undefined];
+  if (given.filter(Boolean).length > 1) {
+    throw new CliError(`give only one of ${PASSWORD_SOURCES}`, 2, 'LF_USAGE');
+  }
+  let password: string;
+  if (f.passwordFile !== undefined) {
+    try {
+      password = withoutFinalNewline(readFileSync(f.passwordFile, 'utf8'));
+    } catch (err) {
+      throw new CliError(
+        `--password-file ${f.passwordFile} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`,
+        2,
+        'LF_USAGE',
+      );
+    }
+    if (password === '')
+      throw new CliError(`--password-file ${f.passwordFile} is empty`, 2, 'LF_USAGE');
+  } else if (f.passwordStdin === true) {
+    if (process.stdin.isTTY) {
+      throw new CliError(
+        '--password-stdin reads the password from a pipe or file, e.g. printf \'%s\' "$PW" | leoflow connections set …',
+        2,
+        'LF_USAGE',
+      );
+    }
+    password = withoutFinalNewline(await readStdin());
+    if (password === '')
+      throw new CliError('--password-stdin: standard input is empty', 2, 'LF_USAGE');
+  } else if (f.password !== undefined) {
+    process.stderr.write(
+      'warning: --password puts the password in the command line, where ps and shell history show it; ' +
+        'prefer --password-stdin or --password-file\n',
+    );
+    password = f.password;
+  } else {
+    return undefined;
+  }
+  return password;
+}
+
+/**
+ * A URI or JSON connection given with a separate password is parsed here and sent as fields.
+ * It must not carry a password itself: two passwords is a mistake, not a precedence question.
+ */
+function withPassword(conn: Connection, password: string, form: '--uri' | '--json'): Connection {
+  if (conn.password !== null) {
+    throw new CliError(
+      `the ${form} connection already carries a password; remove it from there and keep ${PASSWORD_SOURCES}, or drop the flag`,
+      2,
+      'LF_USAGE',
+    );
+  }
+  return { ...conn, password };
+}
+
+async function bodyFromFlags(f: SetFlags): Promise<Record<string, unknown>> {
   const modes = [f.uri !== undefined, f.json !== undefined, f.connType !== undefined].filter(
     Boolean,
   ).length;
@@ -49,6 +127,17 @@ function bodyFromFlags(f: SetFlags): Record<string, unknown> {
     );
   }
   const description = f.description !== undefined ? { description: f.description } : {};
+  const password = await passwordFromFlags(f);
+  if (password !== undefined && f.uri !== undefined) {
+    return {
+      connection: withPassword(parseConnectionUri(f.uri), password, '--uri'),
+      ...description,
+    };
+  }
+  if (password !== undefined && f.json !== undefined) {
+    const conn = requireConnType(parseConnectionJson(f.json));
+    return { connection: withPassword(conn, password, '--json'), ...description };
+  }
   if (f.uri !== undefined) return { uri: f.uri, ...description };
   if (f.json !== undefined) return { json: f.json, ...description };
   let extra: unknown = null;
@@ -79,7 +168,7 @@ function bodyFromFlags(f: SetFlags): Record<string, unknown> {
       conn_type: f.connType,
       host: f.host ?? null,
       login: f.login ?? null,
-      password: f.password ?? null,
+      password: password ?? null,
       schema: f.schema ?? null,
       port,
       extra,
@@ -105,8 +194,16 @@ export function registerConnections(program: Command): void {
     .option('--host <host>')
     .option('--login <login>')
     .option(
+      '--password-stdin',
+      'read the password from standard input (one trailing newline is dropped); with --conn-type, or with a --uri/--json that has no password',
+    )
+    .option(
+      '--password-file <file>',
+      'read the password from a file (one trailing newline is dropped); like --password-stdin',
+    )
+    .option(
       '--password <password>',
-      'prefer --uri from a file or --json; a flag can show in shell history',
+      'the password in argv, where ps and shell history show it: prefer --password-stdin or --password-file',
     )
     .option('--schema <schema>')
     .option('--port <port>')
@@ -117,7 +214,7 @@ export function registerConnections(program: Command): void {
       const res = await new ApiClient(g).request<Record<string, unknown>>(
         'PUT',
         `/api/v1/connections/${encodeURIComponent(id)}`,
-        bodyFromFlags(flags),
+        await bodyFromFlags(flags),
       );
       print(parseOutput(g.output), res, { rows: [res], columns: COLUMNS });
     });

@@ -14,8 +14,9 @@ import {
  * Reads Airflow's environment secrets: `AIRFLOW_CONN_<ID>` (a URI, or JSON when the value
  * starts with `{`, as Airflow 2.3+ accepts) and `AIRFLOW_VAR_<KEY>` (the raw string). Ids and
  * keys come back lower-cased, the form Airflow's own lookups produce. Names with nothing after
- * the prefix and unset (`undefined`) values are skipped; output is sorted by name so the result
- * does not depend on environment order.
+ * the prefix, unset (`undefined`) values and empty connection values are skipped — Airflow's
+ * environment backend reads `AIRFLOW_CONN_X=` as "not found" (`if value:`); output is sorted by
+ * name so the result does not depend on environment order.
  *
  * Problems are collected and thrown at once as `LF_ENV_IMPORT_INVALID`, naming the variable,
  * never its value.
@@ -35,7 +36,7 @@ export function fromAirflowEnv(env: Record<string, string | undefined>): {
     if (value === undefined) continue;
     if (name.startsWith(CONN_ENV_PREFIX)) {
       const id = name.slice(CONN_ENV_PREFIX.length).toLowerCase();
-      if (id === '') continue;
+      if (id === '' || value === '') continue;
       const issue = (problem: string) => issues.push({ id, line: null, envVar: name, problem });
       if (!isValidConnId(id)) {
         issue(CONN_ID_RULE);
@@ -48,7 +49,7 @@ export function fromAirflowEnv(env: Record<string, string | undefined>): {
       }
       connFrom.set(id, name);
       if (value.trim() === '') {
-        issue('the value is empty');
+        issue('the value is only whitespace');
         continue;
       }
       try {

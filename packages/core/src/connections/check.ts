@@ -122,9 +122,14 @@ function deliveryCheck(conn: Connection): ConnectionCheck {
   } catch (e) {
     return { name, ok: false, message: problemOf(e) };
   }
-  const changed = (Object.keys(back) as (keyof Connection)[]).filter((k) =>
-    k === 'extra' ? JSON.stringify(conn.extra) !== JSON.stringify(back.extra) : conn[k] !== back[k],
-  );
+  // Airflow itself reads an absent host or schema as "": that is no change worth naming.
+  const same = (k: keyof Connection): boolean =>
+    k === 'extra'
+      ? JSON.stringify(conn.extra) === JSON.stringify(back.extra)
+      : k === 'host' || k === 'schema'
+        ? (conn[k] ?? '') === back[k]
+        : conn[k] === back[k];
+  const changed = (Object.keys(back) as (keyof Connection)[]).filter((k) => !same(k));
   return {
     name,
     ok: true,

@@ -27,9 +27,12 @@ export interface GcpConnectionFields {
   project: string | null;
   /** Trimmed, empties dropped; [] means the client library's default scopes. */
   scopes: string[];
-  /** null means the client library's default. */
-  num_retries: number | null;
-  /** Set only when `source` is keyfile_dict: the parsed key. Never log it. */
+  /** 5 when missing, null or empty, as the Google provider's `num_retries`; an explicit 0 stays 0. */
+  num_retries: number;
+  /**
+   * Set only when `source` is keyfile_dict: the parsed key, its `private_key` with literal `\n`
+   * pairs turned into newlines (as the provider does for a key pasted into a form). Never log it.
+   */
   keyfile_dict: Record<string, unknown> | null;
   /** Set only when `source` is key_path. */
   key_path: string | null;
@@ -51,15 +54,22 @@ interface Found {
   key: string;
 }
 
+/** The provider's default `num_retries` (GoogleBaseHook.num_retries). */
+export const GCP_DEFAULT_NUM_RETRIES = 5;
+
 /**
- * The value of a field: each short name in order, then each legacy
- * `extra__google_cloud_platform__<name>`, skipping absent, null and "" values.
+ * The value of a field as the provider's `get_field` reads it: the first short name present
+ * decides — its value, or unset when it is `null` or `""` — and only when no short name is
+ * present at all does the legacy `extra__google_cloud_platform__<name>` count (same rule). So a
+ * field cleared in a form reads as unset; it never revives a stale legacy key.
  */
 export function gcpField(extra: Record<string, unknown>, names: readonly string[]): Found | null {
-  for (const key of [...names, ...names.map((n) => GCP_LEGACY_PREFIX + n)]) {
-    if (!Object.prototype.hasOwnProperty.call(extra, key)) continue;
-    const value = extra[key];
-    if (value !== undefined && value !== null && value !== '') return { value, key };
+  for (const group of [names, names.map((n) => GCP_LEGACY_PREFIX + n)]) {
+    for (const key of group) {
+      if (!Object.prototype.hasOwnProperty.call(extra, key)) continue;
+      const value = extra[key];
+      return value === undefined || value === null || value === '' ? null : { value, key };
+    }
   }
   return null;
 }
@@ -74,6 +84,9 @@ const KEYFILE_REQUIRED = ['type', 'client_email', 'private_key', 'project_id'] a
 const EMAIL = /^[^\s@]{1,128}@[^\s@]{1,128}$/;
 const SECRET_NAME =
   /^projects\/[A-Za-z0-9][A-Za-z0-9.:_-]*\/secrets\/[A-Za-z0-9_-]{1,255}(\/versions\/(latest|[1-9][0-9]*))?$/;
+/** A bare secret id, which the provider looks up in the ADC project. */
+export const GCP_BARE_SECRET_NAME = /^[A-Za-z0-9_-]{1,255}$/;
+const PEM_PRIVATE_KEY = /-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]+-----END [A-Z ]*PRIVATE KEY-----/;
 const SCOPE_URL = /^https?:\/\/[A-Za-z0-9.-]+(:[0-9]+)?(\/\S*)?$/;
 
 /**
@@ -131,7 +144,7 @@ export function analyzeGcpExtra(extra: Record<string, unknown> | string | null):
     source,
     project: null,
     scopes: [],
-    num_retries: null,
+    num_retries: GCP_DEFAULT_NUM_RETRIES,
     keyfile_dict: null,
     key_path: null,
     key_secret_name: null,
@@ -194,18 +207,21 @@ export function analyzeGcpExtra(extra: Record<string, unknown> | string | null):
     } else {
       fields.key_secret_name = v;
       checks.push(
-        SECRET_NAME.test(v)
+        SECRET_NAME.test(v) || GCP_BARE_SECRET_NAME.test(v)
           ? {
               name: 'key_secret_name',
               ok: true,
               message:
-                'key_secret_name set — the task fetches the key from Secret Manager with its own ADC identity at runtime',
+                'key_secret_name set — the task fetches the key from Secret Manager with its own ADC identity at runtime' +
+                (SECRET_NAME.test(v)
+                  ? ''
+                  : ", in the ADC project (the secret's name alone, as Airflow reads it)"),
             }
           : {
               name: 'key_secret_name',
               ok: false,
               message:
-                'key_secret_name must be a Secret Manager resource name: projects/<project>/secrets/<secret>[/versions/<version>] (key_secret_project_id is not supported)',
+                'key_secret_name must be a secret name (letters, digits, "_" and "-"; looked up in the ADC project) or a Secret Manager resource name projects/<project>/secrets/<secret>[/versions/<version>] (key_secret_project_id is not supported)',
             },
       );
     }
@@ -301,6 +317,11 @@ function checkKeyfile(found: Found): { check: GcpCheck; value: Record<string, un
   } else {
     return fail('keyfile_dict must be an object or a JSON string of one', true);
   }
+  // A key pasted into a form often carries "\n" as two characters; the provider turns them into
+  // newlines before reading the key. Done on a copy: the connection itself is not changed.
+  if (typeof key['private_key'] === 'string' && key['private_key'].includes('\\n')) {
+    key = { ...key, private_key: key['private_key'].replace(/\\n/g, '\n') };
+  }
   const missing = KEYFILE_REQUIRED.filter((f) => typeof key[f] !== 'string' || key[f] === '');
   if (missing.length === 1) {
     return {
@@ -325,6 +346,17 @@ function checkKeyfile(found: Found): { check: GcpCheck; value: Record<string, un
         ok: false,
         message:
           'keyfile_dict type is not "service_account"; only service-account keys are supported',
+      },
+      value: key,
+    };
+  }
+  if (!PEM_PRIVATE_KEY.test(key['private_key'] as string)) {
+    return {
+      check: {
+        name,
+        ok: false,
+        message:
+          'keyfile_dict private_key is not a PEM private key (-----BEGIN PRIVATE KEY----- … -----END PRIVATE KEY-----, with newlines or \\n pairs)',
       },
       value: key,
     };
@@ -409,13 +441,20 @@ function parseScopes(found: Found | null): { check: GcpCheck; value: string[] } 
   };
 }
 
-/** A non-negative integer, or a string of digits (Airflow's UI stores strings). */
-function parseNumRetries(found: Found | null): { check: GcpCheck; value: number | null } {
+/**
+ * A non-negative integer, or a string of digits (Airflow's UI stores strings); missing, null, ""
+ * or blank is the provider's default, 5.
+ */
+function parseNumRetries(found: Found | null): { check: GcpCheck; value: number } {
   const name = 'num_retries';
-  if (found === null) {
+  if (found === null || (typeof found.value === 'string' && found.value.trim() === '')) {
     return {
-      check: { name, ok: true, message: "not set: the client library's default" },
-      value: null,
+      check: {
+        name,
+        ok: true,
+        message: `not set: ${GCP_DEFAULT_NUM_RETRIES} (the Google provider's default)`,
+      },
+      value: GCP_DEFAULT_NUM_RETRIES,
     };
   }
   const v = found.value;
@@ -433,7 +472,7 @@ function parseNumRetries(found: Found | null): { check: GcpCheck; value: number 
         hard: true,
         message: `${found.key} must be a non-negative integer`,
       },
-      value: null,
+      value: GCP_DEFAULT_NUM_RETRIES,
     };
   }
   return { check: { name, ok: true, message: String(n) }, value: n };

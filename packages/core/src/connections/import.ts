@@ -1,10 +1,11 @@
 import { isMap, isScalar, LineCounter, parseDocument } from 'yaml';
-import type { Connection } from './connection.js';
+import type { AirflowConnection, Connection } from './connection.js';
 import {
   connectionFromFields,
   CONNECTION_JSON_FIELDS,
   hasFloatPort,
   parseConnectionJson,
+  requireConnType,
 } from './json.js';
 import {
   CONN_ID_RULE,
@@ -115,7 +116,14 @@ function fromEnvFile(text: string, issues: ImportIssue[]): ImportedConnection[] 
 
 /** A string value is a URI, or JSON when it starts with `{` (Airflow's env-backend rule). */
 export function connectionFromString(value: string): Connection {
-  return value.trim().startsWith('{') ? parseConnectionJson(value) : parseConnectionUri(value);
+  return value.trim().startsWith('{')
+    ? storable(parseConnectionJson(value))
+    : parseConnectionUri(value);
+}
+
+/** An import goes to the vault, which needs a type (see requireConnType). */
+function storable(conn: AirflowConnection): Connection {
+  return requireConnType(conn, (p) => new EntryProblem(p));
 }
 
 function fromJsonFile(text: string, issues: ImportIssue[]): ImportedConnection[] {
@@ -284,7 +292,7 @@ function fromObject(id: string, obj: Record<string, unknown>): ImportedConnectio
     delete fields['extra_dejson'];
   }
   const { conn, description } = connectionFromFields(fields, problem, FILE_FIELDS);
-  return withDescription(id, conn, description ?? '');
+  return withDescription(id, storable(conn), description ?? '');
 }
 
 function withDescription(id: string, conn: Connection, description: string): ImportedConnection {

@@ -6,7 +6,13 @@ export {
   normalizeConnType,
   EXTRA_QUERY_KEY,
 } from './uri.js';
-export { parseConnectionJson, CONNECTION_JSON_FIELDS } from './json.js';
+export {
+  parseConnectionJson,
+  CONNECTION_JSON_FIELDS,
+  CONN_TYPE_MISSING_WARNING,
+  requireConnType,
+  type ParseConnectionJsonOptions,
+} from './json.js';
 export { URI_FORMAT, JSON_FORMAT } from './errors.js';
 export { connectionEnvName, CONN_ENV_PREFIX } from './env-name.js';
 export {
@@ -30,6 +36,8 @@ export {
   GCP_CONN_TYPE,
   GCP_LEGACY_PREFIX,
   GCP_CREDENTIAL_ORDER,
+  GCP_DEFAULT_NUM_RETRIES,
+  GCP_BARE_SECRET_NAME,
   type GcpConnectionFields,
   type GcpCredentialSource,
 } from './gcp.js';

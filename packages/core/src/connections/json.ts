@@ -1,4 +1,4 @@
-import type { Connection } from './connection.js';
+import type { AirflowConnection, Connection } from './connection.js';
 import { jsonError } from './errors.js';
 import {
   NonFiniteNumberError,
@@ -23,17 +23,33 @@ export const CONNECTION_JSON_FIELDS = [
 
 /** A connection read from an import source, with Airflow's optional description. */
 export interface ConnectionFields {
-  conn: Connection;
+  conn: AirflowConnection;
   description: string | null;
 }
+
+export interface ParseConnectionJsonOptions {
+  /** Told (fixed text, never a value) about what Airflow accepts but is probably a mistake. */
+  warn?: (message: string) => void;
+}
+
+export const CONN_TYPE_MISSING_WARNING =
+  'the connection JSON has no conn_type; Airflow accepts that (the type is unset), but hooks ' +
+  'and Leoflow\'s vault need one (e.g. "conn_type": "postgres")';
 
 /**
  * Parses Airflow's JSON connection form — what `airflow connections add --conn-json` takes and
  * what an `AIRFLOW_CONN_*` variable may hold since 2.3: `{conn_type, host, login, password,
  * schema, port, extra}` with `extra` an object or a JSON string of one. Throws
  * `LF_CONN_JSON_INVALID`; the message never contains any part of `text`.
+ *
+ * As `Connection.from_json`: a missing `conn_type` leaves the type unset (`null`, with a warning
+ * through `opts.warn`), missing fields are `null`, `""` stays `""` (but a password `""` is `null`,
+ * and an empty `extra` object or string is no extra).
  */
-export function parseConnectionJson(text: string): Connection {
+export function parseConnectionJson(
+  text: string,
+  opts: ParseConnectionJsonOptions = {},
+): AirflowConnection {
   if (typeof text !== 'string') throw jsonError('the input is not a string');
   let node: PyJson;
   try {
@@ -44,7 +60,26 @@ export function parseConnectionJson(text: string): Connection {
   }
   if (node.kind !== 'object') throw jsonError('the JSON is not an object');
   if (hasFloatPort(node)) throw jsonError('port must be an integer');
-  return connectionFromFields(toJs(node) as Record<string, unknown>, (p) => jsonError(p)).conn;
+  const { conn } = connectionFromFields(toJs(node) as Record<string, unknown>, (p) => jsonError(p));
+  if (conn.conn_type === null) opts.warn?.(CONN_TYPE_MISSING_WARNING);
+  return conn;
+}
+
+export const CONN_TYPE_REQUIRED =
+  'conn_type is missing; Airflow reads such a connection from an environment variable, but ' +
+  'its database — like Leoflow\'s vault — needs a type (e.g. "postgres")';
+
+/**
+ * For what goes to the vault, which — like Airflow's metadata database (`conn_type` is NOT NULL
+ * there, so `airflow connections add/import` fail the same way) — needs a type. Throws
+ * `LF_CONN_JSON_INVALID`, or what `fail` builds.
+ */
+export function requireConnType(
+  conn: AirflowConnection,
+  fail: (problem: string) => Error = jsonError,
+): Connection {
+  if (conn.conn_type === null) throw fail(CONN_TYPE_REQUIRED);
+  return { ...conn, conn_type: conn.conn_type };
 }
 
 /** Python's json reads `5432.0` as a float, which Airflow refuses as a port. */
@@ -81,16 +116,21 @@ export function connectionFromFields(
     }
   }
   const connType = obj['conn_type'];
-  if (connType === undefined || connType === null || connType === '') {
-    throw fail('conn_type is missing; every connection needs a type (e.g. "postgres")');
+  // from_json: `if conn_type:` — absent, null or "" leaves the type unset.
+  if (connType !== undefined && connType !== null && typeof connType !== 'string') {
+    throw fail('conn_type must be a string');
   }
-  if (typeof connType !== 'string') throw fail('conn_type must be a string');
+  const password = optionalString(obj['password'], 'password', fail);
   return {
     conn: {
-      conn_type: normalizeConnType(connType),
+      conn_type:
+        connType === undefined || connType === null || connType === ''
+          ? null
+          : normalizeConnType(connType),
       host: optionalString(obj['host'], 'host', fail),
       login: optionalString(obj['login'], 'login', fail),
-      password: optionalString(obj['password'], 'password', fail),
+      // Airflow's password setter ignores a falsy value.
+      password: password === '' ? null : password,
       schema: optionalString(obj['schema'], 'schema', fail),
       port: coercePort(obj['port'], fail),
       extra: coerceExtra(obj['extra'], fail),
@@ -104,7 +144,7 @@ function optionalString(
   field: string,
   fail: (problem: string) => Error,
 ): string | null {
-  if (v === undefined || v === null || v === '') return null;
+  if (v === undefined || v === null) return null;
   if (typeof v !== 'string') throw fail(`${field} must be a string or null (quote it in YAML)`);
   return v;
 }
@@ -127,7 +167,8 @@ function coercePort(v: unknown, fail: (problem: string) => Error): number | null
 
 function coerceExtra(v: unknown, fail: (problem: string) => Error): Record<string, unknown> | null {
   if (v === undefined || v === null || v === '') return null;
-  if (isPlainObject(v)) return v;
+  // from_json: `if extra:` — an empty object is no extra (the string "{}" is kept, as there).
+  if (isPlainObject(v)) return Object.keys(v).length === 0 ? null : v;
   if (typeof v !== 'string') throw fail('extra must be an object or a JSON string of one');
   let node: PyJson;
   try {

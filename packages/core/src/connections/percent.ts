@@ -26,24 +26,48 @@ export function isUnreserved(s: string): boolean {
   return UNRESERVED.test(s);
 }
 
+const ASCII = /^[\u0000-\u007f]*$/;
+
+/** What `quote` (and, with `+` for a space, `quote_plus`) writes for each ASCII code unit. */
+function asciiTable(space: string): readonly string[] {
+  return Array.from({ length: 128 }, (_, c) => {
+    const ch = String.fromCharCode(c);
+    if (UNRESERVED.test(ch)) return ch;
+    if (c === 0x20) return space;
+    return '%' + c.toString(16).toUpperCase().padStart(2, '0');
+  });
+}
+const QUOTE_TABLE = asciiTable('%20');
+const QUOTE_PLUS_TABLE = asciiTable('+');
+
+function quoteWith(s: string, table: readonly string[]): string {
+  // The common case on the secret-delivery path: return the string itself, no allocation.
+  if (UNRESERVED.test(s)) return s;
+  if (ASCII.test(s)) {
+    // One pass, no regex fix-ups: passwords and Python's ensure_ascii JSON are ASCII.
+    let out = '';
+    for (let i = 0; i < s.length; i++) out += table[s.charCodeAt(i)]!;
+    return out;
+  }
+  // encodeURIComponent also leaves ! ' ( ) * alone; Python escapes them.
+  const q = encodeURIComponent(s).replace(
+    /[!'()*]/g,
+    (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase(),
+  );
+  return table === QUOTE_PLUS_TABLE && q.includes('%20') ? q.replace(/%20/g, '+') : q;
+}
+
 /**
  * Python's `quote(s, safe='')`: everything but `A-Z a-z 0-9 _ . - ~` is escaped. The caller
  * guarantees `s` is well formed (encodeURIComponent throws on lone surrogates).
  */
 export function quote(s: string): string {
-  // The common case on the secret-delivery path: return the string itself, no allocation.
-  if (UNRESERVED.test(s)) return s;
-  // encodeURIComponent also leaves ! ' ( ) * alone; Python escapes them.
-  return encodeURIComponent(s).replace(
-    /[!'()*]/g,
-    (c) => '%' + c.charCodeAt(0).toString(16).toUpperCase(),
-  );
+  return quoteWith(s, QUOTE_TABLE);
 }
 
 /** Python's `quote_plus(s, safe='')`, the encoder `urlencode` uses: space becomes `+`. */
 export function quotePlus(s: string): string {
-  const q = quote(s);
-  return q.includes('%20') ? q.replace(/%20/g, '+') : q;
+  return quoteWith(s, QUOTE_PLUS_TABLE);
 }
 
 /**

@@ -229,6 +229,57 @@ export function pyJsonToJs(node: PyJson): unknown {
   }
 }
 
+/** Thrown by jsToPyJson for a value JSON cannot carry; `problem` is fixed text. */
+export class NotJsonError extends Error {
+  constructor(readonly problem: string) {
+    super(problem);
+    this.name = 'NotJsonError';
+  }
+}
+
+/** Printable ASCII without `"` and `\\`: written as is by Python's ensure_ascii encoder. */
+const PLAIN_ASCII = /^[\x20\x21\x23-\x5b\x5d-\x7e]*$/;
+
+/**
+ * Python's `json.dumps(value)` (default separators `", "` and `": "`, ensure_ascii) of a JS
+ * value, with `JSON.stringify`'s rules for what is left out (undefined members; `null` for an
+ * undefined array item) and stricter ones for what JSON cannot carry (NaN, Infinity, BigInt,
+ * functions, cycles): those throw NotJsonError instead of turning into null. A number is written
+ * as Python writes the value it parses from the same JSON text (an integer, else a float).
+ * Written directly, without an intermediate tree: it is on the secret-delivery path.
+ */
+export function pyJsonDumpsJs(value: unknown, depth = 0): string {
+  if (depth > MAX_DEPTH) throw new NotJsonError('nests too deeply (or holds a cycle)');
+  switch (typeof value) {
+    case 'string':
+      return PLAIN_ASCII.test(value) ? `"${value}"` : pyJsonString(value);
+    case 'boolean':
+      return value ? 'true' : 'false';
+    case 'number':
+      if (!Number.isFinite(value)) throw new NotJsonError('contains NaN or Infinity');
+      return Number.isSafeInteger(value) ? String(value) : pyNumber(String(value));
+    case 'object': {
+      if (value === null) return 'null';
+      if (Array.isArray(value)) {
+        if (value.length === 0) return '[]';
+        const items = (value as unknown[]).map((v) =>
+          v === undefined ? 'null' : pyJsonDumpsJs(v, depth + 1),
+        );
+        return `[${items.join(', ')}]`;
+      }
+      let out = '';
+      for (const [k, v] of Object.entries(value)) {
+        if (v === undefined) continue;
+        const key = PLAIN_ASCII.test(k) ? `"${k}"` : pyJsonString(k);
+        out += `${out === '' ? '' : ', '}${key}: ${pyJsonDumpsJs(v, depth + 1)}`;
+      }
+      return `{${out}}`;
+    }
+    default:
+      throw new NotJsonError('holds a value JSON cannot carry (a BigInt, function or symbol)');
+  }
+}
+
 /**
  * Python's `json.dumps(value, indent=indent)` with its defaults (ensure_ascii, allow_nan, no
  * key sorting): with an indent the separators are `,` and `: `, without one `, ` and `: `.

@@ -1,5 +1,6 @@
 import type { Connection } from './connection.js';
 import { formatError, uriError } from './errors.js';
+import { NotJsonError, pyJsonDumpsJs } from './py-json.js';
 import {
   decodeQueryPart,
   decodeStrict,
@@ -17,6 +18,7 @@ const SCHEME_ONLY = /^[a-z][a-z0-9+.-]*$/;
 // A protocol written in front of the host (`http://https://host`), which Airflow 2.x+ folds
 // into the host as `https://host`.
 const HOST_PROTOCOL = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//;
+const PROTOCOL_ONLY = /^[A-Za-z][A-Za-z0-9+.-]*$/;
 
 /**
  * Airflow's `_normalize_conn_type`: `postgresql` → `postgres`, otherwise `-` → `_`. Applied to
@@ -30,15 +32,25 @@ export function normalizeConnType(connType: string): string {
 
 /**
  * What `parseConnectionUri(formatConnectionUri(conn))` returns, for any connection the formatter
- * accepts: the codec's normalisation rules in one place (see docs/connections.md).
+ * accepts: Airflow's `Connection(uri=c.get_uri())` in one place (see docs/connections.md).
  */
 export function normalizeConnection(conn: Connection): Connection {
+  const scheme = conn.conn_type.toLowerCase().replace(/_/g, '-');
+  const { protocol, rest } = splitHostProtocol(conn.host, scheme);
+  const hostBlockEmpty = rest === null || rest === '';
+  // "@" follows a login or password that is not None, and "@:" comes before a port with neither
+  // a host nor a userinfo in front of it; the parser reads a login (maybe "") only after an "@".
+  const at =
+    conn.login !== null || conn.password !== null || (hostBlockEmpty && conn.port !== null);
+  let host = rest === null || rest === '' ? '' : hostAsAirflowReadsIt(rest);
+  if (protocol !== null && host !== '') host = `${protocol.toLowerCase()}://${host}`;
   return {
-    conn_type: normalizeConnType(conn.conn_type.toLowerCase().replace(/_/g, '-')),
-    host: emptyToNull(conn.host),
-    login: emptyToNull(conn.login),
-    password: emptyToNull(conn.password),
-    schema: emptyToNull(conn.schema),
+    conn_type: normalizeConnType(scheme),
+    host,
+    login: at ? (conn.login ?? '') : null,
+    // Airflow's password setter ignores a falsy value, so "" is read back as None.
+    password: at ? emptyToNull(conn.password) : null,
+    schema: conn.schema ?? '',
     port: conn.port,
     extra:
       conn.extra === null
@@ -49,6 +61,38 @@ export function normalizeConnection(conn: Connection): Connection {
 
 function emptyToNull(s: string | null): string | null {
   return s === null || s === '' ? null : s;
+}
+
+/**
+ * Airflow's `get_uri` writes a host `protocol://rest` as `type://protocol://…rest`. Only a
+ * protocol that is a URI scheme is written that way (Airflow would write any text there and
+ * fail to read it back); any other host is percent-encoded whole, which Airflow reads back too
+ * (a host holding "/" keeps its case and is decoded whole).
+ */
+function splitHostProtocol(
+  host: string | null,
+  scheme: string,
+): { protocol: string | null; rest: string | null } {
+  if (host === null) return { protocol: null, rest: null };
+  const i = host.indexOf('://');
+  const protocol = host.slice(0, i);
+  // Airflow's parser removes every "<type>://" from the URI, so a protocol ending in the type
+  // (`http://http://x`) would be read back wrong there: such a host is encoded whole.
+  if (i > 0 && PROTOCOL_ONLY.test(protocol) && !protocol.endsWith(scheme)) {
+    return { protocol: host.slice(0, i), rest: host.slice(i + 3) };
+  }
+  return { protocol: null, rest: host };
+}
+
+/**
+ * The host `Connection(uri=…)` gives for a host written by `quote(host, safe='')`:
+ * `urlsplit().hostname` lower-cases the text before its first `%` (the unreserved prefix of the
+ * host), and a host holding `/` is taken undecoded-then-unquoted from the netloc, case kept.
+ */
+function hostAsAirflowReadsIt(host: string): string {
+  if (host.includes('/')) return host;
+  const m = /^[A-Za-z0-9_.~-]*/.exec(host)![0];
+  return m.toLowerCase() + host.slice(m.length);
 }
 
 /**
@@ -107,8 +151,10 @@ export function parseConnectionUri(uri: string): Connection {
   if (at >= 0) {
     const userinfo = authority.slice(0, at);
     const colon = userinfo.indexOf(':');
+    // urlsplit's username is "" for "@host" and ":pw@host"; Airflow keeps that "".
     login = decodePart(colon < 0 ? userinfo : userinfo.slice(0, colon), 'login');
-    if (colon >= 0) password = decodePart(userinfo.slice(colon + 1), 'password');
+    // Airflow's password setter ignores a falsy value: "user:@host" has password None.
+    if (colon >= 0) password = decodePart(userinfo.slice(colon + 1), 'password') || null;
   }
   const hostport = authority.slice(at + 1);
   let rawHost: string;
@@ -130,16 +176,17 @@ export function parseConnectionUri(uri: string): Connection {
     rawHost = colon < 0 ? hostport : hostport.slice(0, colon);
     rawPort = colon < 0 ? '' : hostport.slice(colon + 1);
   }
-  let host = decodePart(rawHost, 'host');
+  let host = readHost(rawHost);
   // Airflow drops a protocol that has no host after it.
-  if (protocol !== null && host !== null) host = `${protocol}://${host}`;
+  if (protocol !== null && host !== '') host = `${protocol}://${host}`;
 
   return {
     conn_type: connType,
     host,
     login,
     password,
-    schema: path === '' ? null : decodePart(path.slice(1), 'schema'),
+    // `uri_parts.path[1:]`: no path (or "/" alone) is schema "".
+    schema: path === '' ? '' : decodePart(path.slice(1), 'schema'),
     port: parsePort(rawPort),
     extra: query === null ? null : parseQuery(query),
   };
@@ -148,21 +195,34 @@ export function parseConnectionUri(uri: string): Connection {
 function empty(connType: string): Connection {
   return {
     conn_type: connType,
-    host: null,
+    host: '',
     login: null,
     password: null,
-    schema: null,
+    schema: '',
     port: null,
     extra: null,
   };
 }
 
-function decodePart(raw: string, part: string): string | null {
+function decodePart(raw: string, part: string): string {
   const v = decodeStrict(raw);
   if (v === null) {
     throw uriError(`the ${part} has a malformed percent-escape or is not UTF-8 once decoded`);
   }
-  return v === '' ? null : v;
+  return v;
+}
+
+/**
+ * Airflow's `_parse_netloc_to_hostname`: `urlsplit().hostname` lower-cases the raw host up to its
+ * first "%" (the rest, like an IPv6 zone, keeps its case), then it is unquoted; a host that
+ * decodes to something holding "/" (a socket path) is instead the raw text unquoted, case kept.
+ */
+function readHost(raw: string): string {
+  if (raw === '') return '';
+  const pct = raw.indexOf('%');
+  const lowered = pct < 0 ? raw.toLowerCase() : raw.slice(0, pct).toLowerCase() + raw.slice(pct);
+  const host = decodePart(lowered, 'host');
+  return host.includes('/') ? decodePart(raw, 'host') : host;
 }
 
 function parsePort(raw: string): number | null {
@@ -227,24 +287,29 @@ export function formatConnectionUri(conn: Connection): string {
   }
   let uri = `${scheme}://`;
 
-  let authority = '';
-  const login = emptyToNull(conn.login);
-  const password = emptyToNull(conn.password);
-  if (login !== null) authority += encodePart(login, 'login');
-  if (password !== null) authority += ':' + encodePart(password, 'password');
-  if (authority !== '') uri += authority + '@';
+  // A host `protocol://rest` is written `type://protocol://user:pass@rest…`, as get_uri does.
+  const { protocol, rest } = splitHostProtocol(conn.host, scheme);
+  if (protocol !== null) uri += `${protocol}://`;
 
-  // The whole host is encoded, '/' and ':' included, so no host (`a/b`, `::1`, `http://x`) can
-  // be mistaken for a path or a port by any Airflow version's parser.
-  const host = emptyToNull(conn.host);
-  let hostBlock = host === null ? '' : encodePart(host, 'host');
+  // get_uri tests `is not None`: a login "" is written as nothing, a password "" as ":". Unlike
+  // get_uri, a login "" alone still gets its "@" (`type://@host`), which every Airflow reads back
+  // as login "" — get_uri would drop it and the task would see None.
+  const userinfo = conn.login !== null || conn.password !== null;
+  let authority = '';
+  if (conn.login !== null) authority += encodePart(conn.login, 'login');
+  if (conn.password !== null) authority += ':' + encodePart(conn.password, 'password');
+  if (userinfo) uri += authority + '@';
+
+  // The host is encoded whole, '/' and ':' included, so no host (`a/b`, `::1`) can be mistaken
+  // for a path or a port by any Airflow version's parser.
+  let hostBlock = rest === null || rest === '' ? '' : encodePart(rest, 'host');
   if (conn.port !== null) {
     if (!Number.isInteger(conn.port) || conn.port < 0 || conn.port > 65535) {
       throw formatError('port must be an integer in 0-65535');
     }
     // Without host and userinfo, "t://:5432" would read as an empty password, so Airflow
     // writes an empty userinfo first.
-    hostBlock += (hostBlock === '' && authority === '' ? '@:' : ':') + String(conn.port);
+    hostBlock += (hostBlock === '' && !userinfo ? '@:' : ':') + String(conn.port);
   }
   const schema = emptyToNull(conn.schema);
   if (schema !== null) hostBlock += '/' + encodePart(schema, 'schema');
@@ -284,11 +349,14 @@ function formatExtra(extra: Record<string, unknown>): string {
   if (plain) {
     return entries.map(([k, v]) => `${quotePlus(k)}=${quotePlus(v as string)}`).join('&');
   }
+  // Airflow stores the extra as `json.dumps(extra)` text and form-encodes it: Python's separators
+  // (", " and ": "), \uXXXX for everything outside printable ASCII, "+" for spaces.
   let json: string;
   try {
-    json = JSON.stringify(extra);
-  } catch {
-    throw formatError('extra is not JSON-serialisable (a cycle or a BigInt)');
+    json = pyJsonDumpsJs(extra);
+  } catch (e) {
+    if (e instanceof NotJsonError) throw formatError(`extra ${e.problem}`);
+    throw e;
   }
   return `${EXTRA_QUERY_KEY}=${quotePlus(json)}`;
 }

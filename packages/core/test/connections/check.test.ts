@@ -70,7 +70,13 @@ describe('checkConnectionStructure', () => {
     const r = checkConnectionStructure(conn({ conn_type: 'My-Type', host: '' }));
     const uri = r.checks.find((c) => c.name === 'uri')!;
     expect(uri.ok).toBe(true);
-    expect(uri.message).toMatch(/conn_type, host normalised/);
+    expect(uri.message).toMatch(/conn_type normalised/);
+    // As Airflow reads it back, the task sees the host lower-cased.
+    expect(
+      checkConnectionStructure(conn({ conn_type: 'http', host: 'API.Example.com' })).checks.find(
+        (c) => c.name === 'uri',
+      )!.message,
+    ).toMatch(/the task sees host normalised/);
     expect(
       checkConnectionStructure(conn({ conn_type: 'generic', host: 'h' })).checks.find(
         (c) => c.name === 'uri',

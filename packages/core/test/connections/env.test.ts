@@ -48,7 +48,7 @@ function envIssues(env: Record<string, string | undefined>): ImportIssue[] {
 }
 
 describe('fromAirflowEnv', () => {
-  it('reads AIRFLOW_CONN_* (URI and JSON) and AIRFLOW_VAR_*, ids lower-cased, sorted', () => {
+  it('reads AIRFLOW_CONN_* (URI and JSON) and AIRFLOW_VAR_*, ids lower-cased, sorted; an empty AIRFLOW_CONN_ value is not found', () => {
     const got = fromAirflowEnv({
       PATH: '/usr/bin',
       AIRFLOW_VAR_MY_KEY: 'v1',
@@ -57,6 +57,8 @@ describe('fromAirflowEnv', () => {
         '  {"conn_type": "google_cloud_platform", "extra": {"project": "p"}}',
       AIRFLOW_VAR_EMPTY: '',
       AIRFLOW_VAR_UNSET: undefined,
+      // Airflow's environment backend: an empty AIRFLOW_CONN_X is "not found" (`if value:`).
+      AIRFLOW_CONN_CLEARED: '',
       AIRFLOW_CONN_: 'ignored://',
       AIRFLOW_VAR_: 'ignored',
       airflow_conn_lower: 'not://ours',
@@ -133,7 +135,12 @@ describe('fromAirflowEnv', () => {
         envVar: 'AIRFLOW_CONN_BAD_PORT',
         problem: 'the port is not an integer',
       },
-      { id: 'empty', line: null, envVar: 'AIRFLOW_CONN_EMPTY', problem: 'the value is empty' },
+      {
+        id: 'empty',
+        line: null,
+        envVar: 'AIRFLOW_CONN_EMPTY',
+        problem: 'the value is only whitespace',
+      },
       {
         id: 'sp ace',
         line: null,

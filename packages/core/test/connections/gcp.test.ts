@@ -135,6 +135,27 @@ describe('T94: keyfile_dict that is not a usable service-account key', () => {
   });
 });
 
+describe('keyfile_dict private_key pasted with literal "\\n" pairs', () => {
+  const flat = PRIVATE_KEY.replace(/\n/g, '\\n');
+  it('the pairs become newlines (as the provider does), in a copy', () => {
+    expect(flat).not.toContain('\n');
+    const given = { ...KEY, private_key: flat };
+    const f = resolveGcpConnectionFields({ keyfile_dict: given });
+    expect(f.keyfile_dict!['private_key']).toBe(PRIVATE_KEY);
+    expect(given.private_key).toBe(flat);
+    expect(check({ keyfile_dict: JSON.stringify(given) }).ok).toBe(true);
+  });
+
+  it('a private_key that is no PEM key fails the check naming the field, never echoing it', () => {
+    const r = check({ keyfile_dict: { ...KEY, private_key: 'MIIEvQ-garbage' } });
+    expect(r.ok).toBe(false);
+    expect(
+      named({ keyfile_dict: { ...KEY, private_key: 'MIIEvQ-garbage' } }, 'keyfile_dict')!.message,
+    ).toMatch(/private_key is not a PEM private key/);
+    expect(JSON.stringify(r)).not.toContain('MIIEvQ');
+  });
+});
+
 describe('T95: key_path and keyless', () => {
   it('only key_path → ok, message mentions the path and runtime validation', () => {
     const m = named({ key_path: '/etc/leoflow/secrets/key.json' }, 'key_path')!;
@@ -195,7 +216,7 @@ describe('T96: resolution order keyfile_dict → key_path → key_secret_name �
       source: 'adc',
       project: 'p',
       scopes: [],
-      num_retries: null,
+      num_retries: 5,
       keyfile_dict: null,
       key_path: null,
       key_secret_name: null,
@@ -212,12 +233,18 @@ describe('T96: resolution order keyfile_dict → key_path → key_secret_name �
     expect(m.message).toMatch(/keyfile_dict wins/);
   });
 
-  it('key_secret_name must be a projects/*/secrets/* resource name', () => {
+  it('key_secret_name is a bare secret name (looked up in the ADC project, as Airflow does) or a projects/*/secrets/* resource name', () => {
     expect(named({ key_secret_name: 'projects/p/secrets/sa-key' }, 'key_secret_name')!.ok).toBe(
       true,
     );
     expect(named({ key_secret_name: SECRET_NAME }, 'key_secret_name')!.ok).toBe(true);
-    for (const bad of ['sa-key', 'projects/p/secrets/', 'projects/p/secrets/a/versions/x y']) {
+    const bare = named({ key_secret_name: 'sa-key_1' }, 'key_secret_name')!;
+    expect(bare.ok).toBe(true);
+    expect(bare.message).toMatch(/in the ADC project/);
+    expect(resolveGcpConnectionFields({ key_secret_name: 'sa-key' }).key_secret_name).toBe(
+      'sa-key',
+    );
+    for (const bad of ['sa key', 'projects/p/secrets/', 'projects/p/secrets/a/versions/x y']) {
       const c = named({ key_secret_name: bad }, 'key_secret_name')!;
       expect(c.ok).toBe(false);
       expect(c.message).toMatch(/projects\/<project>\/secrets\/<secret>/);
@@ -234,12 +261,23 @@ describe('T97: legacy extra__google_cloud_platform__<name> only as a fallback', 
     );
   });
 
-  it('legacy key_path used when key_path is "" or null', () => {
+  it('a short field present but "" or null reads as unset and does NOT fall back to its legacy twin', () => {
+    // GoogleBaseHook's get_field: a field cleared in a form must not revive a stale legacy key.
     for (const empty of ['', null]) {
+      const f = resolveGcpConnectionFields({
+        key_path: empty,
+        [`${LEGACY}key_path`]: '/legacy.json',
+        project: empty,
+        [`${LEGACY}project`]: 'stale-project',
+        num_retries: empty,
+        [`${LEGACY}num_retries`]: '9',
+        keyfile_dict: empty,
+        [`${LEGACY}keyfile_dict`]: KEY,
+      });
+      expect(f).toMatchObject({ source: 'adc', key_path: null, project: null, num_retries: 5 });
       expect(
-        resolveGcpConnectionFields({ key_path: empty, [`${LEGACY}key_path`]: '/legacy.json' })
-          .key_path,
-      ).toBe('/legacy.json');
+        named({ key_path: empty, [`${LEGACY}key_path`]: '/legacy.json' }, 'adc'),
+      ).toBeDefined();
     }
   });
 
@@ -326,10 +364,17 @@ describe('T98: scopes, project', () => {
 });
 
 describe('num_retries', () => {
-  it('a non-negative integer or digit string', () => {
+  it('a non-negative integer or digit string; an explicit 0 stays 0', () => {
     expect(resolveGcpConnectionFields({ num_retries: 0 }).num_retries).toBe(0);
+    expect(resolveGcpConnectionFields({ num_retries: '0' }).num_retries).toBe(0);
     expect(resolveGcpConnectionFields({ num_retries: ' 7 ' }).num_retries).toBe(7);
-    expect(resolveGcpConnectionFields({ num_retries: '' }).num_retries).toBeNull();
+  });
+
+  it('missing, null, "" or blank → 5, the Google provider\'s default', () => {
+    for (const extra of [{}, { num_retries: null }, { num_retries: '' }, { num_retries: '  ' }]) {
+      expect(resolveGcpConnectionFields(extra).num_retries).toBe(5);
+    }
+    expect(named({}, 'num_retries')!.message).toMatch(/not set: 5/);
   });
 
   it.each([-1, 1.5, 'five', true])('%j is refused', (num_retries) => {

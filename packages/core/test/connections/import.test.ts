@@ -149,8 +149,21 @@ describe('parseAirflowConnectionsExport', () => {
     );
   });
 
-  it('env: conn_id=<URI> lines', () => {
-    expect(parseAirflowConnectionsExport(ENV_EXPORT, 'env')).toEqual(EXPECTED);
+  it('env: conn_id=<URI> lines (a URI has host and schema "" where the JSON form has null)', () => {
+    expect(parseAirflowConnectionsExport(ENV_EXPORT, 'env')).toEqual(
+      EXPECTED.map((e) => ({
+        ...e,
+        conn: { ...e.conn, host: e.conn.host ?? '', schema: e.conn.schema ?? '' },
+      })),
+    );
+  });
+
+  it("an entry without conn_type names the field: the vault, like Airflow's database, needs a type", () => {
+    const issues = issuesOf('{"a": {"host": "h"}, "b": "{\\"host\\": \\"h\\"}"}', 'json');
+    expect(issues).toEqual([
+      { id: 'a', line: 1, problem: expect.stringMatching(/^conn_type is missing; .*database/) },
+      { id: 'b', line: 1, problem: expect.stringMatching(/^conn_type is missing/) },
+    ]);
   });
 
   it('env: conn_id=<JSON> lines (--serialization-format json), CRLF, comments, blanks', () => {

@@ -46,11 +46,20 @@ describe('parseConnectionJson', () => {
     });
   });
 
-  it('only conn_type is required; absent, null and "" fields are null', () => {
+  it('absent and null fields are None; "" stays "" (as Connection.from_json keeps it)', () => {
     expect(
-      parseConnectionJson('{"conn_type":"postgresql","host":"","login":null,"extra":""}'),
+      parseConnectionJson('{"conn_type":"postgresql","host":"","login":"","schema":"","extra":""}'),
     ).toEqual({
       conn_type: 'postgres',
+      host: '',
+      login: '',
+      password: null,
+      schema: '',
+      port: null,
+      extra: null,
+    });
+    expect(parseConnectionJson('{"conn_type":"x","login":null}')).toEqual({
+      conn_type: 'x',
       host: null,
       login: null,
       password: null,
@@ -60,8 +69,70 @@ describe('parseConnectionJson', () => {
     });
   });
 
-  it('extra {} stays {} (an empty object is not the same as no extra)', () => {
-    expect(parseConnectionJson('{"conn_type":"x","extra":{}}').extra).toEqual({});
+  it('a password "" is None (test_from_json_special_characters: the setter ignores it)', () => {
+    expect(parseConnectionJson('{"password": ""}').password).toBeNull();
+    expect(parseConnectionJson('{"password": "pass :/!@#$%^&*(){}\\""}').password).toBe(
+      'pass :/!@#$%^&*(){}"',
+    );
+  });
+
+  it('test_from_json_extra: null, an object, or a JSON string of one', () => {
+    expect(parseConnectionJson('{"extra": null}').extra).toBeNull();
+    expect(parseConnectionJson('{"extra": {"yo": "hi"}}').extra).toEqual({ yo: 'hi' });
+    expect(parseConnectionJson('{"extra": "{\\"yo\\": \\"hi\\"}"}').extra).toEqual({ yo: 'hi' });
+  });
+
+  it('an empty extra object is no extra (from_json: `if extra:`); the string "{}" is kept', () => {
+    expect(parseConnectionJson('{"conn_type":"x","extra":{}}').extra).toBeNull();
+    expect(parseConnectionJson('{"conn_type":"x","extra":"{}"}').extra).toEqual({});
+  });
+
+  it.each([
+    ['{"conn_type": "abc-abc"}', 'abc_abc'],
+    ['{"conn_type": "abc_abc"}', 'abc_abc'],
+    ['{"conn_type": "postgresql"}', 'postgres'],
+  ])('test_from_json_conn_type: %s → %s', (text, type) => {
+    expect(parseConnectionJson(text).conn_type).toBe(type);
+  });
+
+  it.each([
+    ['{"port": 0}', 0],
+    ['{"port": 1}', 1],
+    ['{"port": "1"}', 1],
+    ['{"port": "0"}', 0],
+    ['{"port": ""}', null],
+    ['{"port": null}', null],
+  ])('test_from_json_port: %s → %j', (text, port) => {
+    expect(parseConnectionJson(text).port).toBe(port);
+  });
+
+  it.each(['{"port": -1}', '{"port": 65536}', '{"port": 1.5}', '{"port": "1.5"}'])(
+    'test_from_json_rejects_invalid_port: %s',
+    (text) => {
+      expect(safeError(text)).toMatch(/port/);
+    },
+  );
+
+  it('no conn_type: accepted with the type unset and every missing field None, with a warning', () => {
+    const warnings: string[] = [];
+    for (const text of [
+      '{"host": "h", "password": "hunter2"}',
+      '{"conn_type": "", "host": "h"}',
+      '{"conn_type": null}',
+      '{}',
+    ]) {
+      const c = parseConnectionJson(text, { warn: (m) => warnings.push(m) });
+      expect(c.conn_type).toBeNull();
+      expect(c.port).toBeNull();
+      expect(c.extra).toBeNull();
+    }
+    expect(warnings).toHaveLength(4);
+    expect(warnings[0]).toMatch(/no conn_type/);
+    expect(warnings.join()).not.toContain('hunter2');
+    expect(
+      parseConnectionJson('{"conn_type": "x"}', { warn: () => warnings.push('x') }),
+    ).toBeTruthy();
+    expect(warnings).toHaveLength(4);
   });
 
   it('port may be a digit string, as Airflow coerces it', () => {
@@ -76,8 +147,6 @@ describe('parseConnectionJson', () => {
   });
 
   it.each([
-    ['conn_type absent', '{"host":"h","password":"hunter2"}', /conn_type is missing/],
-    ['conn_type empty', '{"conn_type":"","password":"hunter2"}', /conn_type is missing/],
     [
       'conn_type not a string',
       '{"conn_type":1,"password":"hunter2"}',

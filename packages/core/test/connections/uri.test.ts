@@ -9,10 +9,10 @@ import {
 
 const base: Connection = {
   conn_type: 'generic',
-  host: null,
+  host: '',
   login: null,
   password: null,
-  schema: null,
+  schema: '',
   port: null,
   extra: null,
 };
@@ -156,11 +156,31 @@ describe('hosts', () => {
     expect(parseConnectionUri(uri)).toEqual(c);
   });
 
-  it('a host with a protocol (http://…) is encoded whole and read back', () => {
-    const c = conn({ conn_type: 'http', host: 'https://api.example.com', login: 'u' });
+  it('a host with a protocol is written type://protocol://user:pass@host:port/schema, as get_uri does', () => {
+    const c = conn({
+      conn_type: 'http',
+      host: 'https://api.example.com',
+      login: 'u',
+      password: 'p w',
+      port: 8443,
+      schema: 'v1',
+    });
     const uri = formatConnectionUri(c);
-    expect(uri).toBe('http://u@https%3A%2F%2Fapi.example.com');
+    expect(uri).toBe('http://https://u:p%20w@api.example.com:8443/v1');
     expect(parseConnectionUri(uri)).toEqual(c);
+    expect(
+      formatConnectionUri(conn({ conn_type: 'spark', host: 'k8s://100.68.0.1', port: 443 })),
+    ).toBe('spark://k8s://100.68.0.1:443');
+  });
+
+  it('a protocol that ends in the type, or is no scheme, is encoded whole (Airflow reads both back)', () => {
+    // Airflow's parser strips every "http://" from "http://http://x", so that form cannot be used.
+    const same = conn({ conn_type: 'http', host: 'http://x.example' });
+    expect(formatConnectionUri(same)).toBe('http://http%3A%2F%2Fx.example');
+    expect(parseConnectionUri(formatConnectionUri(same))).toEqual(same);
+    const odd = conn({ conn_type: 'http', host: 'a b://X' });
+    expect(formatConnectionUri(odd)).toBe('http://a%20b%3A%2F%2FX');
+    expect(parseConnectionUri(formatConnectionUri(odd))).toEqual(odd);
   });
 
   it("reads Airflow's protocol form <type>://<protocol>://host into the host", () => {
@@ -177,7 +197,7 @@ describe('hosts', () => {
   });
 
   it('drops a protocol that has no host after it, as Airflow does', () => {
-    expect(parseConnectionUri('http://https://').host).toBeNull();
+    expect(parseConnectionUri('http://https://').host).toBe('');
   });
 
   it('reads a bracketed IPv6 literal without its brackets', () => {
@@ -186,15 +206,30 @@ describe('hosts', () => {
     );
   });
 
-  it('keeps the case of a host (Airflow lower-cases it as a side effect of urlsplit)', () => {
-    expect(parseConnectionUri('mysql://DB.Example.COM').host).toBe('DB.Example.COM');
+  it('lower-cases a host as urlsplit().hostname does', () => {
+    expect(parseConnectionUri('mysql://DB.Example.COM').host).toBe('db.example.com');
+    expect(parseConnectionUri('http://HTTPS://U:P@Api.Example.COM').host).toBe(
+      'https://api.example.com',
+    );
+    expect(normalizeConnection(conn({ host: 'DB.Example.COM' })).host).toBe('db.example.com');
+    expect(formatConnectionUri(conn({ host: 'DB.Example.COM' }))).toBe('generic://DB.Example.COM');
   });
 
-  it('empty host: only a port', () => {
+  it('only the text before the first "%" is lower-cased; a host holding "/" keeps its case', () => {
+    // hostname: "AB%C3%89x" → "ab%C3%89x" → "abÉx"; an IPv6 zone after "%25" keeps its case.
+    expect(parseConnectionUri('x://AB%C3%89X').host).toBe('abÉX');
+    expect(parseConnectionUri('x://[FE80::1%25Eth0]:1').host).toBe('fe80::1%Eth0');
+    expect(parseConnectionUri('x://Sock%2FPath%2FDB').host).toBe('Sock/Path/DB');
+    expect(normalizeConnection(conn({ host: 'Host:Port' })).host).toBe('host:Port');
+    expect(normalizeConnection(conn({ host: '/Tmp/Sock' })).host).toBe('/Tmp/Sock');
+  });
+
+  it('empty host: only a port (the "@" get_uri writes gives login "")', () => {
     const c = conn({ conn_type: 'redis', port: 6379 });
     const uri = formatConnectionUri(c);
     expect(uri).toBe('redis://@:6379');
-    expect(parseConnectionUri(uri)).toEqual(c);
+    expect(parseConnectionUri(uri)).toEqual({ ...c, login: '' });
+    expect(normalizeConnection(c)).toEqual({ ...c, login: '' });
   });
 
   it('empty host: login and schema only', () => {
@@ -204,10 +239,10 @@ describe('hosts', () => {
     expect(parseConnectionUri(uri)).toEqual(c);
   });
 
-  it('empty host: password only', () => {
+  it('empty host: password only (login "" before the ":")', () => {
     const c = conn({ conn_type: 'redis', password: 's3cret', port: 6379 });
     expect(formatConnectionUri(c)).toBe('redis://:s3cret@:6379');
-    expect(parseConnectionUri(formatConnectionUri(c))).toEqual(c);
+    expect(parseConnectionUri(formatConnectionUri(c))).toEqual({ ...c, login: '' });
   });
 
   it('type only: "<scheme>://" and the bare "<scheme>:" both parse', () => {
@@ -413,20 +448,270 @@ describe('normalisation rules', () => {
     }
   });
 
-  it('empty strings are written like null and read back as null', () => {
+  it('None and "" as get_uri writes them and Connection(uri=…) reads them', () => {
+    // login/password are written when not None; host and schema only when non-empty.
     const c = conn({ host: '', login: '', password: '', schema: '' });
-    expect(formatConnectionUri(c)).toBe('generic://');
-    expect(parseConnectionUri(formatConnectionUri(c))).toEqual(base);
-    expect(normalizeConnection(c)).toEqual(base);
+    expect(formatConnectionUri(c)).toBe('generic://:@');
+    expect(parseConnectionUri('generic://:@')).toEqual(conn({ login: '' }));
+    expect(normalizeConnection(c)).toEqual(conn({ login: '' }));
+    const nulls = conn({ host: null, schema: null });
+    expect(formatConnectionUri(nulls)).toBe('generic://');
+    expect(parseConnectionUri('generic://')).toEqual(base);
+    expect(normalizeConnection(nulls)).toEqual(base);
+    // A login "" alone keeps its "@" (get_uri would drop it and Airflow would read None).
+    expect(formatConnectionUri(conn({ login: '' }))).toBe('generic://@');
+    expect(parseConnectionUri('generic://@')).toEqual(conn({ login: '' }));
   });
 
-  it('parse never returns empty strings', () => {
-    expect(parseConnectionUri('x://:@/')).toEqual(conn({ conn_type: 'x' }));
+  it('x://:@/ is login "", password None (the setter ignores ""), host "" and schema ""', () => {
+    expect(parseConnectionUri('x://:@/')).toEqual(conn({ conn_type: 'x', login: '' }));
   });
 
   it('leading and trailing whitespace around the URI is ignored', () => {
     expect(parseConnectionUri('  postgres://h/db\r\n')).toEqual(
       conn({ conn_type: 'postgres', host: 'h', schema: 'db' }),
+    );
+  });
+});
+
+/**
+ * The cases of Airflow's own tests (`tests/unit/always/test_connection.py`:
+ * `test_connection_from_uri`, `test_connection_from_with_auth_info`), with the fields
+ * `Connection(uri=…)` gives — None and "" as Airflow has them.
+ */
+describe("Airflow's test_connection.py URI cases", () => {
+  const A = (c: Partial<Connection>): Connection => ({
+    conn_type: 'scheme',
+    host: '',
+    login: null,
+    password: null,
+    schema: '',
+    port: null,
+    extra: null,
+    ...c,
+  });
+  it.each<[string, string, Connection]>([
+    [
+      'without extras',
+      'scheme://user:password@host%2Flocation:1234/schema',
+      A({
+        host: 'host/location',
+        schema: 'schema',
+        login: 'user',
+        password: 'password',
+        port: 1234,
+      }),
+    ],
+    [
+      'with extras',
+      'scheme://user:password@host%2Flocation:1234/schema?extra1=a%20value&extra2=%2Fpath%2F',
+      A({
+        host: 'host/location',
+        schema: 'schema',
+        login: 'user',
+        password: 'password',
+        port: 1234,
+        extra: { extra1: 'a value', extra2: '/path/' },
+      }),
+    ],
+    [
+      'with nested json',
+      'scheme://user:password@host%2Flocation:1234/schema?__extra__=%7B%22my_val%22%3A+%5B%22list%22%2C+%22of%22%2C+%22values%22%5D%2C+%22extra%22%3A+%7B%22nested%22%3A+%7B%22json%22%3A+%22val%22%7D%7D%7D',
+      A({
+        host: 'host/location',
+        schema: 'schema',
+        login: 'user',
+        password: 'password',
+        port: 1234,
+        extra: { my_val: ['list', 'of', 'values'], extra: { nested: { json: 'val' } } },
+      }),
+    ],
+    [
+      'with empty extras',
+      'scheme://user:password@host%2Flocation:1234/schema?extra1=a%20value&extra2=',
+      A({
+        host: 'host/location',
+        schema: 'schema',
+        login: 'user',
+        password: 'password',
+        port: 1234,
+        extra: { extra1: 'a value', extra2: '' },
+      }),
+    ],
+    [
+      'with colon in hostname',
+      'scheme://user:password@host%2Flocation%3Ax%3Ay:1234/schema',
+      A({
+        host: 'host/location:x:y',
+        schema: 'schema',
+        login: 'user',
+        password: 'password',
+        port: 1234,
+      }),
+    ],
+    [
+      'with encoded password',
+      'scheme://user:password%20with%20space@host%2Flocation%3Ax%3Ay:1234/schema',
+      A({
+        host: 'host/location:x:y',
+        schema: 'schema',
+        login: 'user',
+        password: 'password with space',
+        port: 1234,
+      }),
+    ],
+    [
+      'with encoded user',
+      'scheme://domain%2Fuser:password@host%2Flocation%3Ax%3Ay:1234/schema',
+      A({
+        host: 'host/location:x:y',
+        schema: 'schema',
+        login: 'domain/user',
+        password: 'password',
+        port: 1234,
+      }),
+    ],
+    [
+      'with encoded schema',
+      'scheme://user:password%20with%20space@host:1234/schema%2Ftest',
+      A({
+        host: 'host',
+        schema: 'schema/test',
+        login: 'user',
+        password: 'password with space',
+        port: 1234,
+      }),
+    ],
+    [
+      'no schema',
+      'scheme://user:password%20with%20space@host:1234',
+      A({ host: 'host', login: 'user', password: 'password with space', port: 1234 }),
+    ],
+    [
+      'with underscore',
+      'google-cloud-platform://?key_path=%2Fkeys%2Fkey.json&scope=https%3A%2F%2Fwww.googleapis.com%2Fauth%2Fcloud-platform&project=airflow',
+      A({
+        conn_type: 'google_cloud_platform',
+        extra: {
+          key_path: '/keys/key.json',
+          scope: 'https://www.googleapis.com/auth/cloud-platform',
+          project: 'airflow',
+        },
+      }),
+    ],
+    ['without auth info', 'scheme://host:1234', A({ host: 'host', port: 1234 })],
+    ['with path', 'scheme://%2FTmP%2F:1234', A({ host: '/TmP/', port: 1234 })],
+    ['schema only', 'scheme:///airflow', A({ schema: 'airflow' })],
+    ['port only', 'scheme://@:1234', A({ login: '', port: 1234 })],
+    [
+      'password only',
+      'scheme://:password%2F%21%40%23%24%25%5E%26%2A%28%29%7B%7D@',
+      A({ login: '', password: 'password/!@#$%^&*(){}' }),
+    ],
+    [
+      'login only',
+      'scheme://login%2F%21%40%23%24%25%5E%26%2A%28%29%7B%7D@',
+      A({ login: 'login/!@#$%^&*(){}' }),
+    ],
+    [
+      'empty login before ":"',
+      'http://:password@host:80/database',
+      A({
+        conn_type: 'http',
+        login: '',
+        password: 'password',
+        host: 'host',
+        port: 80,
+        schema: 'database',
+      }),
+    ],
+    [
+      'empty password after ":"',
+      'http://user:@host:80/database',
+      A({ conn_type: 'http', login: 'user', host: 'host', port: 80, schema: 'database' }),
+    ],
+    [
+      'no host',
+      'http://user:password@/database',
+      A({ conn_type: 'http', login: 'user', password: 'password', schema: 'database' }),
+    ],
+    [
+      'path "/" alone',
+      'http://user:password@host:80/',
+      A({ conn_type: 'http', login: 'user', password: 'password', host: 'host', port: 80 }),
+    ],
+    [
+      'a socket path as host',
+      'postgresql://user:password@%2Ftmp%2Fz6rqdzqh%2Fexample%3Awest1%3Atestdb/testdb',
+      A({
+        conn_type: 'postgres',
+        login: 'user',
+        password: 'password',
+        host: '/tmp/z6rqdzqh/example:west1:testdb',
+        schema: 'testdb',
+      }),
+    ],
+    [
+      'a socket path without userinfo',
+      'postgresql://%2Ftmp%2Fz6rqdzqh%2Fexample%3Aeurope-west1%3Atestdb',
+      A({ conn_type: 'postgres', host: '/tmp/z6rqdzqh/example:europe-west1:testdb' }),
+    ],
+    [
+      'an encoded protocol in the host',
+      'spark://user:password@k8s%3a%2F%2F100.68.0.1:443?deploy-mode=cluster',
+      A({
+        conn_type: 'spark',
+        login: 'user',
+        password: 'password',
+        host: 'k8s://100.68.0.1',
+        port: 443,
+        extra: { 'deploy-mode': 'cluster' },
+      }),
+    ],
+    [
+      'an encoded protocol, no port',
+      'spark://k8s%3a%2F%2Fno.port.com?deploy-mode=cluster',
+      A({ conn_type: 'spark', host: 'k8s://no.port.com', extra: { 'deploy-mode': 'cluster' } }),
+    ],
+    [
+      'the env-var example',
+      'postgresql://username:password%21@ec2.compute.com:5432/the_database',
+      A({
+        conn_type: 'postgres',
+        login: 'username',
+        password: 'password!',
+        host: 'ec2.compute.com',
+        port: 5432,
+        schema: 'the_database',
+      }),
+    ],
+  ])('%s', (_, uri, expected) => {
+    const c = parseConnectionUri(uri);
+    expect(c).toEqual(expected);
+    // test_connection_get_uri_from_uri: get_uri then parse gives the same connection.
+    expect(parseConnectionUri(formatConnectionUri(c))).toEqual(c);
+  });
+
+  it('test_connection_get_uri_from_conn: fields → get_uri → the same fields', () => {
+    const c = A({
+      host: 'host',
+      login: 'user',
+      password: 'password',
+      port: 1234,
+      schema: 'schema',
+    });
+    expect(formatConnectionUri(c)).toBe('scheme://user:password@host:1234/schema');
+    expect(parseConnectionUri(formatConnectionUri(c))).toEqual(c);
+  });
+
+  it('an extra that cannot be flat parameters is json.dumps text, form-encoded with "+"', () => {
+    // Connection(extra={"foo": "bar", "answer": 42}).get_uri()
+    const c = A({ conn_type: 'bar', host: 'example.org', extra: { foo: 'bar', answer: 42 } });
+    expect(formatConnectionUri(c)).toBe(
+      'bar://example.org/?__extra__=%7B%22foo%22%3A+%22bar%22%2C+%22answer%22%3A+42%7D',
+    );
+    expect(formatConnectionUri(A({ extra: { a: [1, 2.5, 'é'], b: null, c: true } }))).toBe(
+      'scheme:///?__extra__=%7B%22a%22%3A+%5B1%2C+2.5%2C+%22%5Cu00e9%22%5D%2C+%22b%22%3A+null%2C+%22c%22%3A+true%7D',
     );
   });
 });

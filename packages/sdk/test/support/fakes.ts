@@ -39,8 +39,8 @@ export function json(
   res.end(JSON.stringify(value));
 }
 
-/** A GCE metadata server: the ADC identity. Its tokens are `meta-token`. */
-export function startFakeMetadata(project = 'adc-project'): Promise<Fake> {
+/** A GCE metadata server: the ADC identity. Its tokens are `meta-token`; `project` null: none. */
+export function startFakeMetadata(project: string | null = 'adc-project'): Promise<Fake> {
   return startFake((req, _body, res) => {
     const h = { 'metadata-flavor': 'Google' };
     const path = (req.url ?? '').split('?')[0];
@@ -57,7 +57,7 @@ export function startFakeMetadata(project = 'adc-project'): Promise<Fake> {
         h,
       );
     }
-    if (path === '/computeMetadata/v1/project/project-id') {
+    if (path === '/computeMetadata/v1/project/project-id' && project !== null) {
       res.writeHead(200, { ...h, 'content-type': 'text/plain' });
       return res.end(project);
     }

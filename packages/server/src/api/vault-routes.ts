@@ -8,6 +8,7 @@ import {
   parseConnectionJson,
   parseConnectionUri,
   redactConnectionExtra,
+  requireConnType,
   type Clock,
   type Connection,
 } from '@leoflow/core';
@@ -119,7 +120,7 @@ export function connectionFromBody(body: ConnectionBody): Connection {
   if (body.uri !== undefined) return parseConnectionUri(body.uri);
   if (body.json !== undefined) {
     assertJsonDepth(body.json, 'the connection JSON');
-    return parseConnectionJson(body.json);
+    return requireConnType(parseConnectionJson(body.json));
   }
   const c = body.connection!;
   return {
