@@ -1,0 +1,171 @@
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { isLeoflowError } from '@leoflow/core';
+import { procfs, UidAllocator, type ProcessTable } from '../src/index.js';
+
+/** Unused ids far above any account on a test machine; each test gets a small slice. */
+const BASE = 1_999_000_000;
+const DIST = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../dist/attempt-uid.js');
+
+let dir: string;
+beforeEach(() => {
+  dir = mkdtempSync(path.join(os.tmpdir(), 'leoflow-uidlock-'));
+});
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+/** A process table where only `alive` pids exist and `busy` uids have processes. */
+function fakeProcs(alive: Record<number, string>, busy: Set<number> = new Set()): ProcessTable {
+  return {
+    startTime: (pid) => alive[pid],
+    processesOf: (uid) => (busy.has(uid) ? [4242] : []),
+  };
+}
+
+describe('UidAllocator', () => {
+  it('concurrent agent processes never receive the same uid', async () => {
+    const procs = 6;
+    const each = 10;
+    // Real processes racing on one lock directory, as concurrent agents do.
+    const script = `
+      const { UidAllocator } = await import(${JSON.stringify(DIST)});
+      const a = new UidAllocator({ range: { first: ${BASE}, last: ${BASE + 99} }, lockDir: process.argv[1] });
+      const got = await Promise.all(Array.from({ length: ${each} }, () => a.allocate().then((l) => l.uid)));
+      process.stdout.write(JSON.stringify(got) + '\\n');
+      // Hold the uids (stay alive) until every process has allocated: a dead owner's entries
+      // are fair game for reclaim.
+      process.stdin.resume();
+      process.stdin.on('end', () => process.exit(0));
+    `;
+    const children: ReturnType<typeof spawn>[] = [];
+    const outputs = await Promise.all(
+      Array.from(
+        { length: procs },
+        () =>
+          new Promise<number[]>((resolve, reject) => {
+            const p = spawn(process.execPath, ['--input-type=module', '-e', script, dir], {
+              stdio: ['pipe', 'pipe', 'inherit'],
+            });
+            children.push(p);
+            let out = '';
+            p.stdout.on('data', (b: Buffer) => {
+              out += b.toString();
+              if (out.endsWith('\n')) resolve(JSON.parse(out) as number[]);
+            });
+            p.once('exit', (code) => reject(new Error(`exit ${code}`)));
+          }),
+      ),
+    );
+    for (const c of children) c.stdin?.end();
+    const all = outputs.flat();
+    expect(all).toHaveLength(procs * each);
+    expect(new Set(all).size).toBe(procs * each);
+    expect(readdirSync(dir).filter((f) => /^\d+$/.test(f))).toHaveLength(procs * each);
+  });
+
+  it('a released uid is reused; a held one is not', async () => {
+    const a = new UidAllocator({ range: { first: BASE, last: BASE + 9 }, lockDir: dir });
+    const first = await a.allocate();
+    const second = await a.allocate();
+    expect([first.uid, second.uid]).toEqual([BASE, BASE + 1]);
+    expect(first.gid).toBe(first.uid);
+    first.release();
+    expect((await a.allocate()).uid).toBe(BASE);
+    expect((await a.allocate()).uid).toBe(BASE + 2);
+  });
+
+  it('exhaustion is a clear error naming the key, the range and the way out', async () => {
+    const a = new UidAllocator({ range: { first: BASE, last: BASE + 2 }, lockDir: dir });
+    for (let i = 0; i < 3; i++) await a.allocate();
+    const err = await a.allocate().then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(isLeoflowError(err) && err.code).toBe('LF_ATTEMPT_UIDS_EXHAUSTED');
+    expect((err as Error).message).toContain('execution.attempt_uid_range');
+    expect((err as Error).message).toContain(`${BASE}-${BASE + 2}, 3 uids`);
+    expect((err as Error).message).toContain('widen the range');
+  });
+
+  it('reclaims an entry whose owner is dead and whose uid has no process left', async () => {
+    writeFileSync(path.join(dir, String(BASE)), '999999 123\n');
+    const a = new UidAllocator({
+      range: { first: BASE, last: BASE + 1 },
+      lockDir: dir,
+      ownerPid: 10,
+      procs: fakeProcs({ 10: '77' }),
+    });
+    expect((await a.allocate()).uid).toBe(BASE);
+  });
+
+  it('a reused pid (same pid, another start time) does not keep a dead owner’s entry', async () => {
+    writeFileSync(path.join(dir, String(BASE)), '500 111\n');
+    const a = new UidAllocator({
+      range: { first: BASE, last: BASE + 1 },
+      lockDir: dir,
+      ownerPid: 10,
+      procs: fakeProcs({ 10: '77', 500: '222' }),
+    });
+    expect((await a.allocate()).uid).toBe(BASE);
+  });
+
+  it('never takes an entry whose owner is alive', async () => {
+    writeFileSync(path.join(dir, String(BASE)), '500 111\n');
+    const a = new UidAllocator({
+      range: { first: BASE, last: BASE + 1 },
+      lockDir: dir,
+      ownerPid: 10,
+      procs: fakeProcs({ 10: '77', 500: '111' }),
+    });
+    expect((await a.allocate()).uid).toBe(BASE + 1);
+  });
+
+  it('a dead owner’s uid with processes left is swept first, and kept when they survive', async () => {
+    writeFileSync(path.join(dir, String(BASE)), '999999 1\n');
+    const busy = new Set([BASE]);
+    const swept: number[] = [];
+    const stubborn = new UidAllocator({
+      range: { first: BASE, last: BASE + 1 },
+      lockDir: dir,
+      ownerPid: 10,
+      procs: fakeProcs({ 10: '77' }, busy),
+      sweep: (uid) => {
+        swept.push(uid);
+        return Promise.resolve(false);
+      },
+    });
+    expect((await stubborn.allocate()).uid).toBe(BASE + 1);
+    expect(swept).toEqual([BASE]);
+    const killing = new UidAllocator({
+      range: { first: BASE, last: BASE + 2 },
+      lockDir: dir,
+      ownerPid: 10,
+      procs: fakeProcs({ 10: '77' }, busy),
+      sweep: () => {
+        busy.delete(BASE);
+        return Promise.resolve(true);
+      },
+    });
+    expect((await killing.allocate()).uid).toBe(BASE);
+  });
+
+  it('skips a uid that has processes but no entry (used outside this lock directory)', async () => {
+    const a = new UidAllocator({
+      range: { first: BASE, last: BASE + 1 },
+      lockDir: dir,
+      procs: { ...procfs, processesOf: (uid) => (uid === BASE ? [1] : []) },
+    });
+    expect((await a.allocate()).uid).toBe(BASE + 1);
+    expect(readdirSync(dir)).toEqual([String(BASE + 1)]);
+  });
+
+  it('refuses a lock directory others can read or write', () => {
+    chmodSync(dir, 0o755);
+    expect(() => new UidAllocator({ range: { first: BASE, last: BASE }, lockDir: dir })).toThrow(
+      /mode 0700/,
+    );
+  });
+});
