@@ -81,6 +81,8 @@ tasks:
     command: |
       setsid sleep 300 < /dev/null > /dev/null 2>&1 &
       echo $! > "$D/escaped.pid"
+      echo "for whoever gets this uid next" > "/tmp/leoflow-leftover-$$"
+      echo "/tmp/leoflow-leftover-$$" > "$D/leftover"
       id -u > "$D/uid"
       echo "left $(cat "$D/escaped.pid") running"
 `,
@@ -202,7 +204,7 @@ describe.skipIf(!isRoot)('every attempt runs under a uid of its own (root)', () 
     );
   });
 
-  it('a child detached with setsid is killed when its attempt ends', async () => {
+  it('a child detached with setsid is killed, and a file left in /tmp removed, when its attempt ends', async () => {
     const run = await trigger('iso_setsid', asDefault());
     expect(await finished('iso_setsid', run, asDefault())).toBe('success');
     const pid = Number(readFileSync(join(scratch.dir, 'setsid', 'escaped.pid'), 'utf8').trim());
@@ -213,5 +215,10 @@ describe.skipIf(!isRoot)('every attempt runs under a uid of its own (root)', () 
     expect(pidGone(pid), `pid ${pid} (setsid sleep 300) outlived its attempt`).toBe(true);
     const uid = Number(readFileSync(join(scratch.dir, 'setsid', 'uid'), 'utf8').trim());
     expect(uid).toBeGreaterThanOrEqual(DEFAULT_RANGE.first);
+    // The uid goes back to the range: the next attempt given it must not find this file.
+    const leftover = readFileSync(join(scratch.dir, 'setsid', 'leftover'), 'utf8').trim();
+    await waitFor('the left-over file to be removed', async () =>
+      existsSync(leftover) ? undefined : true,
+    );
   });
 });

@@ -8,7 +8,9 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  rmSync,
   unlinkSync,
+  writeFileSync,
   writeSync,
 } from 'node:fs';
 import path from 'node:path';
@@ -94,6 +96,8 @@ export interface UidAllocatorOptions {
   sweep?: (uid: number) => Promise<boolean>;
   /** test hook: ownership of the lock directory is checked against this uid (default: ours) */
   expectedOwner?: number;
+  /** removes what a dead owner's attempt left in shared temp dirs (default: removeLeftovers) */
+  cleanup?: (uid: number) => void;
 }
 
 /** The lock directory must be ours, 0700 and not a link: anyone else could forge entries. */
@@ -119,6 +123,7 @@ export class UidAllocator {
   readonly #procs: ProcessTable;
   readonly #record: string;
   readonly #sweep: (uid: number) => Promise<boolean>;
+  readonly #cleanup: (uid: number) => void;
 
   constructor(opts: UidAllocatorOptions) {
     this.#range = opts.range;
@@ -127,6 +132,7 @@ export class UidAllocator {
     const pid = opts.ownerPid ?? process.pid;
     this.#record = `${pid} ${this.#procs.startTime(pid) ?? '?'}\n`;
     this.#sweep = opts.sweep ?? ((uid) => sweepUid(uid, { procs: this.#procs }));
+    this.#cleanup = opts.cleanup ?? ((uid) => void removeLeftovers(uid));
     ensureLockDir(this.#dir, opts.expectedOwner ?? process.getuid?.());
   }
 
@@ -134,16 +140,41 @@ export class UidAllocator {
     return this.#range;
   }
 
-  /** The first free uid of the range; LF_ATTEMPT_UIDS_EXHAUSTED when every one is held. */
+  /**
+   * The next free uid, going round the range from where the last allocation stopped (so a
+   * released uid comes back as late as possible); LF_ATTEMPT_UIDS_EXHAUSTED when all are held.
+   */
   async allocate(): Promise<UidLease> {
     const { first, last } = this.#range;
-    for (let uid = first; uid <= last; uid++) {
-      if (await this.#tryClaim(uid)) return this.#lease(uid);
+    const size = last - first + 1;
+    const start = this.#hint();
+    for (let i = 0; i < size; i++) {
+      const uid = first + ((start - first + i) % size);
+      if (await this.#tryClaim(uid)) {
+        this.#setHint(uid === last ? first : uid + 1);
+        return this.#lease(uid);
+      }
     }
     throw new LeoflowError(
       'LF_ATTEMPT_UIDS_EXHAUSTED',
       `every uid of execution.attempt_uid_range (${formatUidRange(this.#range)}, ${last - first + 1} uids) is held by a running attempt or by processes a dead attempt left behind; widen the range (--attempt-uid-range) or run fewer attempts at once (held entries: ${this.#dir})`,
     );
+  }
+
+  /** Where to start looking: only a hint (a lost race on it costs a few extra EEXISTs). */
+  #hint(): number {
+    const n = Number(readOrNull(path.join(this.#dir, 'next'))?.trim());
+    return Number.isInteger(n) && n >= this.#range.first && n <= this.#range.last
+      ? n
+      : this.#range.first;
+  }
+
+  #setHint(uid: number): void {
+    try {
+      writeFileSync(path.join(this.#dir, 'next'), `${uid}\n`, { mode: 0o600 });
+    } catch {
+      // a hint only
+    }
   }
 
   #lease(uid: number): UidLease {
@@ -184,6 +215,7 @@ export class UidAllocator {
       // Under the reclaim lock nobody but a live owner changes the entry, and it is dead.
       if (readOrNull(file) !== seen) return false;
       if (this.#procs.processesOf(uid).length > 0 && !(await this.#sweep(uid))) return false;
+      this.#cleanup(uid);
       unlinkSync(file);
       return createExclusive(file, this.#record);
     } finally {
@@ -276,6 +308,38 @@ function killAsUid(uid: number): Promise<void> {
     child.once('error', () => resolve());
     child.once('exit', () => resolve());
   });
+}
+
+/** World-writable places where an attempt can leave files outside its work dir. */
+export const SHARED_TMP_DIRS = ['/tmp', '/var/tmp', '/dev/shm'];
+
+/**
+ * Removes what the uid left at the top of the shared temporary directories, so the next attempt
+ * given this uid does not inherit it. Call only once no process of the uid is left (nothing can
+ * race the removal then). Files it left deeper, inside another user's world-writable directory,
+ * stay (a documented residual). Returns how many entries were removed.
+ */
+export function removeLeftovers(uid: number, dirs: readonly string[] = SHARED_TMP_DIRS): number {
+  let removed = 0;
+  for (const dir of dirs) {
+    let entries: string[];
+    try {
+      entries = readdirSync(dir);
+    } catch {
+      continue;
+    }
+    for (const name of entries) {
+      const p = path.join(dir, name);
+      try {
+        if (lstatSync(p).uid !== uid) continue;
+        rmSync(p, { recursive: true, force: true });
+        removed++;
+      } catch {
+        // gone meanwhile, or not removable: leave it
+      }
+    }
+  }
+  return removed;
 }
 
 /** Synchronous last resort (agent crash handler): SIGKILL every process of the uid by pid. */

@@ -28,6 +28,8 @@ export {
   DEFAULT_UID_LOCK_DIR,
   ensureLockDir,
   procfs,
+  removeLeftovers,
+  SHARED_TMP_DIRS,
   sweepUid,
   UidAllocator,
   type ProcessTable,

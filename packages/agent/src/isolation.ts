@@ -4,6 +4,7 @@ import type { UidRange } from '@leoflow/core';
 import {
   killUidNow,
   procfs,
+  removeLeftovers,
   sweepUid,
   UidAllocator,
   type ProcessTable,
@@ -85,6 +86,7 @@ export class AttemptIsolation {
     if (!this.#lease) return true;
     const { clean } = await this.killAll();
     if (!clean) return false;
+    removeLeftovers(this.#lease.uid);
     this.#lease.release();
     this.#lease = undefined;
     return true;

@@ -1,11 +1,11 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLeoflowError } from '@leoflow/core';
-import { procfs, UidAllocator, type ProcessTable } from '../src/index.js';
+import { procfs, removeLeftovers, UidAllocator, type ProcessTable } from '../src/index.js';
 
 /** Unused ids far above any account on a test machine; each test gets a small slice. */
 const BASE = 1_999_000_000;
@@ -66,15 +66,18 @@ describe('UidAllocator', () => {
     expect(readdirSync(dir).filter((f) => /^\d+$/.test(f))).toHaveLength(procs * each);
   });
 
-  it('a released uid is reused; a held one is not', async () => {
-    const a = new UidAllocator({ range: { first: BASE, last: BASE + 9 }, lockDir: dir });
-    const first = await a.allocate();
-    const second = await a.allocate();
-    expect([first.uid, second.uid]).toEqual([BASE, BASE + 1]);
-    expect(first.gid).toBe(first.uid);
-    first.release();
-    expect((await a.allocate()).uid).toBe(BASE);
+  it('goes round the range: a held uid is never handed out, a released one comes back last', async () => {
+    const a = new UidAllocator({ range: { first: BASE, last: BASE + 2 }, lockDir: dir });
+    const leases = [await a.allocate(), await a.allocate(), await a.allocate()];
+    expect(leases.map((l) => l.uid)).toEqual([BASE, BASE + 1, BASE + 2]);
+    expect(leases[0]!.gid).toBe(BASE);
+    leases[1]!.release();
+    expect((await a.allocate()).uid).toBe(BASE + 1); // the only free one
+    leases[0]!.release();
+    leases[2]!.release();
+    // the search resumes after the last allocation (BASE + 1), not at the start of the range
     expect((await a.allocate()).uid).toBe(BASE + 2);
+    expect((await a.allocate()).uid).toBe(BASE);
   });
 
   it('exhaustion is a clear error naming the key, the range and the way out', async () => {
@@ -159,7 +162,23 @@ describe('UidAllocator', () => {
       procs: { ...procfs, processesOf: (uid) => (uid === BASE ? [1] : []) },
     });
     expect((await a.allocate()).uid).toBe(BASE + 1);
-    expect(readdirSync(dir)).toEqual([String(BASE + 1)]);
+    expect(readdirSync(dir).filter((f) => /^\d+$/.test(f))).toEqual([String(BASE + 1)]);
+  });
+
+  it('removes what a uid left at the top of the shared temp dirs, and nothing of other uids', () => {
+    const shared = mkdtempSync(path.join(os.tmpdir(), 'leoflow-shared-'));
+    try {
+      writeFileSync(path.join(shared, 'left-behind'), 'x');
+      mkdirSync(path.join(shared, 'dir'));
+      writeFileSync(path.join(shared, 'dir', 'inner'), 'y');
+      const me = process.getuid!();
+      expect(removeLeftovers(me + 12345, [shared])).toBe(0);
+      expect(readdirSync(shared).sort()).toEqual(['dir', 'left-behind']);
+      expect(removeLeftovers(me, [shared])).toBe(2);
+      expect(readdirSync(shared)).toEqual([]);
+    } finally {
+      rmSync(shared, { recursive: true, force: true });
+    }
   });
 
   it('refuses a lock directory others can read or write', () => {
