@@ -204,6 +204,24 @@ describe.skipIf(!isRoot)('every attempt runs under a uid of its own (root)', () 
     );
   });
 
+  it('boot refuses a uid range that overlaps an account, naming the key, before writing anything', async () => {
+    const dataDir = join(scratch.dir, 'refused');
+    const err = await startStandalone({
+      dataDir,
+      extraArgs: ['--attempt-uid-range', '65000-66000'],
+    }).then(
+      async (s) => {
+        await s.stop();
+        return undefined;
+      },
+      (e: unknown) => e as Error,
+    );
+    expect(err?.message).toContain(
+      'execution.attempt_uid_range=65000-66000 overlaps nobody (65534)',
+    );
+    expect(existsSync(join(dataDir, 'admin.token'))).toBe(false);
+  });
+
   it('a child detached with setsid is killed, and a file left in /tmp removed, when its attempt ends', async () => {
     const run = await trigger('iso_setsid', asDefault());
     expect(await finished('iso_setsid', run, asDefault())).toBe('success');

@@ -5,7 +5,14 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { isLeoflowError } from '@leoflow/core';
-import { procfs, removeLeftovers, UidAllocator, type ProcessTable } from '../src/index.js';
+import {
+  ConfigError,
+  procfs,
+  readConfig,
+  removeLeftovers,
+  UidAllocator,
+  type ProcessTable,
+} from '../src/index.js';
 
 /** Unused ids far above any account on a test machine; each test gets a small slice. */
 const BASE = 1_999_000_000;
@@ -185,6 +192,34 @@ describe('UidAllocator', () => {
     chmodSync(dir, 0o755);
     expect(() => new UidAllocator({ range: { first: BASE, last: BASE }, lockDir: dir })).toThrow(
       /mode 0700/,
+    );
+  });
+});
+
+describe('agent config: LEOFLOW_ATTEMPT_UID_RANGE', () => {
+  const base = {
+    LEOFLOW_AGENT_URL: 'http://127.0.0.1:1',
+    LEOFLOW_TASK_INSTANCE_ID: 'ti',
+    LEOFLOW_WORKDIR: '/w',
+  };
+  it('reads the range, the process limit and the lock dir', () => {
+    const c = readConfig({
+      ...base,
+      LEOFLOW_ATTEMPT_UID_RANGE: '1879048192-1879048291',
+      LEOFLOW_ATTEMPT_NPROC_LIMIT: '512',
+      LEOFLOW_ATTEMPT_UID_LOCK_DIR: '/run/x',
+    });
+    expect(c.attemptUids).toEqual({
+      range: { first: 1879048192, last: 1879048291 },
+      nproc: 512,
+      lockDir: '/run/x',
+    });
+    expect(readConfig(base).attemptUids).toBeUndefined();
+  });
+  it('refuses a malformed range, naming the variable', () => {
+    expect(() => readConfig({ ...base, LEOFLOW_ATTEMPT_UID_RANGE: '0-10' })).toThrow(ConfigError);
+    expect(() => readConfig({ ...base, LEOFLOW_ATTEMPT_UID_RANGE: '5000-4000' })).toThrow(
+      /LEOFLOW_ATTEMPT_UID_RANGE/,
     );
   });
 });

@@ -74,6 +74,8 @@ export async function startControlPlane(
 ): Promise<ControlPlane> {
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger(cfg.logLevel);
+  // Before anything is written: a uid range that overlaps an account refuses boot.
+  const isolation = resolveTaskIsolation(cfg.execution);
   prepareDataDir(cfg.dataDir);
 
   const store = await openStore(cfg.database);
@@ -124,7 +126,6 @@ export async function startControlPlane(
   const lifecycle = new AttemptLifecycle(store, specs, clock, logger, poke);
   const runs = new RunOperations(store, clock, poke);
 
-  const isolation = resolveTaskIsolation(cfg.execution);
   const workRoot = cfg.execution.workDir ?? workRootFor(ensureInstallId(cfg.dataDir));
   ensureWorkRoot(workRoot);
   let taskNodeModules = cfg.execution.taskNodeModules;
