@@ -76,9 +76,9 @@ export class AttemptIsolation {
   async killAll(): Promise<{ killed: boolean; clean: boolean }> {
     const uid = this.#lease?.uid;
     if (uid === undefined) return { killed: false, clean: true };
-    const killed = this.#procs.processesOf(uid).length > 0;
-    const clean = await sweepUid(uid, { procs: this.#procs });
-    return { killed, clean };
+    // Only root creates processes of a uid, so an empty scan stays empty: no helper needed.
+    if (this.#procs.processesOf(uid).length === 0) return { killed: false, clean: true };
+    return { killed: true, clean: await sweepUid(uid, { procs: this.#procs }) };
   }
 
   /** Final sweep, then the uid goes back to the range; kept held when something survived. */
