@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { chmodSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -40,6 +40,9 @@ afterAll(async () => {
 describe('kill -9 of standalone in the middle of runs', () => {
   it('recovers after a restart: every run finishes and no attempt runs twice at once', async () => {
     const marks = join(scratch.dir, 'marks.log');
+    // Every attempt runs under a uid of its own: the shared log must be writable by all of them.
+    writeFileSync(marks, '');
+    chmodSync(marks, 0o666);
     const dags = join(scratch.dir, 'dags');
     const body = (id: string) => `  - task_id: ${id}
     retries: 2

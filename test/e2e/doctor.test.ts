@@ -10,7 +10,13 @@ import {
   postgresRequired,
 } from '../../packages/server/test/support/databases.js';
 import { freshPostgresDatabase } from '../support/postgres-database.js';
-import { cli, startStandalone, type CliResult, type Standalone } from '../support/processes.js';
+import {
+  cli,
+  removeWorkRoots,
+  startStandalone,
+  type CliResult,
+  type Standalone,
+} from '../support/processes.js';
 
 // Needs packages/cli/dist: run `npx tsc -b` first.
 
@@ -29,6 +35,14 @@ interface Report {
     };
     agent_channel: { mode: string; secrets_delivered: boolean };
     tasks_run_as: { isolated: boolean; user: string | null };
+    isolation: {
+      mode: string;
+      attempt_uid_range: string | null;
+      nproc_limit: { enforced: boolean };
+      cgroup_limits: { enforced: boolean };
+      work_root: string | null;
+      task_sdk: { file: string | null; readable: boolean | null };
+    };
     exposures: { id: string; sentence: string; remedy: string }[];
   };
   checks: { id: string; status: 'ok' | 'warn' | 'fail'; message: string }[];
@@ -92,6 +106,7 @@ describe('leoflow doctor against a real standalone (SQLite)', () => {
   });
   afterAll(async () => {
     await s?.stop();
+    removeWorkRoots(scratch);
     rmSync(scratch, { recursive: true, force: true });
   });
 
@@ -102,6 +117,15 @@ describe('leoflow doctor against a real standalone (SQLite)', () => {
     const r = json(res);
     expect(r.config.data_dir).toBe(dataDir);
     expect(status(r, 'datastore.migrations')).toBe('ok');
+    // The isolation in force, as the running process sees it.
+    expect(r.posture.isolation).toMatchObject({
+      mode: isRoot ? 'per-attempt' : 'none',
+      attempt_uid_range: isRoot ? '1879048192-1879113727' : null,
+      cgroup_limits: { enforced: false },
+      task_sdk: { readable: true },
+    });
+    expect(status(r, 'tasks.sdk_reachable')).toBe('ok');
+    expect(status(r, 'work_root.owner')).toBe('ok');
     // The port standalone really bound (it was started with --http-port 0).
     expect((r.config as unknown as { http: { port: number } }).http.port).toBe(
       Number(new URL(s.url).port),
@@ -110,6 +134,7 @@ describe('leoflow doctor against a real standalone (SQLite)', () => {
     const table = await cli(['doctor', '--server'], env);
     expect(table.code, table.stderr).toBe(0);
     expect(table.stdout).toContain('Residual exposure');
+    expect(table.stdout).toMatch(isRoot ? /attempt uids\s+on: / : /attempt uids\s+off: /);
     expectNoneOf(table, [SECRET_VALUE, ...secretsOnDisk(dataDir)]);
 
     const viewer = await cli(['auth', 'create-token', '--role', 'viewer'], env);
@@ -146,6 +171,7 @@ describe('leoflow doctor against a real standalone (SQLite)', () => {
       },
       agent_channel: { mode: 'cleartext-loopback', secrets_delivered: true },
       tasks_run_as: { isolated: isRoot },
+      isolation: { mode: isRoot ? 'per-attempt' : 'none', task_sdk: { readable: true } },
     });
     for (const id of [
       'data_dir.mode',
@@ -270,6 +296,7 @@ function registerPostgres(): void {
     });
     afterAll(async () => {
       await s?.stop();
+      removeWorkRoots(scratch);
       rmSync(scratch, { recursive: true, force: true });
       await drop?.();
     });

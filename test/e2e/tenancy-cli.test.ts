@@ -8,7 +8,13 @@ import {
   postgresRequired,
 } from '../../packages/server/test/support/databases.js';
 import { freshPostgresDatabase } from '../support/postgres-database.js';
-import { cli, startStandalone, writeDag, type Standalone } from '../support/processes.js';
+import {
+  cli,
+  removeWorkRoots,
+  startStandalone,
+  writeDag,
+  type Standalone,
+} from '../support/processes.js';
 
 /**
  * Tenants, tokens, roles and the audit log through the real `leoflow` CLI against a real
@@ -48,6 +54,7 @@ function tenancySuite(dialect: 'sqlite' | 'postgres'): void {
     afterAll(async () => {
       await s?.stop();
       await drop?.();
+      removeWorkRoots(scratch);
       rmSync(scratch, { recursive: true, force: true });
     });
 

@@ -1,5 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -23,12 +31,14 @@ export interface StandaloneOptions {
   agentPort?: number;
   extraArgs?: string[];
   env?: Record<string, string>;
+  /** another installation's CLI entry (e.g. a copy of the checkout); default this checkout's */
+  cliEntry?: string;
 }
 
 /** Starts a real `leoflow standalone` process and waits until it prints where it listens. */
 export async function startStandalone(opts: StandaloneOptions): Promise<Standalone> {
   const args = [
-    CLI,
+    opts.cliEntry ?? CLI,
     'standalone',
     '--data-dir',
     opts.dataDir,
@@ -145,7 +155,36 @@ export async function api<T>(
 export function scratchDir(prefix: string): { dir: string; cleanup: () => void } {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   chmodSync(dir, 0o777);
-  return { dir, cleanup: () => rmSync(dir, { recursive: true, force: true }) };
+  return {
+    dir,
+    cleanup: () => {
+      removeWorkRoots(dir);
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+/**
+ * Each installation's work root lives outside its data dir (/tmp/leoflow-work-<install id>);
+ * remove those of the data dirs directly under `dir` so test runs do not pile them up in /tmp.
+ */
+export function removeWorkRoots(dir: string): void {
+  let entries: string[];
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return;
+  }
+  for (const name of ['', ...entries]) {
+    let id: string;
+    try {
+      id = readFileSync(join(dir, name, 'install-id'), 'utf8').trim();
+    } catch {
+      continue;
+    }
+    if (/^[0-9a-f]{16}$/.test(id))
+      rmSync(join(tmpdir(), `leoflow-work-${id}`), { recursive: true, force: true });
+  }
 }
 
 export function writeDag(

@@ -5,6 +5,7 @@ import { Code } from '@connectrpc/connect';
 import { LogStream, ReportedState, TaskType, type TaskSpec } from '@leoflow/protocol';
 import type { AgentConfig } from './config.js';
 import type { Diagnostics } from './diag.js';
+import type { AttemptIsolation } from './isolation.js';
 import { buildTaskEnv, xcomEnvName, type EnvMap } from './env.js';
 import { LogShipper, type BufferedLine, type StreamName } from './log-shipper.js';
 import { codeName, errorCode, retryUntil } from './retry.js';
@@ -74,6 +75,8 @@ export interface AgentDeps {
   agentEnv: Record<string, string | undefined>;
   /** epoch ms at which the bootstrap deadline started (the process start, normally) */
   startedAt: number;
+  /** per-attempt uid (root only): allocated before the task, swept when it ends */
+  isolation?: AttemptIsolation | undefined;
 }
 
 const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
@@ -92,6 +95,7 @@ export class Agent {
   readonly #diag: Diagnostics;
   readonly #agentEnv: Record<string, string | undefined>;
   readonly #startedAt: number;
+  readonly #isolation: AttemptIsolation | undefined;
 
   #shipper: LogShipper | undefined;
   #task: TaskProcess | undefined;
@@ -112,6 +116,7 @@ export class Agent {
     this.#diag = deps.diag;
     this.#agentEnv = deps.agentEnv;
     this.#startedAt = deps.startedAt;
+    this.#isolation = deps.isolation;
     this.#heartbeatIntervalMs = deps.config.heartbeatIntervalMs;
   }
 
@@ -122,6 +127,7 @@ export class Agent {
 
   /** Last-resort cleanup for crashes: the task group must not outlive the agent. */
   killTaskGroupNow(): void {
+    this.#isolation?.killNow();
     const pid = this.#task?.pid;
     if (pid === undefined) return;
     try {
@@ -191,11 +197,16 @@ export class Agent {
 
     // --- preparation: secrets, upstream XComs, env, launch plan ----------------------------
     const workdir = this.#cfg.workdir;
-    const runAs = this.#cfg.runAs;
+    let runAs = this.#cfg.runAs;
     const asRoot = process.getuid?.() === 0;
     let launch: ReturnType<typeof planLaunch>;
     let env: EnvMap;
     try {
+      if (this.#isolation) {
+        runAs = await this.#isolation.acquire();
+        const nproc = this.#isolation.nprocProblem();
+        if (nproc !== undefined) this.#diag.log('warn', nproc);
+      }
       if (runAs && asRoot) {
         // The task's cwd and HOME; it must be able to write there and nobody else should.
         chownSync(workdir, runAs.uid, runAs.gid);
@@ -237,6 +248,7 @@ export class Agent {
         node: this.#cfg.node,
         nodeModules: this.#cfg.nodeModules,
       });
+      if (this.#isolation) launch = this.#isolation.wrap(launch);
     } catch (err) {
       const msg =
         err instanceof UnsupportedTaskTypeError
@@ -289,6 +301,16 @@ export class Agent {
     if (this.#killing) await this.#killing;
     else if (await task.reapGroup(this.#cfg.killGraceMs)) {
       this.#agentLine('terminated processes the task left running in its process group');
+    }
+    if (this.#isolation) {
+      // Everything of the attempt's uid, including what left the group (setsid, daemonize).
+      const swept = await this.#isolation.killAll();
+      if (swept.killed)
+        this.#agentLine(`killed the processes the task left running as uid ${runAs?.uid ?? '?'}`);
+      if (!swept.clean)
+        this.#agentLine(
+          `some processes of uid ${runAs?.uid ?? '?'} survived SIGKILL; the uid stays reserved`,
+        );
     }
     await task.outputDone(2_000);
     this.#agentLine(describeExit(exit));

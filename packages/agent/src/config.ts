@@ -1,3 +1,5 @@
+import { parseNprocLimit, parseUidRange, type UidRange } from '@leoflow/core';
+
 /**
  * Everything the agent reads from its environment. The executor passes a minimal env; the token
  * is NOT here (it arrives on fd 3), and nothing read here is secret.
@@ -16,6 +18,11 @@ export interface AgentConfig {
   /** True when LEOFLOW_HEARTBEAT_INTERVAL_MS was given; otherwise Register's answer may set it. */
   heartbeatIntervalFromEnv: boolean;
   runAs: { uid: number; gid: number } | undefined;
+  /**
+   * Per-attempt uids (LEOFLOW_ATTEMPT_UID_RANGE): when set and the agent is root, the task runs
+   * under a uid of its own from this range instead of runAs.
+   */
+  attemptUids: { range: UidRange; nproc: number; lockDir: string | undefined } | undefined;
   python: string;
   node: string;
   /** node_modules that node tasks resolve packages from (e.g. @leoflow/sdk); linked into the workdir */
@@ -82,6 +89,23 @@ export function readConfig(env: Env, execPath: string = process.execPath): Agent
     throw new ConfigError('LEOFLOW_RUN_AS_UID and LEOFLOW_RUN_AS_GID must be set together');
   }
 
+  let attemptUids: AgentConfig['attemptUids'];
+  const rangeText = env['LEOFLOW_ATTEMPT_UID_RANGE'];
+  if (rangeText !== undefined && rangeText !== '') {
+    try {
+      attemptUids = {
+        range: parseUidRange(rangeText, 'LEOFLOW_ATTEMPT_UID_RANGE'),
+        nproc: parseNprocLimit(
+          env['LEOFLOW_ATTEMPT_NPROC_LIMIT'] ?? '0',
+          'LEOFLOW_ATTEMPT_NPROC_LIMIT',
+        ),
+        lockDir: env['LEOFLOW_ATTEMPT_UID_LOCK_DIR'] || undefined,
+      };
+    } catch (err) {
+      throw new ConfigError((err as Error).message);
+    }
+  }
+
   const hb = env['LEOFLOW_HEARTBEAT_INTERVAL_MS'];
   const standby = env['LEOFLOW_AGENT_STANDBY'] === '1';
   return {
@@ -94,6 +118,7 @@ export function readConfig(env: Env, execPath: string = process.execPath): Agent
     heartbeatIntervalMs: positiveInt(env, 'LEOFLOW_HEARTBEAT_INTERVAL_MS', 15_000),
     heartbeatIntervalFromEnv: hb !== undefined && hb !== '',
     runAs: uid !== undefined && gid !== undefined ? { uid, gid } : undefined,
+    attemptUids,
     python: env['LEOFLOW_PYTHON'] || 'python3',
     node: env['LEOFLOW_NODE'] || execPath,
     nodeModules: env['LEOFLOW_NODE_MODULES'] || undefined,

@@ -24,3 +24,15 @@ export { backoffMs, isRetryable, retryUntil, codeName } from './retry.js';
 export { bearerInterceptor, createAgentClient, type AgentClient } from './rpc.js';
 export { exitCodeOf, livingGroupMembers, planLaunch, TaskProcess } from './task-process.js';
 export { readTokenFromFd, TokenHolder, TokenReadError } from './token.js';
+export {
+  DEFAULT_UID_LOCK_DIR,
+  ensureLockDir,
+  procfs,
+  removeLeftovers,
+  SHARED_TMP_DIRS,
+  sweepUid,
+  UidAllocator,
+  type ProcessTable,
+  type UidLease,
+} from './attempt-uid.js';
+export { AttemptIsolation, type IsolationSettings } from './isolation.js';

@@ -5,6 +5,7 @@
 import { Agent, EXIT } from './agent.js';
 import { ConfigError, readConfig } from './config.js';
 import { stderrDiagnostics } from './diag.js';
+import { AttemptIsolation } from './isolation.js';
 import { createAgentConnection } from './rpc.js';
 import { parseAssignment, readTokenFromFd, TokenHolder, TokenReadError } from './token.js';
 
@@ -84,8 +85,15 @@ async function main(): Promise<number> {
     process.chdir(config.workdir);
   }
 
+  // Root with a uid range: this attempt gets a uid of its own (allocated in Agent.run, so a
+  // failure to allocate is reported as the attempt's failure with its reason).
+  const isolation =
+    config.attemptUids && process.getuid?.() === 0
+      ? new AttemptIsolation({ ...config.attemptUids, pathVar: process.env['PATH'] })
+      : undefined;
   agent = new Agent({
     config,
+    isolation,
     client,
     tokens,
     diag,
@@ -93,7 +101,14 @@ async function main(): Promise<number> {
     // For a standby agent the bootstrap deadline runs from its assignment, not its start.
     startedAt: config.standby ? Date.now() : startedAt,
   });
-  return agent.run();
+  const code = await agent.run();
+  if (isolation && !(await isolation.end())) {
+    diag.log(
+      'error',
+      `processes of uid ${isolation.uid ?? '?'} survived SIGKILL; the uid stays held`,
+    );
+  }
+  return code;
 }
 
 main().then(

@@ -22,7 +22,13 @@ import { agentUrl as agentUrlOf, type ServerConfig } from './config/server-confi
 import { compileDagFolder, findDagFolders } from './dags/compile-folder.js';
 import { checkDeclarations } from './dags/registration.js';
 import type { Executor } from './executor/executor.js';
-import { resolveRunAs, type RunAs } from './executor/run-as-user.js';
+import { resolveTaskIsolation, type TaskIsolation } from './executor/run-as-user.js';
+import {
+  ensureInstallId,
+  ensureWorkRoot,
+  installTaskSdk,
+  workRootFor,
+} from './executor/work-root.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
 import { createAgentService } from './rpc/agent-service.js';
 import { startAgentRpcServer } from './rpc/agent-server.js';
@@ -45,7 +51,10 @@ export interface ControlPlane {
   keyringFile: string | null;
   agentUrl: string;
   adminTokenFile: string;
-  runAs: RunAs | null;
+  /** how attempts are isolated (per-attempt uids, one shared user, or not at all) */
+  isolation: TaskIsolation;
+  /** this installation's work root (/tmp/leoflow-work-<install id> by default) */
+  workRoot: string;
   store: Store;
   scheduler: Scheduler;
   executor: Executor;
@@ -65,6 +74,8 @@ export async function startControlPlane(
 ): Promise<ControlPlane> {
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger(cfg.logLevel);
+  // Before anything is written: a uid range that overlaps an account refuses boot.
+  const isolation = resolveTaskIsolation(cfg.execution);
   prepareDataDir(cfg.dataDir);
 
   const store = await openStore(cfg.database);
@@ -115,17 +126,26 @@ export async function startControlPlane(
   const lifecycle = new AttemptLifecycle(store, specs, clock, logger, poke);
   const runs = new RunOperations(store, clock, poke);
 
-  const runAs = resolveRunAs(cfg.execution.runAsUser);
+  const workRoot = cfg.execution.workDir ?? workRootFor(ensureInstallId(cfg.dataDir));
+  ensureWorkRoot(workRoot);
+  let taskNodeModules = cfg.execution.taskNodeModules;
+  if (cfg.execution.sdkBundle !== null) {
+    taskNodeModules = installTaskSdk(workRoot, cfg.execution.sdkBundle);
+  } else {
+    logger.warn(
+      'no @leoflow/sdk bundle (packages/sdk/dist/leoflow-sdk.mjs): node tasks import it from the installation, which task uids cannot reach when it sits in a 0700 directory; run `npm run build`',
+    );
+  }
   const executor =
     opts.executor ??
     new SubprocessExecutor({
       agentEntry: cfg.execution.agentEntry,
-      workDir: cfg.execution.workDir,
+      workDir: workRoot,
       diagnosticsDir: join(cfg.dataDir, 'agents'),
-      runAs,
+      isolation,
       keepWorkDirs: cfg.execution.keepWorkDirs,
       agentCaFile: cfg.agent.tls?.caFile ?? null,
-      taskNodeModules: cfg.execution.taskNodeModules,
+      taskNodeModules,
       standbyAgents: cfg.execution.standbyAgents,
       logger,
     });
@@ -222,6 +242,7 @@ export async function startControlPlane(
     vaultKeyring: { dataDir: cfg.dataDir, source: keyringSource, file: keyringFile ?? null },
     doctorConfig: () => ({
       ...cfg,
+      execution: { ...cfg.execution, workDir: workRoot },
       http: { ...cfg.http, port: bound.http },
       agent: { ...cfg.agent, port: bound.agent },
       metrics: { ...cfg.metrics, port: bound.metrics },
@@ -249,7 +270,8 @@ export async function startControlPlane(
     keyringFile: keyringFile ?? null,
     agentUrl,
     adminTokenFile,
-    runAs,
+    isolation,
+    workRoot,
     store,
     scheduler,
     executor,

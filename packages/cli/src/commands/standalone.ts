@@ -16,6 +16,8 @@ export interface StandaloneFlags {
   agentLostThreshold?: string;
   dispatchLostThreshold?: string;
   runAsUser?: string;
+  attemptUidRange?: string;
+  attemptNprocLimit?: string;
   logLevel?: string;
   agentTlsCert?: string;
   agentTlsKey?: string;
@@ -86,6 +88,21 @@ export async function standaloneConfig(
   );
   const runAs = pick(flags.runAsUser, 'LEOFLOW_EXECUTION_RUN_AS_USER');
   if (runAs !== undefined) ex.runAsUser = runAs === '' || runAs === 'none' ? null : runAs;
+  const range = pick(flags.attemptUidRange, 'LEOFLOW_EXECUTION_ATTEMPT_UID_RANGE');
+  const nproc = pick(flags.attemptNprocLimit, 'LEOFLOW_EXECUTION_ATTEMPT_NPROC_LIMIT');
+  {
+    const { parseUidRange, parseNprocLimit, isLeoflowError } = await import('@leoflow/core');
+    try {
+      if (range !== undefined) {
+        ex.attemptUidRange = range === 'off' ? null : range.trim();
+        if (ex.attemptUidRange !== null) parseUidRange(ex.attemptUidRange);
+      }
+      if (nproc !== undefined) ex.attemptNprocLimit = parseNprocLimit(nproc);
+    } catch (err) {
+      if (isLeoflowError(err)) throw new CliError(err.message, 2, err.code);
+      throw err;
+    }
+  }
   const cert = pick(flags.agentTlsCert, 'LEOFLOW_AGENT_TLS_CERT');
   const key = pick(flags.agentTlsKey, 'LEOFLOW_AGENT_TLS_KEY');
   if ((cert === undefined) !== (key === undefined)) {
@@ -173,8 +190,16 @@ export function addStandaloneOptions(cmd: Command): Command {
       'fail attempts whose agent never started (default 3m)',
     )
     .option(
+      '--attempt-uid-range <first-last|off>',
+      'when root, run every attempt under its own uid/gid from this range, which no account may use (default 1879048192-1879113727; "off" uses --run-as-user)',
+    )
+    .option(
+      '--attempt-nproc-limit <n>',
+      'RLIMIT_NPROC of each attempt uid, via prlimit (default 4096; 0 does not apply it)',
+    )
+    .option(
       '--run-as-user <user>',
-      'when root, run tasks as this user (default nobody; "none" disables)',
+      'when root and --attempt-uid-range is off, run every task as this one user (default nobody; "none" disables)',
     )
     .option('--log-level <level>', 'debug, info, warn, error (default info)')
     .option(
@@ -224,9 +249,12 @@ export function registerStandalone(program: Command): void {
         `  data dir     ${cfg.dataDir}`,
         `  admin token  ${cp.adminTokenFile} (mode 0600; the CLI reads it from ./.leoflow, or set LEOFLOW_TOKEN)`,
         `  DAGs folder  ${cfg.dagsFolder ?? '(none; push DAGs with `leoflow dags push <dir>`)'}`,
-        cp.runAs
-          ? `  tasks run as ${cp.runAs.user} (uid ${cp.runAs.uid})`
-          : '  tasks run as this user: task code can read the data directory (run as root with --run-as-user to isolate it)',
+        cp.isolation.mode === 'per-attempt'
+          ? `  tasks run as a uid of their own each, from ${cp.isolation.range.first}-${cp.isolation.range.last}`
+          : cp.isolation.mode === 'shared'
+            ? `  tasks run as ${cp.isolation.runAs.user} (uid ${cp.isolation.runAs.uid}), all attempts under that one uid`
+            : '  tasks run as this user: task code can read the data directory (run as root to give every attempt its own uid)',
+        `  work root    ${cp.workRoot}`,
         '',
         `Try: LEOFLOW_URL=${cp.httpUrl} npx leoflow runs trigger hello --wait`,
         '',

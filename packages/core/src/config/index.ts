@@ -1,2 +1,3 @@
 export * from './duration.js';
 export * from './credential-plane.js';
+export * from './attempt-isolation.js';

@@ -1,5 +1,10 @@
-import { tmpdir } from 'node:os';
-import { DEFAULT_CREDENTIAL_PLANE_CONFIG, type CredentialPlaneConfig } from '@leoflow/core';
+import {
+  DEFAULT_ATTEMPT_NPROC_LIMIT,
+  DEFAULT_ATTEMPT_UID_RANGE,
+  DEFAULT_CREDENTIAL_PLANE_CONFIG,
+  type CredentialPlaneConfig,
+} from '@leoflow/core';
+import { defaultSdkBundle } from '../executor/work-root.js';
 import { join, resolve } from 'node:path';
 
 /**
@@ -33,11 +38,24 @@ export interface ServerConfig {
     /** extra time the control plane grants past execution_timeout before it steps in itself */
     timeoutGraceMs: number;
     schedulerTickMs: number;
-    /** user attempts run as when the control plane runs as root; null = do not drop */
+    /**
+     * execution.attempt_uid_range, "first-last": when root, every attempt runs under its own uid
+     * and gid from this range. null ("off") falls back to the one shared runAsUser.
+     */
+    attemptUidRange: string | null;
+    /** execution.attempt_nproc_limit: RLIMIT_NPROC of each attempt's uid; 0 = not applied */
+    attemptNprocLimit: number;
+    /** the shared user attempts run as when root and attemptUidRange is off; null = do not drop */
     runAsUser: string | null;
-    workDir: string;
+    /** the work root; null = the per-install default, /tmp/leoflow-work-<install id> */
+    workDir: string | null;
     agentEntry: string;
-    /** node_modules node tasks can import from (the installation's, so @leoflow/sdk resolves) */
+    /**
+     * The self-contained @leoflow/sdk bundle copied under the work root for node tasks; null when
+     * not built, then node tasks resolve from taskNodeModules instead.
+     */
+    sdkBundle: string | null;
+    /** fallback node_modules for node tasks when there is no SDK bundle (the installation's) */
     taskNodeModules: string | null;
     /** pre-started, credential-less agents waiting for an attempt; 0 starts each on demand */
     standbyAgents: number;
@@ -64,9 +82,12 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       dispatchLostThresholdMs: 180_000,
       timeoutGraceMs: 30_000,
       schedulerTickMs: 250,
+      attemptUidRange: DEFAULT_ATTEMPT_UID_RANGE,
+      attemptNprocLimit: DEFAULT_ATTEMPT_NPROC_LIMIT,
       runAsUser: 'nobody',
-      workDir: join(tmpdir(), 'leoflow-work'),
+      workDir: null,
       agentEntry: defaultAgentEntry(),
+      sdkBundle: defaultSdkBundle(),
       standbyAgents: 2,
       taskNodeModules: resolve(new URL('.', import.meta.url).pathname, '../../../../node_modules'),
       keepWorkDirs: false,

@@ -32,7 +32,7 @@ export function renderDoctorReport(r: DoctorReport): string {
     ],
     [
       'execution',
-      `run-as user ${c.execution.run_as_user ?? 'none'}, ${c.execution.standby_agents} standby agent(s), work dir ${c.execution.work_dir}`,
+      `attempt uids ${c.execution.attempt_uid_range ?? 'off'} (nproc ${c.execution.attempt_nproc_limit}), run-as user ${c.execution.run_as_user ?? 'none'}, ${c.execution.standby_agents} standby agent(s), work dir ${c.execution.work_dir ?? p.isolation.work_root ?? '(per install, not created yet)'}`,
     ],
     ['vault seed', c.vault_seed_dir ?? '-'],
     ['log level', c.log_level],
@@ -74,6 +74,33 @@ export function renderDoctorReport(r: DoctorReport): string {
           : `cleartext on ${p.agent_channel.address}, not loopback: secrets are NOT delivered`,
     ],
     ['tasks run as', p.tasks_run_as.summary],
+  ]);
+
+  const iso = p.isolation;
+  section('Task isolation', [
+    [
+      'attempt uids',
+      iso.mode === 'per-attempt'
+        ? `on: a uid and gid of its own per attempt from ${iso.attempt_uid_range ?? '?'}, no supplementary groups, every process of it killed at the attempt's end`
+        : iso.mode === 'shared'
+          ? "off: every attempt shares one uid (tasks can read each other's environ and signal each other)"
+          : "off: not root, every attempt runs as this user (tasks can read each other's environ and the data dir)",
+    ],
+    [
+      'process limit',
+      `${iso.nproc_limit.enforced ? 'enforced' : 'NOT enforced'}: ${iso.nproc_limit.detail}`,
+    ],
+    [
+      'cgroup limits',
+      `${iso.cgroup_limits.enforced ? 'enforced' : 'NOT enforced'}: ${iso.cgroup_limits.detail.replace(/^not enforced: /, '')}`,
+    ],
+    ['work root', iso.work_root ?? '(per install; created at first start)'],
+    [
+      'task SDK',
+      iso.task_sdk.file === null
+        ? '-'
+        : `${iso.task_sdk.file} (${iso.task_sdk.readable === null ? 'missing' : iso.task_sdk.readable ? 'readable by task uids' : 'NOT readable by task uids'})`,
+    ],
   ]);
 
   out.push('Residual exposure');

@@ -1,9 +1,18 @@
-import { join } from 'node:path';
-import { agentTokenTtlSeconds, formatDuration } from '@leoflow/core';
+import { dirname, join } from 'node:path';
+import {
+  agentTokenTtlSeconds,
+  ATTEMPT_UID_RANGE_KEY,
+  formatDuration,
+  isLeoflowError,
+  parseUidRange,
+  uidRangeCollisionMessage,
+  uidRangeCollisions,
+} from '@leoflow/core';
 import { keyringFile } from '../auth/signing-keys.js';
 import type { ServerConfig } from '../config/server-config.js';
 import { ADMIN_TOKEN_FILE } from '../config/data-dir-layout.js';
 import { isLoopbackHost } from '../credentials/secret-delivery.js';
+import { INSTALL_ID_FILE, SDK_ENTRY, workRootFor } from '../executor/work-root.js';
 import {
   liteKeyringPath,
   SECRET_KEY_ENV,
@@ -107,7 +116,22 @@ export interface Posture {
   };
   agent_channel: { mode: AgentChannelMode; address: string; secrets_delivered: boolean };
   tasks_run_as: { isolated: boolean; user: string | null; uid: number | null; summary: string };
+  /** how attempts are kept apart from each other, and which kernel limits bound them */
+  isolation: IsolationPosture;
   exposures: Exposure[];
+}
+
+export interface IsolationPosture {
+  /** per-attempt: a uid of its own per attempt; shared: one run-as user; none: this user */
+  mode: 'per-attempt' | 'shared' | 'none';
+  /** execution.attempt_uid_range in force (per-attempt mode), else null */
+  attempt_uid_range: string | null;
+  nproc_limit: { limit: number; enforced: boolean; detail: string };
+  cgroup_limits: { enforced: boolean; detail: string };
+  /** this installation's work root, or null when it cannot be told yet (no install id) */
+  work_root: string | null;
+  /** the @leoflow/sdk copy node tasks import; readable: by an unprivileged uid (null: unknown) */
+  task_sdk: { file: string | null; readable: boolean | null };
 }
 
 export interface RedactedConfig {
@@ -130,9 +154,11 @@ export interface RedactedConfig {
     heartbeat_interval: string;
     agent_lost_threshold: string;
     dispatch_lost_threshold: string;
+    attempt_uid_range: string | null;
+    attempt_nproc_limit: number;
     run_as_user: string | null;
     standby_agents: number;
-    work_dir: string;
+    work_dir: string | null;
   };
 }
 
@@ -483,6 +509,14 @@ export async function buildDoctorReport(
   // ---------------------------------------------------------------- tasks' user
   const runAs = await runAsPosture(cfg, deps);
   check('tasks.run_as', runAs.status, runAs.message);
+  const isolation = await isolationPosture(cfg, deps, runAs, check);
+  if (isolation.mode !== 'per-attempt' && runAs.status !== 'fail') {
+    expose(
+      'tasks.shared_uid',
+      `Every attempt runs under the same uid${runAs.uid !== null ? ` (${runAs.uid})` : ''}: a task can read another running task's /proc/<pid>/environ (the Variables and Connections delivered to it), list its work dir through /proc/<pid>/cwd and signal it — across DAGs and tenants — and a child it detaches with setsid outlives its attempt.`,
+      'Run Lite as root with execution.attempt_uid_range on (the default; --attempt-uid-range), so every attempt gets a uid of its own.',
+    );
+  }
   if (!runAs.isolated && runAs.status !== 'fail') {
     const ptrace = (await deps.readText(PTRACE_SCOPE_FILE))?.trim();
     const memory =
@@ -668,6 +702,7 @@ export async function buildDoctorReport(
       uid: runAs.uid,
       summary: runAs.summary,
     },
+    isolation,
     exposures,
   };
 
@@ -735,6 +770,8 @@ export function redactedConfig(cfg: ServerConfig): RedactedConfig {
       heartbeat_interval: ms(cfg.execution.heartbeatIntervalMs),
       agent_lost_threshold: ms(cfg.execution.agentLostThresholdMs),
       dispatch_lost_threshold: ms(cfg.execution.dispatchLostThresholdMs),
+      attempt_uid_range: cfg.execution.attemptUidRange,
+      attempt_nproc_limit: cfg.execution.attemptNprocLimit,
       run_as_user: cfg.execution.runAsUser,
       standby_agents: cfg.execution.standbyAgents,
       work_dir: cfg.execution.workDir,
@@ -847,6 +884,16 @@ async function runAsPosture(cfg: ServerConfig, deps: DoctorDeps): Promise<RunAsP
       `not running as root, so tasks run as uid ${self} too and can read the data dir; run Lite as root with --run-as-user <unprivileged user>, or as a dedicated account`,
     );
   }
+  if (cfg.execution.attemptUidRange !== null) {
+    return {
+      isolated: true,
+      user: null,
+      uid: null,
+      summary: `a uid of its own per attempt, from ${cfg.execution.attemptUidRange} (no supplementary groups), outside the 0700 data dir`,
+      status: 'ok',
+      message: `every attempt runs under its own uid and gid from ${ATTEMPT_UID_RANGE_KEY} ${cfg.execution.attemptUidRange}, without supplementary groups, in a 0700 work dir it owns; when it ends every process of that uid is killed before the uid is reused`,
+    };
+  }
   if (user === null) {
     return notIsolated(
       'root (--run-as-user none): task code can read the data dir',
@@ -882,6 +929,233 @@ async function runAsPosture(cfg: ServerConfig, deps: DoctorDeps): Promise<RunAsP
     status: 'ok',
     message: `tasks run as ${user} (uid ${resolved.uid}, gid ${resolved.gid}) in per-attempt work dirs; the data dir (mode 0700) is closed to them`,
   };
+}
+
+/**
+ * Per-attempt uids, RLIMIT_NPROC, cgroup limits, the work root and the SDK copy node tasks
+ * import: what is enforced on this machine, each as a check, and the posture summary.
+ */
+async function isolationPosture(
+  cfg: ServerConfig,
+  deps: DoctorDeps,
+  runAs: RunAsPosture,
+  check: (id: string, status: CheckStatus, message: string) => void,
+): Promise<IsolationPosture> {
+  const ex = cfg.execution;
+  const perAttempt = deps.uid === 0 && ex.attemptUidRange !== null;
+  const mode: IsolationPosture['mode'] = perAttempt
+    ? 'per-attempt'
+    : runAs.isolated
+      ? 'shared'
+      : 'none';
+  let nproc: IsolationPosture['nproc_limit'] = {
+    limit: 0,
+    enforced: false,
+    detail:
+      'not applied: attempts share a uid, so a per-uid process limit would bound them all together',
+  };
+  let cgroup: IsolationPosture['cgroup_limits'] = {
+    enforced: false,
+    detail: 'not enforced: attempts have no cgroup of their own',
+  };
+  if (perAttempt && ex.attemptUidRange !== null) {
+    try {
+      const range = parseUidRange(ex.attemptUidRange);
+      const read = (f: string) => deps.readText(f);
+      const hits = uidRangeCollisions(range, {
+        passwd: await read('/etc/passwd'),
+        group: await read('/etc/group'),
+        subuid: await read('/etc/subuid'),
+        subgid: await read('/etc/subgid'),
+      });
+      if (hits.length > 0)
+        check(
+          'tasks.attempt_uid_range',
+          'fail',
+          `${uidRangeCollisionMessage(range, hits)}; standalone refuses to start`,
+        );
+      else
+        check(
+          'tasks.attempt_uid_range',
+          'ok',
+          `${ATTEMPT_UID_RANGE_KEY} ${ex.attemptUidRange} (${range.last - range.first + 1} uids) holds no account, group or subordinate id range of /etc/passwd, /etc/group, /etc/subuid, /etc/subgid`,
+        );
+    } catch (err) {
+      check('tasks.attempt_uid_range', 'fail', isLeoflowError(err) ? err.message : errorText(err));
+    }
+    const prlimit = await findExecutable(deps, 'prlimit');
+    if (ex.attemptNprocLimit <= 0) {
+      nproc = {
+        limit: 0,
+        enforced: false,
+        detail: 'not applied (execution.attempt_nproc_limit is 0)',
+      };
+      check(
+        'tasks.nproc_limit',
+        'warn',
+        'execution.attempt_nproc_limit is 0: a task can fork without bound; set --attempt-nproc-limit (default 4096)',
+      );
+    } else if (prlimit === null) {
+      nproc = {
+        limit: ex.attemptNprocLimit,
+        enforced: false,
+        detail: 'not applied: prlimit (util-linux) is not on PATH',
+      };
+      check(
+        'tasks.nproc_limit',
+        'warn',
+        `prlimit (util-linux) is not on PATH, so RLIMIT_NPROC ${ex.attemptNprocLimit} is not applied to attempts (Node cannot set rlimits itself); install util-linux`,
+      );
+    } else {
+      nproc = {
+        limit: ex.attemptNprocLimit,
+        enforced: true,
+        detail: `RLIMIT_NPROC ${ex.attemptNprocLimit} per attempt uid, set by ${prlimit}`,
+      };
+      check(
+        'tasks.nproc_limit',
+        'ok',
+        `each attempt's uid is limited to ${ex.attemptNprocLimit} processes and threads (RLIMIT_NPROC via ${prlimit})`,
+      );
+    }
+    const v2 = await cgroupV2Delegation(deps);
+    cgroup = {
+      enforced: false,
+      detail: v2.delegated
+        ? `not enforced: cgroup v2 delegates memory and pids at ${v2.where}, but this build does not place attempts in cgroups`
+        : `not enforced: ${v2.why}`,
+    };
+    check(
+      'tasks.cgroup_limits',
+      'warn',
+      `attempt memory and pids are not bounded by a cgroup: ${cgroup.detail.replace(/^not enforced: /, '')}; RLIMIT_NPROC is the only per-attempt limit`,
+    );
+  }
+
+  // work root and the SDK copy in it
+  let workRoot = ex.workDir;
+  if (workRoot === null) {
+    const id = (await deps.readText(join(cfg.dataDir, INSTALL_ID_FILE)))?.trim();
+    workRoot = id && /^[0-9a-f]{16}$/.test(id) ? workRootFor(id) : null;
+  }
+  let sdk: IsolationPosture['task_sdk'] = { file: null, readable: null };
+  if (workRoot === null) {
+    check(
+      'work_root.owner',
+      'warn',
+      `no install id in ${join(cfg.dataDir, INSTALL_ID_FILE)} yet: standalone creates it and the work root /tmp/leoflow-work-<install id> on first start`,
+    );
+  } else {
+    const root = await safeStat(deps)(workRoot);
+    if (root.info === null) {
+      check(
+        'work_root.owner',
+        'warn',
+        `${workRoot} does not exist yet: standalone creates it (mode 0711) at start`,
+      );
+    } else if (
+      root.info.kind !== 'directory' ||
+      (deps.uid !== null && root.info.uid !== deps.uid)
+    ) {
+      check(
+        'work_root.owner',
+        'fail',
+        `${workRoot} is not a directory owned by uid ${deps.uid ?? '?'}: standalone refuses to start; remove it`,
+      );
+    } else if ((root.info.mode & 0o022) !== 0) {
+      check(
+        'work_root.owner',
+        'fail',
+        `${workRoot} is mode ${octal(root.info.mode)}: others may write there; run \`chmod 711 ${sh(workRoot)}\``,
+      );
+    } else {
+      check(
+        'work_root.owner',
+        'ok',
+        `${workRoot} (this installation's work root) is mode ${octal(root.info.mode)}, owned by uid ${root.info.uid}`,
+      );
+    }
+    if (root.info !== null) {
+      const file = join(workRoot, SDK_ENTRY);
+      const readable = await readableByOthers(deps, file);
+      sdk = { file, readable };
+      if (readable === null)
+        check(
+          'tasks.sdk_reachable',
+          'warn',
+          `${file} does not exist: node tasks cannot \`import '@leoflow/sdk'\`; run \`npm run build\` and restart standalone (it copies the SDK bundle there)`,
+        );
+      else if (!readable)
+        check(
+          'tasks.sdk_reachable',
+          'fail',
+          `${file} or a directory above it is closed to other users: node tasks, running under unprivileged uids, cannot import @leoflow/sdk; restart standalone (it recreates it 0755/0644)`,
+        );
+      else
+        check(
+          'tasks.sdk_reachable',
+          'ok',
+          `node tasks import @leoflow/sdk from ${file}, readable by an unprivileged uid`,
+        );
+    }
+  }
+  return {
+    mode,
+    attempt_uid_range: perAttempt ? ex.attemptUidRange : null,
+    nproc_limit: nproc,
+    cgroup_limits: cgroup,
+    work_root: workRoot,
+    task_sdk: sdk,
+  };
+}
+
+/** Others' bits only: a per-attempt uid owns nothing and is in no group. null: no such file. */
+async function readableByOthers(deps: DoctorDeps, file: string): Promise<boolean | null> {
+  const st = await safeStat(deps)(file);
+  if (st.info === null) return null;
+  if ((st.info.mode & 0o004) === 0) return false;
+  let dir = dirname(file);
+  for (;;) {
+    const d = await safeStat(deps)(dir);
+    if (d.info === null || (d.info.mode & 0o001) === 0) return false;
+    const up = dirname(dir);
+    if (up === dir) return true;
+    dir = up;
+  }
+}
+
+async function findExecutable(deps: DoctorDeps, name: string): Promise<string | null> {
+  const dirs = [...(deps.env['PATH'] ?? '').split(':'), '/usr/bin', '/bin'];
+  for (const d of dirs) {
+    if (!d) continue;
+    const p = join(d, name);
+    const st = await safeStat(deps)(p);
+    if (st.info?.kind === 'file' && (st.info.mode & 0o111) !== 0) return p;
+  }
+  return null;
+}
+
+/** Whether this process's cgroup v2 node offers memory and pids to a subtree it could create. */
+async function cgroupV2Delegation(
+  deps: DoctorDeps,
+): Promise<{ delegated: true; where: string } | { delegated: false; why: string }> {
+  const self = await deps.readText('/proc/self/cgroup');
+  const mountinfo = await deps.readText('/proc/self/mountinfo');
+  const path = /^0::(.*)$/m.exec(self ?? '')?.[1];
+  const mount = (mountinfo ?? '')
+    .split('\n')
+    .map((l) => l.split(' '))
+    .find((f) => f[f.indexOf('-') + 1] === 'cgroup2')?.[4];
+  if (path === undefined || mount === undefined)
+    return { delegated: false, why: 'cgroup v2 is not mounted for this process' };
+  const node = join(mount, path);
+  const controllers = (await deps.readText(join(node, 'cgroup.controllers')))?.split(/\s+/) ?? [];
+  if (!controllers.includes('memory') || !controllers.includes('pids'))
+    return {
+      delegated: false,
+      why: `cgroup v2 at ${node} offers no memory and pids controllers: they are on cgroup v1 here, or not delegated to this service`,
+    };
+  return { delegated: true, where: node };
 }
 
 function lookupUser(user: string, passwd: string | null): { uid: number; gid: number } | null {

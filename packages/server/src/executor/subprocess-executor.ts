@@ -4,7 +4,7 @@ import { chownSync, closeSync, mkdirSync, openSync, rmSync, symlinkSync } from '
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { AgentExit, AttemptLaunch, Executor } from './executor.js';
-import type { RunAs } from './run-as-user.js';
+import type { TaskIsolation } from './run-as-user.js';
 
 export interface SubprocessExecutorOptions {
   agentEntry: string;
@@ -12,7 +12,8 @@ export interface SubprocessExecutorOptions {
   workDir: string;
   /** where agent diagnostics files go (inside the data directory: never task-readable) */
   diagnosticsDir: string;
-  runAs: RunAs | null;
+  /** per-attempt uids (the agent allocates), one shared user, or none (not root) */
+  isolation: TaskIsolation;
   keepWorkDirs: boolean;
   /** PEM CA bundle the agent must trust for a TLS agent channel (NODE_EXTRA_CA_CERTS) */
   agentCaFile: string | null;
@@ -37,9 +38,11 @@ export class SubprocessExecutor implements Executor {
   private readonly listeners: ((exit: AgentExit) => void)[] = [];
   private readonly standby: StandbyAgent[] = [];
   private closed = false;
+  private readonly isolation: TaskIsolation;
 
   constructor(private readonly opts: SubprocessExecutorOptions) {
     mkdirSync(opts.workDir, { recursive: true, mode: 0o711 });
+    this.isolation = opts.isolation;
     mkdirSync(opts.diagnosticsDir, { recursive: true, mode: 0o700 });
   }
 
@@ -52,7 +55,9 @@ export class SubprocessExecutor implements Executor {
     );
     rmSync(workdir, { recursive: true, force: true });
     mkdirSync(workdir, { recursive: true, mode: 0o700 });
-    if (this.opts.runAs) chownSync(workdir, this.opts.runAs.uid, this.opts.runAs.gid);
+    // Per-attempt uids: the agent chowns it to the uid it allocates, right before the task.
+    if (this.isolation.mode === 'shared')
+      chownSync(workdir, this.isolation.runAs.uid, this.isolation.runAs.gid);
 
     const standby = this.takeStandby(launch.agentUrl);
     let child: ChildProcess;
@@ -153,9 +158,16 @@ export class SubprocessExecutor implements Executor {
     env.LEOFLOW_HEARTBEAT_INTERVAL_MS = String(launch.heartbeatIntervalMs);
     if (this.opts.agentCaFile) env.NODE_EXTRA_CA_CERTS = this.opts.agentCaFile;
     if (this.opts.taskNodeModules) env.LEOFLOW_NODE_MODULES = this.opts.taskNodeModules;
-    if (this.opts.runAs) {
-      env.LEOFLOW_RUN_AS_UID = String(this.opts.runAs.uid);
-      env.LEOFLOW_RUN_AS_GID = String(this.opts.runAs.gid);
+    const iso = this.isolation;
+    if (iso.mode === 'per-attempt') {
+      env.LEOFLOW_ATTEMPT_UID_RANGE = `${iso.range.first}-${iso.range.last}`;
+      env.LEOFLOW_ATTEMPT_NPROC_LIMIT = String(iso.nprocLimit);
+      // tests point concurrent installations at a private lock dir; production uses the default
+      const lockDir = process.env.LEOFLOW_ATTEMPT_UID_LOCK_DIR;
+      if (lockDir) env.LEOFLOW_ATTEMPT_UID_LOCK_DIR = lockDir;
+    } else if (iso.mode === 'shared') {
+      env.LEOFLOW_RUN_AS_UID = String(iso.runAs.uid);
+      env.LEOFLOW_RUN_AS_GID = String(iso.runAs.gid);
     }
     Object.assign(env, extraEnv);
     const diag = openSync(join(this.opts.diagnosticsDir, diagName), 'a', 0o600);

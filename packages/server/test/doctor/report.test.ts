@@ -23,6 +23,9 @@ const FILES = {
   wal: `${DIR}/leoflow.db-wal`,
 };
 const PASSWD = 'root:x:0:0::/root:/bin/sh\nnobody:x:65534:65534::/:/usr/sbin/nologin\n';
+const INSTALL_ID = '0123456789abcdef';
+const WORK_ROOT = `/tmp/leoflow-work-${INSTALL_ID}`;
+const SDK = `${WORK_ROOT}/node_modules/@leoflow/sdk/index.mjs`;
 const MIGRATIONS = ['0001_initial', '0002_vault'];
 // A key the env may carry; it must never appear in a report.
 const ENV_KEY = 'k'.repeat(32);
@@ -52,10 +55,19 @@ function machine(
   files.set(DIR, dir());
   files.set(`${DIR}/keys`, dir());
   for (const f of Object.values(FILES)) files.set(f, file());
+  // the work root standalone made, with the SDK copy node tasks import (0755 dirs, 0644 file)
+  files.set('/', dir(0o755));
+  files.set('/tmp', dir(0o1777));
+  files.set(WORK_ROOT, dir(0o711));
+  for (const d of ['node_modules', 'node_modules/@leoflow', 'node_modules/@leoflow/sdk'])
+    files.set(`${WORK_ROOT}/${d}`, dir(0o755));
+  files.set(SDK, file(0o644));
+  files.set('/usr/bin/prlimit', { mode: 0o755, uid: 0, dev: 1, kind: 'file' });
   const texts = new Map<string, string>([
     ['/etc/passwd', PASSWD],
     ['/proc/sys/kernel/yama/ptrace_scope', '1\n'],
     [FILES.admin, `${jwt({ sub: 'admin', role: 'admin' })}\n`],
+    [`${DIR}/install-id`, `${INSTALL_ID}\n`],
   ]);
   const store = {
     pending: [] as string[],
@@ -129,6 +141,8 @@ describe('doctor report: a healthy Lite install', () => {
       'datastore.secure_delete',
       'agent.channel',
       'tasks.run_as',
+      'work_root.owner',
+      'tasks.sdk_reachable',
     ]);
     expect(m.store.closed).toBe(true);
     expect(r.summary).toEqual({
@@ -172,6 +186,7 @@ describe('doctor report: a healthy Lite install', () => {
     expect(exposureIds(r)).toEqual([
       'secret_scoping.permissive',
       'secret_liveness.observe',
+      'tasks.shared_uid',
       'tasks.same_user',
       'vault_key.beside_database',
       'admin_token.no_expiry',
@@ -502,16 +517,83 @@ describe('doctor checks: who tasks run as', () => {
     expect(e?.sentence).toContain("the agent's memory");
   });
 
-  it('root with run_as_user nobody: isolated, no same-user exposure', async () => {
+  it('root (defaults): a uid of its own per attempt, with the range, nproc and cgroup posture', async () => {
     const r = await buildDoctorReport(config(), machine({ uid: 0 }).deps);
     expect(byId(r, 'tasks.run_as').status).toBe('ok');
-    expect(r.posture.tasks_run_as).toMatchObject({ isolated: true, user: 'nobody', uid: 65534 });
+    expect(byId(r, 'tasks.run_as').message).toContain('its own uid and gid');
+    expect(byId(r, 'tasks.attempt_uid_range').status).toBe('ok');
+    expect(byId(r, 'tasks.nproc_limit')).toMatchObject({ status: 'ok' });
+    expect(byId(r, 'tasks.cgroup_limits').status).toBe('warn');
+    expect(r.posture.tasks_run_as.isolated).toBe(true);
+    expect(r.posture.isolation).toMatchObject({
+      mode: 'per-attempt',
+      attempt_uid_range: '1879048192-1879113727',
+      nproc_limit: { limit: 4096, enforced: true },
+      cgroup_limits: { enforced: false },
+      work_root: WORK_ROOT,
+      task_sdk: { file: SDK, readable: true },
+    });
     expect(exposureIds(r)).not.toContain('tasks.same_user');
+    expect(exposureIds(r)).not.toContain('tasks.shared_uid');
+    expect(renderDoctorReport(r)).toMatch(
+      /attempt uids\s+on: a uid and gid of its own per attempt/,
+    );
   });
 
-  it('root with --run-as-user none, or a uid-0 account: not isolated', async () => {
+  it('root with a uid range that overlaps an account or group: fails, naming the key', async () => {
+    const m = machine({ uid: 0 });
+    m.texts.set('/etc/group', 'builders:x:1879048200:\n');
+    const r = await buildDoctorReport(config(), m.deps);
+    const c = byId(r, 'tasks.attempt_uid_range');
+    expect(c.status).toBe('fail');
+    expect(c.message).toContain('execution.attempt_uid_range=1879048192-1879113727 overlaps');
+    expect(c.message).toContain('builders (1879048200) in /etc/group');
+    const bad = await buildDoctorReport(
+      config((x) => {
+        x.execution.attemptUidRange = '5-1';
+      }),
+      machine({ uid: 0 }).deps,
+    );
+    expect(byId(bad, 'tasks.attempt_uid_range').message).toContain('execution.attempt_uid_range');
+  });
+
+  it('root without prlimit: RLIMIT_NPROC is named as not enforced', async () => {
+    const m = machine({ uid: 0 });
+    m.files.delete('/usr/bin/prlimit');
+    const r = await buildDoctorReport(config(), m.deps);
+    expect(byId(r, 'tasks.nproc_limit')).toMatchObject({ status: 'warn' });
+    expect(byId(r, 'tasks.nproc_limit').message).toContain('prlimit');
+    expect(r.posture.isolation.nproc_limit.enforced).toBe(false);
+    expect(renderDoctorReport(r)).toMatch(/process limit\s+NOT enforced/);
+  });
+
+  it('an SDK copy closed to other users fails tasks.sdk_reachable', async () => {
+    const m = machine({ uid: 0 });
+    m.files.set(`${WORK_ROOT}/node_modules`, { mode: 0o700, uid: 0, dev: 1, kind: 'directory' });
+    const r = await buildDoctorReport(config(), m.deps);
+    expect(byId(r, 'tasks.sdk_reachable').status).toBe('fail');
+    expect(r.posture.isolation.task_sdk.readable).toBe(false);
+  });
+
+  it('root with the range off and run_as_user nobody: data dir closed, but one uid is shared', async () => {
+    const r = await buildDoctorReport(
+      config((c) => {
+        c.execution.attemptUidRange = null;
+      }),
+      machine({ uid: 0 }).deps,
+    );
+    expect(byId(r, 'tasks.run_as').status).toBe('ok');
+    expect(r.posture.tasks_run_as).toMatchObject({ isolated: true, user: 'nobody', uid: 65534 });
+    expect(r.posture.isolation.mode).toBe('shared');
+    expect(exposureIds(r)).not.toContain('tasks.same_user');
+    const e = r.posture.exposures.find((x) => x.id === 'tasks.shared_uid');
+    expect(e?.sentence).toContain('/proc/<pid>/environ');
+  });
+
+  it('root with the range off and --run-as-user none, or a uid-0 account: not isolated', async () => {
     const none = await buildDoctorReport(
       config((c) => {
+        c.execution.attemptUidRange = null;
         c.execution.runAsUser = null;
       }),
       machine({ uid: 0 }).deps,
@@ -520,6 +602,7 @@ describe('doctor checks: who tasks run as', () => {
     expect(exposureIds(none)).toContain('tasks.same_user');
     const asRoot = await buildDoctorReport(
       config((c) => {
+        c.execution.attemptUidRange = null;
         c.execution.runAsUser = 'root';
       }),
       machine({ uid: 0 }).deps,
@@ -528,9 +611,10 @@ describe('doctor checks: who tasks run as', () => {
     expect(asRoot.posture.tasks_run_as.isolated).toBe(false);
   });
 
-  it('root with an account that does not exist: fails (standalone would not start)', async () => {
+  it('root with the range off and an account that does not exist: fails (standalone would not start)', async () => {
     const r = await buildDoctorReport(
       config((c) => {
+        c.execution.attemptUidRange = null;
         c.execution.runAsUser = 'ghost';
       }),
       machine({ uid: 0 }).deps,
@@ -654,7 +738,13 @@ describe('doctor redaction and rendering', () => {
     m.files.set(FILES.user, { ...m.files.get(FILES.user)!, mode: 0o644 });
     const r = await buildDoctorReport(config(), m.deps);
     const text = renderDoctorReport(r);
-    for (const heading of ['Configuration', 'Credential plane', 'Residual exposure', 'Checks']) {
+    for (const heading of [
+      'Configuration',
+      'Credential plane',
+      'Task isolation',
+      'Residual exposure',
+      'Checks',
+    ]) {
       expect(text).toContain(`\n${heading}\n`);
     }
     for (const c of r.checks) expect(text).toContain(c.id);
@@ -662,6 +752,6 @@ describe('doctor redaction and rendering', () => {
     expect(text).toContain('inherited pipe fd 3, memory only');
     expect(text).toMatch(/fail\s+key_file\.user_signing_keys/);
     expect(text).toContain('1 fail');
-    expect(text.split('\n').length).toBeLessThan(60);
+    expect(text.split('\n').length).toBeLessThan(75);
   });
 });

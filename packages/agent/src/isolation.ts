@@ -1,0 +1,114 @@
+import { accessSync, constants as fsc } from 'node:fs';
+import path from 'node:path';
+import type { UidRange } from '@leoflow/core';
+import {
+  killUidNow,
+  procfs,
+  removeLeftovers,
+  sweepUid,
+  UidAllocator,
+  type ProcessTable,
+  type UidLease,
+} from './attempt-uid.js';
+import type { LaunchPlan, RunAs } from './task-process.js';
+
+export interface IsolationSettings {
+  range: UidRange;
+  /** RLIMIT_NPROC for the attempt's uid; 0 = not applied */
+  nproc: number;
+  lockDir?: string | undefined;
+  /** PATH to look for prlimit on */
+  pathVar?: string | undefined;
+}
+
+/**
+ * One attempt's own uid: allocated before the task starts, every process of it killed when the
+ * task ends (a `setsid` child included), released only once none is left.
+ */
+export class AttemptIsolation {
+  readonly #settings: IsolationSettings;
+  readonly #procs: ProcessTable;
+  #lease: UidLease | undefined;
+  readonly prlimit: string | undefined;
+
+  constructor(settings: IsolationSettings, procs: ProcessTable = procfs) {
+    this.#settings = settings;
+    this.#procs = procs;
+    this.prlimit = settings.nproc > 0 ? findPrlimit(settings.pathVar) : undefined;
+  }
+
+  get uid(): number | undefined {
+    return this.#lease?.uid;
+  }
+
+  /** Allocates the attempt's uid (gid = uid, no supplementary groups). */
+  async acquire(): Promise<RunAs> {
+    if (this.#lease) return { uid: this.#lease.uid, gid: this.#lease.gid };
+    const allocator = new UidAllocator({
+      range: this.#settings.range,
+      ...(this.#settings.lockDir ? { lockDir: this.#settings.lockDir } : {}),
+      procs: this.#procs,
+    });
+    this.#lease = await allocator.allocate();
+    return { uid: this.#lease.uid, gid: this.#lease.gid };
+  }
+
+  /** Why RLIMIT_NPROC is not applied, or undefined when it is. */
+  nprocProblem(): string | undefined {
+    if (this.#settings.nproc <= 0)
+      return 'RLIMIT_NPROC not applied (execution.attempt_nproc_limit is 0)';
+    if (!this.prlimit) return 'RLIMIT_NPROC not applied: prlimit (util-linux) is not on PATH';
+    return undefined;
+  }
+
+  /**
+   * Runs the task under `prlimit --nproc`: prlimit starts as the attempt's uid, lowers its own
+   * limit (allowed unprivileged) and execs the task, so the pid and process group stay the
+   * task's. The limit counts every process and thread of the uid, i.e. of this attempt only.
+   */
+  wrap(plan: LaunchPlan): LaunchPlan {
+    if (!this.prlimit || this.#settings.nproc <= 0) return plan;
+    const n = this.#settings.nproc;
+    return { file: this.prlimit, args: [`--nproc=${n}:${n}`, '--', plan.file, ...plan.args] };
+  }
+
+  /** Kills every process of the attempt's uid; true when any was found. */
+  async killAll(): Promise<{ killed: boolean; clean: boolean }> {
+    const uid = this.#lease?.uid;
+    if (uid === undefined) return { killed: false, clean: true };
+    // Only root creates processes of a uid, so an empty scan stays empty: no helper needed.
+    if (this.#procs.processesOf(uid).length === 0) return { killed: false, clean: true };
+    return { killed: true, clean: await sweepUid(uid, { procs: this.#procs }) };
+  }
+
+  /** Final sweep, then the uid goes back to the range; kept held when something survived. */
+  async end(): Promise<boolean> {
+    if (!this.#lease) return true;
+    const { clean } = await this.killAll();
+    if (!clean) return false;
+    removeLeftovers(this.#lease.uid);
+    this.#lease.release();
+    this.#lease = undefined;
+    return true;
+  }
+
+  /** Crash path: synchronous SIGKILL of every process of the uid (the entry stays for reclaim). */
+  killNow(): void {
+    if (this.#lease) killUidNow(this.#lease.uid, this.#procs);
+  }
+}
+
+function findPrlimit(pathVar: string | undefined): string | undefined {
+  const dirs = [...(pathVar ?? '').split(path.delimiter), '/usr/bin', '/bin'];
+  for (const dir of dirs) {
+    if (!dir) continue;
+    const p = path.join(dir, 'prlimit');
+    try {
+      accessSync(p, fsc.X_OK);
+      return p;
+    } catch {
+      // keep looking
+    }
+  }
+  return undefined;
+}
