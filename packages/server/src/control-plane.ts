@@ -24,7 +24,7 @@ import { checkDeclarations } from './dags/registration.js';
 import type { Executor } from './executor/executor.js';
 import { resolveRunAs, type RunAs } from './executor/run-as-user.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
-import { createAgentService } from './rpc/agent-service.js';
+import { agentBearerAdmission, createAgentService } from './rpc/agent-service.js';
 import { startAgentRpcServer } from './rpc/agent-server.js';
 import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
 import { RunOperations } from './scheduler/run-operations.js';
@@ -150,8 +150,8 @@ export async function startControlPlane(
     metrics,
   });
 
-  const rpc = await startAgentRpcServer(
-    createAgentService({
+  const rpc = await startAgentRpcServer({
+    impl: createAgentService({
       store,
       specs,
       clock,
@@ -165,13 +165,14 @@ export async function startControlPlane(
       onChange: poke,
       onRenewal: (outcome) => metrics.renewal(outcome),
     }),
-    cfg.agent.host,
-    cfg.agent.port,
-    cfg.agent.tls
+    host: cfg.agent.host,
+    port: cfg.agent.port,
+    tls: cfg.agent.tls
       ? { cert: readFileSync(cfg.agent.tls.certFile), key: readFileSync(cfg.agent.tls.keyFile) }
       : null,
-    (err) => logger.error({ err }, 'agent RPC failed'),
-  );
+    admit: agentBearerAdmission(verifier, clock),
+    onInternalError: (err) => logger.error({ err }, 'agent RPC failed'),
+  });
   const agentUrl = agentUrlOf(cfg, rpc.port);
 
   // An agent that exits without its report landing (crash, OOM kill) fails its attempt now

@@ -64,6 +64,29 @@ const STREAMS: Record<number, LogStreamName> = {
   [LogStream.AGENT]: 'agent',
 };
 
+const BEARER = /^Bearer\s+(\S+)$/i;
+
+/**
+ * The agent port's gate (see startAgentRpcServer): a caller may send a body only with a bearer
+ * this control plane signed. An expired one is still admitted — its signature is genuine, and
+ * what an expired token may still do is the service's decision, not the gate's.
+ */
+export function agentBearerAdmission(
+  verifier: AgentTokenVerification,
+  clock: Clock,
+): (authorization: string | undefined) => Promise<boolean> {
+  return async (authorization) => {
+    const m = authorization === undefined ? null : BEARER.exec(authorization);
+    if (!m?.[1]) return false;
+    try {
+      await verifier.verify(m[1], clock.now());
+      return true;
+    } catch (err) {
+      return err instanceof AgentTokenError && err.reason === 'expired';
+    }
+  };
+}
+
 /**
  * The agent-facing RPC surface. The caller's identity comes only from its bearer token; no
  * request field names a run, task or try. Heartbeat and ReportState keep answering a stale
@@ -77,7 +100,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
   async function identify(ctx: HandlerContext): Promise<AgentTokenClaims> {
     const header = ctx.requestHeader.get('authorization');
     if (!header) throw new ConnectError('missing authorization token', Code.Unauthenticated);
-    const m = /^Bearer\s+(\S+)$/i.exec(header);
+    const m = BEARER.exec(header);
     if (!m?.[1]) throw new ConnectError('missing authorization token', Code.Unauthenticated);
     try {
       return await verifier.verify(m[1], clock.now());

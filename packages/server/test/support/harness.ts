@@ -18,7 +18,7 @@ import { loadOrCreateSigningKey } from '../../src/auth/signing-keys.js';
 import type { AgentExit, AttemptLaunch, Executor } from '../../src/executor/executor.js';
 import { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
 import { SecretDelivery } from '../../src/credentials/secret-delivery.js';
-import { createAgentService } from '../../src/rpc/agent-service.js';
+import { agentBearerAdmission, createAgentService } from '../../src/rpc/agent-service.js';
 import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
 import { Keyring } from '../../src/vault/keyring.js';
 import { VaultService } from '../../src/vault/vault-service.js';
@@ -77,6 +77,8 @@ export interface HarnessOptions {
   rpc?: 'memory' | 'http2';
   dialect?: 'sqlite' | 'postgres';
   ceilingMs?: number;
+  /** with rpc 'http2': observes every chunk the agent port's gzip decoder produces */
+  onInflate?: (bytes: number) => void;
 }
 
 export interface Harness {
@@ -90,6 +92,8 @@ export interface Harness {
   runs: RunOperations;
   tokens: AgentTokenIssuer;
   agent(token: string): Client<typeof AgentService>;
+  /** the real agent RPC server's port (rpc 'http2' only) */
+  agentPort: number | null;
   /** a second scheduler on the same store, as after a control-plane restart */
   restart(): Scheduler;
   close(): Promise<void>;
@@ -167,7 +171,13 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
       },
   ];
   if (opts.rpc === 'http2') {
-    const started = await startAgentRpcServer(service, '127.0.0.1', 0);
+    const started = await startAgentRpcServer({
+      impl: service,
+      host: '127.0.0.1',
+      port: 0,
+      admit: agentBearerAdmission(verifier, clock),
+      ...(opts.onInflate ? { onInflate: opts.onInflate } : {}),
+    });
     server = started;
     transportFor = (token) =>
       createGrpcTransport({
@@ -191,6 +201,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     vault,
     verifier,
     agent: (token) => createClient(AgentService, transportFor(token)),
+    agentPort: server?.port ?? null,
     restart: build,
     async close() {
       await server?.close();
