@@ -164,6 +164,7 @@ export async function startControlPlane(
       secrets,
       onChange: poke,
       onRenewal: (outcome) => metrics.renewal(outcome),
+      logLimits: cfg.logs,
     }),
     host: cfg.agent.host,
     port: cfg.agent.port,

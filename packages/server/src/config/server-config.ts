@@ -1,6 +1,7 @@
 import { tmpdir } from 'node:os';
 import { DEFAULT_CREDENTIAL_PLANE_CONFIG, type CredentialPlaneConfig } from '@leoflow/core';
 import { join, resolve } from 'node:path';
+import { DEFAULT_LOG_LIMITS, type LogLimits } from '../rpc/log-limits.js';
 
 /**
  * The effective configuration of a control-plane process. Operator-scoped: nothing here is
@@ -43,6 +44,8 @@ export interface ServerConfig {
     standbyAgents: number;
     keepWorkDirs: boolean;
   };
+  /** caps on what agents' PushLogs store */
+  logs: LogLimits;
   logLevel: string;
 }
 
@@ -71,6 +74,7 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       taskNodeModules: resolve(new URL('.', import.meta.url).pathname, '../../../../node_modules'),
       keepWorkDirs: false,
     },
+    logs: { ...DEFAULT_LOG_LIMITS },
     logLevel: 'info',
   };
 }

@@ -20,6 +20,7 @@ import { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
 import { SecretDelivery } from '../../src/credentials/secret-delivery.js';
 import { agentBearerAdmission, createAgentService } from '../../src/rpc/agent-service.js';
 import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
+import type { LogLimits } from '../../src/rpc/log-limits.js';
 import { Keyring } from '../../src/vault/keyring.js';
 import { VaultService } from '../../src/vault/vault-service.js';
 import { postgresTestUrl } from './databases.js';
@@ -77,6 +78,8 @@ export interface HarnessOptions {
   rpc?: 'memory' | 'http2';
   dialect?: 'sqlite' | 'postgres';
   ceilingMs?: number;
+  /** PushLogs caps (DEFAULT_LOG_LIMITS when absent) */
+  logLimits?: LogLimits;
   /** with rpc 'http2': observes every chunk the agent port's gzip decoder produces */
   onInflate?: (bytes: number) => void;
 }
@@ -156,6 +159,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     maxCredentialLifetimeMs: opts.ceilingMs ?? 24 * 3600_000,
     secrets,
     onChange: noop,
+    ...(opts.logLimits ? { logLimits: opts.logLimits } : {}),
   });
   let server: AgentRpcServer | null = null;
   let transportFor: (token: string) => Transport;
