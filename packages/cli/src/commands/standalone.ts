@@ -232,7 +232,7 @@ export function addStandaloneOptions(cmd: Command): Command {
     )
     .option(
       '--log-max-line-bytes <n>',
-      'longer log lines are cut to this many bytes, with a marker (default 65536)',
+      'longer log lines are cut to this many bytes, with a marker (default 131072)',
     )
     .option(
       '--log-max-bytes-per-attempt <n>',

@@ -12,7 +12,8 @@ export interface LogLimits {
 }
 
 export const DEFAULT_LOG_LIMITS: LogLimits = {
-  maxLineBytes: 64 * 1024,
+  // Above the agent's own 64 KiB cut plus its marker, so a Leoflow agent's lines pass unchanged.
+  maxLineBytes: 128 * 1024,
   maxBytesPerAttempt: 256 * 1024 * 1024,
   writeGraceMs: 5 * 60_000,
 };
