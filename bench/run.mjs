@@ -13,9 +13,11 @@ import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { CLI, REPO, abortMeasurement, cleanupAll, log, resetAbort } from './lib.mjs';
+import * as agentPortBomb from './agent-port-bomb.mjs';
 import * as apiAuth from './api-auth.mjs';
 import * as heartbeatRenewal from './heartbeat-renewal.mjs';
 import * as interTaskLatency from './inter-task-latency.mjs';
+import * as logThroughput from './log-throughput.mjs';
 import * as memory from './memory.mjs';
 import * as secretRpc from './secret-rpc.mjs';
 import * as throughput from './throughput.mjs';
@@ -27,6 +29,8 @@ const MEASUREMENTS = {
   heartbeat_renewal: heartbeatRenewal,
   secret_rpc: secretRpc,
   api_auth: apiAuth,
+  agent_port_bomb: agentPortBomb,
+  log_throughput: logThroughput,
 };
 
 // A measurement that runs longer than this is abandoned (its cleanup still runs).

@@ -98,6 +98,8 @@ export class Agent {
   readonly #isolation: AttemptIsolation | undefined;
 
   #shipper: LogShipper | undefined;
+  /** the shipper's buffer is past its high-water mark: the task's output is not read */
+  #outputBlocked = false;
   #task: TaskProcess | undefined;
   #stop: StopReason | undefined;
   #killing: Promise<void> | undefined;
@@ -191,6 +193,11 @@ export class Agent {
     const shipper = new LogShipper({
       push: (lines) => this.#pushLogs(lines),
       diag: this.#diag,
+      onPressure: (blocked) => {
+        this.#outputBlocked = blocked;
+        if (blocked) this.#task?.pauseOutput();
+        else this.#task?.resumeOutput();
+      },
     });
     this.#shipper = shipper;
     shipper.start();
@@ -278,6 +285,7 @@ export class Agent {
       },
     });
     this.#task = task;
+    if (this.#outputBlocked) task.pauseOutput();
     this.#agentLine(
       `started ${TYPE_NAMES[spec.type] ?? 'task'} process ${task.pid ?? '(spawn failed)'}` +
         (runAs ? ` as uid ${runAs.uid} gid ${runAs.gid}` : ''),

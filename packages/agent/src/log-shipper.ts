@@ -1,5 +1,6 @@
+import { Code } from '@connectrpc/connect';
 import type { Diagnostics } from './diag.js';
-import { codeName, isRetryable, sleep } from './retry.js';
+import { codeName, errorCode, isRetryable, sleep } from './retry.js';
 
 export type StreamName = 'stdout' | 'stderr' | 'agent';
 
@@ -14,31 +15,56 @@ export interface LogShipperOptions {
   push: (lines: BufferedLine[]) => Promise<void>;
   diag: Diagnostics;
   flushIntervalMs?: number;
+  /** most lines in one PushLogs */
   batchSize?: number;
-  maxBuffered?: number;
+  /** most UTF-8 message bytes in one PushLogs (the agent port caps a message at 4 MiB) */
+  batchBytes?: number;
+  /** buffered lines at which the task's output is paused (it resumes below half of it) */
+  highWaterLines?: number;
+  /** buffered message bytes at which the task's output is paused (resumes below half) */
+  highWaterBytes?: number;
+  /**
+   * Called with true when the buffer passes a high-water mark (the agent stops reading the task's
+   * stdout/stderr, so the task blocks in write()), and with false once it is below the low-water
+   * mark again (or shipping has stopped for good).
+   */
+  onPressure?: (blocked: boolean) => void;
   now?: () => number;
 }
 
+/** Consecutive permanent refusals after which shipping stops (and the task is released). */
+const MAX_PERMANENT_FAILURES = 10;
+
 /**
- * Ships task output in order, in batches, and survives a control plane that is briefly away:
- * lines stay buffered until a push succeeds. The buffer is bounded so a chatty task cannot
- * exhaust the agent's memory during a long outage; the oldest lines go first and the loss is
- * itself reported as an 'agent' line once the server is back.
+ * Ships task output in order, in batches, and loses nothing by default: when the task writes
+ * faster than the control plane stores (or the control plane is away), the buffer reaches its
+ * high-water mark and the task's output is paused through onPressure — the task blocks on its
+ * pipe instead of lines being dropped. Lines are discarded only once the control plane has
+ * refused this attempt's log for good (e.g. the attempt ended long ago); the count goes to the
+ * agent's diagnostics, since the log itself no longer accepts anything.
  */
 export class LogShipper {
   readonly #push: (lines: BufferedLine[]) => Promise<void>;
   readonly #diag: Diagnostics;
   readonly #flushIntervalMs: number;
   readonly #batchSize: number;
-  readonly #maxBuffered: number;
+  readonly #batchBytes: number;
+  readonly #highLines: number;
+  readonly #highBytes: number;
+  readonly #onPressure: (blocked: boolean) => void;
   readonly #now: () => number;
 
   #buffer: BufferedLine[] = [];
+  #sizes: number[] = [];
+  #bufferedBytes = 0;
   #nextLine = 1;
-  #droppedUnreported = 0;
-  #droppedTotal = 0;
+  #blocked = false;
+  #closed = false;
+  #discarded = 0;
   #inFlight: Promise<boolean> | undefined;
+  #again = false;
   #failures = 0;
+  #permanentFailures = 0;
   #notBefore = 0;
   #lastError: unknown;
   #timer: NodeJS.Timeout | undefined;
@@ -47,8 +73,11 @@ export class LogShipper {
     this.#push = opts.push;
     this.#diag = opts.diag;
     this.#flushIntervalMs = opts.flushIntervalMs ?? 250;
-    this.#batchSize = opts.batchSize ?? 500;
-    this.#maxBuffered = opts.maxBuffered ?? 10_000;
+    this.#batchSize = opts.batchSize ?? 2_000;
+    this.#batchBytes = opts.batchBytes ?? 1024 * 1024;
+    this.#highLines = opts.highWaterLines ?? 20_000;
+    this.#highBytes = opts.highWaterBytes ?? 8 * 1024 * 1024;
+    this.#onPressure = opts.onPressure ?? (() => undefined);
     this.#now = opts.now ?? Date.now;
   }
 
@@ -56,19 +85,33 @@ export class LogShipper {
     return this.#buffer.length;
   }
 
-  get droppedTotal(): number {
-    return this.#droppedTotal;
+  /** Whether the task's output is currently paused by backpressure. */
+  get blocked(): boolean {
+    return this.#blocked;
+  }
+
+  /** Lines discarded after the control plane closed this attempt's log. */
+  get discarded(): number {
+    return this.#discarded;
   }
 
   add(stream: StreamName, message: string): void {
-    this.#buffer.push({ lineNumber: this.#nextLine++, timeMs: this.#now(), stream, message });
-    if (this.#buffer.length > this.#maxBuffered) {
-      const excess = this.#buffer.length - this.#maxBuffered;
-      this.#buffer.splice(0, excess);
-      this.#droppedUnreported += excess;
-      this.#droppedTotal += excess;
+    const lineNumber = this.#nextLine++;
+    if (this.#closed) {
+      this.#discarded++;
+      return;
     }
-    if (this.#buffer.length >= this.#batchSize && this.#timer !== undefined) void this.flush();
+    const size = Buffer.byteLength(message, 'utf8');
+    this.#buffer.push({ lineNumber, timeMs: this.#now(), stream, message });
+    this.#sizes.push(size);
+    this.#bufferedBytes += size;
+    if (
+      !this.#blocked &&
+      (this.#buffer.length >= this.#highLines || this.#bufferedBytes >= this.#highBytes)
+    ) {
+      this.#setBlocked(true);
+    }
+    if (this.#timer !== undefined && this.#readyToSend()) void this.flush();
   }
 
   start(): void {
@@ -83,40 +126,58 @@ export class LogShipper {
   }
 
   /**
-   * One push of at most batchSize lines. Concurrent callers share the in-flight push so lines
-   * are never sent twice or out of order. Resolves true when the push succeeded (or there was
-   * nothing to send).
+   * One push of at most batchSize lines / batchBytes bytes. Concurrent callers share the
+   * in-flight push so lines are never sent twice or out of order. Resolves true when the push
+   * succeeded (or there was nothing to send). While the shipper runs (start()), a successful push
+   * is followed at once by the next one if a full batch is waiting or the task is blocked.
    */
   flush(): Promise<boolean> {
     if (this.#inFlight) return this.#inFlight;
+    if (this.#closed) return Promise.resolve(false);
     if (this.#buffer.length === 0) return Promise.resolve(true);
     if (this.#now() < this.#notBefore) return Promise.resolve(false);
-    const batch = this.#buffer.slice(0, this.#batchSize);
-    const last = batch[batch.length - 1]!.lineNumber;
+    let n = 0;
+    let bytes = 0;
+    while (n < this.#buffer.length && n < this.#batchSize) {
+      const size = this.#sizes[n]!;
+      if (n > 0 && bytes + size > this.#batchBytes) break;
+      bytes += size;
+      n++;
+    }
+    const batch = this.#buffer.slice(0, n);
     this.#inFlight = this.#push(batch).then(
       () => {
-        // Drops may have removed the head while the push was in flight; remove by number.
-        let i = 0;
-        while (i < this.#buffer.length && this.#buffer[i]!.lineNumber <= last) i++;
-        this.#buffer.splice(0, i);
+        this.#buffer.splice(0, n);
+        this.#sizes.splice(0, n);
+        this.#bufferedBytes -= bytes;
         if (this.#failures > 0)
           this.#diag.log('info', `log shipping resumed after ${this.#failures} failed pushes`);
         this.#failures = 0;
+        this.#permanentFailures = 0;
         this.#notBefore = 0;
         this.#lastError = undefined;
-        if (this.#droppedUnreported > 0) {
-          const n = this.#droppedUnreported;
-          this.#droppedUnreported = 0;
-          const msg = `${n} log lines dropped: the log service was unavailable and the agent buffer (${this.#maxBuffered} lines) was full`;
-          this.#diag.log('warn', msg);
-          this.add('agent', msg);
+        if (
+          this.#blocked &&
+          this.#buffer.length < this.#highLines / 2 &&
+          this.#bufferedBytes < this.#highBytes / 2
+        ) {
+          this.#setBlocked(false);
         }
+        this.#again = this.#timer !== undefined && (this.#blocked || this.#readyToSend());
         return true;
       },
       (err: unknown) => {
         this.#failures++;
         this.#lastError = err;
         this.#notBefore = this.#now() + Math.min(250 * 2 ** Math.min(this.#failures - 1, 5), 5_000);
+        if (!isRetryable(err)) this.#permanentFailures++;
+        if (
+          errorCode(err) === Code.FailedPrecondition ||
+          this.#permanentFailures >= MAX_PERMANENT_FAILURES
+        ) {
+          this.#close(err);
+          return false;
+        }
         if (this.#failures === 1 || this.#failures % 20 === 0) {
           this.#diag.log(
             'warn',
@@ -129,6 +190,10 @@ export class LogShipper {
     const done = this.#inFlight;
     void done.finally(() => {
       if (this.#inFlight === done) this.#inFlight = undefined;
+      if (this.#again) {
+        this.#again = false;
+        void this.flush();
+      }
     });
     return done;
   }
@@ -141,7 +206,8 @@ export class LogShipper {
   async drain(deadlineAt: number | (() => number)): Promise<boolean> {
     const deadlineOf = typeof deadlineAt === 'number' ? () => deadlineAt : deadlineAt;
     for (;;) {
-      if (this.#buffer.length === 0) return true;
+      if (this.#closed) return false;
+      if (this.#buffer.length === 0 && !this.#inFlight) return true;
       const now = this.#now();
       const deadline = deadlineOf();
       if (now >= deadline) break;
@@ -156,6 +222,31 @@ export class LogShipper {
     if (this.#buffer.length > 0) {
       this.#diag.log('warn', `gave up shipping ${this.#buffer.length} log lines`);
     }
-    return this.#buffer.length === 0;
+    return !this.#closed && this.#buffer.length === 0;
+  }
+
+  #readyToSend(): boolean {
+    return this.#buffer.length >= this.#batchSize || this.#bufferedBytes >= this.#batchBytes;
+  }
+
+  #setBlocked(blocked: boolean): void {
+    this.#blocked = blocked;
+    this.#onPressure(blocked);
+  }
+
+  /** The control plane refused this attempt's log for good: drop what is held, free the task. */
+  #close(err: unknown): void {
+    this.#closed = true;
+    this.#discarded += this.#buffer.length;
+    this.#buffer = [];
+    this.#sizes = [];
+    this.#bufferedBytes = 0;
+    this.stop();
+    if (this.#blocked) this.#setBlocked(false);
+    this.#diag.log(
+      'warn',
+      `PushLogs refused (${codeName(err)}): the control plane no longer accepts this attempt's ` +
+        `log; ${this.#discarded} lines not stored, later lines are counted and discarded`,
+    );
   }
 }

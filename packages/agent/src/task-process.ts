@@ -174,6 +174,8 @@ export class TaskProcess {
   readonly exited: Promise<TaskExit>;
   readonly #outputDone: Promise<void>;
   #leaderExited = false;
+  #outputPaused = false;
+  #outputBytes = 0;
 
   constructor(opts: StartOptions) {
     this.#child = spawn(opts.plan.file, opts.plan.args, {
@@ -190,7 +192,10 @@ export class TaskProcess {
         const readable = child[stream];
         if (!readable) return resolve();
         const splitter = new LineSplitter((line) => opts.onLine(stream, line));
-        readable.on('data', (chunk: Buffer) => splitter.push(chunk));
+        readable.on('data', (chunk: Buffer) => {
+          this.#outputBytes += chunk.length;
+          splitter.push(chunk);
+        });
         readable.once('close', () => {
           splitter.end();
           resolve();
@@ -216,6 +221,22 @@ export class TaskProcess {
 
   get pid(): number | undefined {
     return this.#child.pid;
+  }
+
+  /**
+   * Backpressure: stop reading the task's stdout/stderr. Its pipes fill and the task blocks in
+   * write() until resumeOutput(); nothing it wrote is lost.
+   */
+  pauseOutput(): void {
+    this.#outputPaused = true;
+    this.#child.stdout?.pause();
+    this.#child.stderr?.pause();
+  }
+
+  resumeOutput(): void {
+    this.#outputPaused = false;
+    this.#child.stdout?.resume();
+    this.#child.stderr?.resume();
   }
 
   /**
@@ -251,12 +272,22 @@ export class TaskProcess {
    * forever, so after `timeoutMs` the agent stops listening.
    */
   async outputDone(timeoutMs: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), timeoutMs);
-    });
-    const r = await Promise.race([this.#outputDone, timedOut]);
-    clearTimeout(timer);
+    // The wait counts only idle time: while output is paused by backpressure or still arriving,
+    // the pipes are being drained, not held open (bounded overall all the same).
+    const hardDeadline = Date.now() + Math.max(timeoutMs, 120_000);
+    let r: 'done' | 'timeout';
+    for (;;) {
+      const seen = this.#outputBytes;
+      let timer: NodeJS.Timeout | undefined;
+      const timedOut = new Promise<'timeout'>((resolve) => {
+        timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      });
+      r = await Promise.race([this.#outputDone.then(() => 'done' as const), timedOut]);
+      clearTimeout(timer);
+      if (r === 'done') return;
+      const busy = this.#outputPaused || this.#outputBytes !== seen;
+      if (!busy || Date.now() >= hardDeadline) break;
+    }
     if (r === 'timeout') {
       this.#child.stdout?.destroy();
       this.#child.stderr?.destroy();

@@ -24,10 +24,10 @@ describe('agent process: resilience', () => {
     expect(fake.count('PushLogs')).toBeGreaterThan(4);
     expect(fake.logLines.every((l) => l.stream !== LogStream.UNSPECIFIED)).toBe(true);
     // Batches are bounded.
-    expect(Math.max(...fake.logBatches)).toBeLessThanOrEqual(500);
+    expect(Math.max(...fake.logBatches)).toBeLessThanOrEqual(2000);
   });
 
-  it('keeps at most 10k buffered lines during an outage and says how many were dropped', async () => {
+  it('loses nothing from a fast task during an outage: the task waits on its pipe instead', async () => {
     const { fake, code } = await runAgent({
       spec: defaultSpec({ command: 'seq 1 30000; sleep 0.2' }),
       pushLogs: (n) => {
@@ -36,18 +36,10 @@ describe('agent process: resilience', () => {
     });
     expect(code).toBe(0);
     const stdout = fake.lines(LogStream.STDOUT).map(Number);
-    expect(stdout.length).toBeGreaterThan(0);
-    expect(stdout.length).toBeLessThanOrEqual(10_000);
-    expect(stdout[stdout.length - 1]).toBe(30000);
-    expect(stdout).toEqual(stdout.map((_, i) => stdout[0]! + i)); // a contiguous suffix
-    const notice = fake.lines(LogStream.AGENT).find((l) => l.includes('log lines dropped'));
-    expect(notice).toBeDefined();
-    const dropped = Number(/^(\d+) log lines dropped/.exec(notice!)![1]);
-    // Every stdout line that was not shipped was counted as dropped (plus at most the first agent line).
-    expect(dropped + stdout.length).toBeGreaterThanOrEqual(30000);
-    expect(dropped + stdout.length).toBeLessThanOrEqual(30001);
+    expect(stdout).toEqual(Array.from({ length: 30000 }, (_, i) => i + 1));
+    expect(fake.lines(LogStream.AGENT).some((l) => l.includes('dropped'))).toBe(false);
     const numbers = fake.logLines.map((l) => Number(l.lineNumber));
-    expect(numbers).toEqual([...numbers].sort((a, b) => a - b));
+    expect(numbers).toEqual(numbers.map((_, i) => i + 1));
   });
 
   it('retries ReportState with backoff until the control plane answers', async () => {

@@ -158,8 +158,10 @@ describe('LineSplitter', () => {
 });
 
 describe('LogShipper', () => {
-  const make = (push: (l: BufferedLine[]) => Promise<void>, maxBuffered = 10_000) =>
-    new LogShipper({ push, diag: silentDiagnostics, batchSize: 3, maxBuffered });
+  const make = (
+    push: (l: BufferedLine[]) => Promise<void>,
+    more: Partial<ConstructorParameters<typeof LogShipper>[0]> = {},
+  ) => new LogShipper({ push, diag: silentDiagnostics, batchSize: 3, ...more });
 
   it('numbers lines 1.. across streams and sends bounded batches in order', async () => {
     const seen: BufferedLine[][] = [];
@@ -175,6 +177,14 @@ describe('LogShipper', () => {
     ]);
   });
 
+  it('bounds a batch by bytes as well as lines', async () => {
+    const seen: number[] = [];
+    const s = make(async (b) => void seen.push(b.length), { batchSize: 100, batchBytes: 10 });
+    for (let i = 0; i < 7; i++) s.add('stdout', 'abcd');
+    expect(await s.drain(Date.now() + 1000)).toBe(true);
+    expect(seen).toEqual([2, 2, 2, 1]);
+  });
+
   it('keeps lines across failures and resends them unchanged', async () => {
     let calls = 0;
     const got: number[] = [];
@@ -187,27 +197,89 @@ describe('LogShipper', () => {
     expect(got).toEqual([1, 2, 3, 4, 5]);
   });
 
-  it('drops the oldest lines beyond the bound and reports the count once the server is back', async () => {
+  it('never drops a line while the server is away: it asks for backpressure instead', async () => {
     let up = false;
     const got: BufferedLine[] = [];
-    const s = make(async (b) => {
-      if (!up) throw new ConnectError('down', Code.Unavailable);
-      got.push(...b);
-    }, 4);
+    const pressure: boolean[] = [];
+    const s = make(
+      async (b) => {
+        if (!up) throw new ConnectError('down', Code.Unavailable);
+        got.push(...b);
+      },
+      { highWaterLines: 4, onPressure: (p) => pressure.push(p) },
+    );
     for (let i = 1; i <= 10; i++) s.add('stdout', `l${i}`);
-    expect(s.pending).toBe(4);
+    expect(s.pending).toBe(10);
+    expect(s.blocked).toBe(true);
+    expect(pressure).toEqual([true]);
     expect(await s.flush()).toBe(false);
     up = true;
     expect(await s.drain(Date.now() + 5_000)).toBe(true);
-    expect(got.map((l) => l.message)).toEqual([
-      'l7',
-      'l8',
-      'l9',
-      'l10',
-      '6 log lines dropped: the log service was unavailable and the agent buffer (4 lines) was full',
-    ]);
-    expect(got.map((l) => l.lineNumber)).toEqual([7, 8, 9, 10, 11]);
-    expect(s.droppedTotal).toBe(6);
+    expect(got.map((l) => l.message)).toEqual(Array.from({ length: 10 }, (_, i) => `l${i + 1}`));
+    expect(got.map((l) => l.lineNumber)).toEqual(Array.from({ length: 10 }, (_, i) => i + 1));
+    // Released once below the low-water mark (half of 4), not before.
+    expect(pressure).toEqual([true, false]);
+    expect(s.discarded).toBe(0);
+  });
+
+  it('pauses at the byte high-water mark and resumes below half of it, pushing back to back', async () => {
+    const pressure: { p: boolean; pending: number }[] = [];
+    let release: () => void = () => undefined;
+    const pushes: number[] = [];
+    let hold = true;
+    const s = make(
+      (b) => {
+        pushes.push(b.length);
+        return hold ? new Promise<void>((r) => (release = r)) : Promise.resolve();
+      },
+      {
+        batchSize: 4,
+        highWaterLines: 1000,
+        highWaterBytes: 50,
+        onPressure: (p) => pressure.push({ p, pending: s.pending }),
+      },
+    );
+    s.start();
+    try {
+      for (let i = 0; i < 10; i++) s.add('stdout', '0123456789'); // 10 bytes each
+      expect(pressure).toEqual([{ p: true, pending: 5 }]);
+      expect(pushes).toEqual([4]); // the first full batch went out at once
+      release();
+      await new Promise((r) => setImmediate(r));
+      // 6 lines (60 bytes) left: still blocked, so the next push follows immediately.
+      expect(pushes).toEqual([4, 4]);
+      release();
+      await new Promise((r) => setImmediate(r));
+      // 2 lines (20 bytes) left: below half of 50, released.
+      expect(pressure.map((x) => x.p)).toEqual([true, false]);
+      hold = false;
+      expect(await s.drain(Date.now() + 1000)).toBe(true);
+      expect(pushes).toEqual([4, 4, 2]);
+    } finally {
+      s.stop();
+    }
+  });
+
+  it('stops on FailedPrecondition (log closed), releases the task and counts every discarded line exactly', async () => {
+    let calls = 0;
+    const pressure: boolean[] = [];
+    const s = make(
+      async () => {
+        calls++;
+        throw new ConnectError('log closed', Code.FailedPrecondition);
+      },
+      { highWaterLines: 3, onPressure: (p) => pressure.push(p) },
+    );
+    for (let i = 0; i < 5; i++) s.add('stdout', `x${i}`);
+    expect(await s.drain(Date.now() + 10_000)).toBe(false);
+    expect(calls).toBe(1);
+    expect(pressure).toEqual([true, false]);
+    expect(s.discarded).toBe(5);
+    s.add('stdout', 'after');
+    s.add('agent', 'after too');
+    expect(s.discarded).toBe(7);
+    expect(await s.flush()).toBe(false);
+    expect(calls).toBe(1);
   });
 
   it('stops draining on a non-retryable code', async () => {

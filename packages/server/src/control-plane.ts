@@ -30,7 +30,7 @@ import {
   workRootFor,
 } from './executor/work-root.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
-import { createAgentService } from './rpc/agent-service.js';
+import { agentBearerAdmission, createAgentService } from './rpc/agent-service.js';
 import { startAgentRpcServer } from './rpc/agent-server.js';
 import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
 import { RunOperations } from './scheduler/run-operations.js';
@@ -170,8 +170,8 @@ export async function startControlPlane(
     metrics,
   });
 
-  const rpc = await startAgentRpcServer(
-    createAgentService({
+  const rpc = await startAgentRpcServer({
+    impl: createAgentService({
       store,
       specs,
       clock,
@@ -184,14 +184,16 @@ export async function startControlPlane(
       secrets,
       onChange: poke,
       onRenewal: (outcome) => metrics.renewal(outcome),
+      logLimits: cfg.logs,
     }),
-    cfg.agent.host,
-    cfg.agent.port,
-    cfg.agent.tls
+    host: cfg.agent.host,
+    port: cfg.agent.port,
+    tls: cfg.agent.tls
       ? { cert: readFileSync(cfg.agent.tls.certFile), key: readFileSync(cfg.agent.tls.keyFile) }
       : null,
-    (err) => logger.error({ err }, 'agent RPC failed'),
-  );
+    admit: agentBearerAdmission(verifier, clock),
+    onInternalError: (err) => logger.error({ err }, 'agent RPC failed'),
+  });
   const agentUrl = agentUrlOf(cfg, rpc.port);
 
   // An agent that exits without its report landing (crash, OOM kill) fails its attempt now

@@ -29,6 +29,9 @@ export interface StandaloneFlags {
   vaultSeed?: string;
   config?: string;
   standbyAgents?: string;
+  logMaxLineBytes?: string;
+  logMaxBytesPerAttempt?: string;
+  logWriteGrace?: string;
 }
 
 /** defaults < env (LEOFLOW_…) < flags */
@@ -137,6 +140,40 @@ export async function standaloneConfig(
     }
     ex.standbyAgents = n;
   }
+  const bytes = (v: string | undefined, setting: string, fallback: number): number => {
+    if (v === undefined) return fallback;
+    const n = Number(v);
+    if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n) || n < 1) {
+      throw new CliError(
+        `${setting} must be a positive whole number of bytes (got "${v}")`,
+        2,
+        'LF_CONFIG_INVALID',
+      );
+    }
+    return n;
+  };
+  cfg.logs.maxLineBytes = bytes(
+    pick(flags.logMaxLineBytes, 'LEOFLOW_LOGS_MAX_LINE_BYTES'),
+    '--log-max-line-bytes / LEOFLOW_LOGS_MAX_LINE_BYTES',
+    cfg.logs.maxLineBytes,
+  );
+  cfg.logs.maxBytesPerAttempt = bytes(
+    pick(flags.logMaxBytesPerAttempt, 'LEOFLOW_LOGS_MAX_BYTES_PER_ATTEMPT'),
+    '--log-max-bytes-per-attempt / LEOFLOW_LOGS_MAX_BYTES_PER_ATTEMPT',
+    cfg.logs.maxBytesPerAttempt,
+  );
+  cfg.logs.writeGraceMs = dur(
+    pick(flags.logWriteGrace, 'LEOFLOW_LOGS_WRITE_GRACE'),
+    'logs.write_grace',
+    cfg.logs.writeGraceMs,
+  );
+  if (cfg.logs.writeGraceMs <= 0) {
+    throw new CliError(
+      `logs.write_grace must be a positive duration such as 5m`,
+      2,
+      'LF_CONFIG_INVALID',
+    );
+  }
   const seed = pick(flags.vaultSeed, 'LEOFLOW_VAULT_SEED');
   if (seed) cfg.vaultSeedDir = resolve(seed);
   const level = pick(flags.logLevel, 'LEOFLOW_LOG_LEVEL');
@@ -217,6 +254,18 @@ export function addStandaloneOptions(cmd: Command): Command {
     .option(
       '--metrics-port <port>',
       'Prometheus /metrics listener on 127.0.0.1 (default 9464; 0 picks a free one)',
+    )
+    .option(
+      '--log-max-line-bytes <n>',
+      'longer log lines are cut to this many bytes, with a marker (default 131072)',
+    )
+    .option(
+      '--log-max-bytes-per-attempt <n>',
+      'log bytes stored per attempt; past it lines are counted in one closing line (default 268435456)',
+    )
+    .option(
+      '--log-write-grace <duration>',
+      'an ended attempt may still write log lines this long (default 5m)',
     )
     .option(
       '--standby-agents <n>',

@@ -6,6 +6,7 @@ import {
 } from '@leoflow/core';
 import { defaultSdkBundle } from '../executor/work-root.js';
 import { join, resolve } from 'node:path';
+import { DEFAULT_LOG_LIMITS, type LogLimits } from '../rpc/log-limits.js';
 
 /**
  * The effective configuration of a control-plane process. Operator-scoped: nothing here is
@@ -61,6 +62,8 @@ export interface ServerConfig {
     standbyAgents: number;
     keepWorkDirs: boolean;
   };
+  /** caps on what agents' PushLogs store */
+  logs: LogLimits;
   logLevel: string;
 }
 
@@ -92,6 +95,7 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       taskNodeModules: resolve(new URL('.', import.meta.url).pathname, '../../../../node_modules'),
       keepWorkDirs: false,
     },
+    logs: { ...DEFAULT_LOG_LIMITS },
     logLevel: 'info',
   };
 }

@@ -1,8 +1,23 @@
 import http2 from 'node:http2';
 import type { AddressInfo } from 'node:net';
+import zlib from 'node:zlib';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import { Code, ConnectError, type Interceptor, type ServiceImpl } from '@connectrpc/connect';
+import {
+  Code,
+  ConnectError,
+  createContextKey,
+  createContextValues,
+  type Interceptor,
+  type ServiceImpl,
+} from '@connectrpc/connect';
+import type { Compression } from '@connectrpc/connect/protocol';
 import { AgentService } from '@leoflow/protocol';
+
+/**
+ * The largest request message the agent port reads, on the wire and after decompression. The
+ * agent's own messages stay far below it (a PushLogs batch is at most ~1 MiB, an XCom 256 KiB).
+ */
+export const AGENT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 
 export interface AgentRpcServer {
   port: number;
@@ -14,26 +29,79 @@ export interface AgentTls {
   key: Buffer;
 }
 
+export interface AgentRpcServerOptions {
+  impl: ServiceImpl<typeof AgentService>;
+  host: string;
+  port: number;
+  tls?: AgentTls | null;
+  /**
+   * Decides from the Authorization header alone whether a caller may send a body at all. It runs
+   * before a byte of the request body is read, so an anonymous caller can make the server
+   * neither buffer nor inflate anything.
+   */
+  admit: (authorization: string | undefined) => Promise<boolean>;
+  onInternalError?: (err: unknown) => void;
+  /** per-message cap, read and inflated; defaults to AGENT_MAX_MESSAGE_BYTES */
+  maxMessageBytes?: number;
+  /** observes every chunk the gzip decoder produces (tests count inflated bytes with it) */
+  onInflate?: (bytes: number) => void;
+}
+
 /**
- * The agent RPC listener: gRPC (and Connect) over HTTP/2 — cleartext (h2c) on loopback in Lite,
- * TLS when certificates are configured.
+ * Set once a request reached the interceptors (it was read, inflated and parsed), or when the
+ * gate answered it: either way the status text is ours and is passed through as is.
  */
-export async function startAgentRpcServer(
-  impl: ServiceImpl<typeof AgentService>,
-  host: string,
-  port: number,
-  tls: AgentTls | null = null,
-  onInternalError: (err: unknown) => void = () => undefined,
-): Promise<AgentRpcServer> {
-  const handler = connectNodeAdapter({
-    routes: (router) => router.service(AgentService, impl),
-    interceptors: [sanitizeInternalErrors(onInternalError)],
+interface RequestMark {
+  ownText: boolean;
+}
+const MARK = createContextKey<RequestMark | undefined>(undefined);
+
+/**
+ * The agent RPC listener: gRPC over HTTP/2 — cleartext (h2c) on loopback in Lite, TLS when
+ * certificates are configured. Every request passes a gate before Connect sees it: no bearer that
+ * verifies, no body read. Messages are capped on the wire and after gzip inflation, and errors
+ * raised before the service code ran (size, encoding, malformed protobuf) reach the caller as a
+ * fixed text per code, never the parser's.
+ */
+export async function startAgentRpcServer(opts: AgentRpcServerOptions): Promise<AgentRpcServer> {
+  const maxBytes = opts.maxMessageBytes ?? AGENT_MAX_MESSAGE_BYTES;
+  const onInternalError = opts.onInternalError ?? (() => undefined);
+  const marks = new WeakMap<object, RequestMark>();
+  const connectHandler = connectNodeAdapter({
+    routes: (router) => router.service(AgentService, opts.impl),
+    interceptors: [markParsed(), sanitizeInternalErrors(onInternalError)],
+    // The agent speaks gRPC only; the Connect protocol would carry errors in a JSON body instead
+    // of trailers and widen what this port parses.
     grpc: true,
-    connect: true,
+    connect: false,
     grpcWeb: false,
+    readMaxBytes: maxBytes,
+    acceptCompression: [cappedGzip(maxBytes, opts.onInflate)],
+    contextValues: (req) => createContextValues().set(MARK, marks.get(req)),
   });
-  const server = tls
-    ? http2.createSecureServer({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }, handler)
+  const handler = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
+    const mark: RequestMark = { ownText: false };
+    marks.set(req, mark);
+    sanitizeProtocolErrors(res, mark, maxBytes);
+    resetUnreadBodyOnceAnswered(req);
+    let authorization = req.headers['authorization'];
+    if (Array.isArray(authorization)) authorization = undefined;
+    opts.admit(authorization).then(
+      (ok) => {
+        if (ok) connectHandler(req, res);
+        else refuse(res, mark, Code.Unauthenticated, 'missing or invalid agent token');
+      },
+      (err: unknown) => {
+        onInternalError(err);
+        refuse(res, mark, Code.Internal, 'internal error; see the control-plane log');
+      },
+    );
+  };
+  const server = opts.tls
+    ? http2.createSecureServer(
+        { cert: opts.tls.cert, key: opts.tls.key, minVersion: 'TLSv1.2' },
+        handler,
+      )
     : http2.createServer(handler);
   const sessions = new Set<http2.ServerHttp2Session>();
   // Both server kinds emit 'session' with an Http2Session.
@@ -43,7 +111,7 @@ export async function startAgentRpcServer(
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(port, host, () => {
+    server.listen(opts.port, opts.host, () => {
       server.off('error', reject);
       resolve();
     });
@@ -58,6 +126,144 @@ export async function startAgentRpcServer(
           for (const s of sessions) s.destroy();
         }, 2_000).unref();
       }),
+  };
+}
+
+/**
+ * Once the answer (trailers included) is on the wire, a body still arriving — an over-limit
+ * message, a refused caller — is not read on: the stream is reset with NO_ERROR so the client
+ * stops sending. Resetting earlier would overtake the trailers, hence the wait for the stream's
+ * local close (END_STREAM sent), checked briefly after the response finishes.
+ */
+function resetUnreadBodyOnceAnswered(req: http2.Http2ServerRequest): void {
+  const stream = req.stream;
+  stream.once('finish', () => {
+    const deadline = Date.now() + 5_000;
+    const check = (): void => {
+      if (req.complete || stream.closed || stream.destroyed) return;
+      if (stream.state.localClose || Date.now() > deadline) {
+        stream.close(http2.constants.NGHTTP2_NO_ERROR);
+        return;
+      }
+      setTimeout(check, 5).unref();
+    };
+    setImmediate(check);
+  });
+}
+
+/** A gRPC error answered by the gate: headers, then the status in trailers; the body is not read. */
+function refuse(
+  res: http2.Http2ServerResponse,
+  mark: RequestMark,
+  code: Code,
+  message: string,
+): void {
+  mark.ownText = true;
+  res.writeHead(200, { 'content-type': 'application/grpc+proto' });
+  res.addTrailers({ 'grpc-status': String(code), 'grpc-message': encodeURIComponent(message) });
+  res.end();
+}
+
+/** Fixed texts for errors raised by the protocol layer, before any service code ran. */
+function protocolErrorText(code: Code, maxBytes: number): { code: Code; message: string } {
+  switch (code) {
+    case Code.ResourceExhausted:
+      return {
+        code,
+        message: `request message larger than the agent port's limit of ${maxBytes} bytes`,
+      };
+    case Code.Unimplemented:
+      return { code, message: 'request encoding not supported (send identity or gzip)' };
+    case Code.Canceled:
+      return { code, message: 'request canceled' };
+    case Code.DeadlineExceeded:
+      return { code, message: 'deadline exceeded' };
+    default:
+      // Malformed protobuf, a broken envelope or gzip stream: the request could not be decoded.
+      return { code: Code.InvalidArgument, message: 'request message could not be decoded' };
+  }
+}
+
+/**
+ * The gRPC status of a request that never reached the service (its body failed to read, inflate
+ * or parse) is rewritten to a fixed text per code: the parser's message (`parse binary: illegal
+ * tag…`) describes our decoder to whoever probes it and is of no use to a real agent.
+ */
+function sanitizeProtocolErrors(
+  res: http2.Http2ServerResponse,
+  mark: RequestMark,
+  maxBytes: number,
+): void {
+  const addTrailers = res.addTrailers.bind(res);
+  res.addTrailers = (headers: http2.OutgoingHttpHeaders) => {
+    const status = Number(headers['grpc-status'] ?? 0);
+    if (status !== 0 && !mark.ownText) {
+      const fixed = protocolErrorText(status, maxBytes);
+      const out: http2.OutgoingHttpHeaders = {};
+      for (const [k, v] of Object.entries(headers)) {
+        if (k !== 'grpc-status' && k !== 'grpc-message' && k !== 'grpc-status-details-bin')
+          out[k] = v;
+      }
+      out['grpc-status'] = String(fixed.code);
+      out['grpc-message'] = encodeURIComponent(fixed.message);
+      addTrailers(out);
+      return;
+    }
+    addTrailers(headers);
+  };
+}
+
+function markParsed(): Interceptor {
+  return (next) => (req) => {
+    const mark = req.contextValues.get(MARK);
+    if (mark) mark.ownText = true;
+    return next(req);
+  };
+}
+
+/**
+ * gzip with the inflated size capped: the decoder stops (and the request fails with
+ * ResourceExhausted) as soon as its output passes the cap, so a small body that would inflate
+ * to gigabytes costs at most the cap plus one zlib chunk.
+ */
+function cappedGzip(maxBytes: number, onInflate?: (bytes: number) => void): Compression {
+  return {
+    name: 'gzip',
+    compress: (bytes) =>
+      new Promise((resolve, reject) =>
+        zlib.gzip(bytes, (err, out) => (err ? reject(err) : resolve(new Uint8Array(out)))),
+      ),
+    decompress: (bytes, readMaxBytes) => {
+      const cap = Math.min(maxBytes, readMaxBytes);
+      if (bytes.length === 0) return Promise.resolve(new Uint8Array(0));
+      return new Promise((resolve, reject) => {
+        const gunzip = zlib.createGunzip({ chunkSize: 16 * 1024 });
+        const parts: Buffer[] = [];
+        let total = 0;
+        let failed = false;
+        gunzip.on('data', (chunk: Buffer) => {
+          if (failed) return;
+          onInflate?.(chunk.length);
+          total += chunk.length;
+          if (total > cap) {
+            failed = true;
+            gunzip.destroy();
+            reject(new ConnectError('inflated message too large', Code.ResourceExhausted));
+            return;
+          }
+          parts.push(chunk);
+        });
+        gunzip.once('error', () => {
+          if (failed) return;
+          failed = true;
+          reject(new ConnectError('decompression failed', Code.InvalidArgument));
+        });
+        gunzip.once('end', () => {
+          if (!failed) resolve(new Uint8Array(Buffer.concat(parts, total)));
+        });
+        gunzip.end(bytes);
+      });
+    },
   };
 }
 

@@ -29,6 +29,7 @@ import type { AttemptLifecycle } from '../scheduler/attempt-lifecycle.js';
 import type { SpecCache } from '../scheduler/spec-cache.js';
 import type { Store } from '../store/store.js';
 import type { LogLineRow, LogStreamName } from '../store/types.js';
+import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
 
 export const MAX_XCOM_BYTES = 256 * 1024;
 const MAX_LOG_LINES_PER_BATCH = 5_000;
@@ -50,6 +51,8 @@ export interface AgentServiceDeps {
   onChange: () => void;
   /** counts renewals and ceiling stops (metrics) */
   onRenewal?: (outcome: 'renewed' | 'ceiling_stopped') => void;
+  /** PushLogs caps; DEFAULT_LOG_LIMITS when absent */
+  logLimits?: LogLimits;
 }
 
 const TASK_TYPES: Record<AuthoredTaskType, TaskType> = {
@@ -64,6 +67,29 @@ const STREAMS: Record<number, LogStreamName> = {
   [LogStream.AGENT]: 'agent',
 };
 
+const BEARER = /^Bearer\s+(\S+)$/i;
+
+/**
+ * The agent port's gate (see startAgentRpcServer): a caller may send a body only with a bearer
+ * this control plane signed. An expired one is still admitted — its signature is genuine, and
+ * what an expired token may still do is the service's decision, not the gate's.
+ */
+export function agentBearerAdmission(
+  verifier: AgentTokenVerification,
+  clock: Clock,
+): (authorization: string | undefined) => Promise<boolean> {
+  return async (authorization) => {
+    const m = authorization === undefined ? null : BEARER.exec(authorization);
+    if (!m?.[1]) return false;
+    try {
+      await verifier.verify(m[1], clock.now());
+      return true;
+    } catch (err) {
+      return err instanceof AgentTokenError && err.reason === 'expired';
+    }
+  };
+}
+
 /**
  * The agent-facing RPC surface. The caller's identity comes only from its bearer token; no
  * request field names a run, task or try. Heartbeat and ReportState keep answering a stale
@@ -73,11 +99,13 @@ const STREAMS: Record<number, LogStreamName> = {
 export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof AgentService> {
   const { store, clock, tokens, lifecycle, logger } = deps;
   const verifier = deps.verifier ?? tokens;
+  const logLimits = deps.logLimits ?? DEFAULT_LOG_LIMITS;
+  const logBudgets = new AttemptLogBudgets(store, logLimits);
 
   async function identify(ctx: HandlerContext): Promise<AgentTokenClaims> {
     const header = ctx.requestHeader.get('authorization');
     if (!header) throw new ConnectError('missing authorization token', Code.Unauthenticated);
-    const m = /^Bearer\s+(\S+)$/i.exec(header);
+    const m = BEARER.exec(header);
     if (!m?.[1]) throw new ConnectError('missing authorization token', Code.Unauthenticated);
     try {
       return await verifier.verify(m[1], clock.now());
@@ -306,6 +334,21 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           Code.InvalidArgument,
         );
       }
+      const now = clock.now();
+      const ti = await store.getTaskInstanceById(claims.task_instance_id);
+      if (
+        ti &&
+        ti.try_number === claims.try_number &&
+        !isActive(ti.state) &&
+        ti.ended_at !== null &&
+        now - ti.ended_at > logLimits.writeGraceMs
+      ) {
+        // Not retryable by the agent: the attempt's log is closed for good.
+        throw new ConnectError(
+          `log closed: the attempt ended more than ${Math.round(logLimits.writeGraceMs / 1000)}s ago (logs.write_grace)`,
+          Code.FailedPrecondition,
+        );
+      }
       const rows: LogLineRow[] = req.lines.map((l) => ({
         tenant_id: claims.tenant_id,
         dag_run_id: claims.dag_run_id,
@@ -316,7 +359,9 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
         stream: STREAMS[l.stream] ?? 'stdout',
         message: l.message,
       }));
-      if (rows.length > 0) await store.appendLogs(rows);
+      const { keep, note } = await logBudgets.admit(claims, rows, now);
+      if (keep.length > 0) await store.appendLogs(keep);
+      if (note) await store.putLogLine(note);
       const last = rows.reduce((m, r) => Math.max(m, r.line_number), 0);
       return create(PushLogsResponseSchema, { acknowledgedThroughLine: BigInt(last) });
     },

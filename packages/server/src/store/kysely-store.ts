@@ -881,6 +881,48 @@ export class KyselyStore implements Store {
     }));
   }
 
+  async putLogLine(l: LogLineRow): Promise<void> {
+    await this.#db
+      .insertInto('task_logs')
+      .values({
+        tenant_id: l.tenant_id,
+        dag_run_id: l.dag_run_id,
+        task_id: l.task_id,
+        try_number: l.try_number,
+        line_number: l.line_number,
+        time: l.time,
+        stream: l.stream,
+        message: l.message,
+      })
+      .onConflict((oc) =>
+        oc
+          .columns(['dag_run_id', 'task_id', 'try_number', 'line_number'])
+          .doUpdateSet({ message: l.message, time: l.time, stream: l.stream }),
+      )
+      .execute();
+  }
+
+  async logBytes(
+    dag_run_id: string,
+    task_id: string,
+    try_number: number,
+    except_line: number,
+  ): Promise<number> {
+    const bytes =
+      this.dialect === 'postgres'
+        ? sql<string | number | null>`sum(octet_length(message))`
+        : sql<string | number | null>`sum(length(cast(message as blob)))`;
+    const row = await this.#db
+      .selectFrom('task_logs')
+      .select(bytes.as('bytes'))
+      .where('dag_run_id', '=', dag_run_id)
+      .where('task_id', '=', task_id)
+      .where('try_number', '=', try_number)
+      .where('line_number', '<>', except_line)
+      .executeTakeFirst();
+    return Number(row?.bytes ?? 0);
+  }
+
   // ---------------------------------------------------------------- variables
 
   async putVariable(rec: VariableRecord): Promise<void> {

@@ -220,4 +220,13 @@ export interface Store extends VaultStore {
     after_line: number,
     limit: number,
   ): Promise<LogLineRow[]>;
+  /** Inserts the line or replaces the message and time of the one stored at its line_number. */
+  putLogLine(line: LogLineRow): Promise<void>;
+  /** UTF-8 bytes of the attempt's stored messages, not counting the line at `except_line`. */
+  logBytes(
+    dag_run_id: string,
+    task_id: string,
+    try_number: number,
+    except_line: number,
+  ): Promise<number>;
 }

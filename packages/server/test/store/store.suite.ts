@@ -1123,6 +1123,39 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       expect(await store.readLogs(run.id, 'load', 1, 0, 10)).toEqual([]);
     });
 
+    it('counts stored UTF-8 bytes per attempt and upserts one line in place', async () => {
+      const { tenant_id, run } = await fixture();
+      const key = { tenant_id, dag_run_id: run.id, task_id: 'extract', try_number: 1 };
+      const note = 2_147_483_647;
+      // 'é' is 2 bytes, '€' 3, '𝄞' 4: bytes, not characters, are counted.
+      await store.appendLogs([
+        { ...key, line_number: 1, time: T0, stream: 'stdout', message: 'aé' },
+        { ...key, line_number: 2, time: T0, stream: 'stdout', message: '€𝄞' },
+      ]);
+      await store.putLogLine({
+        ...key,
+        line_number: note,
+        time: T0,
+        stream: 'agent',
+        message: 'x',
+      });
+      await store.putLogLine({
+        ...key,
+        line_number: note,
+        time: T0 + 1,
+        stream: 'agent',
+        message: 'second',
+      });
+      expect(await store.logBytes(run.id, 'extract', 1, note)).toBe(3 + 7);
+      expect(await store.logBytes(run.id, 'extract', 2, note)).toBe(0);
+      const all = await store.readLogs(run.id, 'extract', 1, 0, 10);
+      expect(all.map((l) => [l.line_number, l.message, l.time])).toEqual([
+        [1, 'aé', T0],
+        [2, '€𝄞', T0],
+        [note, 'second', T0 + 1],
+      ]);
+    });
+
     it('keeps attempts apart and handles large batches', async () => {
       const { tenant_id, run } = await fixture();
       const k1 = { tenant_id, dag_run_id: run.id, task_id: 'extract', try_number: 1 };

@@ -18,8 +18,9 @@ import { loadOrCreateSigningKey } from '../../src/auth/signing-keys.js';
 import type { AgentExit, AttemptLaunch, Executor } from '../../src/executor/executor.js';
 import { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
 import { SecretDelivery } from '../../src/credentials/secret-delivery.js';
-import { createAgentService } from '../../src/rpc/agent-service.js';
+import { agentBearerAdmission, createAgentService } from '../../src/rpc/agent-service.js';
 import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
+import type { LogLimits } from '../../src/rpc/log-limits.js';
 import { Keyring } from '../../src/vault/keyring.js';
 import { VaultService } from '../../src/vault/vault-service.js';
 import { postgresTestUrl } from './databases.js';
@@ -77,6 +78,10 @@ export interface HarnessOptions {
   rpc?: 'memory' | 'http2';
   dialect?: 'sqlite' | 'postgres';
   ceilingMs?: number;
+  /** PushLogs caps (DEFAULT_LOG_LIMITS when absent) */
+  logLimits?: LogLimits;
+  /** with rpc 'http2': observes every chunk the agent port's gzip decoder produces */
+  onInflate?: (bytes: number) => void;
 }
 
 export interface Harness {
@@ -90,6 +95,8 @@ export interface Harness {
   runs: RunOperations;
   tokens: AgentTokenIssuer;
   agent(token: string): Client<typeof AgentService>;
+  /** the real agent RPC server's port (rpc 'http2' only) */
+  agentPort: number | null;
   /** a second scheduler on the same store, as after a control-plane restart */
   restart(): Scheduler;
   close(): Promise<void>;
@@ -152,6 +159,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     maxCredentialLifetimeMs: opts.ceilingMs ?? 24 * 3600_000,
     secrets,
     onChange: noop,
+    ...(opts.logLimits ? { logLimits: opts.logLimits } : {}),
   });
   let server: AgentRpcServer | null = null;
   let transportFor: (token: string) => Transport;
@@ -167,7 +175,13 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
       },
   ];
   if (opts.rpc === 'http2') {
-    const started = await startAgentRpcServer(service, '127.0.0.1', 0);
+    const started = await startAgentRpcServer({
+      impl: service,
+      host: '127.0.0.1',
+      port: 0,
+      admit: agentBearerAdmission(verifier, clock),
+      ...(opts.onInflate ? { onInflate: opts.onInflate } : {}),
+    });
     server = started;
     transportFor = (token) =>
       createGrpcTransport({
@@ -191,6 +205,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     vault,
     verifier,
     agent: (token) => createClient(AgentService, transportFor(token)),
+    agentPort: server?.port ?? null,
     restart: build,
     async close() {
       await server?.close();
