@@ -122,8 +122,12 @@ describe('kill -9 of standalone at each point along dispatch and report', () => 
   for (const point of POINTS) {
     it(`${point}: the run succeeds, every task is still try 1, and each ran exactly once`, async () => {
       const { detail, histories, marks, agentLogs } = await crashAt(point);
-      const summary = detail.task_instances.map((t) => `${t.task_id}:${t.state}#${t.try_number}`);
-      expect(summary.sort(), `run ${detail.run.state}`).toEqual(TASKS.map((t) => `${t}:success#1`));
+      // Every task succeeded as try 1 (listed here are those that did not).
+      const off = detail.task_instances
+        .map((t) => `${t.task_id}:${t.state}#${t.try_number}`)
+        .filter((t) => !t.endsWith(':success#1'));
+      expect(off).toEqual([]);
+      expect(detail.task_instances).toHaveLength(TASKS.length);
       expect(detail.run.state).toBe('success');
       // No try consumed by the crash: no earlier try on record for any task.
       expect(histories.map((h) => h.history)).toEqual(TASKS.map(() => []));
