@@ -4,6 +4,7 @@
  * `Canceled`; the agent used to treat that as final and exit without reporting a task that had
  * succeeded. These tests cut real calls of the real agent process over real HTTP/2.
  */
+import { createServer, connect, type Server, type Socket } from 'node:net';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { LogStream, ReportedState } from '@leoflow/protocol';
 import { describe, expect, it } from 'vitest';
@@ -272,5 +273,90 @@ describe('the agent process across a control plane that dies and comes back (rea
     expect(code).toBe(0);
     expect(fake.lines(LogStream.AGENT).filter((l) => /secret fetch refused/.test(l))).toEqual([]);
     expect(fake.lines(LogStream.STDOUT)).toEqual(['var=hello']);
+  });
+});
+
+/**
+ * A TCP relay in front of the fake control plane. `blackhole()` silently stops relaying on every
+ * connection open at that moment — no FIN, no RST, as when a host vanishes or a NAT entry is
+ * dropped — while new connections are relayed normally.
+ */
+async function startRelay(target: string): Promise<{
+  url: string;
+  connections: () => number;
+  blackhole: () => void;
+  close: () => Promise<void>;
+}> {
+  const { hostname, port } = new URL(target);
+  const pairs = new Set<{ client: Socket; upstream: Socket; dead: boolean }>();
+  let accepted = 0;
+  const server: Server = createServer((client) => {
+    accepted++;
+    const upstream = connect(Number(port), hostname);
+    const pair = { client, upstream, dead: false };
+    pairs.add(pair);
+    client.on('data', (d) => {
+      if (!pair.dead) upstream.write(d);
+    });
+    upstream.on('data', (d) => {
+      if (!pair.dead) client.write(d);
+    });
+    const end = () => {
+      pairs.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on('error', end).on('close', end);
+    upstream.on('error', end).on('close', end);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const addr = server.address() as { port: number };
+  return {
+    url: `http://127.0.0.1:${addr.port}`,
+    connections: () => accepted,
+    blackhole: () => {
+      for (const p of pairs) p.dead = true;
+    },
+    close: async () => {
+      for (const p of pairs) {
+        p.client.destroy();
+        p.upstream.destroy();
+      }
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
+describe('a connection that dies silently (real HTTP/2 through a relay)', () => {
+  it('ReportState on a silent session times out once, the agent dials a new session, and SUCCESS lands', async () => {
+    let relay: Awaited<ReturnType<typeof startRelay>> | undefined;
+    const fake = await startFake({
+      spec: defaultSpec({ command: 'echo ok' }),
+      reportState: (n) => {
+        // The answer to this first report never reaches the agent, nor does anything else on
+        // that connection from now on.
+        if (n === 1) relay!.blackhole();
+      },
+    });
+    relay = await startRelay(fake.url);
+    try {
+      const started = Date.now();
+      const agent = start({
+        url: relay.url,
+        token: TOKEN,
+        workdir: tempDir(),
+        env: { LEOFLOW_RPC_TIMEOUT_MS: '1000', LEOFLOW_REPORT_DEADLINE_MS: '8000' },
+      });
+      const { code } = await agent.exited;
+      expect(agent.diagnostics()).not.toMatch(/could not deliver/);
+      expect(code).toBe(0);
+      expect(fake.count('ReportState')).toBeGreaterThanOrEqual(2);
+      // Without dropping the session every retry would wait on the dead one until the keepalive
+      // PING gave up (30 s + 10 s), far past this report deadline.
+      expect(relay.connections()).toBeGreaterThanOrEqual(2);
+      expect(Date.now() - started).toBeLessThan(8_000);
+    } finally {
+      await relay.close();
+    }
   });
 });
