@@ -8,7 +8,7 @@ import type { Diagnostics } from './diag.js';
 import type { AttemptIsolation } from './isolation.js';
 import { buildTaskEnv, xcomEnvName, type EnvMap } from './env.js';
 import { LogShipper, type BufferedLine, type StreamName } from './log-shipper.js';
-import { codeName, errorCode, retryUntil } from './retry.js';
+import { codeName, errorCode, retryUntil, type RetryOptions } from './retry.js';
 import type { AgentClient } from './rpc.js';
 import {
   exitCodeOf,
@@ -110,6 +110,13 @@ export class Agent {
   #lastStdout: string | undefined;
   /** After a signal, no retry may wait past this point (epoch ms). */
   #cutoff = Number.POSITIVE_INFINITY;
+  /**
+   * The agent's own cancellation of its calls: aborted only when the signal cutoff passes. A
+   * `Canceled` failure while this is not aborted came from the transport and is retried.
+   */
+  readonly #calls = new AbortController();
+  #cutoffTimer: NodeJS.Timeout | undefined;
+  #bootstrapDeadline = 0;
 
   constructor(deps: AgentDeps) {
     this.#cfg = deps.config;
@@ -143,6 +150,10 @@ export class Agent {
     this.#diag.log('warn', `received ${signal}`);
     // Whatever phase we are in, the executor wants us gone soon: bound every remaining retry.
     this.#cutoff = Math.min(this.#cutoff, Date.now() + this.#cfg.killGraceMs + 3_000);
+    clearTimeout(this.#cutoffTimer);
+    // At the cutoff the agent gives up on calls still in flight: that cancel is its own.
+    this.#cutoffTimer = setTimeout(() => this.#calls.abort(), this.#cutoff - Date.now());
+    this.#cutoffTimer.unref();
     if (this.#stop === undefined) this.#stop = { kind: 'signal', signal };
     if (this.#task) {
       this.#agentLine(`agent received ${signal}; terminating the task process group`);
@@ -152,6 +163,7 @@ export class Agent {
 
   async run(): Promise<number> {
     const bootstrapDeadline = this.#startedAt + this.#cfg.bootstrapDeadlineMs;
+    this.#bootstrapDeadline = bootstrapDeadline;
 
     // --- bootstrap: Register + GetTaskSpec, bounded by the bootstrap deadline ---------------
     let spec: TaskSpec;
@@ -416,10 +428,11 @@ export class Agent {
               occurredAtMs: BigInt(outcome.occurredAtMs),
               timedOut: outcome.timedOut,
             },
-            { timeoutMs: this.#cfg.rpcTimeoutMs },
+            this.#ownOpts(),
           ),
         {
           deadline,
+          signal: this.#calls.signal,
           onRetry: (err, attempt, wait) => {
             if (this.#stop?.kind === 'terminate') return false;
             this.#diag.log(
@@ -456,10 +469,11 @@ export class Agent {
               value: new TextEncoder().encode(line),
               contentType: 'text/plain',
             },
-            { timeoutMs: this.#cfg.rpcTimeoutMs },
+            this.#ownOpts(),
           ),
         {
           deadline,
+          signal: this.#calls.signal,
           onRetry: (_e, _a, wait) =>
             this.#stop?.kind !== 'terminate' && Date.now() + wait <= this.#cutoff,
         },
@@ -486,7 +500,7 @@ export class Agent {
           message: l.message,
         })),
       },
-      { timeoutMs: this.#cfg.rpcTimeoutMs },
+      this.#ownOpts(),
     );
   }
 
@@ -496,6 +510,30 @@ export class Agent {
 
   #quickOpts(): { timeoutMs: number } {
     return { timeoutMs: this.#cfg.rpcTimeoutMs };
+  }
+
+  /** Per-call timeout plus the agent's own cancellation (see #calls). */
+  #ownOpts(): { timeoutMs: number; signal: AbortSignal } {
+    return { timeoutMs: this.#cfg.rpcTimeoutMs, signal: this.#calls.signal };
+  }
+
+  /**
+   * Pre-task reads (secrets, upstream XComs): a transport failure — the control plane away or
+   * restarting — is retried until the bootstrap deadline, as Register is; an answer with a
+   * transient code gets a few quick retries within 5 s.
+   */
+  #preTaskRetry(name: string): RetryOptions {
+    const quick = Date.now() + 5_000;
+    return {
+      deadline: Math.max(quick, this.#bootstrapDeadline),
+      transientDeadline: quick,
+      backoff: bootstrapBackoff,
+      onRetry: (err, attempt) => {
+        if (attempt === 0 || attempt % 10 === 0)
+          this.#diag.log('warn', `${name} failed (${codeName(err)}); retrying`);
+        return this.#stop === undefined;
+      },
+    };
   }
 
   async #bootstrapCall<T>(name: string, deadline: number, fn: () => Promise<T>): Promise<T> {
@@ -516,19 +554,20 @@ export class Agent {
 
   /**
    * Best effort by contract: any refusal (PermissionDenied from the liveness gate,
-   * Unimplemented on a server without secrets, …) means the task runs without them. Transient
-   * codes get a few quick retries first so a blip does not silently strip a task's secrets.
+   * Unimplemented on a server without secrets, …) means the task runs without them. A control
+   * plane that is away (transport failure) is waited for until the bootstrap deadline, and a
+   * transient answer gets a few quick retries, so neither a restart nor a blip silently strips a
+   * task's secrets.
    */
   async #fetchSecrets(
     what: 'variables' | 'connections',
     fn: () => Promise<Record<string, string>>,
   ): Promise<Record<string, string> | undefined> {
     try {
-      return await retryUntil(fn, {
-        deadline: Date.now() + 5_000,
-        backoff: bootstrapBackoff,
-        onRetry: () => this.#stop === undefined,
-      });
+      return await retryUntil(
+        fn,
+        this.#preTaskRetry(what === 'variables' ? 'GetVariables' : 'GetConnections'),
+      );
     } catch (err) {
       const line = `secret fetch refused: ${codeName(err)} (${what})`;
       this.#shipper?.add('agent', line);
@@ -554,11 +593,7 @@ export class Agent {
               { upstreamTaskId: upstream, key: 'return_value' },
               this.#quickOpts(),
             ),
-          {
-            deadline: Date.now() + 5_000,
-            backoff: bootstrapBackoff,
-            onRetry: () => this.#stop === undefined,
-          },
+          this.#preTaskRetry(`FetchXCom(${upstream})`),
         );
         if (!res.found) continue;
         value = res.value;
@@ -632,6 +667,7 @@ export class Agent {
   #stopHeartbeats(): void {
     this.#heartbeatsStopped = true;
     clearTimeout(this.#heartbeatTimer);
+    clearTimeout(this.#cutoffTimer);
   }
 
   #onTerminate(reason: string): void {

@@ -1,6 +1,13 @@
-import { createClient, type Client, type Interceptor } from '@connectrpc/connect';
+import {
+  Code,
+  ConnectError,
+  createClient,
+  type Client,
+  type Interceptor,
+} from '@connectrpc/connect';
 import { createGrpcTransport, Http2SessionManager } from '@connectrpc/connect-node';
 import { AgentService } from '@leoflow/protocol';
+import { classifyFailure } from './retry.js';
 import type { TokenHolder } from './token.js';
 
 export type AgentClient = Client<typeof AgentService>;
@@ -10,6 +17,41 @@ export function bearerInterceptor(tokens: TokenHolder): Interceptor {
   return (next) => async (req) => {
     req.header.set('authorization', `Bearer ${tokens.current()}`);
     return next(req);
+  };
+}
+
+/**
+ * Drops an HTTP/2 session that went silent. A control plane that dies or restarts normally
+ * closes its connections (the session manager then dials a new session on the next call), but a
+ * peer that vanishes without a FIN/RST — a host gone, a NAT entry dropped — leaves a session that
+ * looks open: every call on it times out until the keepalive PING gives up (30 s + 10 s). When a
+ * call times out and no call at all has been answered since it started, the session is presumed
+ * dead and aborted, so the retry dials afresh. Calls still in flight on it fail with `Canceled`
+ * and, not being the agent's own cancel, are retried like any transport failure.
+ */
+export function staleSessionInterceptor(
+  abortSession: () => void,
+  now: () => number = Date.now,
+): Interceptor {
+  let lastAnswerAt = Number.NEGATIVE_INFINITY;
+  return (next) => async (req) => {
+    const startedAt = now();
+    try {
+      const res = await next(req);
+      lastAnswerAt = now();
+      return res;
+    } catch (err) {
+      const kind = classifyFailure(err);
+      if (kind === 'final' || kind === 'transient') {
+        lastAnswerAt = now(); // the server answered: the session is alive
+      } else if (
+        ConnectError.from(err).code === Code.DeadlineExceeded &&
+        lastAnswerAt < startedAt
+      ) {
+        abortSession();
+      }
+      throw err;
+    }
   };
 }
 
@@ -25,7 +67,8 @@ export interface AgentConnection {
 /** gRPC over HTTP/2: h2c for http:// (Lite, loopback), TLS for https://. */
 export function createAgentConnection(baseUrl: string, tokens: TokenHolder): AgentConnection {
   // The transport would build this same manager itself; holding it lets a standby agent open
-  // the session ahead of its first call.
+  // the session ahead of its first call, and lets a dead session be dropped. After a session
+  // closes or fails, the manager dials a new one on the next call.
   const sessions = new Http2SessionManager(baseUrl, {
     // Notice a dead control plane between heartbeats instead of on the next call's timeout.
     pingIntervalMs: 30_000,
@@ -33,7 +76,12 @@ export function createAgentConnection(baseUrl: string, tokens: TokenHolder): Age
   });
   const transport = createGrpcTransport({
     baseUrl,
-    interceptors: [bearerInterceptor(tokens)],
+    interceptors: [
+      bearerInterceptor(tokens),
+      staleSessionInterceptor(() =>
+        sessions.abort(new ConnectError('agent dropped a silent HTTP/2 session', Code.Canceled)),
+      ),
+    ],
     sessionManager: sessions,
   });
   return {

@@ -41,6 +41,7 @@ import type { Store } from './store/store.js';
 import { createLogger } from './util/logger.js';
 import { systemClock } from './util/system-clock.js';
 import { buildRestApi } from './tenancy/rest-api.js';
+import { faultsFromEnv, type FaultInjector } from './util/test-faults.js';
 
 export const LEOFLOW_VERSION = '0.1.0';
 export { ADMIN_TOKEN_FILE };
@@ -65,6 +66,8 @@ export interface ControlPlaneOptions {
   clock?: Clock;
   logger?: Logger;
   executor?: Executor;
+  /** test-only crash points; default: from LEOFLOW_TEST_FAULT + LEOFLOW_TEST_FAULT_ARM */
+  faults?: FaultInjector;
 }
 
 /** Starts everything Lite runs in one process: store, scheduler, agent RPC, REST API. */
@@ -76,6 +79,7 @@ export async function startControlPlane(
   const logger = opts.logger ?? createLogger(cfg.logLevel);
   // Before anything is written: a uid range that overlaps an account refuses boot.
   const isolation = resolveTaskIsolation(cfg.execution);
+  const faults = opts.faults ?? faultsFromEnv(process.env, logger);
   prepareDataDir(cfg.dataDir);
 
   const store = await openStore(cfg.database);
@@ -185,6 +189,7 @@ export async function startControlPlane(
       onChange: poke,
       onRenewal: (outcome) => metrics.renewal(outcome),
       logLimits: cfg.logs,
+      faults,
     }),
     host: cfg.agent.host,
     port: cfg.agent.port,
@@ -205,6 +210,7 @@ export async function startControlPlane(
       const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode ?? '?'}`;
       await lifecycle.fail(ti.id, ti.try_number, {
         reason: `agent exited (${how}) without reporting the task's outcome`,
+        dispatchGen: exit.identity.dispatch_gen,
       });
     })().catch((err: unknown) => logger.error({ err }, 'agent exit bookkeeping failed'));
   });
@@ -218,6 +224,7 @@ export async function startControlPlane(
     lifecycle,
     logger,
     agentUrl: () => agentUrl,
+    faults,
     timings: {
       tickMs: cfg.execution.schedulerTickMs,
       heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs,

@@ -1,5 +1,5 @@
 import http2 from 'node:http2';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
@@ -26,10 +26,12 @@ export interface Script {
   register?: (n: number) => void;
   getTaskSpec?: (n: number) => void;
   variables?: Record<string, string> | Code;
+  /** runs before GetVariables answers (e.g. to cut the call) */
+  getVariables?: (n: number) => void;
   connections?: Record<string, string> | Code;
   xcoms?: Record<string, Uint8Array | string>;
   heartbeat?: (n: number) => HeartbeatInit | void;
-  pushLogs?: (n: number) => void;
+  pushLogs?: (n: number, lines: readonly LogLine[]) => void;
   reportState?: (n: number) => ReportInit | void;
   pushXCom?: (n: number) => { accepted: boolean; rejectionReason?: string } | void;
 }
@@ -74,6 +76,7 @@ export class FakeAgentService {
   readonly registers: RegisterRequest[] = [];
   readonly #counts = new Map<string, number>();
   readonly #sessions = new Set<http2.ServerHttp2Session>();
+  readonly #sockets = new Set<Socket>();
   /** HTTP/2 sessions (connections) agents opened, with or without a call on them */
   sessionsOpened = 0;
   #server: http2.Http2Server | undefined;
@@ -129,7 +132,8 @@ export class FakeAgentService {
         return { spec: create(TaskSpecSchema, s.spec) };
       },
       getVariables: (_req, ctx) => {
-        this.#record('GetVariables', ctx);
+        const n = this.#record('GetVariables', ctx);
+        s.getVariables?.(n);
         if (typeof s.variables === 'number') fail(s.variables, 'refused');
         return { variables: s.variables ?? {} };
       },
@@ -154,7 +158,7 @@ export class FakeAgentService {
       },
       pushLogs: (req, ctx) => {
         const n = this.#record('PushLogs', ctx);
-        s.pushLogs?.(n);
+        s.pushLogs?.(n, req.lines);
         this.logLines.push(...req.lines);
         this.logBatches.push(req.lines.length);
         const last = req.lines[req.lines.length - 1];
@@ -175,14 +179,36 @@ export class FakeAgentService {
     });
   };
 
-  async #listen(): Promise<void> {
+  /**
+   * The control plane dying: every HTTP/2 connection is destroyed at once (calls in flight get
+   * no answer) and nothing listens until `comeBack()`. Call it from a hook, then throw, to cut
+   * that very call.
+   */
+  goAway(): void {
+    // Close the sockets under the sessions, as the kernel does for a killed process: no GOAWAY,
+    // no RST_STREAM, just the connection gone.
+    for (const socket of this.#sockets) socket.destroy();
+    this.#server?.close();
+    this.#server = undefined;
+  }
+
+  /** Listens again on the same port (a restarted control plane). */
+  async comeBack(): Promise<void> {
+    await this.#listen(Number(new URL(this.url).port));
+  }
+
+  async #listen(port = 0): Promise<void> {
     const server = http2.createServer(connectNodeAdapter({ routes: this.#routes }));
+    server.on('connection', (socket: Socket) => {
+      this.#sockets.add(socket);
+      socket.on('close', () => this.#sockets.delete(socket));
+    });
     server.on('session', (session) => {
       this.#sessions.add(session);
       this.sessionsOpened++;
       session.on('close', () => this.#sessions.delete(session));
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    await new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve));
     this.#server = server;
     this.url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   }

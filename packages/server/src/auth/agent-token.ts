@@ -37,9 +37,17 @@ export interface AttemptIdentity {
   task_id: string;
   try_number: number;
   task_instance_id: string;
+  /**
+   * Which dispatch of the try this credential belongs to (task_instances.dispatch_gen at claim
+   * time). A claim orphaned by a crash is reset without bumping the try; the next dispatch gets a
+   * new generation, and a token of the old one no longer matches the row. Absent = 0 (tokens
+   * minted before the column existed, for rows that still carry 0).
+   */
+  dispatch_gen?: number;
 }
 
 export interface AgentTokenClaims extends AttemptIdentity {
+  dispatch_gen: number;
   iat: number;
   exp: number;
   /** original issue time, kept across renewals (the ceiling is measured from it) */
@@ -182,6 +190,7 @@ export class AgentTokenIssuer implements AgentTokenVerification {
       task: identity.task_id,
       try: identity.try_number,
       ti: identity.task_instance_id,
+      gen: identity.dispatch_gen ?? 0,
       oiat: oiatSeconds ?? iat,
     })
       .setProtectedHeader({ alg: SIGNING_ALG, kid: key.kid, typ: 'JWT' })
@@ -224,6 +233,7 @@ function claimsOf(p: Record<string, unknown>): AgentTokenClaims {
     !Number.isInteger(p.try) ||
     typeof p.ti !== 'string' ||
     typeof p.oiat !== 'number' ||
+    (p.gen !== undefined && (typeof p.gen !== 'number' || !Number.isInteger(p.gen) || p.gen < 0)) ||
     typeof p.exp !== 'number' ||
     typeof p.iat !== 'number'
   ) {
@@ -237,6 +247,7 @@ function claimsOf(p: Record<string, unknown>): AgentTokenClaims {
     task_id: p.task,
     try_number: p.try,
     task_instance_id: p.ti,
+    dispatch_gen: typeof p.gen === 'number' ? p.gen : 0,
     iat: p.iat,
     exp: p.exp,
     oiat: p.oiat,

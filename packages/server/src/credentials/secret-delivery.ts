@@ -144,6 +144,7 @@ export class SecretDelivery {
         claims.dag_run_id,
         claims.task_id,
         claims.try_number,
+        claims.dispatch_gen,
       );
     } catch (err) {
       // Inconclusive: deliver. The short token lifetime bounds what a blip can leak.

@@ -1,10 +1,19 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { chownSync, closeSync, mkdirSync, openSync, rmSync, symlinkSync } from 'node:fs';
+import {
+  chownSync,
+  closeSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  symlinkSync,
+} from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
-import type { AgentExit, AttemptLaunch, Executor } from './executor.js';
 import type { TaskIsolation } from './run-as-user.js';
+import type { AgentExit, AttemptLaunch, Executor, OrphanProbe, StartedAgent } from './executor.js';
 
 export interface SubprocessExecutorOptions {
   agentEntry: string;
@@ -46,7 +55,7 @@ export class SubprocessExecutor implements Executor {
     mkdirSync(opts.diagnosticsDir, { recursive: true, mode: 0o700 });
   }
 
-  start(launch: AttemptLaunch): Promise<void> {
+  start(launch: AttemptLaunch): Promise<StartedAgent> {
     const { identity } = launch;
     const key = attemptKey(identity.task_instance_id, identity.try_number);
     const workdir = join(
@@ -98,7 +107,26 @@ export class SubprocessExecutor implements Executor {
       JSON.stringify({ token: launch.token, task_instance_id: identity.task_instance_id, workdir }),
     );
     this.refillStandby(launch);
-    return spawned;
+    return spawned.then(() => ({ pid: child.pid, hostname: hostname() }));
+  }
+
+  /**
+   * Agents are detached and outlive a crashed control plane. A recorded agent is alive when its
+   * pid exists on this host, is not a zombie, and runs this executor's agent entry (a reused pid
+   * running anything else is not it).
+   */
+  probeOrphan(agent: { hostname: string | null; pid: number | null }): OrphanProbe {
+    if (agent.pid === null || agent.pid <= 0) return 'gone';
+    if (agent.hostname !== null && agent.hostname !== hostname()) return 'unknown';
+    try {
+      const stat = readFileSync(`/proc/${agent.pid}/stat`, 'utf8');
+      const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
+      if (state === 'Z' || state === 'X') return 'gone';
+      const argv = readFileSync(`/proc/${agent.pid}/cmdline`, 'utf8').split('\0');
+      return argv.includes(this.opts.agentEntry) ? 'alive' : 'gone';
+    } catch {
+      return 'gone';
+    }
   }
 
   /** Pre-start standby agents for this agent URL (called once the RPC server listens). */

@@ -30,6 +30,7 @@ import type { SpecCache } from '../scheduler/spec-cache.js';
 import type { Store } from '../store/store.js';
 import type { LogLineRow, LogStreamName } from '../store/types.js';
 import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
+import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 
 export const MAX_XCOM_BYTES = 256 * 1024;
 const MAX_LOG_LINES_PER_BATCH = 5_000;
@@ -53,6 +54,8 @@ export interface AgentServiceDeps {
   onRenewal?: (outcome: 'renewed' | 'ceiling_stopped') => void;
   /** PushLogs caps; DEFAULT_LOG_LIMITS when absent */
   logLimits?: LogLimits;
+  /** test-only crash points (util/test-faults.ts); none in production */
+  faults?: FaultInjector;
 }
 
 const TASK_TYPES: Record<AuthoredTaskType, TaskType> = {
@@ -101,6 +104,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
   const verifier = deps.verifier ?? tokens;
   const logLimits = deps.logLimits ?? DEFAULT_LOG_LIMITS;
   const logBudgets = new AttemptLogBudgets(store, logLimits);
+  const faults = deps.faults ?? NO_FAULTS;
 
   async function identify(ctx: HandlerContext): Promise<AgentTokenClaims> {
     const header = ctx.requestHeader.get('authorization');
@@ -124,6 +128,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       !ti ||
       ti.tenant_id !== claims.tenant_id ||
       ti.try_number !== claims.try_number ||
+      ti.dispatch_gen !== claims.dispatch_gen ||
       !isActive(ti.state)
     ) {
       throw new ConnectError('task instance is no longer live', Code.FailedPrecondition);
@@ -135,9 +140,18 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     async register(req, ctx) {
       const claims = await identify(ctx);
       const ti = await liveAttempt(claims);
-      if (!(await lifecycle.markRunning(ti, claims.try_number, req.hostname, req.pid))) {
+      if (
+        !(await lifecycle.markRunning(
+          ti,
+          claims.try_number,
+          req.hostname,
+          req.pid,
+          claims.dispatch_gen,
+        ))
+      ) {
         throw new ConnectError('task instance is no longer live', Code.FailedPrecondition);
       }
+      faults.hit('after_register');
       deps.onChange();
       return create(RegisterResponseSchema, {
         sessionId: ti.id,
@@ -194,7 +208,12 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       const now = clock.now();
       let outcome;
       try {
-        outcome = await store.recordHeartbeat(claims.task_instance_id, claims.try_number, now);
+        outcome = await store.recordHeartbeat(
+          claims.task_instance_id,
+          claims.try_number,
+          now,
+          claims.dispatch_gen,
+        );
       } catch (err) {
         // A datastore blip neither terminates the attempt nor renews its credential.
         logger.warn({ err }, 'heartbeat could not be recorded');
@@ -237,27 +256,30 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       const claims = await identify(ctx);
       const id = claims.task_instance_id;
       const t = claims.try_number;
+      const gen = claims.dispatch_gen;
+      faults.hit('before_report');
       let applied: boolean;
       switch (req.state) {
         case ReportedState.RUNNING: {
           const ti = await store.getTaskInstanceById(id);
-          applied = ti !== undefined && (await lifecycle.markRunning(ti, t, '', 0));
+          applied = ti !== undefined && (await lifecycle.markRunning(ti, t, '', 0, gen));
           break;
         }
         case ReportedState.SUCCESS:
-          applied = await lifecycle.succeed(id, t, req.exitCode);
+          applied = await lifecycle.succeed(id, t, req.exitCode, gen);
           break;
         case ReportedState.FAILED:
           applied = await lifecycle.fail(id, t, {
             exitCode: req.exitCode,
             reason: truncate(req.errorMessage || `task exited with code ${req.exitCode}`, 2000),
+            dispatchGen: gen,
           });
           break;
         case ReportedState.SKIPPED: {
           const now = clock.now();
           applied = await store.updateTaskInstance(
             id,
-            { states: ['queued', 'running'], try_number: t },
+            { states: ['queued', 'running'], try_number: t, dispatch_gen: gen },
             { state: 'skipped', ended_at: now, exit_code: req.exitCode },
             now,
           );
@@ -270,6 +292,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
             Code.InvalidArgument,
           );
       }
+      faults.hit('after_report');
       // A report that did not apply came from an attempt that already moved on: acknowledge it
       // (it is not the agent's error) and tell it to stop.
       return create(ReportStateResponseSchema, { acknowledged: true, shouldTerminate: !applied });
@@ -278,6 +301,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     async pushXCom(req, ctx) {
       const claims = await identify(ctx);
       const ti = await liveAttempt(claims);
+      faults.hit('after_task_exit');
       if (req.value.byteLength > MAX_XCOM_BYTES) {
         return create(PushXComResponseSchema, {
           accepted: false,

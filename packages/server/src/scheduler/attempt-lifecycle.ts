@@ -9,6 +9,8 @@ const ACTIVE = ['queued', 'running'] as const;
 export interface FailureInput {
   exitCode?: number | null;
   reason: string;
+  /** the reporting credential's dispatch generation; omitted by reapers (any dispatch) */
+  dispatchGen?: number;
 }
 
 /**
@@ -31,25 +33,36 @@ export class AttemptLifecycle {
     tryNumber: number,
     hostname: string,
     pid: number,
+    dispatchGen?: number,
   ): Promise<boolean> {
     const now = this.clock.now();
     const applied = await this.store.updateTaskInstance(
       ti.id,
-      { states: ['queued'], try_number: tryNumber },
+      { states: ['queued'], try_number: tryNumber, dispatch_gen: dispatchGen },
       { state: 'running', started_at: now, last_heartbeat_at: now, hostname, pid },
       now,
     );
     if (applied) return true;
     // Already running (a repeated Register after a control-plane restart) is fine.
     const cur = await this.store.getTaskInstanceById(ti.id);
-    return cur !== undefined && cur.try_number === tryNumber && cur.state === 'running';
+    return (
+      cur !== undefined &&
+      cur.try_number === tryNumber &&
+      (dispatchGen === undefined || cur.dispatch_gen === dispatchGen) &&
+      cur.state === 'running'
+    );
   }
 
-  async succeed(tiId: string, tryNumber: number, exitCode: number): Promise<boolean> {
+  async succeed(
+    tiId: string,
+    tryNumber: number,
+    exitCode: number,
+    dispatchGen?: number,
+  ): Promise<boolean> {
     const now = this.clock.now();
     const applied = await this.store.updateTaskInstance(
       tiId,
-      { states: ACTIVE, try_number: tryNumber },
+      { states: ACTIVE, try_number: tryNumber, dispatch_gen: dispatchGen },
       { state: 'success', ended_at: now, exit_code: exitCode, error_message: null },
       now,
     );
@@ -64,6 +77,9 @@ export class AttemptLifecycle {
     if (!ti || ti.try_number !== tryNumber || (ti.state !== 'queued' && ti.state !== 'running')) {
       return false;
     }
+    if (input.dispatchGen !== undefined && ti.dispatch_gen !== input.dispatchGen) return false;
+    // Every write below is pinned to the dispatch read here.
+    const expect = { states: ACTIVE, try_number: tryNumber, dispatch_gen: ti.dispatch_gen };
     const run = await this.store.getRunById(ti.dag_run_id);
     if (!run) return false;
     const spec = await this.specs.get(run.tenant_id, run.dag_id, run.dag_version);
@@ -80,14 +96,14 @@ export class AttemptLifecycle {
       // The history row is a copy of the live row, so the attempt's outcome goes on it first.
       const recorded = await this.store.updateTaskInstance(
         tiId,
-        { states: ACTIVE, try_number: tryNumber },
+        expect,
         { ended_at: now, ...outcome },
         now,
       );
       if (!recorded) return false;
       applied = await this.store.archiveAndBumpTry(
         tiId,
-        { states: ACTIVE, try_number: tryNumber },
+        expect,
         'failed',
         {
           state: 'up_for_retry',
@@ -106,7 +122,7 @@ export class AttemptLifecycle {
     } else {
       applied = await this.store.updateTaskInstance(
         tiId,
-        { states: ACTIVE, try_number: tryNumber },
+        expect,
         { state: 'failed', ended_at: now, ...outcome },
         now,
       );

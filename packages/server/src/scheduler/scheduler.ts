@@ -11,6 +11,7 @@ import type { AgentTokenIssuer } from '../auth/agent-token.js';
 import type { Executor } from '../executor/executor.js';
 import type { Store } from '../store/store.js';
 import type { DagRunRow, TaskInstanceRow } from '../store/types.js';
+import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 import type { AttemptLifecycle } from './attempt-lifecycle.js';
 import type { SpecCache } from './spec-cache.js';
 
@@ -34,6 +35,8 @@ export interface SchedulerDeps {
   logger: Logger;
   agentUrl: () => string;
   timings: SchedulerTimings;
+  /** test-only crash points (util/test-faults.ts); none in production */
+  faults?: FaultInjector;
 }
 
 const REAP_BATCH = 100;
@@ -49,6 +52,8 @@ export class Scheduler {
   private running: Promise<void> | null = null;
   private again = false;
   private stopped = false;
+  /** claims made before this process started may still be waiting for an agent (see adoptOrphans) */
+  private orphansPossible = true;
 
   constructor(private readonly deps: SchedulerDeps) {
     this.startedAt = deps.clock.now();
@@ -97,8 +102,65 @@ export class Scheduler {
   async tick(): Promise<void> {
     await this.planScheduledRuns();
     await this.advanceRuns();
+    if (this.orphansPossible) await this.adoptOrphans();
     await this.dispatch();
     await this.reap();
+  }
+
+  /**
+   * Claims a crashed predecessor made (`queued` before this process started) whose agent never
+   * registered. A crash must not cost the task a try, so such a claim goes back to `scheduled`
+   * with its try unchanged (as Airflow resets orphaned task instances) — at once when no agent
+   * can be there (none recorded, or the executor finds it gone), otherwise once the agent has
+   * had the dispatch-lost threshold to register. Agents are detached and survive the crash; one
+   * that does register in time simply carries on.
+   *
+   * The fence: the claim's dispatch generation is in its token, and the next claim bumps it. A
+   * late agent of the reset claim therefore fails every liveness check (Register, GetTaskSpec,
+   * secrets, heartbeat, reports) and never starts its task; two attempts of one try cannot
+   * overlap. Runs each tick until no such claim is left; claims made by this process never
+   * qualify, so it then stops for good.
+   */
+  private async adoptOrphans(): Promise<void> {
+    const { store, clock, executor, logger, timings } = this.deps;
+    const queued = await store.listTaskInstancesInStates(['queued'], 10_000);
+    let waiting = false;
+    for (const ti of queued) {
+      if (!this.inherited(ti)) continue;
+      const now = clock.now();
+      const probe =
+        ti.pid === null
+          ? 'gone'
+          : (executor.probeOrphan?.({ hostname: ti.hostname, pid: ti.pid }) ?? 'unknown');
+      const waited = now - (ti.queued_at ?? now);
+      if (probe !== 'gone' && waited <= timings.dispatchLostThresholdMs) {
+        waiting = true;
+        continue;
+      }
+      const reset = await store.updateTaskInstance(
+        ti.id,
+        { states: ['queued'], try_number: ti.try_number, dispatch_gen: ti.dispatch_gen },
+        { state: 'scheduled', queued_at: null, hostname: null, pid: null, last_heartbeat_at: null },
+        now,
+      );
+      if (reset) {
+        logger.info(
+          { dag_id: ti.dag_id, task_id: ti.task_id, try: ti.try_number, agent: probe },
+          'claimed attempt orphaned by a control-plane restart: back to scheduled, try kept',
+        );
+      }
+    }
+    this.orphansPossible = waiting;
+  }
+
+  /** A claim made before this process started, its agent not registered, nobody asked to stop it. */
+  private inherited(ti: TaskInstanceRow): boolean {
+    return (
+      ti.state === 'queued' &&
+      ti.queued_at !== null &&
+      ti.queued_at < this.startedAt &&
+      !ti.terminate_requested
+    );
   }
 
   private async planScheduledRuns(): Promise<void> {
@@ -252,10 +314,12 @@ export class Scheduler {
         if ((activePerDag.get(key) ?? 0) >= spec.max_active_tasks) continue;
       }
       const now = clock.now();
+      // Every claim is a new dispatch generation; the token carries it (see adoptOrphans).
+      const gen = ti.dispatch_gen + 1;
       const claimed = await store.updateTaskInstance(
         ti.id,
-        { states: ['scheduled'], try_number: ti.try_number },
-        { state: 'queued', queued_at: now },
+        { states: ['scheduled'], try_number: ti.try_number, dispatch_gen: ti.dispatch_gen },
+        { state: 'queued', queued_at: now, dispatch_gen: gen },
         now,
       );
       if (!claimed) continue;
@@ -268,19 +332,34 @@ export class Scheduler {
         task_id: ti.task_id,
         try_number: ti.try_number,
         task_instance_id: ti.id,
+        dispatch_gen: gen,
       };
+      const faults = this.deps.faults ?? NO_FAULTS;
       try {
         const token = await tokens.mint(identity, now);
-        await executor.start({
+        faults.hit('before_spawn');
+        const started = await executor.start({
           identity,
           token,
           agentUrl: this.deps.agentUrl(),
           heartbeatIntervalMs: timings.heartbeatIntervalMs,
         });
+        if (started?.pid !== undefined) {
+          // Where the agent runs, so a successor after a crash can tell whether it is still
+          // there. A Register that got in first already moved the row on; nothing to do then.
+          await store.updateTaskInstance(
+            ti.id,
+            { states: ['queued'], try_number: ti.try_number, dispatch_gen: gen },
+            { pid: started.pid, hostname: started.hostname ?? null },
+            clock.now(),
+          );
+        }
+        faults.hit('after_spawn');
       } catch (err) {
         logger.error({ err, dag_id: run.dag_id, task_id: ti.task_id }, 'could not start agent');
         await this.deps.lifecycle.fail(ti.id, ti.try_number, {
           reason: `executor_error: could not start the agent (${(err as Error).message})`,
+          dispatchGen: gen,
         });
       }
     }
@@ -319,6 +398,8 @@ export class Scheduler {
       }
       return null;
     }
+    // A predecessor's claim is adoptOrphans' to reset (without a try), not this reaper's to fail.
+    if (this.inherited(ti)) return null;
     if (ti.queued_at !== null && now - ti.queued_at > t.dispatchLostThresholdMs) {
       return `dispatch_lost: the agent did not start within ${Math.round(t.dispatchLostThresholdMs / 1000)}s`;
     }

@@ -74,6 +74,8 @@ export interface TaskInstancesTable {
   updated_at: number;
   /** the try whose credential was revoked; revoked iff equal to try_number (migration 0002) */
   credential_revoked_try: number | null;
+  /** which dispatch of the try holds the live credential (migration 0004; default 0) */
+  dispatch_gen: Generated<number>;
 }
 
 export interface TaskInstanceHistoryTable {

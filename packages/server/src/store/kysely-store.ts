@@ -69,6 +69,7 @@ const PATCHABLE_KEYS = [
   'pid',
   'terminate_requested',
   'max_tries',
+  'dispatch_gen',
 ] as const satisfies readonly (keyof TaskInstancePatch)[];
 
 export interface KyselyStoreOptions {
@@ -691,6 +692,7 @@ export class KyselyStore implements Store {
       .where('id', '=', id)
       .where('state', 'in', expect.states);
     if (expect.try_number !== undefined) q = q.where('try_number', '=', expect.try_number);
+    if (expect.dispatch_gen !== undefined) q = q.where('dispatch_gen', '=', expect.dispatch_gen);
     const res = await q.executeTakeFirst();
     return changed(res.numUpdatedRows);
   }
@@ -723,6 +725,7 @@ export class KyselyStore implements Store {
         // Pins the update to the exact attempt we are about to archive.
         .where('try_number', '=', before.try_number);
       if (expect.try_number !== undefined) q = q.where('try_number', '=', expect.try_number);
+      if (expect.dispatch_gen !== undefined) q = q.where('dispatch_gen', '=', expect.dispatch_gen);
       const res = await q.executeTakeFirst();
       if (!changed(res.numUpdatedRows)) return false;
 
@@ -757,15 +760,22 @@ export class KyselyStore implements Store {
     return rows.map(toHistoryRow);
   }
 
-  async recordHeartbeat(id: string, try_number: number, now: number): Promise<HeartbeatOutcome> {
+  async recordHeartbeat(
+    id: string,
+    try_number: number,
+    now: number,
+    dispatch_gen?: number,
+  ): Promise<HeartbeatOutcome> {
     // updated_at is left alone: it orders the scheduler's work queue, and a heartbeat is not
     // a state change.
-    const row = await this.#db
+    let q = this.#db
       .updateTable('task_instances')
       .set({ last_heartbeat_at: now })
       .where('id', '=', id)
       .where('try_number', '=', try_number)
-      .where('state', 'in', ['queued', 'running'])
+      .where('state', 'in', ['queued', 'running']);
+    if (dispatch_gen !== undefined) q = q.where('dispatch_gen', '=', dispatch_gen);
+    const row = await q
       .returning(['terminate_requested', 'credential_revoked_try'])
       .executeTakeFirst();
     if (row === undefined) return { kind: 'stale' };
@@ -1361,20 +1371,24 @@ export class KyselyStore implements Store {
     dag_run_id: string,
     task_id: string,
     try_number: number,
+    dispatch_gen?: number,
   ): Promise<{ live: boolean; revoked: boolean }> {
     // One read on the (dag_run_id, task_id) unique index. Deliberately nothing about the run,
     // its age or its logical date: a year-old run that was cleared must work again.
-    if (this.#hot !== undefined) return this.#hot.attemptLiveness(dag_run_id, task_id, try_number);
+    if (this.#hot !== undefined)
+      return this.#hot.attemptLiveness(dag_run_id, task_id, try_number, dispatch_gen);
     const row = await this.#db
       .selectFrom('task_instances')
-      .select(['state', 'credential_revoked_try'])
+      .select(['state', 'credential_revoked_try', 'dispatch_gen'])
       .where('dag_run_id', '=', dag_run_id)
       .where('task_id', '=', task_id)
       .where('try_number', '=', try_number)
       .executeTakeFirst();
     if (row === undefined) return { live: false, revoked: false };
     return {
-      live: row.state === 'queued' || row.state === 'running',
+      live:
+        (row.state === 'queued' || row.state === 'running') &&
+        (dispatch_gen === undefined || row.dispatch_gen === dispatch_gen),
       revoked: row.credential_revoked_try === try_number,
     };
   }
@@ -1533,6 +1547,8 @@ function toTaskInstanceRow(r: Selectable<TaskInstancesTable>): TaskInstanceRow {
     pid: r.pid,
     terminate_requested: fromBool(r.terminate_requested),
     updated_at: num(r.updated_at),
+    // Absent on a database still short of migration 0004 (an upgrade in progress): 0.
+    dispatch_gen: Number(r.dispatch_gen ?? 0),
   };
 }
 

@@ -71,15 +71,18 @@ export class SqliteHotReads {
     dag_run_id: string,
     task_id: string,
     try_number: number,
+    dispatch_gen?: number,
   ): { live: boolean; revoked: boolean } {
     this.#liveness ??= this.#db.prepare<unknown[], LivenessRow>(
-      'select state, credential_revoked_try from task_instances ' +
+      'select state, credential_revoked_try, dispatch_gen from task_instances ' +
         'where dag_run_id = ? and task_id = ? and try_number = ?',
     );
     const row = this.#liveness.get(dag_run_id, task_id, try_number);
     if (row === undefined) return { live: false, revoked: false };
     return {
-      live: row.state === 'queued' || row.state === 'running',
+      live:
+        (row.state === 'queued' || row.state === 'running') &&
+        (dispatch_gen === undefined || row.dispatch_gen === dispatch_gen),
       revoked: row.credential_revoked_try === try_number,
     };
   }
@@ -127,6 +130,7 @@ export class SqliteHotReads {
 interface LivenessRow {
   state: string;
   credential_revoked_try: number | null;
+  dispatch_gen: number;
 }
 
 /** The same record KyselyStore's toConnectionRecord builds from the same row. */

@@ -52,6 +52,7 @@ export type TaskInstancePatch = Partial<
     | 'pid'
     | 'terminate_requested'
     | 'max_tries'
+    | 'dispatch_gen'
   >
 >;
 
@@ -60,6 +61,8 @@ export interface TaskInstanceExpectation {
   states: readonly TaskInstanceState[];
   /** and, when given, carry this try number */
   try_number?: number;
+  /** and, when given, this dispatch generation (the attempt's token carries it) */
+  dispatch_gen?: number;
 }
 
 export type HeartbeatOutcome =
@@ -204,8 +207,16 @@ export interface Store extends VaultStore {
     now: number,
   ): Promise<boolean>;
   listTaskInstanceHistory(dag_run_id: string, task_id?: string): Promise<TaskInstanceHistoryRow[]>;
-  /** UPDATE last_heartbeat_at where (id, try) matches and state is queued|running */
-  recordHeartbeat(id: string, try_number: number, now: number): Promise<HeartbeatOutcome>;
+  /**
+   * UPDATE last_heartbeat_at where (id, try) matches — and the dispatch generation, when given —
+   * and state is queued|running
+   */
+  recordHeartbeat(
+    id: string,
+    try_number: number,
+    now: number,
+    dispatch_gen?: number,
+  ): Promise<HeartbeatOutcome>;
 
   putXCom(row: XComRow): Promise<void>;
   getXCom(dag_run_id: string, task_id: string, key: string): Promise<XComRow | undefined>;

@@ -65,6 +65,12 @@ export interface TaskInstanceRow {
   /** set by clear/timeout/terminate: the next heartbeat answers should_terminate */
   terminate_requested: boolean;
   updated_at: number;
+  /**
+   * Which dispatch of this try is the live one. Every claim (scheduled → queued) bumps it and
+   * the attempt's token carries it; a claim reset to scheduled after a crash keeps its try, so a
+   * late agent holding the old dispatch's token is refused by this, not by the try.
+   */
+  dispatch_gen: number;
 }
 
 export interface TaskInstanceHistoryRow {

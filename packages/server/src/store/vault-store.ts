@@ -84,5 +84,7 @@ export interface VaultStore {
     dag_run_id: string,
     task_id: string,
     try_number: number,
+    /** when given, the row must also be on this dispatch of the try (a reset claim moved on) */
+    dispatch_gen?: number,
   ): Promise<{ live: boolean; revoked: boolean }>;
 }

@@ -92,6 +92,7 @@ describe('mint / verify (T01)', () => {
         'dag',
         'drid',
         'exp',
+        'gen',
         'iat',
         'iss',
         'oiat',

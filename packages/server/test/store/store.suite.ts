@@ -378,6 +378,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         pid: null,
         terminate_requested: false,
         updated_at: T0,
+        dispatch_gen: 0,
       });
       const first = tis[0];
       if (first === undefined) return;
@@ -968,6 +969,54 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
           updated_at: T0,
         });
       }
+    });
+
+    it('pins heartbeats, liveness and compare-and-sets to the dispatch generation when given', async () => {
+      const { run, extract } = await fixture();
+      // A claim bumps the generation (scheduled → queued, gen 0 → 1).
+      expect(
+        await store.updateTaskInstance(
+          extract.id,
+          { states: ['none'], try_number: 1, dispatch_gen: 0 },
+          { state: 'queued', dispatch_gen: 1 },
+          T0,
+        ),
+      ).toBe(true);
+      expect((await ti(extract.id)).dispatch_gen).toBe(1);
+      // A stale generation matches nothing: no heartbeat, not live, no write.
+      expect(await store.recordHeartbeat(extract.id, 1, T0 + 1, 0)).toEqual({ kind: 'stale' });
+      expect(await store.getAttemptLiveness(run.id, 'extract', 1, 0)).toEqual({
+        live: false,
+        revoked: false,
+      });
+      expect(
+        await store.updateTaskInstance(
+          extract.id,
+          { states: ['queued'], try_number: 1, dispatch_gen: 0 },
+          { state: 'running' },
+          T0 + 1,
+        ),
+      ).toBe(false);
+      expect(
+        await store.archiveAndBumpTry(
+          extract.id,
+          { states: ['queued'], try_number: 1, dispatch_gen: 0 },
+          'failed',
+          { state: 'up_for_retry' },
+          T0 + 1,
+        ),
+      ).toBe(false);
+      // The current generation (or none given) does.
+      expect(await store.getAttemptLiveness(run.id, 'extract', 1, 1)).toEqual({
+        live: true,
+        revoked: false,
+      });
+      expect(await store.getAttemptLiveness(run.id, 'extract', 1)).toEqual({
+        live: true,
+        revoked: false,
+      });
+      expect(await store.recordHeartbeat(extract.id, 1, T0 + 2, 1)).toMatchObject({ kind: 'live' });
+      expect((await ti(extract.id)).last_heartbeat_at).toBe(T0 + 2);
     });
 
     it('reports terminate_requested', async () => {
