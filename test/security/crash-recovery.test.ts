@@ -8,7 +8,7 @@
  * The crash is the server's own: the test-only hook (packages/server/src/util/test-faults.ts)
  * makes standalone SIGKILL itself the first time it reaches the named point.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { chmodSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -61,6 +61,9 @@ async function crashAt(point: (typeof POINTS)[number]) {
   const scratch = scratchDir(`leoflow-crash-${point}-`);
   cleanups.push(() => scratch.cleanup());
   const marks = join(scratch.dir, 'marks.log');
+  // Every attempt runs under a uid of its own: all of them must be able to append here.
+  writeFileSync(marks, '');
+  chmodSync(marks, 0o666);
   const dags = join(scratch.dir, 'dags');
   const tasks = TASKS.map(
     (id) => `  - task_id: ${id}
