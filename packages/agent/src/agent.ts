@@ -19,6 +19,7 @@ import {
   type TaskExit,
 } from './task-process.js';
 import type { TokenHolder } from './token.js';
+import { readSecretReads, SECRET_READS_FILE_NAME } from './secret-reads.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -89,6 +90,8 @@ export class Agent {
   readonly #cfg: AgentConfig;
   readonly #client: AgentClient;
   readonly #tokens: TokenHolder;
+  /** where the SDK notes the names it read (D5); undefined until the env is built */
+  #secretReadsFile: string | undefined;
   readonly #diag: Diagnostics;
   readonly #agentEnv: Record<string, string | undefined>;
   readonly #startedAt: number;
@@ -150,10 +153,19 @@ export class Agent {
     try {
       const reg = await this.#bootstrapCall('Register', bootstrapDeadline, () =>
         this.#client.register(
-          { agentVersion: AGENT_VERSION, hostname: os.hostname(), pid: process.pid },
+          {
+            agentVersion: AGENT_VERSION,
+            hostname: os.hostname(),
+            pid: process.pid,
+            sessionKey: this.#tokens.sessionKey,
+          },
           { timeoutMs: this.#callTimeout(bootstrapDeadline) },
         ),
       );
+      if (reg.shouldTerminate) {
+        // The attempt was superseded or finished before this agent started: run nothing.
+        throw new Error(`the server says stop before starting: ${reg.terminateReason}`);
+      }
       if (!this.#cfg.heartbeatIntervalFromEnv && reg.heartbeatIntervalSeconds > 0) {
         this.#heartbeatIntervalMs = reg.heartbeatIntervalSeconds * 1000;
       }
@@ -211,6 +223,7 @@ export class Agent {
         ),
       ]);
       const xcomDir = path.join(workdir, 'xcom');
+      this.#secretReadsFile = path.join(workdir, SECRET_READS_FILE_NAME);
       const xcomEnv = await this.#fetchUpstreamXComs(
         spec,
         xcomDir,
@@ -224,6 +237,7 @@ export class Agent {
         xcomEnv,
         variables,
         connections,
+        secretReadsFile: this.#secretReadsFile,
       });
       env = built.env;
       if (built.dropped.length > 0) {
@@ -375,6 +389,7 @@ export class Agent {
 
   async #report(outcome: Outcome, deadline: number): Promise<boolean | 'terminated'> {
     const stateName = ReportedState[outcome.state] ?? String(outcome.state);
+    const reads = readSecretReads(this.#secretReadsFile);
     try {
       const res = await retryUntil(
         () =>
@@ -385,6 +400,7 @@ export class Agent {
               errorMessage: outcome.errorMessage,
               occurredAtMs: BigInt(outcome.occurredAtMs),
               timedOut: outcome.timedOut,
+              ...reads,
             },
             { timeoutMs: this.#cfg.rpcTimeoutMs },
           ),
