@@ -121,17 +121,31 @@ describe('delivery by declaration (real standalone, agent and task)', () => {
   it('under enforce, the task receives exactly what it declared', async () => {
     expect((await leoflow(['dags', 'push', join(dags, 'delivery')])).code).toBe(0);
     const trigger = leoflow(['runs', 'trigger', 'delivery', '--wait', '-o', 'json']);
-    // While the task runs, no process listing shows a secret.
-    await waitFor('the task to run', async () => {
-      const runs = await api<{ runs: { state: string }[] }>(
+    // While the task runs, no process listing shows a secret — and the listing must first be
+    // shown to contain the task process itself, or it proves nothing.
+    const taskPid = await waitFor('the task process to start', async () => {
+      const runs = await api<{ runs: { run_id: string; state: string }[] }>(
         sa!,
         'GET',
         '/api/v1/runs?dag_id=delivery',
       );
-      return runs.runs.some((r) => r.state === 'running') ? true : undefined;
+      const run = runs.runs.find((r) => r.state === 'running');
+      if (!run) return undefined;
+      const logs = await api<{ lines: { stream: string; message: string }[] }>(
+        sa!,
+        'GET',
+        `/api/v1/dags/delivery/runs/${encodeURIComponent(run.run_id)}/tasks/report/logs`,
+      );
+      const started = logs.lines
+        .map((l) => /^started node process (\d+)/.exec(l.message)?.[1])
+        .find((p) => p !== undefined);
+      return started === undefined ? undefined : Number(started);
     });
-    await new Promise((r) => setTimeout(r, 800));
-    seen.push(execFileSync('ps', ['-eo', 'pid,args', '-ww']).toString());
+    const listing = execFileSync('ps', ['-eo', 'pid,args', '-ww']).toString();
+    const taskLine = listing.split('\n').find((l) => l.trim().startsWith(`${taskPid} `));
+    expect(taskLine, `task pid ${taskPid} not in the ps snapshot`).toBeDefined();
+    expect(taskLine).toContain('task.mjs');
+    seen.push(listing);
     const res = await trigger;
     expect(res.code, res.stderr).toBe(0);
     const runId = (JSON.parse(res.stdout) as { run: { run_id: string } }).run.run_id;

@@ -20,6 +20,7 @@ import {
 } from './task-process.js';
 import type { TokenHolder } from './token.js';
 import { readSecretReads, SECRET_READS_FILE_NAME } from './secret-reads.js';
+import { HeartbeatLoop, realTimers, type HeartbeatTimers } from './heartbeat.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -75,6 +76,8 @@ export interface AgentDeps {
   agentEnv: Record<string, string | undefined>;
   /** epoch ms at which the bootstrap deadline started (the process start, normally) */
   startedAt: number;
+  /** the heartbeat loop's clock and timer (default: the real ones) */
+  timers?: HeartbeatTimers;
 }
 
 const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
@@ -100,9 +103,8 @@ export class Agent {
   #task: TaskProcess | undefined;
   #stop: StopReason | undefined;
   #killing: Promise<void> | undefined;
-  #heartbeatTimer: NodeJS.Timeout | undefined;
-  #heartbeatInFlight = false;
-  #heartbeatsStopped = false;
+  #heartbeats: HeartbeatLoop | undefined;
+  readonly #timers: HeartbeatTimers;
   #heartbeatIntervalMs: number;
   #lastStdout: string | undefined;
   /** After a signal, no retry may wait past this point (epoch ms). */
@@ -115,6 +117,7 @@ export class Agent {
     this.#diag = deps.diag;
     this.#agentEnv = deps.agentEnv;
     this.#startedAt = deps.startedAt;
+    this.#timers = deps.timers ?? realTimers;
     this.#heartbeatIntervalMs = deps.config.heartbeatIntervalMs;
   }
 
@@ -582,42 +585,25 @@ export class Agent {
   }
 
   #startHeartbeats(): void {
-    const beat = (): void => {
-      if (this.#heartbeatsStopped) return;
-      this.#heartbeatTimer = setTimeout(beat, this.#heartbeatIntervalMs);
-      if (this.#heartbeatInFlight) return;
-      this.#heartbeatInFlight = true;
-      this.#client
-        .heartbeat(
-          { sentAtMs: BigInt(Date.now()) },
+    this.#heartbeats = new HeartbeatLoop({
+      intervalMs: this.#heartbeatIntervalMs,
+      timers: this.#timers,
+      tokens: this.#tokens,
+      send: (sentAtMs) =>
+        this.#client.heartbeat(
+          { sentAtMs: BigInt(sentAtMs) },
           {
             timeoutMs: Math.max(1_000, Math.min(this.#cfg.rpcTimeoutMs, this.#heartbeatIntervalMs)),
           },
-        )
-        .then(
-          (res) => {
-            if (this.#heartbeatsStopped) return;
-            if (res.renewedToken !== '' && this.#tokens.swap(res.renewedToken)) {
-              this.#diag.log('info', 'bearer token renewed');
-            }
-            if (res.shouldTerminate)
-              this.#onTerminate(res.terminateReason || 'attempt is no longer live');
-          },
-          (err: unknown) => {
-            // Transient by design: the agent-lost reaper, not the agent, decides when silence is fatal.
-            this.#diag.log('warn', `heartbeat failed (${codeName(err)}); continuing`);
-          },
-        )
-        .finally(() => {
-          this.#heartbeatInFlight = false;
-        });
-    };
-    beat();
+        ),
+      onTerminate: (reason) => this.#onTerminate(reason),
+      log: (level, message) => this.#diag.log(level, message),
+    });
+    this.#heartbeats.start();
   }
 
   #stopHeartbeats(): void {
-    this.#heartbeatsStopped = true;
-    clearTimeout(this.#heartbeatTimer);
+    this.#heartbeats?.stop();
   }
 
   #onTerminate(reason: string): void {
