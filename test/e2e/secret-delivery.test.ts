@@ -205,6 +205,67 @@ tasks:
     expect(lines).toContain('task read');
   });
 
+  it('D5 under permissive: names read through the SDK but not declared are audited, summarised per DAG and in the delivery record; direct env reads are not seen', async () => {
+    writeDag(
+      dags,
+      'sdk_undeclared',
+      `dag_id: sdk_undeclared
+connections: [warehouse_db]
+tasks:
+  - task_id: read
+    type: node
+    command: |
+      import { getConnection, getVariable } from '@leoflow/sdk';
+      getConnection('warehouse_db');
+      getConnection('other_db');
+      getVariable('api_token');
+      console.log('direct ' + (process.env.AIRFLOW_VAR_REPORT_RECIPIENT ? 'seen' : 'absent'));
+`,
+    );
+    expect((await leoflow(['dags', 'push', join(dags, 'sdk_undeclared')])).code).toBe(0);
+    const res = await leoflow(['runs', 'trigger', 'sdk_undeclared', '--wait', '-o', 'json']);
+    expect(res.code, res.stderr).toBe(0);
+    const runId = (JSON.parse(res.stdout) as { run: { run_id: string } }).run.run_id;
+    const summary = await api<{ dags: Record<string, unknown>[] }>(
+      sa!,
+      'GET',
+      '/api/v1/secrets/undeclared-use?dag_id=sdk_undeclared',
+    );
+    // report_recipient was read directly from the env: delivered, but invisible to D5
+    expect(summary.dags).toEqual([
+      expect.objectContaining({
+        dag_id: 'sdk_undeclared',
+        variables: ['api_token'],
+        connections: ['other_db'],
+        attempts: 1,
+      }),
+    ]);
+    const audit = await api<{
+      events: { resource_id: string; payload: Record<string, unknown> }[];
+    }>(sa!, 'GET', '/api/v1/audit?action=secret.undeclared_use');
+    expect(
+      audit.events
+        .filter((e) => e.resource_id === 'sdk_undeclared')
+        .map((e) => `${String(e.payload.kind)}:${String(e.payload.name)}`)
+        .sort(),
+    ).toEqual(['connections:other_db', 'variables:api_token']);
+    const delivery = await leoflow(['tasks', 'delivery', runId, 'read', '-o', 'json']);
+    expect(delivery.code, delivery.stderr).toBe(0);
+    const rec = (JSON.parse(delivery.stdout) as { attempts: Record<string, unknown>[] }).attempts;
+    expect(rec).toHaveLength(1);
+    expect(rec[0]).toMatchObject({
+      try_number: 1,
+      scoping_mode: 'permissive',
+      liveness_mode: 'observe',
+      connections_delivered: ['other_db', 'warehouse_db'],
+      variables_delivered: ['api_token', 'report_recipient'],
+      undeclared_reads: { variables: ['api_token'], connections: ['other_db'] },
+    });
+    expect(typeof rec[0]!.credential_expires_at).toBe('string');
+    const table = await leoflow(['tasks', 'delivery', runId, 'read']);
+    expect(table.stdout).toContain('permissive/observe');
+  });
+
   it('no canary appears in any API reply, error, audit entry, log line or process listing', async () => {
     const replies = [
       await api(sa!, 'GET', '/api/v1/connections'),
