@@ -1,5 +1,5 @@
-import { create } from '@bufbuild/protobuf';
-import { HeartbeatResponseSchema, type HeartbeatResponse } from '@leoflow/protocol';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { HeartbeatResponseSchema } from '@leoflow/protocol';
 import { describe, expect, it } from 'vitest';
 import { HeartbeatLoop, type HeartbeatTimers } from '../src/heartbeat.js';
 import { TokenHolder } from '../src/token.js';
@@ -42,7 +42,10 @@ async function flush() {
   for (let i = 0; i < 10; i++) await Promise.resolve();
 }
 
-function loop(timers: ManualTimers, replies: (n: number) => Partial<HeartbeatResponse> | Error) {
+function loop(
+  timers: ManualTimers,
+  replies: (n: number) => MessageInitShape<typeof HeartbeatResponseSchema> | Error,
+) {
   const tokens = new TokenHolder('tok-1');
   const sent: { at: number; bearer: string }[] = [];
   const terminated: string[] = [];
