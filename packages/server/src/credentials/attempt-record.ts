@@ -19,6 +19,8 @@ export class AttemptRecorder {
     private readonly modes: { scoping: string; liveness: string },
   ) {}
 
+  private readonly stopped = new Set<string>();
+
   /** Binds the agent's session key (its SHA-256) to the attempt; authoritative, may throw. */
   async register(claims: AgentTokenClaims, sessionKey: string): Promise<AttemptSessionBinding> {
     const now = this.clock.now();
@@ -83,6 +85,11 @@ export class AttemptRecorder {
   }
 
   renewalStopped(claims: AgentTokenClaims, reason: 'ceiling' | 'revoked' | 'expired') {
+    // Every later beat of a stopped attempt would repeat a no-op UPDATE: remember it instead.
+    const key = `${claims.task_instance_id}\u0000${claims.try_number}`;
+    if (this.stopped.has(key)) return Promise.resolve();
+    if (this.stopped.size >= 10_000) this.stopped.clear();
+    this.stopped.add(key);
     return this.best('renewal stop', claims, (now) =>
       this.store.noteAttemptRenewal(
         claims.task_instance_id,
@@ -93,15 +100,17 @@ export class AttemptRecorder {
     );
   }
 
+  /**
+   * One UPDATE on the hot path (the row is created at Register; an attempt that never
+   * registered — e.g. one dispatched before an upgrade — simply goes unrecorded).
+   */
   private async best(
     what: string,
     claims: AgentTokenClaims,
     write: (now: number) => Promise<void>,
   ): Promise<void> {
     try {
-      const now = this.clock.now();
-      await this.store.ensureAttemptRecord(keyOf(claims), now);
-      await write(now);
+      await write(this.clock.now());
     } catch (err) {
       this.logger.warn({ err, try: claims.try_number }, `attempt record (${what}) not written`);
     }
