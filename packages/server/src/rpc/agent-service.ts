@@ -374,15 +374,26 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       if (!XCOM_KEY.test(key)) {
         return create(PushXComResponseSchema, { accepted: false, rejectionReason: 'invalid_key' });
       }
-      await store.putXCom({
-        tenant_id: ti.tenant_id,
-        dag_run_id: ti.dag_run_id,
-        task_id: ti.task_id,
-        key,
-        value: req.value,
-        content_type: req.contentType || 'application/json',
-        created_at: clock.now(),
-      });
+      const stored = await store.putXComIfLive(
+        {
+          tenant_id: ti.tenant_id,
+          dag_run_id: ti.dag_run_id,
+          task_id: ti.task_id,
+          key,
+          value: req.value,
+          content_type: req.contentType || 'application/json',
+          created_at: clock.now(),
+        },
+        claims.task_instance_id,
+        claims.try_number,
+      );
+      if (!stored) {
+        // superseded between the fence read above and the write
+        throw new ConnectError(
+          'this attempt is no longer the live try of its task instance; its write was not applied',
+          Code.FailedPrecondition,
+        );
+      }
       return create(PushXComResponseSchema, { accepted: true });
     },
 

@@ -953,8 +953,34 @@ export class KyselyStore implements Store {
   // ---------------------------------------------------------------- xcom
 
   async putXCom(row: XComRow): Promise<void> {
+    await this.#upsertXCom(this.#db, row);
+  }
+
+  async putXComIfLive(
+    row: XComRow,
+    task_instance_id: string,
+    try_number: number,
+  ): Promise<boolean> {
+    return this.#writeTx(async (tx) => {
+      // The fence and the write in one transaction: on PostgreSQL the row lock makes a
+      // concurrent retry/clear of this task instance wait (or this push see its result).
+      let q = tx
+        .selectFrom('task_instances')
+        .select(['try_number', 'state'])
+        .where('id', '=', task_instance_id);
+      if (this.dialect === 'postgres') q = q.forUpdate();
+      const ti = await q.executeTakeFirst();
+      if (ti?.try_number !== try_number || (ti.state !== 'queued' && ti.state !== 'running')) {
+        return false;
+      }
+      await this.#upsertXCom(tx, row);
+      return true;
+    });
+  }
+
+  async #upsertXCom(db: Kysely<Database>, row: XComRow): Promise<void> {
     const value = toBuffer(row.value);
-    await this.#db
+    await db
       .insertInto('xcom')
       .values({
         tenant_id: row.tenant_id,

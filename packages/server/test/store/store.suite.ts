@@ -1188,6 +1188,40 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
     });
   });
 
+  describe('xcom fence', () => {
+    it('putXComIfLive writes only for the live try in queued|running, and never overwrites from an old try', async () => {
+      const { tenant_id, run, extract } = await fixture('xfence');
+      const row = (v: string) => ({
+        tenant_id,
+        dag_run_id: run.id,
+        task_id: 'extract',
+        key: 'k',
+        value: new TextEncoder().encode(v),
+        content_type: 'text/plain',
+        created_at: T0,
+      });
+      // state none: not live
+      expect(await store.putXComIfLive(row('early'), extract.id, 1)).toBe(false);
+      await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
+      expect(await store.putXComIfLive(row('live-1'), extract.id, 1)).toBe(true);
+      expect(
+        await store.archiveAndBumpTry(
+          extract.id,
+          { states: ['running'] },
+          'failed',
+          { state: 'queued' },
+          T0,
+        ),
+      ).toBe(true);
+      expect(await store.putXComIfLive(row('stale-1'), extract.id, 1)).toBe(false);
+      expect(await store.putXComIfLive(row('live-2'), extract.id, 2)).toBe(true);
+      expect(new TextDecoder().decode((await store.getXCom(run.id, 'extract', 'k'))!.value)).toBe(
+        'live-2',
+      );
+      expect(await store.putXComIfLive(row('x'), 'no-such-ti', 1)).toBe(false);
+    });
+  });
+
   describe('logs', () => {
     function lines(
       key: { tenant_id: string; dag_run_id: string; task_id: string; try_number: number },
