@@ -27,6 +27,7 @@ import {
 } from '../packages/server/dist/auth/signing-keys.js';
 import { CachingAgentTokenVerifier } from '../packages/server/dist/auth/token-cache.js';
 import { SecretDelivery } from '../packages/server/dist/credentials/secret-delivery.js';
+import { AttemptRecorder } from '../packages/server/dist/credentials/attempt-record.js';
 import { CredentialMetrics } from '../packages/server/dist/metrics/credential-metrics.js';
 import { createAgentService } from '../packages/server/dist/rpc/agent-service.js';
 import { startAgentRpcServer } from '../packages/server/dist/rpc/agent-server.js';
@@ -119,6 +120,12 @@ export async function assemblePlane({ label, scoping, liveness }) {
     },
   });
   const metrics = new CredentialMetrics({ defaultMetrics: false });
+  // The per-try delivery record, wired as the control plane wires it (LEOFLOW_BENCH_NO_RECORDS=1
+  // leaves it out, to measure what it costs).
+  const records =
+    process.env.LEOFLOW_BENCH_NO_RECORDS === '1'
+      ? undefined
+      : new AttemptRecorder(store, clock, logger, { scoping, liveness });
   const secrets = new SecretDelivery({
     store,
     vault,
@@ -129,6 +136,7 @@ export async function assemblePlane({ label, scoping, liveness }) {
     liveness,
     channelSecure: true, // loopback
     metrics,
+    records,
   });
   return {
     dir: tmp.dir,
@@ -164,6 +172,7 @@ export async function assemblePlane({ label, scoping, liveness }) {
         onChange: noop,
         onRenewal: (outcome) =>
           outcome === 'renewed' ? metrics.renewalsTotal.inc() : metrics.ceilingStoppedTotal.inc(),
+        records,
       });
     },
     async close() {

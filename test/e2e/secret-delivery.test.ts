@@ -121,17 +121,31 @@ describe('delivery by declaration (real standalone, agent and task)', () => {
   it('under enforce, the task receives exactly what it declared', async () => {
     expect((await leoflow(['dags', 'push', join(dags, 'delivery')])).code).toBe(0);
     const trigger = leoflow(['runs', 'trigger', 'delivery', '--wait', '-o', 'json']);
-    // While the task runs, no process listing shows a secret.
-    await waitFor('the task to run', async () => {
-      const runs = await api<{ runs: { state: string }[] }>(
+    // While the task runs, no process listing shows a secret — and the listing must first be
+    // shown to contain the task process itself, or it proves nothing.
+    const taskPid = await waitFor('the task process to start', async () => {
+      const runs = await api<{ runs: { run_id: string; state: string }[] }>(
         sa!,
         'GET',
         '/api/v1/runs?dag_id=delivery',
       );
-      return runs.runs.some((r) => r.state === 'running') ? true : undefined;
+      const run = runs.runs.find((r) => r.state === 'running');
+      if (!run) return undefined;
+      const logs = await api<{ lines: { stream: string; message: string }[] }>(
+        sa!,
+        'GET',
+        `/api/v1/dags/delivery/runs/${encodeURIComponent(run.run_id)}/tasks/report/logs`,
+      );
+      const started = logs.lines
+        .map((l) => /^started node process (\d+)/.exec(l.message)?.[1])
+        .find((p) => p !== undefined);
+      return started === undefined ? undefined : Number(started);
     });
-    await new Promise((r) => setTimeout(r, 800));
-    seen.push(execFileSync('ps', ['-eo', 'pid,args', '-ww']).toString());
+    const listing = execFileSync('ps', ['-eo', 'pid,args', '-ww']).toString();
+    const taskLine = listing.split('\n').find((l) => l.trim().startsWith(`${taskPid} `));
+    expect(taskLine, `task pid ${taskPid} not in the ps snapshot`).toBeDefined();
+    expect(taskLine).toContain('task.mjs');
+    seen.push(listing);
     const res = await trigger;
     expect(res.code, res.stderr).toBe(0);
     const runId = (JSON.parse(res.stdout) as { run: { run_id: string } }).run.run_id;
@@ -189,6 +203,67 @@ tasks:
     const lines = await runAndLog('sdk_user', 'read');
     expect(lines).toContain('conn postgres db.internal 5432 report');
     expect(lines).toContain('task read');
+  });
+
+  it('D5 under permissive: names read through the SDK but not declared are audited, summarised per DAG and in the delivery record; direct env reads are not seen', async () => {
+    writeDag(
+      dags,
+      'sdk_undeclared',
+      `dag_id: sdk_undeclared
+connections: [warehouse_db]
+tasks:
+  - task_id: read
+    type: node
+    command: |
+      import { getConnection, getVariable } from '@leoflow/sdk';
+      getConnection('warehouse_db');
+      getConnection('other_db');
+      getVariable('api_token');
+      console.log('direct ' + (process.env.AIRFLOW_VAR_REPORT_RECIPIENT ? 'seen' : 'absent'));
+`,
+    );
+    expect((await leoflow(['dags', 'push', join(dags, 'sdk_undeclared')])).code).toBe(0);
+    const res = await leoflow(['runs', 'trigger', 'sdk_undeclared', '--wait', '-o', 'json']);
+    expect(res.code, res.stderr).toBe(0);
+    const runId = (JSON.parse(res.stdout) as { run: { run_id: string } }).run.run_id;
+    const summary = await api<{ dags: Record<string, unknown>[] }>(
+      sa!,
+      'GET',
+      '/api/v1/secrets/undeclared-use?dag_id=sdk_undeclared',
+    );
+    // report_recipient was read directly from the env: delivered, but invisible to D5
+    expect(summary.dags).toEqual([
+      expect.objectContaining({
+        dag_id: 'sdk_undeclared',
+        variables: ['api_token'],
+        connections: ['other_db'],
+        attempts: 1,
+      }),
+    ]);
+    const audit = await api<{
+      events: { resource_id: string; payload: Record<string, unknown> }[];
+    }>(sa!, 'GET', '/api/v1/audit?action=secret.undeclared_use');
+    expect(
+      audit.events
+        .filter((e) => e.resource_id === 'sdk_undeclared')
+        .map((e) => `${String(e.payload.kind)}:${String(e.payload.name)}`)
+        .sort(),
+    ).toEqual(['connections:other_db', 'variables:api_token']);
+    const delivery = await leoflow(['tasks', 'delivery', runId, 'read', '-o', 'json']);
+    expect(delivery.code, delivery.stderr).toBe(0);
+    const rec = (JSON.parse(delivery.stdout) as { attempts: Record<string, unknown>[] }).attempts;
+    expect(rec).toHaveLength(1);
+    expect(rec[0]).toMatchObject({
+      try_number: 1,
+      scoping_mode: 'permissive',
+      liveness_mode: 'observe',
+      connections_delivered: ['other_db', 'warehouse_db'],
+      variables_delivered: ['api_token', 'report_recipient'],
+      undeclared_reads: { variables: ['api_token'], connections: ['other_db'] },
+    });
+    expect(typeof rec[0]!.credential_expires_at).toBe('string');
+    const table = await leoflow(['tasks', 'delivery', runId, 'read']);
+    expect(table.stdout).toContain('permissive/observe');
   });
 
   it('no canary appears in any API reply, error, audit entry, log line or process listing', async () => {

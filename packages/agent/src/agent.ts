@@ -20,6 +20,8 @@ import {
   type TaskExit,
 } from './task-process.js';
 import type { TokenHolder } from './token.js';
+import { readSecretReads, SECRET_READS_FILE_NAME } from './secret-reads.js';
+import { HeartbeatLoop, realTimers, type HeartbeatTimers } from './heartbeat.js';
 
 export const AGENT_VERSION = '0.1.0';
 
@@ -77,6 +79,8 @@ export interface AgentDeps {
   startedAt: number;
   /** per-attempt uid (root only): allocated before the task, swept when it ends */
   isolation?: AttemptIsolation | undefined;
+  /** the heartbeat loop's clock and timer (default: the real ones) */
+  timers?: HeartbeatTimers;
 }
 
 const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
@@ -92,6 +96,8 @@ export class Agent {
   readonly #cfg: AgentConfig;
   readonly #client: AgentClient;
   readonly #tokens: TokenHolder;
+  /** where the SDK notes the names it read (D5); undefined until the env is built */
+  #secretReadsFile: string | undefined;
   readonly #diag: Diagnostics;
   readonly #agentEnv: Record<string, string | undefined>;
   readonly #startedAt: number;
@@ -103,9 +109,8 @@ export class Agent {
   #task: TaskProcess | undefined;
   #stop: StopReason | undefined;
   #killing: Promise<void> | undefined;
-  #heartbeatTimer: NodeJS.Timeout | undefined;
-  #heartbeatInFlight = false;
-  #heartbeatsStopped = false;
+  #heartbeats: HeartbeatLoop | undefined;
+  readonly #timers: HeartbeatTimers;
   #heartbeatIntervalMs: number;
   #lastStdout: string | undefined;
   /** After a signal, no retry may wait past this point (epoch ms). */
@@ -126,6 +131,7 @@ export class Agent {
     this.#agentEnv = deps.agentEnv;
     this.#startedAt = deps.startedAt;
     this.#isolation = deps.isolation;
+    this.#timers = deps.timers ?? realTimers;
     this.#heartbeatIntervalMs = deps.config.heartbeatIntervalMs;
   }
 
@@ -170,10 +176,19 @@ export class Agent {
     try {
       const reg = await this.#bootstrapCall('Register', bootstrapDeadline, () =>
         this.#client.register(
-          { agentVersion: AGENT_VERSION, hostname: os.hostname(), pid: process.pid },
+          {
+            agentVersion: AGENT_VERSION,
+            hostname: os.hostname(),
+            pid: process.pid,
+            sessionKey: this.#tokens.sessionKey,
+          },
           { timeoutMs: this.#callTimeout(bootstrapDeadline) },
         ),
       );
+      if (reg.shouldTerminate) {
+        // The attempt was superseded or finished before this agent started: run nothing.
+        throw new Error(`the server says stop before starting: ${reg.terminateReason}`);
+      }
       if (!this.#cfg.heartbeatIntervalFromEnv && reg.heartbeatIntervalSeconds > 0) {
         this.#heartbeatIntervalMs = reg.heartbeatIntervalSeconds * 1000;
       }
@@ -241,6 +256,7 @@ export class Agent {
         ),
       ]);
       const xcomDir = path.join(workdir, 'xcom');
+      this.#secretReadsFile = path.join(workdir, SECRET_READS_FILE_NAME);
       const xcomEnv = await this.#fetchUpstreamXComs(
         spec,
         xcomDir,
@@ -254,6 +270,7 @@ export class Agent {
         xcomEnv,
         variables,
         connections,
+        secretReadsFile: this.#secretReadsFile,
       });
       env = built.env;
       if (built.dropped.length > 0) {
@@ -417,6 +434,7 @@ export class Agent {
 
   async #report(outcome: Outcome, deadline: number): Promise<boolean | 'terminated'> {
     const stateName = ReportedState[outcome.state] ?? String(outcome.state);
+    const reads = readSecretReads(this.#secretReadsFile);
     try {
       const res = await retryUntil(
         () =>
@@ -427,6 +445,7 @@ export class Agent {
               errorMessage: outcome.errorMessage,
               occurredAtMs: BigInt(outcome.occurredAtMs),
               timedOut: outcome.timedOut,
+              ...reads,
             },
             this.#ownOpts(),
           ),
@@ -631,43 +650,26 @@ export class Agent {
   }
 
   #startHeartbeats(): void {
-    const beat = (): void => {
-      if (this.#heartbeatsStopped) return;
-      this.#heartbeatTimer = setTimeout(beat, this.#heartbeatIntervalMs);
-      if (this.#heartbeatInFlight) return;
-      this.#heartbeatInFlight = true;
-      this.#client
-        .heartbeat(
-          { sentAtMs: BigInt(Date.now()) },
+    this.#heartbeats = new HeartbeatLoop({
+      intervalMs: this.#heartbeatIntervalMs,
+      timers: this.#timers,
+      tokens: this.#tokens,
+      send: (sentAtMs) =>
+        this.#client.heartbeat(
+          { sentAtMs: BigInt(sentAtMs) },
           {
             timeoutMs: Math.max(1_000, Math.min(this.#cfg.rpcTimeoutMs, this.#heartbeatIntervalMs)),
           },
-        )
-        .then(
-          (res) => {
-            if (this.#heartbeatsStopped) return;
-            if (res.renewedToken !== '' && this.#tokens.swap(res.renewedToken)) {
-              this.#diag.log('info', 'bearer token renewed');
-            }
-            if (res.shouldTerminate)
-              this.#onTerminate(res.terminateReason || 'attempt is no longer live');
-          },
-          (err: unknown) => {
-            // Transient by design: the agent-lost reaper, not the agent, decides when silence is fatal.
-            this.#diag.log('warn', `heartbeat failed (${codeName(err)}); continuing`);
-          },
-        )
-        .finally(() => {
-          this.#heartbeatInFlight = false;
-        });
-    };
-    beat();
+        ),
+      onTerminate: (reason) => this.#onTerminate(reason),
+      log: (level, message) => this.#diag.log(level, message),
+    });
+    this.#heartbeats.start();
   }
 
   #stopHeartbeats(): void {
-    this.#heartbeatsStopped = true;
-    clearTimeout(this.#heartbeatTimer);
     clearTimeout(this.#cutoffTimer);
+    this.#heartbeats?.stop();
   }
 
   #onTerminate(reason: string): void {

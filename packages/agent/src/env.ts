@@ -57,6 +57,8 @@ export interface TaskEnvInputs {
   xcomEnv: EnvMap;
   variables: Record<string, string> | undefined;
   connections: Record<string, string> | undefined;
+  /** where the SDK notes the secret names it reads (LEOFLOW_SECRET_READS_FILE, D5) */
+  secretReadsFile?: string | undefined;
 }
 
 export interface TaskEnvResult {
@@ -98,6 +100,7 @@ export function buildTaskEnv(inp: TaskEnvInputs): TaskEnvResult {
   if (inp.spec.dataIntervalStart) put('LEOFLOW_DATA_INTERVAL_START', inp.spec.dataIntervalStart);
   if (inp.spec.dataIntervalEnd) put('LEOFLOW_DATA_INTERVAL_END', inp.spec.dataIntervalEnd);
   put('LEOFLOW_XCOM_DIR', inp.xcomDir);
+  if (inp.secretReadsFile) put('LEOFLOW_SECRET_READS_FILE', inp.secretReadsFile);
   for (const [k, v] of Object.entries(inp.xcomEnv)) put(k, v);
   put('HOME', inp.workdir);
 

@@ -12,10 +12,14 @@ import type { TokenHolder } from './token.js';
 
 export type AgentClient = Client<typeof AgentService>;
 
+/** The agent session key header (see TokenHolder.sessionKey). */
+export const SESSION_HEADER = 'leoflow-session';
+
 /** Reads the holder on every call, so a renewal applies to the very next RPC. */
 export function bearerInterceptor(tokens: TokenHolder): Interceptor {
   return (next) => async (req) => {
     req.header.set('authorization', `Bearer ${tokens.current()}`);
+    req.header.set(SESSION_HEADER, tokens.sessionKey);
     return next(req);
   };
 }

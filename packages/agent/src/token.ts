@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { fstatSync, readFileSync, closeSync } from 'node:fs';
 import { Socket } from 'node:net';
 
@@ -8,6 +9,12 @@ import { Socket } from 'node:net';
  */
 export class TokenHolder {
   #token: string;
+  /**
+   * A random key of this agent process, bound to the attempt at Register. Past the token's exp
+   * the server accepts Heartbeat/ReportState/PushLogs/PushXCom only with it, so a copy of an
+   * expired token alone cannot report for the attempt. Like the token, never exported to the task.
+   */
+  readonly sessionKey: string = randomBytes(32).toString('base64url');
 
   constructor(initial: string) {
     if (initial === '') throw new Error('empty token');

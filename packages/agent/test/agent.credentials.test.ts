@@ -67,6 +67,7 @@ describe('agent process: credential delivery', () => {
     expect(env.get('LEOFLOW_DATA_INTERVAL_START')).toBe('2026-01-01T00:00:00Z');
     expect(env.get('LEOFLOW_DATA_INTERVAL_END')).toBe('2026-01-02T00:00:00Z');
     expect(env.get('LEOFLOW_XCOM_DIR')).toBe(path.join(workdir, 'xcom'));
+    expect(env.get('LEOFLOW_SECRET_READS_FILE')).toBe(path.join(workdir, '.leoflow-secret-reads'));
     expect(env.get('LEOFLOW_XCOM_EXTRACT_STEP')).toBe('{"rows": 3}');
     expect(env.has('LEOFLOW_XCOM_BIG_ONE')).toBe(false); // over 64 KiB: file only
     expect(env.has('LEOFLOW_XCOM_BINARY')).toBe(false); // not UTF-8: file only
@@ -101,6 +102,7 @@ describe('agent process: credential delivery', () => {
         'LEOFLOW_PARAMS',
         'LEOFLOW_RUN_CONF',
         'LEOFLOW_RUN_ID',
+        'LEOFLOW_SECRET_READS_FILE',
         'LEOFLOW_STAGING_DIR',
         'LEOFLOW_TASK_INSTANCE_ID',
         'LEOFLOW_XCOM_DIR',

@@ -245,3 +245,28 @@ describe('agent process: task lifecycle', () => {
     expect(fake.reports[0]!.errorMessage).toBe('unsupported task type 0');
   });
 });
+
+describe('agent session key (post-exp reports are bound to it)', () => {
+  it('binds one random key at Register and sends it on every call; the task never sees it', async () => {
+    const { fake, code, workdir } = await runAgent({
+      spec: defaultSpec({ command: 'env > env.txt; echo done' }),
+    });
+    expect(code).toBe(0);
+    const key = fake.registers[0]!.sessionKey;
+    expect(key).toMatch(/^[A-Za-z0-9_-]{43}$/);
+    expect(fake.calls.length).toBeGreaterThan(2);
+    expect(fake.calls.every((c) => c.session === key)).toBe(true);
+    expect(readFileSync(path.join(workdir, 'env.txt'), 'utf8')).not.toContain(key);
+  });
+
+  it('a Register answered should_terminate runs nothing and exits 2', async () => {
+    const { fake, code, workdir } = await runAgent({
+      spec: defaultSpec({ command: 'touch ran' }),
+      register: () => ({ shouldTerminate: true, terminateReason: 'superseded' }),
+    });
+    expect(code).toBe(2);
+    expect(fake.count('GetTaskSpec')).toBe(0);
+    expect(fake.reports).toHaveLength(0);
+    expect(() => readFileSync(path.join(workdir, 'ran'))).toThrow();
+  });
+});

@@ -1,3 +1,4 @@
+import { appendFileSync } from 'node:fs';
 import {
   connectionEnvName,
   LeoflowError,
@@ -39,6 +40,21 @@ function declareHint(kind: 'connections' | 'variables', name: string): string {
 }
 
 /**
+ * D5: notes a name (never a value) the task read, in the file the agent names in
+ * LEOFLOW_SECRET_READS_FILE; the agent reports it and, under secret_scoping=permissive, the
+ * server audits a name the DAG did not declare. Best-effort: never fails the read.
+ */
+function noteRead(env: Env, kind: 'variable' | 'connection', name: string): void {
+  const file = env.LEOFLOW_SECRET_READS_FILE;
+  if (file === undefined || file === '' || !/^[A-Za-z0-9_.-]{1,250}$/.test(name)) return;
+  try {
+    appendFileSync(file, `${kind} ${name}\n`, { mode: 0o600 });
+  } catch {
+    // not writable: the read still succeeds, it just goes unrecorded
+  }
+}
+
+/**
  * `AIRFLOW_CONN_<ID>` in either Airflow form: a URI, or JSON when the value starts with `{`
  * (Airflow's environment-backend rule). Parsed with the same codec as the server. An unset or
  * empty variable is "not found", as in Airflow's environment backend.
@@ -62,6 +78,7 @@ export function getConnection(connId: string, opts: GetConnectionOptions = {}): 
   const conn: AirflowConnection = value.trim().startsWith('{')
     ? parseConnectionJson(value, { warn })
     : parseConnectionUri(value);
+  noteRead(env, 'connection', connId);
   return { conn_id: connId, ...conn };
 }
 
@@ -86,6 +103,7 @@ export function getVariable(key: string, opts: GetVariableOptions = {}): unknown
       { key, env_name: name },
     );
   }
+  noteRead(env, 'variable', key);
   if (opts.json !== true) return value;
   try {
     return JSON.parse(value) as unknown;

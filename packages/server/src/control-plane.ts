@@ -5,12 +5,14 @@ import {
   dagSpecHash,
   formatDiagnostic,
   isActive,
+  settlingGraceSeconds,
   type Clock,
 } from '@leoflow/core';
 import type { Logger } from 'pino';
 import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS, AgentTokenIssuer } from './auth/agent-token.js';
 import { keyRetentionSeconds, loadSigningKeyring } from './auth/signing-keys.js';
 import { CachingAgentTokenVerifier } from './auth/token-cache.js';
+import { AttemptRecorder } from './credentials/attempt-record.js';
 import { isLoopbackHost, SecretDelivery } from './credentials/secret-delivery.js';
 import { seedVault } from './credentials/vault-seed.js';
 import { CredentialMetrics, startMetricsServer, type MetricsServer } from './metrics/index.js';
@@ -34,7 +36,7 @@ import { agentBearerAdmission, createAgentService } from './rpc/agent-service.js
 import { startAgentRpcServer } from './rpc/agent-server.js';
 import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
 import { RunOperations } from './scheduler/run-operations.js';
-import { Scheduler } from './scheduler/scheduler.js';
+import { Scheduler, type SchedulerTimings } from './scheduler/scheduler.js';
 import { SpecCache } from './scheduler/spec-cache.js';
 import { openStore } from './store/index.js';
 import type { Store } from './store/store.js';
@@ -44,6 +46,21 @@ import { buildRestApi } from './tenancy/rest-api.js';
 import { faultsFromEnv, type FaultInjector } from './util/test-faults.js';
 
 export const LEOFLOW_VERSION = '0.1.0';
+
+/**
+ * The scheduler's timings from the execution config. Settling grace (how long a new leader waits
+ * before reaping) is 2 × agent-lost, the value the boot ladder validates (settlingGraceSeconds).
+ */
+export function schedulerTimings(e: ServerConfig['execution']): SchedulerTimings {
+  return {
+    tickMs: e.schedulerTickMs,
+    heartbeatIntervalMs: e.heartbeatIntervalMs,
+    agentLostThresholdMs: e.agentLostThresholdMs,
+    dispatchLostThresholdMs: e.dispatchLostThresholdMs,
+    timeoutGraceMs: e.timeoutGraceMs,
+    settlingGraceMs: settlingGraceSeconds(e.agentLostThresholdMs / 1000) * 1000,
+  };
+}
 export { ADMIN_TOKEN_FILE };
 
 export interface ControlPlane {
@@ -162,6 +179,10 @@ export async function startControlPlane(
       'the agent channel is cleartext on a non-loopback address: Variables and Connections will not be delivered until agent TLS is configured',
     );
   }
+  const records = new AttemptRecorder(store, clock, logger, {
+    scoping: credentialCfg.secretScoping,
+    liveness: credentialCfg.secretLivenessMode,
+  });
   const secrets = new SecretDelivery({
     store,
     vault,
@@ -172,6 +193,7 @@ export async function startControlPlane(
     liveness: credentialCfg.secretLivenessMode,
     channelSecure,
     metrics,
+    records,
   });
 
   const rpc = await startAgentRpcServer({
@@ -190,6 +212,7 @@ export async function startControlPlane(
       onRenewal: (outcome) => metrics.renewal(outcome),
       logLimits: cfg.logs,
       faults,
+      records,
     }),
     host: cfg.agent.host,
     port: cfg.agent.port,
@@ -225,14 +248,7 @@ export async function startControlPlane(
     logger,
     agentUrl: () => agentUrl,
     faults,
-    timings: {
-      tickMs: cfg.execution.schedulerTickMs,
-      heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs,
-      agentLostThresholdMs: cfg.execution.agentLostThresholdMs,
-      dispatchLostThresholdMs: cfg.execution.dispatchLostThresholdMs,
-      timeoutGraceMs: cfg.execution.timeoutGraceMs,
-      settlingGraceMs: cfg.execution.agentLostThresholdMs,
-    },
+    timings: schedulerTimings(cfg.execution),
   });
 
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);

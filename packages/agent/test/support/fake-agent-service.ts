@@ -23,7 +23,7 @@ type ReportInit = MessageInitShape<typeof ReportStateResponseSchema>;
 /** Each hook gets the 1-based call number; throwing (e.g. a ConnectError) fails the RPC. */
 export interface Script {
   spec: SpecInit;
-  register?: (n: number) => void;
+  register?: (n: number) => { shouldTerminate?: boolean; terminateReason?: string } | void;
   getTaskSpec?: (n: number) => void;
   variables?: Record<string, string> | Code;
   /** runs before GetVariables answers (e.g. to cut the call) */
@@ -39,6 +39,8 @@ export interface Script {
 export interface RecordedCall {
   method: string;
   authorization: string | null;
+  /** the leoflow-session header (the agent's session key) */
+  session: string | null;
   at: number;
 }
 
@@ -112,6 +114,7 @@ export class FakeAgentService {
     this.calls.push({
       method,
       authorization: ctx.requestHeader.get('authorization'),
+      session: ctx.requestHeader.get('leoflow-session'),
       at: Date.now(),
     });
     return n;
@@ -122,9 +125,9 @@ export class FakeAgentService {
     router.service(AgentService, {
       register: (req, ctx) => {
         const n = this.#record('Register', ctx);
-        s.register?.(n);
+        const extra = s.register?.(n) ?? {};
         this.registers.push(req);
-        return { sessionId: 'ti-1', serverTimeMs: BigInt(Date.now()) };
+        return { sessionId: 'ti-1', serverTimeMs: BigInt(Date.now()), ...extra };
       },
       getTaskSpec: (_req, ctx) => {
         const n = this.#record('GetTaskSpec', ctx);

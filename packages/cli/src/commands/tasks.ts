@@ -88,6 +88,43 @@ export function registerTasks(program: Command): void {
     );
 
   tasks
+    .command('delivery <run_id> <task_id>')
+    .description(
+      'per attempt: scoping and liveness modes, secret names delivered (never values), refusals, renewals, credential expiry',
+    )
+    .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
+    .option('--try <n>', 'only this try (default: every try)')
+    .action(
+      async (
+        runId: string,
+        taskId: string,
+        flags: { dag?: string; try?: string },
+        cmd: Command,
+      ) => {
+        const g = globalOpts(cmd);
+        const client = new ApiClient(g);
+        const ref = await resolveRun(client, runId, flags.dag);
+        const q = flags.try ? `?try=${encodeURIComponent(flags.try)}` : '';
+        const res = await client.request<{
+          attempts: Record<string, unknown>[];
+        }>('GET', `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/delivery${q}`);
+        const rows = res.attempts.map((a) => ({
+          ...a,
+          try: a.try_number,
+          modes: `${typeof a.scoping_mode === 'string' ? a.scoping_mode : '-'}/${typeof a.liveness_mode === 'string' ? a.liveness_mode : '-'}`,
+          variables: refusedOr(a.variables_delivered, a.variables_refusal),
+          connections: refusedOr(a.connections_delivered, a.connections_refusal),
+          expires: a.credential_expires_at,
+          stopped: a.renewal_stopped,
+        }));
+        print(parseOutput(g.output), res, {
+          rows,
+          columns: ['try', 'modes', 'variables', 'connections', 'renewals', 'stopped', 'expires'],
+        });
+      },
+    );
+
+  tasks
     .command('clear <run_id> [task_ids...]')
     .description(
       'clear-and-rerun: new tries for the given tasks (default: the whole run), bound to the current DAG version',
@@ -122,4 +159,9 @@ export function registerTasks(program: Command): void {
         } else print(format, res);
       },
     );
+}
+
+function refusedOr(delivered: unknown, refusal: unknown): string {
+  const names = Array.isArray(delivered) ? (delivered as string[]).join(',') || '(none)' : '-';
+  return typeof refusal === 'string' && refusal !== '' ? `${names} [refused: ${refusal}]` : names;
 }

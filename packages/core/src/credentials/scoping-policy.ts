@@ -3,23 +3,45 @@ export type SecretLivenessMode = 'observe' | 'enforce';
 
 /** How one GetVariables / GetConnections call reads the vault. */
 export type ScopePlan =
-  /** enforce with an empty declaration: nothing, and the store is not touched */
+  /** enforce with an empty declaration, or an unknown mode: nothing, and the store is not touched */
   | { read: 'nothing' }
   /** enforce: one query restricted to the declared names */
   | { read: 'declared'; names: string[] }
   /** permissive / off: the whole tenant vault; warn when a non-empty declaration is narrower */
-  | { read: 'all'; warnWhenNarrower: boolean };
+  | { read: 'all'; warnWhenNarrower: boolean }
+  /**
+   * enforce, but the declaration could not be read (the run or its DAG version is missing or
+   * unreadable — a datastore-side problem, not a verdict on the task): nothing is read, and the
+   * caller answers "unavailable, retry" rather than an empty grant or the whole vault.
+   */
+  | { read: 'unavailable' };
 
-export function planScope(mode: SecretScopingMode, declared: readonly string[]): ScopePlan {
+/**
+ * @param declared the task's declared names, or undefined when the declaration could not be read
+ *   (inconclusive: never treated as "declared nothing" and never as "not live").
+ */
+export function planScope(
+  mode: SecretScopingMode,
+  declared: readonly string[] | undefined,
+): ScopePlan {
   switch (mode) {
     case 'enforce':
+      if (declared === undefined) return { read: 'unavailable' };
       return declared.length === 0
         ? { read: 'nothing' }
         : { read: 'declared', names: [...declared] };
     case 'permissive':
-      return { read: 'all', warnWhenNarrower: declared.length > 0 };
+      // The whole vault is delivered either way; without a declaration there is nothing to
+      // compare it with, so no warning.
+      return { read: 'all', warnWhenNarrower: declared !== undefined && declared.length > 0 };
     case 'off':
       return { read: 'all', warnWhenNarrower: false };
+    default: {
+      // A mode this code does not know (a cast, a newer config): the safe answer is nothing.
+      const unknown: never = mode;
+      void unknown;
+      return { read: 'nothing' };
+    }
   }
 }
 

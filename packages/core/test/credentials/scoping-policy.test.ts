@@ -6,7 +6,11 @@ import {
   isNarrowerThanVault,
   livenessVerdict,
   planScope,
+  resolveConfig,
+  validateConfig,
   type DagSpec,
+  type SecretLivenessMode,
+  type SecretScopingMode,
 } from '@leoflow/core';
 
 function spec(dagVars: string[], tasks: Record<string, string[]>): DagSpec {
@@ -78,6 +82,16 @@ describe('scope plan', () => {
   it('off reads the whole vault silently', () => {
     expect(planScope('off', ['x'])).toEqual({ read: 'all', warnWhenNarrower: false });
   });
+  it('an unreadable declaration: enforce reads nothing and answers unavailable; permissive/off still deliver', () => {
+    expect(planScope('enforce', undefined)).toEqual({ read: 'unavailable' });
+    expect(planScope('permissive', undefined)).toEqual({ read: 'all', warnWhenNarrower: false });
+    expect(planScope('off', undefined)).toEqual({ read: 'all', warnWhenNarrower: false });
+  });
+  it('a mode this code does not know falls back to reading nothing (never the whole vault)', () => {
+    const unknown = 'permisive' as SecretScopingMode;
+    expect(planScope(unknown, ['x'])).toEqual({ read: 'nothing' });
+    expect(planScope(unknown, undefined)).toEqual({ read: 'nothing' });
+  });
   it('narrower means the vault holds names beyond the declared ones', () => {
     expect(isNarrowerThanVault(['a'], new Set(['a', 'b']))).toBe(true);
     expect(isNarrowerThanVault(['a', 'b'], new Set(['a', 'b']))).toBe(false);
@@ -100,6 +114,22 @@ describe('liveness verdict', () => {
       reason: 'not_live',
     });
     expect(livenessVerdict('observe', { live: false, revoked: false })).toEqual({
+      kind: 'deliver_would_deny',
+    });
+  });
+  it('liveness-mode fallback: unset is observe; a mode the gate does not know never denies, but still flags a dead attempt', () => {
+    expect(resolveConfig({}).config.secretLivenessMode).toBe('observe');
+    expect(
+      resolveConfig({ env: { LEOFLOW_AUTH_SECRET_LIVENESS_MODE: 'enforce' } }).config
+        .secretLivenessMode,
+    ).toBe('enforce');
+    // boot refuses an unknown value naming the key…
+    const bad = resolveConfig({ env: { LEOFLOW_AUTH_SECRET_LIVENESS_MODE: 'strict' } }).config;
+    expect(validateConfig(bad).map((p) => p.key)).toContain('auth.secret_liveness_mode');
+    // …and if one reached the gate anyway it would behave as observe, never as enforce.
+    const unknown = 'strict' as SecretLivenessMode;
+    expect(livenessVerdict(unknown, { live: true, revoked: false })).toEqual({ kind: 'deliver' });
+    expect(livenessVerdict(unknown, { live: false, revoked: false })).toEqual({
       kind: 'deliver_would_deny',
     });
   });

@@ -36,6 +36,10 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/logs': 'logs:read',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/xcom': 'xcom:read',
   'POST /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/revoke-credential': 'credentials:revoke',
+  // names delivered (never values), modes, refusals, renewals: what a run page shows
+  'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/delivery': 'runs:read',
+  // D5: what enforce would break, per DAG (derived from the audited undeclared reads)
+  'GET /api/v1/secrets/undeclared-use': 'audit:read',
 
   'GET /api/v1/variables': 'variables:read',
   // ?reveal=true on a secret additionally needs variables:reveal (checked in the handler).

@@ -12,6 +12,7 @@ import {
   taskInstanceSchema,
 } from './schemas.js';
 import { historyOut, logLineOut, runOut, taskInstanceOut } from './serialize.js';
+import type { AttemptRecordRow } from '../store/types.js';
 
 const RUN = paramsOf('dag_id', 'run_id');
 
@@ -299,6 +300,89 @@ export function registerRunRoutes(api: FastifyInstance): void {
     },
   );
 
+  api.get(
+    '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/delivery',
+    {
+      schema: {
+        summary:
+          'Per attempt: the scoping and liveness modes in force, the secret names delivered (never values), refusals, renewals and the credential expiry',
+        params: TASK,
+        querystring: {
+          type: 'object',
+          properties: { try: { type: 'integer', minimum: 1 } },
+          additionalProperties: false,
+        },
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              task_id: { type: 'string' },
+              current_try: { type: 'integer' },
+              attempts: { type: 'array', items: deliveryRecordSchema },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { dag_id, run_id, task_id } = taskParams(req);
+      const q = req.query as { try?: number };
+      const { taskInstance, records } = await req.scope.attemptRecords(
+        dag_id,
+        run_id,
+        task_id,
+        q.try,
+      );
+      return {
+        task_id,
+        current_try: taskInstance.try_number,
+        attempts: records.map(deliveryRecordOut),
+      };
+    },
+  );
+
+  api.get(
+    '/api/v1/secrets/undeclared-use',
+    {
+      schema: {
+        summary:
+          'Per DAG: Variables and Connections its tasks read through the SDK without declaring them (secret_scoping=permissive) — what enforce would break',
+        querystring: {
+          type: 'object',
+          properties: { dag_id: { type: 'string', pattern: '^[A-Za-z0-9_.-]{1,250}$' } },
+          additionalProperties: false,
+        },
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              dags: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    dag_id: { type: 'string' },
+                    variables: { type: 'array', items: { type: 'string' } },
+                    connections: { type: 'array', items: { type: 'string' } },
+                    attempts: { type: 'integer' },
+                    last_seen: { type: 'string' },
+                  },
+                },
+              },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const q = req.query as { dag_id?: string };
+      const dags = await req.scope.undeclaredUse(q.dag_id);
+      return { dags: dags.map((d) => ({ ...d, last_seen: new Date(d.last_seen).toISOString() })) };
+    },
+  );
+
   api.post(
     '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/revoke-credential',
     {
@@ -341,6 +425,57 @@ export function registerRunRoutes(api: FastifyInstance): void {
       return out;
     },
   );
+}
+
+const nullableStr = { type: ['string', 'null'] } as const;
+const names = { type: ['array', 'null'], items: { type: 'string' } } as const;
+
+/** One attempt's delivery record as the API shows it (the session hash is never shown). */
+export const deliveryRecordSchema = {
+  type: 'object',
+  properties: {
+    try_number: { type: 'integer' },
+    scoping_mode: nullableStr,
+    liveness_mode: nullableStr,
+    registered_at: nullableStr,
+    variables_delivered: names,
+    connections_delivered: names,
+    variables_refusal: nullableStr,
+    connections_refusal: nullableStr,
+    renewals: { type: 'integer' },
+    last_renewed_at: nullableStr,
+    renewal_stopped: nullableStr,
+    credential_expires_at: nullableStr,
+    undeclared_reads: {
+      type: ['object', 'null'],
+      properties: {
+        variables: { type: 'array', items: { type: 'string' } },
+        connections: { type: 'array', items: { type: 'string' } },
+      },
+    },
+  },
+} as const;
+
+function iso(ms: number | null): string | null {
+  return ms === null ? null : new Date(ms).toISOString();
+}
+
+export function deliveryRecordOut(r: AttemptRecordRow) {
+  return {
+    try_number: r.try_number,
+    scoping_mode: r.scoping_mode,
+    liveness_mode: r.liveness_mode,
+    registered_at: iso(r.registered_at),
+    variables_delivered: r.variables_delivered,
+    connections_delivered: r.connections_delivered,
+    variables_refusal: r.variables_refusal,
+    connections_refusal: r.connections_refusal,
+    renewals: r.renewals,
+    last_renewed_at: iso(r.last_renewed_at),
+    renewal_stopped: r.renewal_stopped,
+    credential_expires_at: iso(r.credential_exp),
+    undeclared_reads: r.undeclared_reads,
+  };
 }
 
 function decodeUtf8(b: Uint8Array): string | null {

@@ -63,6 +63,13 @@ export class AgentTokenError extends Error {
 /** What the RPC layer needs: anything that turns a bearer into verified claims. */
 export interface AgentTokenVerification {
   verify(token: string, nowMs: number): Promise<AgentTokenClaims>;
+  /**
+   * Like verify, but a token past its exp still verifies: signature (kid, EdDSA), audience,
+   * issuer, nbf and the identity claims are all checked; only the expiry is not. For Heartbeat
+   * and ReportState, which carry no secret and must let a task whose renewal stopped finish
+   * (docs/credentials.md, "An expired credential"); never for anything that returns a secret.
+   */
+  verifyIgnoringExpiry?(token: string, nowMs: number): Promise<AgentTokenClaims>;
 }
 
 export type RenewResult = { token: string } | { stopped: 'ceiling' };
@@ -109,6 +116,34 @@ export class AgentTokenVerifier implements AgentTokenVerification {
     } catch (err) {
       if (err instanceof AgentTokenError) throw err;
       if (err instanceof joseErrors.JWTExpired) throw new AgentTokenError('expired');
+      throw new AgentTokenError('invalid');
+    }
+  }
+
+  async verifyIgnoringExpiry(token: string, nowMs: number): Promise<AgentTokenClaims> {
+    try {
+      return await this.verify(token, nowMs);
+    } catch (err) {
+      if (!(err instanceof AgentTokenError) || err.reason !== 'expired') throw err;
+    }
+    // Expired: verify again as of one second before its own exp, so every other check (key,
+    // signature, audience, issuer, nbf, identity claims) still runs in full. The key must still
+    // be a verification key now (a retired key's tokens stop here once it is dropped).
+    const exp = expOf(token);
+    if (exp === undefined || exp * 1000 > nowMs) throw new AgentTokenError('invalid');
+    const key = await this.keyFor(token, nowMs);
+    try {
+      const { payload } = await jwtVerify(token, key, {
+        algorithms: [SIGNING_ALG],
+        audience: AGENT_AUDIENCE,
+        issuer: TOKEN_ISSUER,
+        requiredClaims: ['exp', 'iat', 'sub'],
+        currentDate: new Date(exp * 1000 - 1000),
+        clockTolerance: this.clockToleranceSeconds,
+      });
+      return claimsOf(payload);
+    } catch (err) {
+      if (err instanceof AgentTokenError) throw err;
       throw new AgentTokenError('invalid');
     }
   }
@@ -206,6 +241,10 @@ export class AgentTokenIssuer implements AgentTokenVerification {
     return this.verifier.verify(token, nowMs);
   }
 
+  verifyIgnoringExpiry(token: string, nowMs: number): Promise<AgentTokenClaims> {
+    return this.verifier.verifyIgnoringExpiry(token, nowMs);
+  }
+
   /**
    * Re-mints a live attempt's credential: exp = now + TTL (never the old exp + TTL), same
    * identity, same oiat. Past the ceiling — measured from oiat, ≤ 0 disables — renewal quietly
@@ -215,6 +254,18 @@ export class AgentTokenIssuer implements AgentTokenVerification {
   async renew(claims: AgentTokenClaims, nowMs: number, ceilingMs: number): Promise<RenewResult> {
     if (ceilingMs > 0 && nowMs - claims.oiat * 1000 > ceilingMs) return { stopped: 'ceiling' };
     return { token: await this.mint(claims, nowMs, claims.oiat) };
+  }
+}
+
+/** The unverified exp of a compact JWS (only used to choose a verification instant). */
+function expOf(token: string): number | undefined {
+  const part = token.split('.')[1];
+  if (!part) return undefined;
+  try {
+    const p = JSON.parse(Buffer.from(part, 'base64url').toString('utf8')) as { exp?: unknown };
+    return typeof p.exp === 'number' && Number.isFinite(p.exp) ? p.exp : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -163,6 +163,12 @@ export class CachingAgentTokenVerifier implements AgentTokenVerification {
     }
   }
 
+  /** Past-exp verification is rare (a task whose renewal stopped) and is never cached. */
+  async verifyIgnoringExpiry(token: string, nowMs: number): Promise<AgentTokenClaims> {
+    if (!this.inner.verifyIgnoringExpiry) return this.verify(token, nowMs);
+    return this.inner.verifyIgnoringExpiry(token, nowMs);
+  }
+
   evictAttempt(taskInstanceId: string, tryNumber: number): void {
     this.epoch++;
     this.cache.evictAttempt(taskInstanceId, tryNumber);

@@ -12,6 +12,7 @@ import {
 } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenClaims } from '../auth/agent-token.js';
+import type { AttemptRecorder } from './attempt-record.js';
 import type { SpecCache } from '../scheduler/spec-cache.js';
 import type { Store } from '../store/store.js';
 
@@ -49,6 +50,8 @@ export interface SecretDeliveryOptions {
   /** false when the agent channel is cleartext on a non-loopback address */
   channelSecure: boolean;
   metrics?: SecretMetrics;
+  /** the per-try delivery record (names, refusals); optional for callers that keep none */
+  records?: AttemptRecorder;
 }
 
 /** A refusal the RPC layer turns into PermissionDenied; its message is safe to show. */
@@ -60,6 +63,13 @@ export class SecretRefusal extends Error {
     super(message);
   }
 }
+
+/**
+ * The declaration could not be read (run or DAG version missing/unreadable) under
+ * secret_scoping=enforce: neither a refusal nor an empty grant — the RPC layer answers
+ * Unavailable so the agent may retry. Never raised under permissive/off, which deliver anyway.
+ */
+export class SecretUnavailable extends Error {}
 
 /**
  * GetVariables / GetConnections. Order: channel guard → liveness gate → declared set → scoped
@@ -105,20 +115,26 @@ export class SecretDelivery {
       }
       await this.gate(claims, kind);
 
-      const run = await this.o.store.getRunSpecRef(claims.dag_run_id);
-      if (!run) throw new SecretRefusal('task instance is no longer live', 'not_live');
-      const spec = await this.o.specs.get(run.tenant_id, run.dag_id, run.dag_version);
-      const declared = declaredSet(spec, claims.task_id, kind);
+      // An unreadable declaration is inconclusive, never a "not live": planScope decides.
+      const declared = await this.declared(claims, kind);
       const plan = planScope(this.o.scoping, declared);
 
       let result: Map<string, T>;
-      if (plan.read === 'nothing') {
+      if (plan.read === 'unavailable') {
+        throw new SecretUnavailable(
+          `the ${kind} declaration of this task could not be read (secret_scoping=enforce); retry`,
+        );
+      } else if (plan.read === 'nothing') {
         result = new Map();
       } else if (plan.read === 'declared') {
         result = await read(plan.names);
       } else {
         result = await read('all');
-        if (plan.warnWhenNarrower && isNarrowerThanVault(declared, new Set(result.keys()))) {
+        if (
+          plan.warnWhenNarrower &&
+          declared !== undefined &&
+          isNarrowerThanVault(declared, new Set(result.keys()))
+        ) {
           this.o.logger.warn(
             { kind, dag_id: claims.dag_id, task_id: claims.task_id },
             'task receives vault entries it did not declare (secret_scoping=permissive); declare them or switch to enforce',
@@ -131,9 +147,92 @@ export class SecretDelivery {
         }
       }
       this.metrics.delivered(kind);
+      await this.o.records?.delivered(claims, kind, [...result.keys()]);
       return result;
+    } catch (err) {
+      if (err instanceof SecretRefusal) await this.o.records?.refused(claims, kind, err.reason);
+      else if (err instanceof SecretUnavailable)
+        await this.o.records?.refused(claims, kind, 'declaration_unreadable');
+      throw err;
     } finally {
       this.metrics.latency(kind, (performance.now() - started) / 1000);
+    }
+  }
+
+  /**
+   * D5: the names the task reported reading through the SDK. Under permissive, each one its
+   * DAG did not declare — and that this attempt was actually delivered (so a task cannot plant
+   * arbitrary names in the audit log) — becomes one `secret.undeclared_use` audit event (the
+   * name, never a value) and lands in the attempt record, once per attempt. Other modes: no-op
+   * (enforce never delivers an undeclared name; off is silent by choice).
+   */
+  async recordReads(
+    claims: AgentTokenClaims,
+    reads: { variables: readonly string[]; connections: readonly string[] },
+  ): Promise<void> {
+    if (this.o.scoping !== 'permissive' || !this.o.records) return;
+    if (reads.variables.length === 0 && reads.connections.length === 0) return;
+    try {
+      const rec = await this.o.store.getAttemptRecord(claims.task_instance_id, claims.try_number);
+      if (!rec) return;
+      const undeclared = { variables: [] as string[], connections: [] as string[] };
+      for (const kind of ['variables', 'connections'] as const) {
+        const delivered = new Set(
+          (kind === 'variables' ? rec.variables_delivered : rec.connections_delivered) ?? [],
+        );
+        const names = [...new Set(reads[kind])].filter((n) => delivered.has(n));
+        if (names.length === 0) continue;
+        const declared = await this.declared(claims, kind);
+        if (declared === undefined) continue;
+        const d = new Set(declared);
+        undeclared[kind] = names.filter((n) => !d.has(n)).sort();
+      }
+      if (undeclared.variables.length === 0 && undeclared.connections.length === 0) return;
+      const now = this.o.clock.now();
+      if (
+        !(await this.o.store.noteUndeclaredReads(
+          rec.task_instance_id,
+          rec.try_number,
+          undeclared,
+          now,
+        ))
+      )
+        return; // already recorded (a retried report)
+      for (const kind of ['variables', 'connections'] as const) {
+        for (const name of undeclared[kind]) {
+          await this.audit(claims, 'secret.undeclared_use', { kind, name });
+        }
+      }
+      this.o.logger.warn(
+        {
+          dag_id: claims.dag_id,
+          task_id: claims.task_id,
+          variables: undeclared.variables,
+          connections: undeclared.connections,
+        },
+        'task read vault entries its DAG did not declare (secret_scoping=permissive); declare them before switching to enforce',
+      );
+    } catch (err) {
+      this.o.logger.warn({ err }, 'undeclared-use record not written');
+    }
+  }
+
+  /**
+   * The attempt's declared names of one kind, or undefined when the run or its DAG version is
+   * missing or cannot be read (a datastore-side problem; logged).
+   */
+  async declared(claims: AgentTokenClaims, kind: SecretKind): Promise<string[] | undefined> {
+    try {
+      const run = await this.o.store.getRunSpecRef(claims.dag_run_id);
+      if (!run) {
+        this.o.logger.warn({ kind }, 'run of a secret fetch not found; declaration unknown');
+        return undefined;
+      }
+      const spec = await this.o.specs.get(run.tenant_id, run.dag_id, run.dag_version);
+      return [...declaredSet(spec, claims.task_id, kind)];
+    } catch (err) {
+      this.o.logger.warn({ err, kind }, 'declaration could not be read');
+      return undefined;
     }
   }
 

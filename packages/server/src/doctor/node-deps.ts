@@ -48,6 +48,7 @@ export function liveDoctorStore(store: Store): DoctorStore {
   return {
     migrationStatus: () => store.migrationStatus(),
     ...(sqlite !== null ? { secureDelete: () => secureDeleteOf(sqlite) } : {}),
+    undeclaredUse: (tenantId) => store.summarizeUndeclaredUse(tenantId),
     close: () => Promise.resolve(),
   };
 }
@@ -71,6 +72,7 @@ export async function openDoctorStore(
   return {
     migrationStatus: () => store.migrationStatus(),
     ...(sqlite !== null ? { secureDelete: () => secureDeleteOf(sqlite) } : {}),
+    undeclaredUse: (tenantId) => store.summarizeUndeclaredUse(tenantId),
     close: () => store.close(),
   };
 }

@@ -21,6 +21,7 @@ import {
   type KeyringSource,
 } from '../vault/load-keyring.js';
 import { parseSecretKey } from '../vault/secret-key.js';
+import type { UndeclaredUseSummary } from '../store/types.js';
 import { databaseUrlHasPassword, databaseUrlSecrets, redactDatabaseUrl, scrub } from './redact.js';
 
 const PASSWD_FILE = '/etc/passwd';
@@ -56,6 +57,8 @@ export interface DoctorStore {
   migrationStatus(): Promise<{ applied: string[]; pending: string[] }>;
   /** SQLite: this connection's `PRAGMA secure_delete` (0 off, 1 on, 2 fast); absent elsewhere */
   secureDelete?(): Promise<number>;
+  /** D5: per DAG, names read through the SDK without a declaration (absent: not reported) */
+  undeclaredUse?(tenantId: string): Promise<UndeclaredUseSummary[]>;
   close(): Promise<void>;
 }
 
@@ -428,6 +431,33 @@ export async function buildDoctorReport(
           'fail',
           `${pending.length} migration(s) pending (${pending.join(', ')}): start \`leoflow standalone\` with this configuration once, it migrates at start (doctor never migrates)`,
         );
+      }
+      if (pending.length === 0 && store.undeclaredUse !== undefined) {
+        const dags = await store.undeclaredUse(cfg.tenantId);
+        if (dags.length === 0) {
+          check(
+            'secrets.undeclared_use',
+            'ok',
+            'no task has read (through the SDK) a Variable or Connection its DAG did not declare',
+          );
+        } else {
+          const list = dags
+            .map(
+              (d) =>
+                `${d.dag_id} (${[
+                  d.variables.length > 0 ? `variables ${d.variables.join(', ')}` : '',
+                  d.connections.length > 0 ? `connections ${d.connections.join(', ')}` : '',
+                ]
+                  .filter((x) => x !== '')
+                  .join('; ')})`,
+            )
+            .join(', ');
+          check(
+            'secrets.undeclared_use',
+            'warn',
+            `tasks read names their DAG did not declare — secret_scoping=enforce would withhold them: ${list}. Declare them in leoflow.yaml (variables:/connections:) before switching; details: GET /api/v1/secrets/undeclared-use`,
+          );
+        }
       }
     } catch (err) {
       check('datastore.migrations', 'fail', `cannot read the migration status: ${errorText(err)}`);

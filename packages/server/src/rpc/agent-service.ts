@@ -24,7 +24,12 @@ import {
   type AgentTokenIssuer,
   type AgentTokenVerification,
 } from '../auth/agent-token.js';
-import { SecretRefusal, type SecretDelivery } from '../credentials/secret-delivery.js';
+import type { AttemptRecorder } from '../credentials/attempt-record.js';
+import {
+  SecretRefusal,
+  SecretUnavailable,
+  type SecretDelivery,
+} from '../credentials/secret-delivery.js';
 import type { AttemptLifecycle } from '../scheduler/attempt-lifecycle.js';
 import type { SpecCache } from '../scheduler/spec-cache.js';
 import type { Store } from '../store/store.js';
@@ -35,6 +40,11 @@ import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 export const MAX_XCOM_BYTES = 256 * 1024;
 const MAX_LOG_LINES_PER_BATCH = 5_000;
 const XCOM_KEY = /^[A-Za-z0-9_.-]{1,200}$/;
+/** The agent session key header (packages/agent/src/rpc.ts SESSION_HEADER). */
+export const SESSION_HEADER = 'leoflow-session';
+/** D5: at most this many names per kind per report are considered. */
+const MAX_REPORTED_READS = 500;
+const NAME = /^[A-Za-z0-9_.-]{1,250}$/;
 
 export interface AgentServiceDeps {
   store: Store;
@@ -56,6 +66,11 @@ export interface AgentServiceDeps {
   logLimits?: LogLimits;
   /** test-only crash points (util/test-faults.ts); none in production */
   faults?: FaultInjector;
+  /**
+   * The per-try record (session binding, renewals). Without it no post-exp call is accepted:
+   * a past-exp Heartbeat/ReportState must prove the session that registered.
+   */
+  records?: AttemptRecorder;
 }
 
 const TASK_TYPES: Record<AuthoredTaskType, TaskType> = {
@@ -95,9 +110,17 @@ export function agentBearerAdmission(
 
 /**
  * The agent-facing RPC surface. The caller's identity comes only from its bearer token; no
- * request field names a run, task or try. Heartbeat and ReportState keep answering a stale
- * attempt (so it can be told to stop); everything that reads or writes attempt data requires
- * the attempt to still be the live try.
+ * request field names a run, task or try. Three different rules apply (docs/credentials.md,
+ * "Which RPC checks what"):
+ * - the liveness GATE (auth.secret_liveness_mode observe|enforce) wraps GetVariables and
+ *   GetConnections only;
+ * - the FENCE, mode-independent: PushXCom and ReportState land only for the live try, PushLogs
+ *   never for a superseded try, and Register's queued → running write only for the live try;
+ * - Register, GetTaskSpec, Heartbeat and FetchXCom are free of both: Heartbeat (and Register
+ *   and ReportState) answer should_terminate to an attempt that moved on.
+ * Past the token's exp, only the calls that carry no secret and write only the attempt's own
+ * data (Heartbeat, ReportState, PushLogs, PushXCom) are still accepted, and only with the
+ * session key the agent bound at Register.
  */
 export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof AgentService> {
   const { store, clock, tokens, lifecycle, logger } = deps;
@@ -106,32 +129,89 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
   const logBudgets = new AttemptLogBudgets(store, logLimits);
   const faults = deps.faults ?? NO_FAULTS;
 
-  async function identify(ctx: HandlerContext): Promise<AgentTokenClaims> {
+  function bearer(ctx: HandlerContext): string {
     const header = ctx.requestHeader.get('authorization');
     if (!header) throw new ConnectError('missing authorization token', Code.Unauthenticated);
     const m = BEARER.exec(header);
     if (!m?.[1]) throw new ConnectError('missing authorization token', Code.Unauthenticated);
+    return m[1];
+  }
+
+  function unauthenticated(err: unknown): ConnectError {
+    const reason = err instanceof AgentTokenError ? err.reason : 'invalid';
+    return new ConnectError(
+      reason === 'expired' ? 'agent token expired' : 'invalid agent token',
+      Code.Unauthenticated,
+    );
+  }
+
+  async function identify(ctx: HandlerContext): Promise<AgentTokenClaims> {
+    const token = bearer(ctx);
     try {
-      return await verifier.verify(m[1], clock.now());
+      return await verifier.verify(token, clock.now());
     } catch (err) {
-      const reason = err instanceof AgentTokenError ? err.reason : 'invalid';
-      throw new ConnectError(
-        reason === 'expired' ? 'agent token expired' : 'invalid agent token',
-        Code.Unauthenticated,
-      );
+      throw unauthenticated(err);
     }
   }
 
-  async function liveAttempt(claims: AgentTokenClaims) {
+  /**
+   * For the calls that may run past exp. An expired token is accepted when everything but its
+   * expiry verifies AND the request carries the session key bound at Register: a copy of the
+   * token alone (a pod spec, a log) cannot report for the attempt once it has expired.
+   */
+  async function identifyMaybeExpired(
+    ctx: HandlerContext,
+  ): Promise<{ claims: AgentTokenClaims; expired: boolean }> {
+    const token = bearer(ctx);
+    const now = clock.now();
+    try {
+      return { claims: await verifier.verify(token, now), expired: false };
+    } catch (err) {
+      if (!(err instanceof AgentTokenError) || err.reason !== 'expired') throw unauthenticated(err);
+      if (!verifier.verifyIgnoringExpiry || !deps.records) throw unauthenticated(err);
+      let claims: AgentTokenClaims;
+      try {
+        claims = await verifier.verifyIgnoringExpiry(token, now);
+      } catch (e) {
+        throw unauthenticated(e);
+      }
+      const key = ctx.requestHeader.get(SESSION_HEADER) ?? '';
+      if (!(await deps.records.sessionMatches(claims, key))) throw unauthenticated(err);
+      return { claims, expired: true };
+    }
+  }
+
+  /** The attempt's task instance, when it belongs to the caller's tenant. */
+  async function ownTaskInstance(claims: AgentTokenClaims) {
     const ti = await store.getTaskInstanceById(claims.task_instance_id);
+    return ti && ti.tenant_id === claims.tenant_id ? ti : undefined;
+  }
+
+  /** FENCE (writes keyed without the try): only the live try of the task instance. */
+  async function fenceLive(claims: AgentTokenClaims) {
+    const ti = await ownTaskInstance(claims);
     if (
       !ti ||
-      ti.tenant_id !== claims.tenant_id ||
       ti.try_number !== claims.try_number ||
       ti.dispatch_gen !== claims.dispatch_gen ||
       !isActive(ti.state)
     ) {
-      throw new ConnectError('task instance is no longer live', Code.FailedPrecondition);
+      throw new ConnectError(
+        'this attempt is no longer the live try of its task instance; its write was not applied',
+        Code.FailedPrecondition,
+      );
+    }
+    return ti;
+  }
+
+  /** FENCE (writes keyed with the try): refuses only a try that a later one superseded. */
+  async function fenceNotSuperseded(claims: AgentTokenClaims) {
+    const ti = await ownTaskInstance(claims);
+    if (!ti || ti.try_number !== claims.try_number || ti.dispatch_gen !== claims.dispatch_gen) {
+      throw new ConnectError(
+        'this attempt was superseded by a later try; its write was not applied',
+        Code.FailedPrecondition,
+      );
     }
     return ti;
   }
@@ -139,17 +219,35 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
   return {
     async register(req, ctx) {
       const claims = await identify(ctx);
-      const ti = await liveAttempt(claims);
-      if (
-        !(await lifecycle.markRunning(
+      const ti = await ownTaskInstance(claims);
+      // Not gated: the FENCE is the queued -> running write, and an attempt whose write does not
+      // land is told to stop (in either liveness mode) instead of being refused.
+      const applied =
+        ti !== undefined &&
+        (await lifecycle.markRunning(
           ti,
           claims.try_number,
           req.hostname,
           req.pid,
           claims.dispatch_gen,
-        ))
-      ) {
-        throw new ConnectError('task instance is no longer live', Code.FailedPrecondition);
+        ));
+      if (!applied) {
+        return create(RegisterResponseSchema, {
+          sessionId: claims.task_instance_id,
+          serverTimeMs: BigInt(clock.now()),
+          heartbeatIntervalSeconds: Math.max(1, Math.round(deps.heartbeatIntervalMs / 1000)),
+          shouldTerminate: true,
+          terminateReason: 'the attempt is no longer the live try of its task instance',
+        });
+      }
+      if (deps.records) {
+        const bound = await deps.records.register(claims, req.sessionKey);
+        if (bound === 'conflict') {
+          throw new ConnectError(
+            'another agent process already registered for this attempt',
+            Code.PermissionDenied,
+          );
+        }
       }
       faults.hit('after_register');
       deps.onChange();
@@ -162,9 +260,12 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
 
     async getTaskSpec(_req, ctx) {
       const claims = await identify(ctx);
-      const ti = await liveAttempt(claims);
-      const run = await store.getRunById(ti.dag_run_id);
-      if (!run) throw new ConnectError('task instance is no longer live', Code.FailedPrecondition);
+      // Free: the spec carries no secret, and a stale attempt learns to stop from Heartbeat.
+      const ti = await ownTaskInstance(claims);
+      const run = ti && (await store.getRunById(ti.dag_run_id));
+      if (!ti || !run) {
+        throw new ConnectError('the task instance of this attempt was not found', Code.NotFound);
+      }
       const spec = await deps.specs.get(run.tenant_id, run.dag_id, run.dag_version);
       const task = spec.tasks.find((t) => t.task_id === ti.task_id);
       if (!task) {
@@ -204,7 +305,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async heartbeat(_req, ctx) {
-      const claims = await identify(ctx);
+      const { claims, expired } = await identifyMaybeExpired(ctx);
       const now = clock.now();
       let outcome;
       try {
@@ -233,17 +334,24 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           terminateReason: 'termination requested',
         });
       }
-      // A revoked credential is not renewed; past the ceiling renewal stops quietly (the task
-      // keeps running, its token dies at its current exp).
+      // A revoked credential is not renewed; past the ceiling renewal stops quietly; an expired
+      // one (accepted only with the registered session) is never renewed. In all three the task
+      // keeps running and its heartbeats and final report keep landing.
       let renewed = '';
-      if (!outcome.credential_revoked) {
+      if (outcome.credential_revoked) {
+        await deps.records?.renewalStopped(claims, 'revoked');
+      } else if (expired) {
+        await deps.records?.renewalStopped(claims, 'expired');
+      } else {
         try {
           const r = await tokens.renew(claims, now, deps.maxCredentialLifetimeMs);
           if ('token' in r) {
             renewed = r.token;
             deps.onRenewal?.('renewed');
+            await deps.records?.renewed(claims, Math.floor(now / 1000) + tokens.ttlSeconds);
           } else {
             deps.onRenewal?.('ceiling_stopped');
+            await deps.records?.renewalStopped(claims, 'ceiling');
           }
         } catch (err) {
           logger.warn({ err }, 'credential renewal failed; the agent keeps its current token');
@@ -253,7 +361,9 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async reportState(req, ctx) {
-      const claims = await identify(ctx);
+      // FENCE: every transition below is a compare-and-set on (id, try, queued|running), so a
+      // superseded try's report changes nothing and is answered should_terminate.
+      const { claims } = await identifyMaybeExpired(ctx);
       const id = claims.task_instance_id;
       const t = claims.try_number;
       const gen = claims.dispatch_gen;
@@ -292,6 +402,12 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
             Code.InvalidArgument,
           );
       }
+      if (applied) {
+        await deps.secrets.recordReads(claims, {
+          variables: boundedNames(req.variablesRead),
+          connections: boundedNames(req.connectionsRead),
+        });
+      }
       faults.hit('after_report');
       // A report that did not apply came from an attempt that already moved on: acknowledge it
       // (it is not the agent's error) and tell it to stop.
@@ -299,8 +415,9 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async pushXCom(req, ctx) {
-      const claims = await identify(ctx);
-      const ti = await liveAttempt(claims);
+      const { claims } = await identifyMaybeExpired(ctx);
+      // FENCE: XCom is keyed without the try, so an old try's push would overwrite the live one.
+      const ti = await fenceLive(claims);
       faults.hit('after_task_exit');
       if (req.value.byteLength > MAX_XCOM_BYTES) {
         return create(PushXComResponseSchema, {
@@ -316,23 +433,37 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       if (!XCOM_KEY.test(key)) {
         return create(PushXComResponseSchema, { accepted: false, rejectionReason: 'invalid_key' });
       }
-      await store.putXCom({
-        tenant_id: ti.tenant_id,
-        dag_run_id: ti.dag_run_id,
-        task_id: ti.task_id,
-        key,
-        value: req.value,
-        content_type: req.contentType || 'application/json',
-        created_at: clock.now(),
-      });
+      const stored = await store.putXComIfLive(
+        {
+          tenant_id: ti.tenant_id,
+          dag_run_id: ti.dag_run_id,
+          task_id: ti.task_id,
+          key,
+          value: req.value,
+          content_type: req.contentType || 'application/json',
+          created_at: clock.now(),
+        },
+        claims.task_instance_id,
+        claims.try_number,
+      );
+      if (!stored) {
+        // superseded between the fence read above and the write
+        throw new ConnectError(
+          'this attempt is no longer the live try of its task instance; its write was not applied',
+          Code.FailedPrecondition,
+        );
+      }
       return create(PushXComResponseSchema, { accepted: true });
     },
 
     async fetchXCom(req, ctx) {
       const claims = await identify(ctx);
-      const ti = await liveAttempt(claims);
-      const run = await store.getRunById(ti.dag_run_id);
-      if (!run) throw new ConnectError('task instance is no longer live', Code.FailedPrecondition);
+      // Free of the liveness gate; authorised by the dependency below.
+      const ti = await ownTaskInstance(claims);
+      const run = ti && (await store.getRunById(ti.dag_run_id));
+      if (!ti || !run) {
+        throw new ConnectError('the task instance of this attempt was not found', Code.NotFound);
+      }
       const spec = await deps.specs.get(run.tenant_id, run.dag_id, run.dag_version);
       const task = spec.tasks.find((t) => t.task_id === ti.task_id);
       if (!task?.depends_on.includes(req.upstreamTaskId)) {
@@ -351,7 +482,9 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async pushLogs(req, ctx) {
-      const claims = await identify(ctx);
+      const { claims } = await identifyMaybeExpired(ctx);
+      // FENCE: a superseded try never lands; the live or just-finished try does.
+      const ti = await fenceNotSuperseded(claims);
       if (req.lines.length > MAX_LOG_LINES_PER_BATCH) {
         throw new ConnectError(
           `at most ${MAX_LOG_LINES_PER_BATCH} lines per batch`,
@@ -359,10 +492,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
         );
       }
       const now = clock.now();
-      const ti = await store.getTaskInstanceById(claims.task_instance_id);
       if (
-        ti &&
-        ti.try_number === claims.try_number &&
         !isActive(ti.state) &&
         ti.ended_at !== null &&
         now - ti.ended_at > logLimits.writeGraceMs
@@ -411,8 +541,13 @@ async function refusalsAsPermissionDenied<T>(fn: () => Promise<T>): Promise<T> {
     return await fn();
   } catch (err) {
     if (err instanceof SecretRefusal) throw new ConnectError(err.message, Code.PermissionDenied);
+    if (err instanceof SecretUnavailable) throw new ConnectError(err.message, Code.Unavailable);
     throw err;
   }
+}
+
+function boundedNames(names: readonly string[]): string[] {
+  return names.slice(0, MAX_REPORTED_READS).filter((n) => NAME.test(n));
 }
 
 function iso(ms: number | null): string {

@@ -155,6 +155,32 @@ export interface AuditLogTable {
 /** Every column is a plain text or number on both dialects: the table is the row type. */
 export type ApiTokensTable = ApiTokenRow;
 
+export interface AttemptRecordsTable {
+  task_instance_id: string;
+  try_number: number;
+  tenant_id: string;
+  dag_id: string;
+  dag_run_id: string;
+  run_id: string;
+  task_id: string;
+  session_hash: string | null;
+  registered_at: number | null;
+  scoping_mode: string | null;
+  liveness_mode: string | null;
+  /** JSON array of names */
+  variables_delivered: string | null;
+  connections_delivered: string | null;
+  variables_refusal: string | null;
+  connections_refusal: string | null;
+  renewals: Generated<number>;
+  last_renewed_at: number | null;
+  renewal_stopped: string | null;
+  credential_exp: number | null;
+  undeclared_reads: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
 export interface Database {
   tenants: TenantsTable;
   dags: DagsTable;
@@ -168,4 +194,5 @@ export interface Database {
   connections: ConnectionsTable;
   audit_log: AuditLogTable;
   api_tokens: ApiTokensTable;
+  attempt_records: AttemptRecordsTable;
 }

@@ -1,6 +1,11 @@
 import type { DagRunState, DagSpec, TaskInstanceState } from '@leoflow/core';
 import type {
   ApiTokenRow,
+  AttemptRecordKey,
+  AttemptRecordRow,
+  AttemptSessionBinding,
+  UndeclaredReads,
+  UndeclaredUseSummary,
   DagRow,
   DagRunRow,
   DagVersionRow,
@@ -218,7 +223,62 @@ export interface Store extends VaultStore {
     dispatch_gen?: number,
   ): Promise<HeartbeatOutcome>;
 
+  /** Creates the attempt's record if it has none (idempotent). */
+  ensureAttemptRecord(key: AttemptRecordKey, now: number): Promise<void>;
+  /**
+   * Binds the agent session (SHA-256 of its key) once: 'bound' the first time, 'same' when the
+   * same hash is presented again, 'conflict' when another session is already bound.
+   */
+  bindAttemptSession(
+    task_instance_id: string,
+    try_number: number,
+    session_hash: string,
+    now: number,
+  ): Promise<AttemptSessionBinding>;
+  getAttemptRecord(
+    task_instance_id: string,
+    try_number: number,
+  ): Promise<AttemptRecordRow | undefined>;
+  listAttemptRecords(dag_run_id: string, task_id?: string): Promise<AttemptRecordRow[]>;
+  /** A delivery (names, never values) or a refusal of one kind, with the modes in force. */
+  noteAttemptDelivery(
+    task_instance_id: string,
+    try_number: number,
+    kind: 'variables' | 'connections',
+    outcome: { names: string[] } | { refusal: string },
+    modes: { scoping: string; liveness: string },
+    now: number,
+  ): Promise<void>;
+  /** A renewal (new exp, renewals + 1) or a stop (reason; renewals unchanged). */
+  noteAttemptRenewal(
+    task_instance_id: string,
+    try_number: number,
+    outcome: { exp: number } | { stopped: string },
+    now: number,
+  ): Promise<void>;
+  /** D5: records the undeclared reads once per attempt; false when already recorded. */
+  noteUndeclaredReads(
+    task_instance_id: string,
+    try_number: number,
+    reads: UndeclaredReads,
+    now: number,
+  ): Promise<boolean>;
+  /** D5 summary per DAG of one tenant (optionally one DAG), from the attempt records. */
+  summarizeUndeclaredUse(tenant_id: string, dag_id?: string): Promise<UndeclaredUseSummary[]>;
+  /** exp (ms) of the credential issued at dispatch or registration, when none is recorded. */
+  noteAttemptCredentialExp(
+    task_instance_id: string,
+    try_number: number,
+    exp: number,
+    now: number,
+  ): Promise<void>;
+
   putXCom(row: XComRow): Promise<void>;
+  /**
+   * The PushXCom fence: writes only while (task_instance_id, try_number) is the live try
+   * (queued|running), checked in the same transaction as the write; false when it is not.
+   */
+  putXComIfLive(row: XComRow, task_instance_id: string, try_number: number): Promise<boolean>;
   getXCom(dag_run_id: string, task_id: string, key: string): Promise<XComRow | undefined>;
   listXComs(dag_run_id: string, task_id?: string): Promise<XComRow[]>;
 

@@ -141,3 +141,56 @@ export interface ApiTokenRow {
   revoked_at: number | null;
   revoked_by: string | null;
 }
+
+/** The identity part of an attempt record (from the attempt's verified credential). */
+export interface AttemptRecordKey {
+  tenant_id: string;
+  task_instance_id: string;
+  try_number: number;
+  dag_id: string;
+  dag_run_id: string;
+  run_id: string;
+  task_id: string;
+}
+
+/**
+ * What one attempt's credential was used for: names only, never values. `*_delivered` is null
+ * until a delivery succeeded; `*_refusal` is the last refusal reason (not_live, revoked,
+ * insecure_channel, declaration_unreadable) or null.
+ */
+export interface AttemptRecordRow extends AttemptRecordKey {
+  session_hash: string | null;
+  registered_at: number | null;
+  scoping_mode: string | null;
+  liveness_mode: string | null;
+  variables_delivered: string[] | null;
+  connections_delivered: string[] | null;
+  variables_refusal: string | null;
+  connections_refusal: string | null;
+  renewals: number;
+  last_renewed_at: number | null;
+  /** why renewal stopped: ceiling | revoked | expired (null while it continues) */
+  renewal_stopped: string | null;
+  /** exp (ms) of the newest credential issued to the attempt */
+  credential_exp: number | null;
+  /** D5: names the task read through the SDK that its DAG did not declare (permissive only) */
+  undeclared_reads: UndeclaredReads | null;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface UndeclaredReads {
+  variables: string[];
+  connections: string[];
+}
+
+/** D5 per DAG: every undeclared name read, over all recorded attempts. */
+export interface UndeclaredUseSummary {
+  dag_id: string;
+  variables: string[];
+  connections: string[];
+  attempts: number;
+  last_seen: number;
+}
+
+export type AttemptSessionBinding = 'bound' | 'same' | 'conflict';

@@ -19,6 +19,8 @@ import type {
   TaskInstanceHistoryRow,
   TaskInstanceRow,
   XComRow,
+  AttemptRecordRow,
+  UndeclaredUseSummary,
 } from '../store/types.js';
 import type { AuditRecord } from '../store/vault-types.js';
 import type { VaultService } from '../vault/vault-service.js';
@@ -226,6 +228,28 @@ export class TenantScope {
   async listXComs(dagId: string, runId: string, taskId: string): Promise<XComRow[]> {
     const { run } = await this.getTaskInstance(dagId, runId, taskId);
     return this.deps.store.listXComs(run.id, taskId);
+  }
+
+  /** The per-try delivery records of one task instance (every try, or one). */
+  async attemptRecords(
+    dagId: string,
+    runId: string,
+    taskId: string,
+    tryNumber?: number,
+  ): Promise<{ taskInstance: TaskInstanceRow; records: AttemptRecordRow[] }> {
+    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId);
+    const all = await this.deps.store.listAttemptRecords(run.id, taskId);
+    const records = all.filter(
+      (r) =>
+        r.tenant_id === this.tenantId && (tryNumber === undefined || r.try_number === tryNumber),
+    );
+    return { taskInstance, records };
+  }
+
+  /** D5: per DAG, the names tasks read through the SDK without declaring them. */
+  async undeclaredUse(dagId?: string): Promise<UndeclaredUseSummary[]> {
+    if (dagId !== undefined) await this.getDag(dagId);
+    return this.deps.store.summarizeUndeclaredUse(this.tenantId, dagId);
   }
 
   async revokeCredential(input: {

@@ -311,8 +311,19 @@ describe('renew (T11–T15, T21)', () => {
   });
 
   it('T13: past the ceiling renewal stops quietly; the current token is untouched', async () => {
-    const c = await claimsAt(T0 + 25 * HOUR, T0 / 1000);
-    await expect(issuer.renew(c, T0 + 25 * HOUR, CEILING)).resolves.toEqual({ stopped: 'ceiling' });
+    // The lineage started at T0; its current token was renewed one minute before the stop.
+    const token = await issuer.mint(identity, T0 + CEILING - MIN, T0 / 1000);
+    const c = await issuer.verify(token, T0 + CEILING - MIN);
+    await expect(issuer.renew(c, T0 + CEILING + 1000, CEILING)).resolves.toEqual({
+      stopped: 'ceiling',
+    });
+    // untouched: it still verifies, with the same exp, until that exp — and not after
+    const still = await issuer.verify(token, T0 + CEILING + 1000);
+    expect(still.exp).toBe(c.exp);
+    expect(still.exp).toBe((T0 + CEILING - MIN) / 1000 + 600);
+    await expect(
+      issuer.verify(token, c.exp * 1000 + (issuer.clockToleranceSeconds + 1) * 1000),
+    ).rejects.toMatchObject({ reason: 'expired' });
   });
 
   it('the ceiling boundary: renews at exactly the ceiling, stops just after', async () => {
@@ -333,8 +344,17 @@ describe('renew (T11–T15, T21)', () => {
   );
 
   it('T15: a cleared old run re-dispatched 1000 h later starts a new lineage', async () => {
+    // The old lineage (first issued at T0) is long past the ceiling: it can never renew again.
+    const old = await claimsAt(T0 + 1000 * HOUR - MIN, T0 / 1000);
+    await expect(issuer.renew(old, T0 + 1000 * HOUR, CEILING)).resolves.toEqual({
+      stopped: 'ceiling',
+    });
+    // A re-dispatch mints without an inherited oiat: a new lineage dated from the re-dispatch,
+    // which renews normally.
     const redispatch = T0 + 1000 * HOUR;
     const c = await claimsAt(redispatch);
+    expect(c.oiat).toBe(redispatch / 1000);
+    expect(c.oiat).not.toBe(old.oiat);
     const r = await issuer.renew(c, redispatch + 5 * MIN, CEILING);
     if (!('token' in r)) throw new Error('expected a token');
     expect((await issuer.verify(r.token, redispatch + 5 * MIN)).oiat).toBe(redispatch / 1000);

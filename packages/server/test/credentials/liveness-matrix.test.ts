@@ -51,13 +51,17 @@ describe('credential liveness matrix (enforce)', () => {
     await harness();
     const first = await startAttempt(h);
     await report(h, first.token, 'failed');
+    // Time passes before the retry is dispatched: its lineage must start then, not inherit oiat.
+    h.clock.advance(7 * 60_000);
     const second = await startAttempt(h, 'cred', 'existing');
+    const secondDispatchedAt = h.clock.now();
     expect(second.identity.try_number).toBe(2);
     expect(await access(h, first.token)).toBe('denied');
     expect(await access(h, second.token)).toBe('delivered');
-    const c1 = await h.tokens.verify(first.token, h.clock.now());
+    const c1 = await h.tokens.verify(first.token, h.clock.now() - 7 * 60_000);
     const c2 = await h.tokens.verify(second.token, h.clock.now());
-    expect(c2.oiat).toBeGreaterThanOrEqual(c1.oiat);
+    expect(c2.oiat).toBe(Math.floor(secondDispatchedAt / 1000));
+    expect(c2.oiat - c1.oiat).toBe(7 * 60);
   });
 
   it('a year-old run cleared and rerun: the new attempt resolves (no recency term), the old token stays dead', async () => {
@@ -70,6 +74,10 @@ describe('credential liveness matrix (enforce)', () => {
     await h.runs.clear('default', 'cred', run.run_id, { taskIds: null, downstream: true });
     const b = await startAttempt(h, 'cred', run.run_id);
     expect(await access(h, b.token)).toBe('delivered');
+    // a fresh lineage dated from the new dispatch, never from the run's age
+    expect((await h.tokens.verify(b.token, h.clock.now())).oiat).toBe(
+      Math.floor(h.clock.now() / 1000),
+    );
     expect((await heartbeat(h, b.token))?.renewedToken).not.toBe('');
     expect(await access(h, a.token)).toBe('unauthenticated'); // and long expired
   });
@@ -144,22 +152,32 @@ describe('credential liveness matrix (enforce)', () => {
       },
     });
     const a = await startAttempt(h);
+    const firstIssue = h.clock.now();
     let current = a.token;
-    let stopped = false;
-    for (let i = 0; i < 5 * 60 && !stopped; i++) {
+    let stoppedAt: number | undefined;
+    for (let i = 0; i < 5 * 60 && stoppedAt === undefined; i++) {
       h.clock.advance(15_000);
-      const hb = await heartbeat(h, current);
+      const hb = await heartbeat(h, current, a.session);
       expect(hb?.shouldTerminate).toBe(false);
       if (hb?.renewedToken) current = hb.renewedToken;
-      else stopped = true;
+      else stoppedAt = h.clock.now();
     }
-    expect(stopped).toBe(true);
-    expect(
-      h.clock.now() -
-        (await h.tokens.verify(a.token, h.clock.now() - 3600_000).catch(() => ({ oiat: 0 }))).oiat *
-          1000,
-    ).toBeGreaterThan(0);
+    // Renewal stopped at the first beat past oiat + ceiling — not earlier, not later.
+    expect(stoppedAt! - firstIssue).toBeGreaterThan(3600_000);
+    expect(stoppedAt! - firstIssue).toBeLessThanOrEqual(3600_000 + 15_000);
     expect(await access(h, current)).toBe('delivered'); // still valid until its exp
+    // Later beats before exp: still no renewal, still not terminated.
+    h.clock.advance(60_000);
+    expect(await heartbeat(h, current, a.session)).toMatchObject({
+      shouldTerminate: false,
+      renewedToken: '',
+    });
+    // Past exp: the token resolves nothing, the task is still running and still beats.
+    h.clock.advance(600_000 + (h.tokens.clockToleranceSeconds + 1) * 1000);
+    expect(await access(h, current)).toBe('unauthenticated');
+    expect(await heartbeat(h, current, a.session)).toMatchObject({ shouldTerminate: false });
+    const ti = await h.store.getTaskInstanceById(a.identity.task_instance_id);
+    expect(ti?.state).toBe('running');
   });
 
   it('the TTL outlasts every missed-beat tolerance the ladder accepts, so a slow heartbeat never drops a live task', () => {

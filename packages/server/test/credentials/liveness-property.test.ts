@@ -81,7 +81,7 @@ describe('credential property: random transitions and clock advances (enforce)',
             await h.scheduler.tick();
             for (const l of h.executor.take()) {
               await h.agent(l.token).register({ agentVersion: 't', hostname: 'h', pid: 1 });
-              launch = l;
+              launch = { ...l, session: '' };
               current = l.token;
               tokens.push(l.token);
             }

@@ -5,13 +5,17 @@ import type { AttemptLaunch } from '../../src/executor/executor.js';
 import { spec, task, type Harness } from '../support/harness.js';
 import { createHash } from 'node:crypto';
 
-export type Access = 'delivered' | 'denied' | 'unauthenticated';
+/**
+ * 'delivered': the reply carries v1; 'empty': a successful reply without it (e.g. enforce with
+ * nothing declared) — NOT a refusal; 'denied': PermissionDenied; 'unauthenticated'.
+ */
+export type Access = 'delivered' | 'empty' | 'denied' | 'unauthenticated';
 
 /** GetVariables with a token: what the credential can do right now. */
 export async function access(h: Harness, token: string): Promise<Access> {
   try {
     const res = await h.agent(token).getVariables({});
-    return res.variables.v1 === 'one' ? 'delivered' : 'denied';
+    return res.variables.v1 === 'one' ? 'delivered' : 'empty';
   } catch (err) {
     const e = ConnectError.from(err);
     if (e.code === Code.PermissionDenied) return 'denied';
@@ -20,9 +24,9 @@ export async function access(h: Harness, token: string): Promise<Access> {
   }
 }
 
-export async function heartbeat(h: Harness, token: string) {
+export async function heartbeat(h: Harness, token: string, session?: string) {
   try {
-    return await h.agent(token).heartbeat({});
+    return await h.agent(token, session).heartbeat({});
   } catch (err) {
     const e = ConnectError.from(err);
     if (e.code === Code.Unauthenticated) return undefined;
@@ -30,8 +34,13 @@ export async function heartbeat(h: Harness, token: string) {
   }
 }
 
-export async function report(h: Harness, token: string, state: 'success' | 'failed') {
-  return h.agent(token).reportState(
+export async function report(
+  h: Harness,
+  token: string,
+  state: 'success' | 'failed',
+  session?: string,
+) {
+  return h.agent(token, session).reportState(
     create(ReportStateRequestSchema, {
       state: state === 'success' ? ReportedState.SUCCESS : ReportedState.FAILED,
       exitCode: state === 'success' ? 0 : 1,
@@ -60,16 +69,23 @@ export async function setupVaultAndDag(
   return s;
 }
 
-/** Trigger, dispatch and register one attempt; returns its launch (with the minted token). */
+/**
+ * Trigger, dispatch and register one attempt; returns its launch (with the minted token) and the
+ * session key its "agent" bound at Register.
+ */
 export async function startAttempt(
   h: Harness,
   dagId = 'cred',
   runId?: string,
-): Promise<AttemptLaunch> {
+): Promise<AttemptLaunch & { session: string }> {
   if (runId === undefined) await h.runs.trigger('default', dagId, {});
   await h.scheduler.tick();
   const launch = h.executor.take()[0];
   if (!launch) throw new Error('nothing was dispatched');
-  await h.agent(launch.token).register({ agentVersion: 't', hostname: 'h', pid: 1 });
-  return launch;
+  const session = `session-${launch.identity.task_instance_id}-${launch.identity.try_number}`;
+  const reg = await h
+    .agent(launch.token)
+    .register({ agentVersion: 't', hostname: 'h', pid: 1, sessionKey: session });
+  if (reg.shouldTerminate) throw new Error(`register was told to stop: ${reg.terminateReason}`);
+  return { ...launch, session };
 }

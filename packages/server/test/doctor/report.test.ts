@@ -755,3 +755,38 @@ describe('doctor redaction and rendering', () => {
     expect(text.split('\n').length).toBeLessThan(75);
   });
 });
+
+describe('doctor report: undeclared runtime use (D5)', () => {
+  it('lists per DAG the names tasks read without declaring them, and is ok when there are none', async () => {
+    const m = machine();
+    const seen: string[] = [];
+    const withUse = (rows: Awaited<ReturnType<NonNullable<DoctorStore['undeclaredUse']>>>) => {
+      const s = m.store as DoctorStore;
+      s.undeclaredUse = (tenant) => {
+        seen.push(tenant);
+        return Promise.resolve(rows);
+      };
+    };
+    withUse([
+      {
+        dag_id: 'etl',
+        variables: ['api_key'],
+        connections: ['warehouse'],
+        attempts: 2,
+        last_seen: 1,
+      },
+      { dag_id: 'report', variables: [], connections: ['smtp'], attempts: 1, last_seen: 1 },
+    ]);
+    const r = await buildDoctorReport(config(), m.deps);
+    const c = byId(r, 'secrets.undeclared_use');
+    expect(c.status).toBe('warn');
+    expect(c.message).toContain(
+      'etl (variables api_key; connections warehouse), report (connections smtp)',
+    );
+    expect(c.message).toContain('secret_scoping=enforce would withhold them');
+    expect(seen).toEqual(['default']);
+    withUse([]);
+    const clean = await buildDoctorReport(config(), m.deps);
+    expect(byId(clean, 'secrets.undeclared_use').status).toBe('ok');
+  });
+});

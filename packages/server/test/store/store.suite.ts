@@ -1076,6 +1076,117 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
     });
   });
 
+  describe('attempt records', () => {
+    function keyOf(f: Awaited<ReturnType<typeof fixture>>, try_number = 1) {
+      return {
+        tenant_id: f.tenant_id,
+        task_instance_id: f.extract.id,
+        try_number,
+        dag_id: f.dag_id,
+        dag_run_id: f.run.id,
+        run_id: f.run.run_id,
+        task_id: 'extract',
+      };
+    }
+
+    it('ensure is idempotent; names, refusals, renewals and exp round-trip per try', async () => {
+      const f = await fixture('rec');
+      await store.ensureAttemptRecord(keyOf(f), T0);
+      await store.ensureAttemptRecord(keyOf(f), T0 + 1);
+      await store.noteAttemptCredentialExp(f.extract.id, 1, T0 + 600_000, T0);
+      await store.noteAttemptCredentialExp(f.extract.id, 1, T0 + 999, T0); // only when unset
+      const modes = { scoping: 'enforce', liveness: 'observe' };
+      await store.noteAttemptDelivery(
+        f.extract.id,
+        1,
+        'variables',
+        { names: ['b', 'a'] },
+        modes,
+        T0,
+      );
+      await store.noteAttemptDelivery(
+        f.extract.id,
+        1,
+        'connections',
+        { refusal: 'revoked' },
+        modes,
+        T0,
+      );
+      await store.noteAttemptRenewal(f.extract.id, 1, { exp: T0 + 615_000 }, T0 + 15_000);
+      await store.noteAttemptRenewal(f.extract.id, 1, { exp: T0 + 630_000 }, T0 + 30_000);
+      await store.noteAttemptRenewal(f.extract.id, 1, { stopped: 'ceiling' }, T0 + 45_000);
+      await store.noteAttemptRenewal(f.extract.id, 1, { stopped: 'expired' }, T0 + 60_000);
+      await store.ensureAttemptRecord(keyOf(f, 2), T0 + 70_000);
+      const recs = await store.listAttemptRecords(f.run.id, 'extract');
+      expect(recs.map((r) => r.try_number)).toEqual([1, 2]);
+      expect(recs[0]).toMatchObject({
+        scoping_mode: 'enforce',
+        liveness_mode: 'observe',
+        variables_delivered: ['a', 'b'],
+        connections_delivered: null,
+        connections_refusal: 'revoked',
+        renewals: 2,
+        last_renewed_at: T0 + 30_000,
+        renewal_stopped: 'ceiling', // the first reason stays
+        credential_exp: T0 + 630_000,
+        session_hash: null,
+      });
+      expect(recs[1]).toMatchObject({
+        renewals: 0,
+        credential_exp: null,
+        variables_delivered: null,
+      });
+      expect(await store.getAttemptRecord(f.extract.id, 3)).toBeUndefined();
+    });
+
+    it('binds a session once: bound, then same, then conflict for another hash', async () => {
+      const f = await fixture('sess');
+      await store.ensureAttemptRecord(keyOf(f), T0);
+      expect(await store.bindAttemptSession(f.extract.id, 1, 'h1', T0)).toBe('bound');
+      expect(await store.bindAttemptSession(f.extract.id, 1, 'h1', T0 + 1)).toBe('same');
+      expect(await store.bindAttemptSession(f.extract.id, 1, 'h2', T0 + 2)).toBe('conflict');
+      expect(await store.getAttemptRecord(f.extract.id, 1)).toMatchObject({
+        session_hash: 'h1',
+        registered_at: T0,
+      });
+    });
+
+    it('undeclared reads are recorded once per attempt and summarised per DAG of one tenant', async () => {
+      const f = await fixture('d5');
+      const other = await fixture('d5-other');
+      await store.ensureAttemptRecord(keyOf(f), T0);
+      await store.ensureAttemptRecord(keyOf(f, 2), T0);
+      await store.ensureAttemptRecord(keyOf(other), T0);
+      const reads = { variables: ['v2'], connections: [] };
+      expect(await store.noteUndeclaredReads(f.extract.id, 1, reads, T0 + 5)).toBe(true);
+      expect(await store.noteUndeclaredReads(f.extract.id, 1, reads, T0 + 6)).toBe(false);
+      expect(
+        await store.noteUndeclaredReads(
+          f.extract.id,
+          2,
+          { variables: ['v3'], connections: ['c'] },
+          T0 + 9,
+        ),
+      ).toBe(true);
+      await store.noteUndeclaredReads(
+        other.extract.id,
+        1,
+        { variables: ['x'], connections: [] },
+        T0,
+      );
+      expect(await store.summarizeUndeclaredUse(f.tenant_id)).toEqual([
+        {
+          dag_id: 'etl',
+          variables: ['v2', 'v3'],
+          connections: ['c'],
+          attempts: 2,
+          last_seen: T0 + 9,
+        },
+      ]);
+      expect(await store.summarizeUndeclaredUse(f.tenant_id, 'nope')).toEqual([]);
+    });
+  });
+
   describe('xcom', () => {
     it('stores bytes exactly, overwrites on the same key and lists in order', async () => {
       const { tenant_id, run } = await fixture();
@@ -1123,6 +1234,40 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       ]);
       expect((await store.getXCom(run.id, 'extract', 'a'))?.value).toEqual(new Uint8Array([]));
       expect(await store.getXCom(run.id, 'extract', 'missing')).toBeUndefined();
+    });
+  });
+
+  describe('xcom fence', () => {
+    it('putXComIfLive writes only for the live try in queued|running, and never overwrites from an old try', async () => {
+      const { tenant_id, run, extract } = await fixture('xfence');
+      const row = (v: string) => ({
+        tenant_id,
+        dag_run_id: run.id,
+        task_id: 'extract',
+        key: 'k',
+        value: new TextEncoder().encode(v),
+        content_type: 'text/plain',
+        created_at: T0,
+      });
+      // state none: not live
+      expect(await store.putXComIfLive(row('early'), extract.id, 1)).toBe(false);
+      await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
+      expect(await store.putXComIfLive(row('live-1'), extract.id, 1)).toBe(true);
+      expect(
+        await store.archiveAndBumpTry(
+          extract.id,
+          { states: ['running'] },
+          'failed',
+          { state: 'queued' },
+          T0,
+        ),
+      ).toBe(true);
+      expect(await store.putXComIfLive(row('stale-1'), extract.id, 1)).toBe(false);
+      expect(await store.putXComIfLive(row('live-2'), extract.id, 2)).toBe(true);
+      expect(new TextDecoder().decode((await store.getXCom(run.id, 'extract', 'k'))!.value)).toBe(
+        'live-2',
+      );
+      expect(await store.putXComIfLive(row('x'), 'no-such-ti', 1)).toBe(false);
     });
   });
 

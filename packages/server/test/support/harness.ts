@@ -18,6 +18,7 @@ import { loadOrCreateSigningKey } from '../../src/auth/signing-keys.js';
 import type { AgentExit, AttemptLaunch, Executor } from '../../src/executor/executor.js';
 import { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
 import { SecretDelivery } from '../../src/credentials/secret-delivery.js';
+import { AttemptRecorder } from '../../src/credentials/attempt-record.js';
 import { agentBearerAdmission, createAgentService } from '../../src/rpc/agent-service.js';
 import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
 import type { LogLimits } from '../../src/rpc/log-limits.js';
@@ -94,7 +95,9 @@ export interface Harness {
   scheduler: Scheduler;
   runs: RunOperations;
   tokens: AgentTokenIssuer;
-  agent(token: string): Client<typeof AgentService>;
+  records: AttemptRecorder;
+  /** an agent client; `session` is sent as the leoflow-session header (the agent's key) */
+  agent(token: string, session?: string): Client<typeof AgentService>;
   /** the real agent RPC server's port (rpc 'http2' only) */
   agentPort: number | null;
   /** a second scheduler on the same store, as after a control-plane restart */
@@ -137,7 +140,12 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
       agentUrl: () => 'http://agent.invalid',
       timings,
     });
+  const records = new AttemptRecorder(store, clock, logger, {
+    scoping: opts.scoping ?? 'permissive',
+    liveness: opts.liveness ?? 'observe',
+  });
   const secrets = new SecretDelivery({
+    records,
     store,
     vault,
     specs,
@@ -160,10 +168,11 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     secrets,
     onChange: noop,
     ...(opts.logLimits ? { logLimits: opts.logLimits } : {}),
+    records,
   });
   let server: AgentRpcServer | null = null;
-  let transportFor: (token: string) => Transport;
-  const bearer = (token: string) => [
+  let transportFor: (token: string, session?: string) => Transport;
+  const bearer = (token: string, session?: string) => [
     (
         next: Parameters<
           NonNullable<Parameters<typeof createGrpcTransport>[0]['interceptors']>[number]
@@ -171,6 +180,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
       ) =>
       (req: Parameters<typeof next>[0]) => {
         req.header.set('authorization', `Bearer ${token}`);
+        if (session !== undefined) req.header.set('leoflow-session', session);
         return next(req);
       },
   ];
@@ -183,15 +193,15 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
       ...(opts.onInflate ? { onInflate: opts.onInflate } : {}),
     });
     server = started;
-    transportFor = (token) =>
+    transportFor = (token, session) =>
       createGrpcTransport({
         baseUrl: `http://127.0.0.1:${started.port}`,
-        interceptors: bearer(token),
+        interceptors: bearer(token, session),
       });
   } else {
-    transportFor = (token) =>
+    transportFor = (token, session) =>
       createRouterTransport((router) => router.service(AgentService, service), {
-        transport: { interceptors: bearer(token) },
+        transport: { interceptors: bearer(token, session) },
       });
   }
   return {
@@ -204,7 +214,8 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     tokens,
     vault,
     verifier,
-    agent: (token) => createClient(AgentService, transportFor(token)),
+    records,
+    agent: (token, session) => createClient(AgentService, transportFor(token, session)),
     agentPort: server?.port ?? null,
     restart: build,
     async close() {

@@ -1,0 +1,134 @@
+import { createHash } from 'node:crypto';
+import type { Clock, SecretKind } from '@leoflow/core';
+import type { Logger } from 'pino';
+import type { AgentTokenClaims } from '../auth/agent-token.js';
+import type { Store } from '../store/store.js';
+import type { AttemptRecordKey, AttemptSessionBinding } from '../store/types.js';
+
+/**
+ * The per-try delivery record: scoping and liveness modes in force, the names delivered (never
+ * values), refusals, renewals and the credential's newest expiry. Every write is best-effort (a
+ * failed write is logged, never changes an RPC's answer) except the session binding at
+ * Register, which later post-exp reports depend on.
+ */
+export class AttemptRecorder {
+  constructor(
+    private readonly store: Store,
+    private readonly clock: Clock,
+    private readonly logger: Logger,
+    private readonly modes: { scoping: string; liveness: string },
+  ) {}
+
+  private readonly stopped = new Set<string>();
+
+  /** Binds the agent's session key (its SHA-256) to the attempt; authoritative, may throw. */
+  async register(claims: AgentTokenClaims, sessionKey: string): Promise<AttemptSessionBinding> {
+    const now = this.clock.now();
+    await this.store.ensureAttemptRecord(keyOf(claims), now);
+    await this.store.noteAttemptCredentialExp(
+      claims.task_instance_id,
+      claims.try_number,
+      claims.exp * 1000,
+      now,
+    );
+    if (sessionKey === '') return 'same';
+    return this.store.bindAttemptSession(
+      claims.task_instance_id,
+      claims.try_number,
+      sessionHash(sessionKey),
+      now,
+    );
+  }
+
+  /** True when `sessionKey` is the one bound at Register (false when none is bound). */
+  async sessionMatches(claims: AgentTokenClaims, sessionKey: string): Promise<boolean> {
+    if (sessionKey === '') return false;
+    const rec = await this.store.getAttemptRecord(claims.task_instance_id, claims.try_number);
+    return rec?.session_hash != null && rec.session_hash === sessionHash(sessionKey);
+  }
+
+  delivered(claims: AgentTokenClaims, kind: SecretKind, names: string[]): Promise<void> {
+    return this.best('delivery', claims, (now) =>
+      this.store.noteAttemptDelivery(
+        claims.task_instance_id,
+        claims.try_number,
+        kind,
+        { names },
+        this.modes,
+        now,
+      ),
+    );
+  }
+
+  refused(claims: AgentTokenClaims, kind: SecretKind, reason: string): Promise<void> {
+    return this.best('refusal', claims, (now) =>
+      this.store.noteAttemptDelivery(
+        claims.task_instance_id,
+        claims.try_number,
+        kind,
+        { refusal: reason },
+        this.modes,
+        now,
+      ),
+    );
+  }
+
+  renewed(claims: AgentTokenClaims, expSeconds: number): Promise<void> {
+    return this.best('renewal', claims, (now) =>
+      this.store.noteAttemptRenewal(
+        claims.task_instance_id,
+        claims.try_number,
+        { exp: expSeconds * 1000 },
+        now,
+      ),
+    );
+  }
+
+  renewalStopped(claims: AgentTokenClaims, reason: 'ceiling' | 'revoked' | 'expired') {
+    // Every later beat of a stopped attempt would repeat a no-op UPDATE: remember it instead.
+    const key = `${claims.task_instance_id}\u0000${claims.try_number}`;
+    if (this.stopped.has(key)) return Promise.resolve();
+    if (this.stopped.size >= 10_000) this.stopped.clear();
+    this.stopped.add(key);
+    return this.best('renewal stop', claims, (now) =>
+      this.store.noteAttemptRenewal(
+        claims.task_instance_id,
+        claims.try_number,
+        { stopped: reason },
+        now,
+      ),
+    );
+  }
+
+  /**
+   * One UPDATE on the hot path (the row is created at Register; an attempt that never
+   * registered — e.g. one dispatched before an upgrade — simply goes unrecorded).
+   */
+  private async best(
+    what: string,
+    claims: AgentTokenClaims,
+    write: (now: number) => Promise<void>,
+  ): Promise<void> {
+    try {
+      await write(this.clock.now());
+    } catch (err) {
+      this.logger.warn({ err, try: claims.try_number }, `attempt record (${what}) not written`);
+    }
+  }
+}
+
+function keyOf(c: AgentTokenClaims): AttemptRecordKey {
+  return {
+    tenant_id: c.tenant_id,
+    task_instance_id: c.task_instance_id,
+    try_number: c.try_number,
+    dag_id: c.dag_id,
+    dag_run_id: c.dag_run_id,
+    run_id: c.run_id,
+    task_id: c.task_id,
+  };
+}
+
+export function sessionHash(sessionKey: string): string {
+  return createHash('sha256').update(sessionKey).digest('hex');
+}
