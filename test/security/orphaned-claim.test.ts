@@ -93,7 +93,7 @@ describe('a claim orphaned by a control-plane crash', () => {
     expect(done.history).toEqual([]);
   });
 
-  it("the abandoned claim's credential is fenced out: no Register, spec, secrets, heartbeat or report", async () => {
+  it("the abandoned claim's credential is fenced out: Register says stop, no secrets, heartbeat or report lands", async () => {
     const { h, run } = await setup();
     await h.scheduler.tick();
     const [first] = h.executor.take();
@@ -105,10 +105,12 @@ describe('a claim orphaned by a control-plane crash', () => {
 
     // A late agent of the first claim (same task instance, same try) comes alive.
     const late = h.agent(first!.token);
-    expect(await code(late.register({ agentVersion: 't', hostname: 'h', pid: 2 }))).toBe(
-      Code.FailedPrecondition,
-    );
-    expect(await code(late.getTaskSpec({}))).toBe(Code.FailedPrecondition);
+    // Register is fenced, not gated: the queued -> running write does not land for the old
+    // generation and the agent is told to stop before any task code runs.
+    const reg = await late.register({ agentVersion: 't', hostname: 'h', pid: 2 });
+    expect(reg.shouldTerminate).toBe(true);
+    // The spec carries no secret and is free (docs/credentials.md); secrets are gated.
+    expect(await code(late.getTaskSpec({}))).toBe('ok');
     expect(await code(late.getVariables({}))).toBe(Code.PermissionDenied);
     expect(await code(late.getConnections({}))).toBe(Code.PermissionDenied);
     const hb = await late.heartbeat({ sentAtMs: 0n });
@@ -116,6 +118,15 @@ describe('a claim orphaned by a control-plane crash', () => {
     expect(hb.renewedToken).toBe('');
     const rep = await late.reportState(report(ReportedState.FAILED));
     expect(rep.shouldTerminate).toBe(true);
+    // Writes keyed by the try are fenced by the generation too: same try, older dispatch.
+    expect(
+      await code(late.pushXCom({ key: 'return_value', value: new TextEncoder().encode('"x"') })),
+    ).toBe(Code.FailedPrecondition);
+    expect(
+      await code(
+        late.pushLogs({ lines: [{ lineNumber: 1n, timeMs: 0n, stream: 1, message: 'late' }] }),
+      ),
+    ).toBe(Code.FailedPrecondition);
 
     // The live dispatch is untouched by all of that.
     const { ti, history } = await row(h, run.run_id);
