@@ -35,6 +35,7 @@ import type { Store } from './store/store.js';
 import { createLogger } from './util/logger.js';
 import { systemClock } from './util/system-clock.js';
 import { buildRestApi } from './tenancy/rest-api.js';
+import { uiForControlPlane } from './ui/setup.js';
 
 export const LEOFLOW_VERSION = '0.1.0';
 export { ADMIN_TOKEN_FILE };
@@ -45,6 +46,8 @@ export interface ControlPlane {
   keyringFile: string | null;
   agentUrl: string;
   adminTokenFile: string;
+  /** the web app's address, and a one-time sign-in URL for the admin token (null: no web app built) */
+  ui: { url: string; signInUrl: string | null } | null;
   runAs: RunAs | null;
   store: Store;
   scheduler: Scheduler;
@@ -209,6 +212,7 @@ export async function startControlPlane(
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
 
   const bound = { http: cfg.http.port, agent: rpc.port, metrics: cfg.metrics.port };
+  const ui = uiForControlPlane(cfg, clock, process.env);
   // Doctor reports the ports this process really bound.
   const api = buildRestApi({
     store,
@@ -229,6 +233,7 @@ export async function startControlPlane(
     platformTenantId: cfg.tenantId,
     version: LEOFLOW_VERSION,
     onChange: poke,
+    ui: ui.deps,
   });
   await api.listen({ host: cfg.http.host, port: cfg.http.port });
   const addr = api.server.address();
@@ -249,6 +254,12 @@ export async function startControlPlane(
     keyringFile: keyringFile ?? null,
     agentUrl,
     adminTokenFile,
+    ui: ui.deps.staticDir
+      ? {
+          url: `http://${cfg.http.host}:${httpPort}/`,
+          signInUrl: ui.signInUrl(`http://${cfg.http.host}:${httpPort}`, adminTokenFile),
+        }
+      : null,
     runAs,
     store,
     scheduler,

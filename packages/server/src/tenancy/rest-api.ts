@@ -31,6 +31,7 @@ export interface RestApiDeps {
   version: string;
   onChange: () => void;
   onReply?: ApiDeps['onReply'];
+  ui?: ApiDeps['ui'];
 }
 
 /**
@@ -83,5 +84,6 @@ export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
     version: d.version,
     onChange: d.onChange,
     ...(d.onReply ? { onReply: d.onReply } : {}),
+    ...(d.ui ? { ui: d.ui } : {}),
   });
 }

@@ -17,6 +17,7 @@ import { postgresTestUrl } from './databases.js';
 import { RecordingExecutor, T0 } from './harness.js';
 import { spec, task } from './spec-builders.js';
 import { buildRestApi } from '../../src/tenancy/rest-api.js';
+import type { UiDeps } from '../../src/ui/guard.js';
 
 export const PLATFORM_TENANT = 'default';
 
@@ -63,7 +64,10 @@ export interface ApiHarness {
  * The real REST API over a real store (SQLite file or a fresh PostgreSQL schema), real vault
  * keyring file, real signing keyring and real token records; only the executor is a recorder.
  */
-export async function createApiHarness(dialect: 'sqlite' | 'postgres'): Promise<ApiHarness> {
+export async function createApiHarness(
+  dialect: 'sqlite' | 'postgres',
+  opts: { ui?: (clock: ManualClock) => UiDeps } = {},
+): Promise<ApiHarness> {
   const dir = mkdtempSync(join(tmpdir(), 'leoflow-api-'));
   const pgSchema = `lf_api_${process.pid}_${randomBytes(4).toString('hex')}`;
   const store =
@@ -102,6 +106,7 @@ export async function createApiHarness(dialect: 'sqlite' | 'postgres'): Promise<
     version: '0.0.0-test',
     onChange: () => undefined,
     onReply: (r) => replies.push(r),
+    ...(opts.ui ? { ui: opts.ui(clock) } : {}),
   });
   await app.ready();
 
