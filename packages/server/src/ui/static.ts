@@ -89,7 +89,7 @@ export function pageServer(assets: Map<string, Asset> | null) {
     if (path === '/api' || path.startsWith('/api/')) return false;
     let asset = assets.get(path);
     if (!asset) {
-      if (path.startsWith('/assets/') || extname(path) !== '') return false;
+      if (path.startsWith('/assets/')) return false;
       asset = assets.get('/index.html');
       if (!asset) return false;
     }

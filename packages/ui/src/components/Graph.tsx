@@ -37,7 +37,7 @@ function TaskLabel({ t, state }: { t: SpecTask; state: string | undefined }) {
   return (
     <div className="node-body">
       <div className="node-title">
-        {state && <span className={`dot ${stateClass(state)}`} aria-label={state} />}
+        {state && <span className={`dot ${stateClass(state)}`} role="img" aria-label={state} />}
         {t.task_id}
       </div>
       <div className="node-meta">
