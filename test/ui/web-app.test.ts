@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -54,6 +55,15 @@ afterAll(async () => {
   scratch?.cleanup();
 });
 
+/** `npm run docs:screenshots` sets this; otherwise the tests never write into the tree. */
+const SHOTS = process.env.LEOFLOW_DOCS_SCREENSHOTS === '1' ? join(REPO, 'docs/ui') : null;
+async function shot(p: Page, name: string): Promise<void> {
+  if (!SHOTS) return;
+  mkdirSync(SHOTS, { recursive: true });
+  await p.waitForTimeout(300);
+  await p.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
 async function noSecretInDom(p: Page): Promise<void> {
   const html = await p.evaluate<string>('document.documentElement.outerHTML');
   expect(html).not.toContain(CANARY);
@@ -77,6 +87,7 @@ describe.sequential('web app in chromium', () => {
     });
     await noSecretInDom(page);
     expect(await accessibilityViolations(page)).toEqual([]);
+    await shot(page, 'dags');
 
     // The same link in another browser is refused: the code was spent.
     const other = await launchBrowser();
@@ -98,6 +109,7 @@ describe.sequential('web app in chromium', () => {
     await page.getByRole('link', { name: 'Trigger…' }).click();
     const conf = page.getByLabel('Conf (JSON)');
     await conf.fill('{"multiplier": 7, "note": "from the browser"}');
+    await shot(page, 'trigger');
     await page.getByRole('button', { name: 'Trigger run' }).click();
     await page.getByRole('heading', { name: 'Grid' }).waitFor();
     const runs = await waitFor('the triggered run', async () => {
@@ -124,6 +136,7 @@ describe.sequential('web app in chromium', () => {
     // Refetches follow changes (the run and the list, per change), not a polling loop.
     expect(admin.responses.length - requestsBefore).toBeLessThan(40);
     await noSecretInDom(page);
+    await shot(page, 'dag-grid-graph');
   }, 120_000);
 
   it('opens the failed first try of retry_demo and reads its log', async () => {
@@ -144,6 +157,7 @@ describe.sequential('web app in chromium', () => {
     expect(await log.textContent()).toContain('try 1');
     await page.getByRole('cell', { name: 'failed' }).first().waitFor();
     await noSecretInDom(page);
+    await shot(page, 'task-attempt-log');
     expect(await accessibilityViolations(page)).toEqual([]);
   }, 90_000);
 
@@ -163,6 +177,7 @@ describe.sequential('web app in chromium', () => {
     const row = page.getByRole('row', { name: new RegExp(task) });
     await row.getByRole('button', { name: 'Clear and rerun' }).click();
     await row.getByRole('cell', { name: /^2 \// }).waitFor({ timeout: 60_000 });
+    await shot(page, 'run');
     expect(await accessibilityViolations(page)).toEqual([]);
   }, 120_000);
 
@@ -173,6 +188,7 @@ describe.sequential('web app in chromium', () => {
     expect(await row.textContent()).not.toContain(CANARY);
     await row.getByRole('button', { name: 'Reveal' }).waitFor();
     await noSecretInDom(page);
+    await shot(page, 'variables');
     await page.goto(`${sa.url}/connections`);
     await page.getByRole('row', { name: /warehouse_db/ }).waitFor();
     expect(await page.content()).not.toContain('example-not-a-real-password');

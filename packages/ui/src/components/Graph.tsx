@@ -1,5 +1,5 @@
 import dagre from '@dagrejs/dagre';
-import { Background, Controls, ReactFlow, type Edge, type Node } from '@xyflow/react';
+import { Background, Controls, Position, ReactFlow, type Edge, type Node } from '@xyflow/react';
 import '@xyflow/react/dist/style.css';
 import { useMemo } from 'react';
 import { useNavigate } from 'react-router';
@@ -73,6 +73,8 @@ export default function Graph({ tasks, states, hrefOf }: GraphProps) {
       style: { width: W },
       draggable: false,
       connectable: false,
+      sourcePosition: Position.Right,
+      targetPosition: Position.Left,
     }));
     const edges: Edge[] = tasks.flatMap((t) =>
       t.depends_on.map((up) => ({ id: `${up}->${t.task_id}`, source: up, target: t.task_id })),
@@ -85,6 +87,7 @@ export default function Graph({ tasks, states, hrefOf }: GraphProps) {
         nodes={nodes}
         edges={edges}
         fitView
+        fitViewOptions={{ maxZoom: 1 }}
         nodesDraggable={false}
         nodesConnectable={false}
         onNodeClick={(_e, n) => hrefOf && void navigate(hrefOf(n.id))}
