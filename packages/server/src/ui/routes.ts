@@ -186,11 +186,11 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
       if (!closed) res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
     };
     send('hello', { interval_ms: interval });
+    const onlyDag = (req.query as { dag_id?: string }).dag_id;
     const unsubscribe = feed.subscribe(req.principal.tenant_id, (e: UiEvent) => {
-      if (e.type === 'run' && q?.dag_id !== undefined && e.dag_id !== q.dag_id) return;
+      if (e.type === 'run' && onlyDag !== undefined && e.dag_id !== onlyDag) return;
       send(e.type, e);
     });
-    const q = req.query as { dag_id?: string };
 
     let afterLine = 0;
     let tryNumber = follow?.try;

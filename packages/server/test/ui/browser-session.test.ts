@@ -260,8 +260,12 @@ describe('web app sessions (real API, real tokens, injectable clock)', () => {
       run_id: 'my_run',
     });
     await expect.poll(() => received.join(''), { timeout: 5000 }).toContain('my_run');
-    req.destroy();
     expect(received.join('')).not.toContain('other_run');
     expect(received.join('')).not.toContain(other.dag_id);
+    // Signing out ends the open stream too, within a few ticks.
+    const out = await inject('DELETE', '/api/ui/session', { cookie, headers: browser });
+    expect(out.statusCode).toBe(200);
+    await expect.poll(() => received.join(''), { timeout: 5000 }).toContain('event: signed-out');
+    req.destroy();
   });
 });
