@@ -137,6 +137,10 @@ describe.sequential('web app in chromium', () => {
     expect(admin.responses.length - requestsBefore).toBeLessThan(40);
     await noSecretInDom(page);
     await shot(page, 'dag-grid-graph');
+    await page.getByRole('link', { name: 'Versions' }).click();
+    await page.getByRole('heading', { name: 'Versions of etl_python' }).waitFor();
+    await page.getByText('Only one version so far').waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
   }, 120_000);
 
   it('opens the failed first try of retry_demo and reads its log', async () => {

@@ -11,6 +11,7 @@ import { Run } from './pages/Run';
 import { SignIn } from './pages/SignIn';
 import { Task } from './pages/Task';
 import { Trigger } from './pages/Trigger';
+import { Versions } from './pages/Versions';
 import { Connections, Variables } from './pages/Vault';
 import './styles.css';
 
@@ -35,6 +36,7 @@ const router = createBrowserRouter([
       { index: true, element: <Dags /> },
       { path: 'dags/:dagId', element: <Dag /> },
       { path: 'dags/:dagId/trigger', element: <Trigger /> },
+      { path: 'dags/:dagId/versions', element: <Versions /> },
       { path: 'dags/:dagId/runs/:runId', element: <Run /> },
       { path: 'dags/:dagId/runs/:runId/tasks/:taskId', element: <Task /> },
       { path: 'variables', element: <Variables /> },

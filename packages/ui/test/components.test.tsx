@@ -7,6 +7,7 @@ import type { Run, TaskInstance } from '../src/api';
 import { layout } from '../src/components/Graph';
 import { Grid } from '../src/components/Grid';
 import { Time } from '../src/components/Time';
+import { lineDiff } from '../src/diff';
 import { duration } from '../src/format';
 import { parseConf } from '../src/pages/Trigger';
 
@@ -129,5 +130,18 @@ describe('graph layout and durations', () => {
     expect(duration('2026-01-01T00:00:00Z', '2026-01-01T00:00:09Z')).toBe('9s');
     expect(duration('2026-01-01T00:00:00Z', '2026-01-01T02:03:00Z')).toBe('2h 3m');
     expect(duration(null, null)).toBe('—');
+  });
+});
+
+describe('version diff', () => {
+  it('keeps common lines and marks removed and added ones in order', () => {
+    expect(lineDiff(['a', 'b', 'c'], ['a', 'x', 'c', 'd'])).toEqual([
+      { op: ' ', text: 'a' },
+      { op: '-', text: 'b' },
+      { op: '+', text: 'x' },
+      { op: ' ', text: 'c' },
+      { op: '+', text: 'd' },
+    ]);
+    expect(lineDiff(['same'], ['same']).every((d) => d.op === ' ')).toBe(true);
   });
 });

@@ -51,6 +51,9 @@ export function Dag() {
         {dag.data.dag.is_paused ? ' · paused' : ''}
       </p>
       <div className="actions">
+        <Link className="button" to={`/dags/${enc(dagId)}/versions`}>
+          Versions
+        </Link>
         {can('runs:trigger') && (
           <Link className="button" to={`/dags/${enc(dagId)}/trigger`}>
             Trigger…
