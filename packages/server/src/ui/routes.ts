@@ -232,7 +232,7 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
       })()
         .catch((err: unknown) => {
           d.logger.warn({ err }, 'live stream tick failed');
-          send('error', { message: 'the live stream failed; reload the page' });
+          send('stream-error', { message: 'the live stream failed; reload the page' });
           end();
         })
         .finally(() => (busy = false));

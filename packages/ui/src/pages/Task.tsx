@@ -37,8 +37,13 @@ export function Task() {
     ...(chosen > 0 && can('logs:read')
       ? { follow: { dagId, runId, taskId, tryNumber: chosen } }
       : {}),
+    // A reconnected stream starts the try's log over: keep only lines not shown yet.
     onLog: (tryNumber, lines) =>
-      setLog((l) => (l.tryNumber === tryNumber ? { ...l, lines: [...l.lines, ...lines] } : l)),
+      setLog((l) => {
+        if (l.tryNumber !== tryNumber) return l;
+        const last = l.lines[l.lines.length - 1]?.line_number ?? 0;
+        return { ...l, lines: [...l.lines, ...lines.filter((x) => x.line_number > last)] };
+      }),
     onLogEnd: (tryNumber) => setLog((l) => (l.tryNumber === tryNumber ? { ...l, ended: true } : l)),
   });
   const logEnd = useRef<HTMLDivElement>(null);
