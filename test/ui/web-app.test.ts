@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { cpSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -10,6 +10,7 @@ import {
   scratchDir,
   startStandalone,
   waitFor,
+  writeDag,
   type Standalone,
 } from '../support/processes.js';
 
@@ -32,9 +33,23 @@ let page: Page;
 
 beforeAll(async () => {
   scratch = scratchDir('leoflow-ui-');
+  // The examples, plus one task that runs long enough to revoke its credential while it runs.
+  const dags = join(scratch.dir, 'dags');
+  cpSync(join(REPO, 'examples/dags'), dags, { recursive: true });
+  writeDag(
+    dags,
+    'slow_task',
+    `dag_id: slow_task
+tasks:
+  - task_id: sleeper
+    command: |
+      echo "sleeping"
+      sleep 60
+`,
+  );
   sa = await startStandalone({
     dataDir: join(scratch.dir, 'data'),
-    dagsFolder: join(REPO, 'examples/dags'),
+    dagsFolder: dags,
     extraArgs: ['--vault-seed', join(REPO, 'examples/vault')],
   });
   // A secret the pages must never show nor receive unless someone with the permission reveals it.
@@ -186,6 +201,29 @@ describe.sequential('web app in chromium', () => {
     await shot(page, 'run');
     expect(await accessibilityViolations(page)).toEqual([]);
   }, 120_000);
+
+  it("revokes a running attempt's credential from the run page", async () => {
+    const run = await api<{ run_id: string }>(sa, 'POST', '/api/v1/dags/slow_task/runs', {});
+    await waitFor(
+      'sleeper to run',
+      async () => {
+        const d = await api<RunDetail>(sa, 'GET', `/api/v1/dags/slow_task/runs/${run.run_id}`);
+        return d.task_instances[0]?.state === 'running' ? true : undefined;
+      },
+      60_000,
+    );
+    await page.goto(`${sa.url}/dags/slow_task/runs/${run.run_id}`);
+    const row = page.getByRole('row', { name: /sleeper/ });
+    await row.getByRole('button', { name: 'Revoke credential' }).click();
+    await page.getByRole('status').getByText('credential is revoked').waitFor();
+    const audit = await api<{ events: { action: string; resource_id: string }[] }>(
+      sa,
+      'GET',
+      '/api/v1/audit?action=credential.revoke',
+    );
+    expect(audit.events.map((e) => e.resource_id)).toContain(`slow_task/${run.run_id}/sleeper`);
+    expect(admin.errors).toEqual([]);
+  }, 90_000);
 
   it('shows Variables masked, and an admin may reveal (the one place a value is fetched)', async () => {
     await page.goto(`${sa.url}/variables`);
