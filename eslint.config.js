@@ -9,6 +9,8 @@ export default tseslint.config(
       '.leoflow/**',
       'bench/results/**',
       'examples/**',
+      'packages/ui/src/api-types.ts',
+      'packages/ui/vite.config.ts',
     ],
   },
   ...tseslint.configs.recommendedTypeChecked,

@@ -8,7 +8,11 @@ export default defineConfig({
   resolve: { conditions },
   ssr: { resolve: { conditions, externalConditions: conditions } },
   test: {
-    include: ['packages/*/test/**/*.test.ts', 'test/**/*.test.ts'],
+    include: [
+      'packages/*/test/**/*.test.ts',
+      'packages/ui/test/**/*.test.tsx',
+      'test/**/*.test.ts',
+    ],
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',

@@ -44,6 +44,7 @@ import { createLogger } from './util/logger.js';
 import { systemClock } from './util/system-clock.js';
 import { buildRestApi } from './tenancy/rest-api.js';
 import { faultsFromEnv, type FaultInjector } from './util/test-faults.js';
+import { uiForControlPlane } from './ui/setup.js';
 
 export const LEOFLOW_VERSION = '0.1.0';
 
@@ -73,6 +74,8 @@ export interface ControlPlane {
   isolation: TaskIsolation;
   /** this installation's work root (/tmp/leoflow-work-<install id> by default) */
   workRoot: string;
+  /** the web app's address, and a one-time sign-in URL for the admin token (null: no web app built) */
+  ui: { url: string; signInUrl: string | null } | null;
   store: Store;
   scheduler: Scheduler;
   executor: Executor;
@@ -254,6 +257,7 @@ export async function startControlPlane(
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
 
   const bound = { http: cfg.http.port, agent: rpc.port, metrics: cfg.metrics.port };
+  const ui = uiForControlPlane(cfg, clock, process.env);
   // Doctor reports the ports this process really bound.
   const api = buildRestApi({
     store,
@@ -275,6 +279,7 @@ export async function startControlPlane(
     platformTenantId: cfg.tenantId,
     version: LEOFLOW_VERSION,
     onChange: poke,
+    ui: ui.deps,
   });
   await api.listen({ host: cfg.http.host, port: cfg.http.port });
   const addr = api.server.address();
@@ -297,6 +302,12 @@ export async function startControlPlane(
     adminTokenFile,
     isolation,
     workRoot,
+    ui: ui.deps.staticDir
+      ? {
+          url: `http://${cfg.http.host}:${httpPort}/`,
+          signInUrl: ui.signInUrl(`http://${cfg.http.host}:${httpPort}`, adminTokenFile),
+        }
+      : null,
     store,
     scheduler,
     executor,

@@ -293,6 +293,15 @@ export function registerStandalone(program: Command): void {
       const lines = [
         'Leoflow Lite is running.',
         `  REST API     ${cp.httpUrl}/api/v1`,
+        cp.ui
+          ? `  web app      ${cp.ui.url}`
+          : '  web app      (not built: run `npm run build` to build packages/ui)',
+        ...(cp.ui?.signInUrl
+          ? [
+              `  sign in      ${cp.ui.signInUrl}`,
+              '               (one use, valid 10 minutes: signs this browser in as the admin token)',
+            ]
+          : []),
         `  API docs     ${cp.httpUrl}/api/v1/docs (OpenAPI 3.1: /api/v1/openapi.json)`,
         `  agent RPC    ${cp.agentUrl} (gRPC over HTTP/2${cfg.agent.tls ? ', TLS' : ', cleartext on loopback'})`,
         `  data dir     ${cfg.dataDir}`,

@@ -24,6 +24,9 @@ import {
 } from './route-permissions.js';
 import { registerRunRoutes } from './run-routes.js';
 import { registerVaultRoutes } from './vault-routes.js';
+import { authenticateRequest, type UiDeps } from '../ui/guard.js';
+import { registerUiRoutes, rememberAuthentication, UI_ROUTE_PERMISSIONS } from '../ui/routes.js';
+import { loadAssets, pageServer, securityHeaders } from '../ui/static.js';
 
 /**
  * What the REST API is built from. Deliberately no Store: request handlers reach data only
@@ -44,6 +47,8 @@ export interface ApiDeps {
   onReply?: (r: { method: string; url: string; status: number; body: string }) => void;
   /** request and idle timeouts (defaults: REST_TIMEOUTS) */
   timeouts?: Partial<RestTimeouts>;
+  /** the web app: pages at `/`, the session cookie, the live stream (absent: API only) */
+  ui?: UiDeps;
 }
 
 export interface RestTimeouts {
@@ -145,13 +150,14 @@ export function buildApi(deps: ApiDeps) {
     const methods = Array.isArray(route.method) ? route.method : [route.method];
     for (const method of methods) {
       const key = routeKey(method, route.url);
-      const access = ROUTE_PERMISSIONS[key];
+      const access = ROUTE_PERMISSIONS[key] ?? UI_ROUTE_PERMISSIONS[key];
       if (access === undefined) {
         throw new Error(
           `route ${key} has no entry in ROUTE_PERMISSIONS (api/route-permissions.ts)`,
         );
       }
       route.config = { ...(route.config ?? {}), access };
+      if (ROUTE_PERMISSIONS[key] === undefined) continue;
       documented.push({
         method,
         url: route.url,
@@ -166,10 +172,12 @@ export function buildApi(deps: ApiDeps) {
   app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
     const access = req.routeOptions.config.access;
     if (access === undefined || access === PUBLIC) return;
-    const header = req.headers.authorization;
-    const m = header ? /^Bearer\s+(\S+)$/i.exec(header) : null;
-    const principal = m?.[1] ? await tokens.authenticate(m[1]) : null;
-    if (!principal) return reply.status(401).send(UNAUTHENTICATED);
+    // A bearer token, or the web app's session cookie (../ui/guard.ts): one authentication path.
+    const auth = await authenticateRequest(req, tokens, deps.ui);
+    if (!auth) return reply.status(401).send(UNAUTHENTICATED);
+    if ('status' in auth) return reply.status(auth.status).send(auth.body);
+    const { principal } = auth;
+    rememberAuthentication(req, auth);
     req.principal = principal;
     req.authz = authz;
     req.scope = scopes.forTenant(principal.tenant_id);
@@ -221,7 +229,17 @@ export function buildApi(deps: ApiDeps) {
       .send({ code: 'LF_INTERNAL', message: 'internal error; see the server log', details: {} });
   });
 
+  let servePage: ReturnType<typeof pageServer> | null = null;
+  if (deps.ui) {
+    servePage = pageServer(deps.ui.staticDir ? loadAssets(deps.ui.staticDir) : null);
+    app.addHook('onSend', (req, reply, payload, done) => {
+      securityHeaders(req, reply);
+      done(null, payload);
+    });
+  }
+
   app.setNotFoundHandler((req, reply) => {
+    if (servePage?.(req, reply)) return;
     void reply.status(404).send({
       code: 'LF_ROUTE_NOT_FOUND',
       message: `no route ${req.method} ${req.url.split('?')[0] ?? ''}; the routes are listed at /api/v1/docs`,
@@ -272,6 +290,13 @@ export function buildApi(deps: ApiDeps) {
       scopes,
       platformTenantId: deps.platformTenantId,
     });
+    if (deps.ui) {
+      const ui = registerUiRoutes(api, { ui: deps.ui, tokens, scopes, logger: deps.logger });
+      api.addHook('onClose', (_i, next) => {
+        ui.close();
+        next();
+      });
+    }
     done();
   });
 

@@ -32,6 +32,7 @@ export interface RestApiDeps {
   onChange: () => void;
   onReply?: ApiDeps['onReply'];
   timeouts?: ApiDeps['timeouts'];
+  ui?: ApiDeps['ui'];
 }
 
 /**
@@ -85,5 +86,6 @@ export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
     onChange: d.onChange,
     ...(d.onReply ? { onReply: d.onReply } : {}),
     ...(d.timeouts ? { timeouts: d.timeouts } : {}),
+    ...(d.ui ? { ui: d.ui } : {}),
   });
 }

@@ -17,6 +17,7 @@ import { postgresTestUrl } from './databases.js';
 import { RecordingExecutor, T0 } from './harness.js';
 import { spec, task } from './spec-builders.js';
 import { buildRestApi, type RestApiDeps } from '../../src/tenancy/rest-api.js';
+import type { UiDeps } from '../../src/ui/guard.js';
 
 export const PLATFORM_TENANT = 'default';
 
@@ -65,7 +66,7 @@ export interface ApiHarness {
  */
 export async function createApiHarness(
   dialect: 'sqlite' | 'postgres',
-  opts: { timeouts?: RestApiDeps['timeouts'] } = {},
+  opts: { timeouts?: RestApiDeps['timeouts']; ui?: (clock: ManualClock) => UiDeps } = {},
 ): Promise<ApiHarness> {
   const dir = mkdtempSync(join(tmpdir(), 'leoflow-api-'));
   const pgSchema = `lf_api_${process.pid}_${randomBytes(4).toString('hex')}`;
@@ -106,6 +107,7 @@ export async function createApiHarness(
     onChange: () => undefined,
     onReply: (r) => replies.push(r),
     ...(opts.timeouts ? { timeouts: opts.timeouts } : {}),
+    ...(opts.ui ? { ui: opts.ui(clock) } : {}),
   });
   await app.ready();
 

@@ -1,0 +1,85 @@
+import { useQuery, useQueryClient } from '@tanstack/react-query';
+import { useEffect } from 'react';
+import { Link, NavLink, Outlet, useNavigate } from 'react-router';
+import { api, ApiError, get, setSignedOutHandler, type Whoami } from '../api';
+import { SessionProvider } from '../session';
+
+export function Layout() {
+  const navigate = useNavigate();
+  const qc = useQueryClient();
+  useEffect(() => {
+    setSignedOutHandler(() => {
+      qc.clear();
+      void navigate('/sign-in', { replace: true });
+    });
+  }, [navigate, qc]);
+  const me = useQuery({ queryKey: ['whoami'], queryFn: () => get<Whoami>('/api/v1/whoami') });
+  if (me.isPending) return <main className="page">Loading…</main>;
+  if (me.isError) {
+    return (
+      <main className="page">
+        <h1>Not signed in</h1>
+        <p>
+          {me.error instanceof ApiError ? me.error.message : 'The server could not be reached.'}{' '}
+          <Link to="/sign-in">Sign in</Link>.
+        </p>
+      </main>
+    );
+  }
+  const can = (p: string) => me.data.permissions.includes(p);
+  const signOut = async () => {
+    await api('DELETE', '/api/ui/session').catch(() => undefined);
+    qc.clear();
+    void navigate('/sign-in', { replace: true });
+  };
+  return (
+    <SessionProvider me={me.data}>
+      <a className="skip" href="#main">
+        Skip to content
+      </a>
+      <header className="top">
+        <Link to="/" className="brand">
+          Leoflow
+        </Link>
+        <nav aria-label="main">
+          <NavLink to="/" end>
+            DAGs
+          </NavLink>
+          {can('variables:read') && <NavLink to="/variables">Variables</NavLink>}
+          {can('connections:read') && <NavLink to="/connections">Connections</NavLink>}
+          {can('audit:read') && <NavLink to="/audit">Audit</NavLink>}
+          {can('tokens:read') && <NavLink to="/tokens">Tokens</NavLink>}
+        </nav>
+        <span className="who" title={`tenant ${me.data.tenant_id}`}>
+          {me.data.subject} · {me.data.role}
+        </span>
+        <button type="button" onClick={() => void signOut()}>
+          Sign out
+        </button>
+      </header>
+      <main id="main" className="page">
+        <Outlet />
+      </main>
+    </SessionProvider>
+  );
+}
+
+export function ErrorNote({ error }: { error: unknown }) {
+  const msg = error instanceof ApiError ? `${error.message} (${error.code})` : String(error);
+  return (
+    <p role="alert" className="error">
+      {msg}
+    </p>
+  );
+}
+
+export function NotFound() {
+  return (
+    <>
+      <h1>Page not found</h1>
+      <p>
+        There is no page at this address. Go back to the <Link to="/">DAGs</Link>.
+      </p>
+    </>
+  );
+}

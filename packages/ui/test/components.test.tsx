@@ -1,0 +1,147 @@
+// @vitest-environment happy-dom
+import { act } from 'react';
+import { createRoot, type Root } from 'react-dom/client';
+import { createMemoryRouter, RouterProvider } from 'react-router';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Run, TaskInstance } from '../src/api';
+import { layout } from '../src/components/Graph';
+import { Grid } from '../src/components/Grid';
+import { Time } from '../src/components/Time';
+import { lineDiff } from '../src/diff';
+import { duration } from '../src/format';
+import { parseConf } from '../src/pages/Trigger';
+
+(globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
+
+let root: Root | null = null;
+let host: HTMLElement | null = null;
+afterEach(() => {
+  act(() => root?.unmount());
+  host?.remove();
+  root = null;
+});
+
+function render(element: React.ReactElement): HTMLElement {
+  host = document.createElement('div');
+  document.body.appendChild(host);
+  const router = createMemoryRouter([{ path: '*', element }]);
+  act(() => {
+    root = createRoot(host as HTMLElement);
+    root.render(<RouterProvider router={router} />);
+  });
+  return host;
+}
+
+const run = (run_id: string, state: string): Run => ({
+  dag_id: 'd',
+  run_id,
+  dag_version: 1,
+  run_type: 'manual',
+  state,
+  logical_date: null,
+  data_interval_start: null,
+  data_interval_end: null,
+  conf: {},
+  created_at: null,
+  started_at: null,
+  ended_at: null,
+});
+const ti = (task_id: string, state: string, try_number = 1): TaskInstance => ({
+  task_id,
+  try_number,
+  max_tries: 3,
+  state,
+  queued_at: null,
+  started_at: '2026-01-01T00:00:00.000Z',
+  ended_at: '2026-01-01T00:01:05.000Z',
+  last_heartbeat_at: null,
+  retry_at: null,
+  exit_code: null,
+  error_message: null,
+  hostname: null,
+});
+
+describe('Grid', () => {
+  it('draws one cell per run and task, coloured by state, with the try number when it retried', () => {
+    const el = render(
+      <Grid
+        dagId="d"
+        taskIds={['a', 'b']}
+        runs={[run('r1', 'success'), run('r2', 'running')]}
+        instances={{ r1: [ti('a', 'success'), ti('b', 'success')], r2: [ti('a', 'failed', 2)] }}
+      />,
+    );
+    const cells = el.querySelectorAll('td a');
+    expect(cells).toHaveLength(4);
+    const a2 = el.querySelector('[data-testid="cell-r2-a"]');
+    expect(a2?.getAttribute('data-state')).toBe('failed');
+    expect(a2?.className).toContain('state-failed');
+    expect(a2?.textContent).toBe('2');
+    expect(a2?.getAttribute('title')).toContain('1m 5s');
+    expect(a2?.getAttribute('href')).toBe('/dags/d/runs/r2/tasks/a');
+    // A task without an instance in a run is drawn empty, not guessed.
+    expect(el.querySelector('[data-testid="cell-r2-b"]')?.getAttribute('data-state')).toBe('none');
+    expect(el.querySelector('[data-testid="cell-r1-a"]')?.textContent).toBe('');
+  });
+
+  it('says what to do when there are no runs', () => {
+    const el = render(<Grid dagId="d" taskIds={['a']} runs={[]} instances={{}} />);
+    expect(el.textContent).toContain('No runs yet');
+  });
+});
+
+describe('Time', () => {
+  it('shows local time with the UTC instant on hover', () => {
+    const el = render(<Time iso="2026-03-04T05:06:07.000Z" />);
+    const t = el.querySelector('time');
+    expect(t?.getAttribute('title')).toBe('2026-03-04T05:06:07.000Z (UTC)');
+    expect(t?.getAttribute('datetime')).toBe('2026-03-04T05:06:07.000Z');
+  });
+});
+
+describe('trigger conf editor', () => {
+  it('accepts a JSON object (or nothing) and explains anything else', () => {
+    expect(parseConf('')).toEqual({ conf: {} });
+    expect(parseConf('{"multiplier": 2}')).toEqual({ conf: { multiplier: 2 } });
+    const notObject = parseConf('[1]');
+    expect('error' in notObject && notObject.error).toContain('JSON object');
+    const broken = parseConf('{nope');
+    expect('error' in broken && broken.error).toContain('not valid JSON');
+  });
+});
+
+describe('graph layout and durations', () => {
+  it('puts a task to the right of what it depends on', () => {
+    const t = (task_id: string, depends_on: string[] = []) => ({
+      task_id,
+      depends_on,
+      type: 'bash',
+      trigger_rule: 'all_success',
+      retries: 0,
+      variables: [],
+      connections: [],
+    });
+    const pos = layout([t('extract'), t('transform', ['extract']), t('load', ['transform'])]);
+    expect(pos.extract!.x).toBeLessThan(pos.transform!.x);
+    expect(pos.transform!.x).toBeLessThan(pos.load!.x);
+  });
+
+  it('formats durations', () => {
+    expect(duration('2026-01-01T00:00:00Z', '2026-01-01T00:00:09Z')).toBe('9s');
+    expect(duration('2026-01-01T00:00:00Z', '2026-01-01T02:03:00Z')).toBe('2h 3m');
+    expect(duration(null, null)).toBe('—');
+  });
+});
+
+describe('version diff', () => {
+  it('keeps common lines and marks removed and added ones in order', () => {
+    expect(lineDiff(['a', 'b', 'c'], ['a', 'x', 'c', 'd'])).toEqual([
+      { op: ' ', text: 'a' },
+      { op: '-', text: 'b' },
+      { op: '+', text: 'x' },
+      { op: ' ', text: 'c' },
+      { op: '+', text: 'd' },
+    ]);
+    expect(lineDiff(['same'], ['same']).every((d) => d.op === ' ')).toBe(true);
+  });
+});

@@ -1,0 +1,31 @@
+import { fileURLToPath } from 'node:url';
+import { defineConfig } from 'vite';
+
+// No React plugin: esbuild compiles the JSX (the production build needs no Fast Refresh), which
+// keeps the install small and the build fast. Only the core's timetable is bundled (the same
+// code the scheduler runs, for "next run"), never the whole core package.
+export default defineConfig({
+  esbuild: { jsx: 'automatic' },
+  resolve: {
+    alias: {
+      '@leoflow/core/timetable': fileURLToPath(
+        new URL('../core/src/schedule/timetable.ts', import.meta.url),
+      ),
+    },
+  },
+  build: {
+    outDir: 'dist',
+    emptyOutDir: true,
+    target: 'es2022',
+    modulePreload: { polyfill: false },
+    reportCompressedSize: false,
+    chunkSizeWarningLimit: 600,
+    rollupOptions: {
+      onwarn(warning, warn) {
+        // React libraries mark modules "use client" for server components; meaningless here.
+        if (warning.code === 'MODULE_LEVEL_DIRECTIVE') return;
+        warn(warning);
+      },
+    },
+  },
+});
