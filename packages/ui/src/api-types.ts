@@ -58,7 +58,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
-    /** One Connection (password never included; secret extra fields masked) */
+    /** One Connection (password never included; extra values masked but for a few non-secret fields) */
     get: operations['get_connections_by_id'];
     /** Create or replace a Connection from a URI, Airflow JSON or fields */
     put: operations['put_connections_by_id'];
@@ -251,6 +251,23 @@ export interface paths {
     };
     /** A task instance and its earlier tries */
     get: operations['get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/delivery': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Per attempt: the scoping and liveness modes in force, the secret names delivered (never values), refusals, renewals and the credential expiry */
+    get: operations['get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_delivery'];
     put?: never;
     post?: never;
     delete?: never;
@@ -457,6 +474,23 @@ export interface paths {
     put?: never;
     /** New vault key; re-encrypt every stored secret under it, online */
     post: operations['post_secrets_rotate_key'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/v1/secrets/undeclared-use': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Per DAG: Variables and Connections its tasks read through the SDK without declaring them (secret_scoping=permissive) — what enforce would break */
+    get: operations['get_secrets_undeclared_use'];
+    put?: never;
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -2774,6 +2808,128 @@ export interface operations {
       };
     };
   };
+  get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_delivery: {
+    parameters: {
+      query?: {
+        try?: number;
+      };
+      header?: never;
+      path: {
+        dag_id: string;
+        run_id: string;
+        task_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            task_id?: string;
+            current_try?: number;
+            attempts?: {
+              try_number?: number;
+              scoping_mode?: string | null;
+              liveness_mode?: string | null;
+              registered_at?: string | null;
+              variables_delivered?: string[] | null;
+              connections_delivered?: string[] | null;
+              variables_refusal?: string | null;
+              connections_refusal?: string | null;
+              renewals?: number;
+              last_renewed_at?: string | null;
+              renewal_stopped?: string | null;
+              credential_expires_at?: string | null;
+              undeclared_reads?: {
+                variables?: string[];
+                connections?: string[];
+              } | null;
+            }[];
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
   get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_logs: {
     parameters: {
       query?: {
@@ -3742,6 +3898,111 @@ export interface operations {
             resealed?: number;
             remaining_under_old_keys?: number;
             pruned?: string[];
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
+  get_secrets_undeclared_use: {
+    parameters: {
+      query?: {
+        dag_id?: string;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            dags?: {
+              dag_id?: string;
+              variables?: string[];
+              connections?: string[];
+              attempts?: number;
+              last_seen?: string;
+            }[];
           };
         };
       };
