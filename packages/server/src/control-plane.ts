@@ -32,7 +32,8 @@ import {
   workRootFor,
 } from './executor/work-root.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
-import { agentBearerAdmission, createAgentService } from './rpc/agent-service.js';
+import { createAgentAuthentication } from './rpc/agent-auth.js';
+import { createAgentService } from './rpc/agent-service.js';
 import { startAgentRpcServer } from './rpc/agent-server.js';
 import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
 import { RunOperations } from './scheduler/run-operations.js';
@@ -205,7 +206,6 @@ export async function startControlPlane(
       specs,
       clock,
       tokens,
-      verifier,
       lifecycle,
       logger,
       heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs,
@@ -222,7 +222,7 @@ export async function startControlPlane(
     tls: cfg.agent.tls
       ? { cert: readFileSync(cfg.agent.tls.certFile), key: readFileSync(cfg.agent.tls.keyFile) }
       : null,
-    admit: agentBearerAdmission(verifier, clock),
+    auth: createAgentAuthentication({ verifier, clock, records }),
     onInternalError: (err) => logger.error({ err }, 'agent RPC failed'),
   });
   const agentUrl = agentUrlOf(cfg, rpc.port);
