@@ -12,6 +12,8 @@ import {
 } from '@connectrpc/connect';
 import type { Compression } from '@connectrpc/connect/protocol';
 import { AgentService } from '@leoflow/protocol';
+import type { ServerConfig } from '../config/server-config.js';
+import { isLoopbackHost } from '../credentials/secret-delivery.js';
 import { ADMITTED_BEARER, type AgentAuthentication, type BearerCheck } from './agent-auth.js';
 
 /**
@@ -28,6 +30,20 @@ export interface AgentRpcServer {
 export interface AgentTls {
   cert: Buffer;
   key: Buffer;
+}
+
+/**
+ * What the agent channel of a configuration protects: TLS; cleartext on loopback (only local
+ * processes reach it); or cleartext on a routable address, over which the control plane never
+ * delivers a secret. The control plane and doctor both read it from here.
+ */
+export type AgentChannelMode = 'tls' | 'cleartext-loopback' | 'cleartext-non-loopback';
+
+export function agentChannelMode(
+  agent: Pick<ServerConfig['agent'], 'host' | 'tls'>,
+): AgentChannelMode {
+  if (agent.tls !== null) return 'tls';
+  return isLoopbackHost(agent.host) ? 'cleartext-loopback' : 'cleartext-non-loopback';
 }
 
 export interface AgentRpcServerOptions {
