@@ -13,7 +13,7 @@ import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS, AgentTokenIssuer } from './auth/ag
 import { keyRetentionSeconds, loadSigningKeyring } from './auth/signing-keys.js';
 import { CachingAgentTokenVerifier } from './auth/token-cache.js';
 import { AttemptRecorder } from './credentials/attempt-record.js';
-import { isLoopbackHost, SecretDelivery } from './credentials/secret-delivery.js';
+import { SecretDelivery } from './credentials/secret-delivery.js';
 import { seedVault } from './credentials/vault-seed.js';
 import { CredentialMetrics, startMetricsServer, type MetricsServer } from './metrics/index.js';
 import { loadKeyring, VaultService } from './vault/index.js';
@@ -32,8 +32,9 @@ import {
   workRootFor,
 } from './executor/work-root.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
-import { agentBearerAdmission, createAgentService } from './rpc/agent-service.js';
-import { startAgentRpcServer } from './rpc/agent-server.js';
+import { createAgentAuthentication } from './rpc/agent-auth.js';
+import { createAgentService } from './rpc/agent-service.js';
+import { agentChannelMode, startAgentRpcServer } from './rpc/agent-server.js';
 import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
 import { RunOperations } from './scheduler/run-operations.js';
 import { Scheduler, type SchedulerTimings } from './scheduler/scheduler.js';
@@ -175,7 +176,7 @@ export async function startControlPlane(
     });
 
   // Secrets travel in cleartext only over loopback; anywhere else the channel must be TLS.
-  const channelSecure = cfg.agent.tls !== null || isLoopbackHost(cfg.agent.host);
+  const channelSecure = agentChannelMode(cfg.agent) !== 'cleartext-non-loopback';
   if (!channelSecure) {
     logger.warn(
       { host: cfg.agent.host },
@@ -205,7 +206,6 @@ export async function startControlPlane(
       specs,
       clock,
       tokens,
-      verifier,
       lifecycle,
       logger,
       heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs,
@@ -222,7 +222,7 @@ export async function startControlPlane(
     tls: cfg.agent.tls
       ? { cert: readFileSync(cfg.agent.tls.certFile), key: readFileSync(cfg.agent.tls.keyFile) }
       : null,
-    admit: agentBearerAdmission(verifier, clock),
+    auth: createAgentAuthentication({ verifier, clock, records }),
     onInternalError: (err) => logger.error({ err }, 'agent RPC failed'),
   });
   const agentUrl = agentUrlOf(cfg, rpc.port);

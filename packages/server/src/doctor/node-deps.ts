@@ -3,7 +3,7 @@ import { sql } from 'kysely';
 import { KyselyStore } from '../store/kysely-store.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
-import type { DoctorDeps, DoctorStore, FileInfo } from './report.js';
+import type { DoctorDeps, DoctorStore, FileInfo } from './types.js';
 
 /**
  * The real machine for buildDoctorReport: stat, small reads, this process's uid and

@@ -1,4 +1,4 @@
-import type { DoctorReport, KeyFilePosture } from './report.js';
+import type { DoctorReport, KeyFilePosture } from './types.js';
 
 /** `leoflow doctor`'s one screen: configuration, credential plane, exposures, checks. */
 export function renderDoctorReport(r: DoctorReport): string {

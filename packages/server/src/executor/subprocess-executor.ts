@@ -42,6 +42,8 @@ const INHERITED_ENV = ['PATH', 'LANG', 'LC_ALL', 'TZ', 'SYSTEMROOT'];
  * and task code cannot find it under /proc.
  */
 export class SubprocessExecutor implements Executor {
+  /** How an attempt's credential reaches its agent (doctor's posture reads it from here). */
+  static readonly tokenTransport = 'inherited pipe fd 3, memory only';
   readonly name = 'subprocess';
   private readonly children = new Map<string, ChildProcess>();
   private readonly listeners: ((exit: AgentExit) => void)[] = [];

@@ -12,6 +12,9 @@ import {
 } from '@connectrpc/connect';
 import type { Compression } from '@connectrpc/connect/protocol';
 import { AgentService } from '@leoflow/protocol';
+import type { ServerConfig } from '../config/server-config.js';
+import { isLoopbackHost } from '../credentials/secret-delivery.js';
+import { ADMITTED_BEARER, type AgentAuthentication, type BearerCheck } from './agent-auth.js';
 
 /**
  * The largest request message the agent port reads, on the wire and after decompression. The
@@ -29,17 +32,32 @@ export interface AgentTls {
   key: Buffer;
 }
 
+/**
+ * What the agent channel of a configuration protects: TLS; cleartext on loopback (only local
+ * processes reach it); or cleartext on a routable address, over which the control plane never
+ * delivers a secret. The control plane and doctor both read it from here.
+ */
+export type AgentChannelMode = 'tls' | 'cleartext-loopback' | 'cleartext-non-loopback';
+
+export function agentChannelMode(
+  agent: Pick<ServerConfig['agent'], 'host' | 'tls'>,
+): AgentChannelMode {
+  if (agent.tls !== null) return 'tls';
+  return isLoopbackHost(agent.host) ? 'cleartext-loopback' : 'cleartext-non-loopback';
+}
+
 export interface AgentRpcServerOptions {
   impl: ServiceImpl<typeof AgentService>;
   host: string;
   port: number;
   tls?: AgentTls | null;
   /**
-   * Decides from the Authorization header alone whether a caller may send a body at all. It runs
-   * before a byte of the request body is read, so an anonymous caller can make the server
-   * neither buffer nor inflate anything.
+   * Agent authentication (agent-auth.ts). Its `admit` decides from the Authorization header alone
+   * whether a caller may send a body at all — before a byte of the request body is read, so an
+   * anonymous caller can make the server neither buffer nor inflate anything — and what it
+   * verified reaches its interceptor, which puts the principal on the call context.
    */
-  admit: (authorization: string | undefined) => Promise<boolean>;
+  auth: AgentAuthentication;
   onInternalError?: (err: unknown) => void;
   /** per-message cap, read and inflated; defaults to AGENT_MAX_MESSAGE_BYTES */
   maxMessageBytes?: number;
@@ -53,6 +71,8 @@ export interface AgentRpcServerOptions {
  */
 interface RequestMark {
   ownText: boolean;
+  /** what the gate verified, handed to the authentication interceptor */
+  bearer?: BearerCheck;
 }
 const MARK = createContextKey<RequestMark | undefined>(undefined);
 
@@ -69,7 +89,7 @@ export async function startAgentRpcServer(opts: AgentRpcServerOptions): Promise<
   const marks = new WeakMap<object, RequestMark>();
   const connectHandler = connectNodeAdapter({
     routes: (router) => router.service(AgentService, opts.impl),
-    interceptors: [markParsed(), sanitizeInternalErrors(onInternalError)],
+    interceptors: [markParsed(), sanitizeInternalErrors(onInternalError), opts.auth.interceptor],
     // The agent speaks gRPC only; the Connect protocol would carry errors in a JSON body instead
     // of trailers and widen what this port parses.
     grpc: true,
@@ -77,7 +97,10 @@ export async function startAgentRpcServer(opts: AgentRpcServerOptions): Promise<
     grpcWeb: false,
     readMaxBytes: maxBytes,
     acceptCompression: [cappedGzip(maxBytes, opts.onInflate)],
-    contextValues: (req) => createContextValues().set(MARK, marks.get(req)),
+    contextValues: (req) => {
+      const mark = marks.get(req);
+      return createContextValues().set(MARK, mark).set(ADMITTED_BEARER, mark?.bearer);
+    },
   });
   const handler = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
     const mark: RequestMark = { ownText: false };
@@ -86,9 +109,10 @@ export async function startAgentRpcServer(opts: AgentRpcServerOptions): Promise<
     resetUnreadBodyOnceAnswered(req);
     let authorization = req.headers['authorization'];
     if (Array.isArray(authorization)) authorization = undefined;
-    opts.admit(authorization).then(
-      (ok) => {
-        if (ok) connectHandler(req, res);
+    opts.auth.admit(authorization).then(
+      (bearer) => {
+        mark.bearer = bearer;
+        if (bearer) connectHandler(req, res);
         else refuse(res, mark, Code.Unauthenticated, 'missing or invalid agent token');
       },
       (err: unknown) => {

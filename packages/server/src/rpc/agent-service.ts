@@ -1,5 +1,5 @@
 import { create } from '@bufbuild/protobuf';
-import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError, type ServiceImpl } from '@connectrpc/connect';
 import {
   AgentService,
   FetchXComResponseSchema,
@@ -18,12 +18,7 @@ import {
 } from '@leoflow/protocol';
 import { isActive, type Clock, type TaskType as AuthoredTaskType } from '@leoflow/core';
 import type { Logger } from 'pino';
-import {
-  AgentTokenError,
-  type AgentTokenClaims,
-  type AgentTokenIssuer,
-  type AgentTokenVerification,
-} from '../auth/agent-token.js';
+import type { AgentTokenClaims, AgentTokenIssuer } from '../auth/agent-token.js';
 import type { AttemptRecorder } from '../credentials/attempt-record.js';
 import {
   SecretRefusal,
@@ -34,14 +29,13 @@ import type { AttemptLifecycle } from '../scheduler/attempt-lifecycle.js';
 import type { SpecCache } from '../scheduler/spec-cache.js';
 import type { Store } from '../store/store.js';
 import type { LogLineRow, LogStreamName } from '../store/types.js';
+import { attemptPrincipal } from './agent-auth.js';
 import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 
 export const MAX_XCOM_BYTES = 256 * 1024;
 const MAX_LOG_LINES_PER_BATCH = 5_000;
 const XCOM_KEY = /^[A-Za-z0-9_.-]{1,200}$/;
-/** The agent session key header (packages/agent/src/rpc.ts SESSION_HEADER). */
-export const SESSION_HEADER = 'leoflow-session';
 /** D5: at most this many names per kind per report are considered. */
 const MAX_REPORTED_READS = 500;
 const NAME = /^[A-Za-z0-9_.-]{1,250}$/;
@@ -51,8 +45,6 @@ export interface AgentServiceDeps {
   specs: SpecCache;
   clock: Clock;
   tokens: AgentTokenIssuer;
-  /** verification for the hot path (the caching verifier in production); defaults to tokens */
-  verifier?: AgentTokenVerification;
   lifecycle: AttemptLifecycle;
   logger: Logger;
   heartbeatIntervalMs: number;
@@ -66,10 +58,7 @@ export interface AgentServiceDeps {
   logLimits?: LogLimits;
   /** test-only crash points (util/test-faults.ts); none in production */
   faults?: FaultInjector;
-  /**
-   * The per-try record (session binding, renewals). Without it no post-exp call is accepted:
-   * a past-exp Heartbeat/ReportState must prove the session that registered.
-   */
+  /** The per-try record (session binding at Register, renewals). */
   records?: AttemptRecorder;
 }
 
@@ -85,31 +74,9 @@ const STREAMS: Record<number, LogStreamName> = {
   [LogStream.AGENT]: 'agent',
 };
 
-const BEARER = /^Bearer\s+(\S+)$/i;
-
 /**
- * The agent port's gate (see startAgentRpcServer): a caller may send a body only with a bearer
- * this control plane signed. An expired one is still admitted — its signature is genuine, and
- * what an expired token may still do is the service's decision, not the gate's.
- */
-export function agentBearerAdmission(
-  verifier: AgentTokenVerification,
-  clock: Clock,
-): (authorization: string | undefined) => Promise<boolean> {
-  return async (authorization) => {
-    const m = authorization === undefined ? null : BEARER.exec(authorization);
-    if (!m?.[1]) return false;
-    try {
-      await verifier.verify(m[1], clock.now());
-      return true;
-    } catch (err) {
-      return err instanceof AgentTokenError && err.reason === 'expired';
-    }
-  };
-}
-
-/**
- * The agent-facing RPC surface. The caller's identity comes only from its bearer token; no
+ * The agent-facing RPC surface. The caller's identity comes only from the principal the
+ * authentication interceptor (agent-auth.ts) put on the call context from its bearer token; no
  * request field names a run, task or try. Three different rules apply (docs/credentials.md,
  * "Which RPC checks what"):
  * - the liveness GATE (auth.secret_liveness_mode observe|enforce) wraps GetVariables and
@@ -120,66 +87,13 @@ export function agentBearerAdmission(
  *   and ReportState) answer should_terminate to an attempt that moved on.
  * Past the token's exp, only the calls that carry no secret and write only the attempt's own
  * data (Heartbeat, ReportState, PushLogs, PushXCom) are still accepted, and only with the
- * session key the agent bound at Register.
+ * session key the agent bound at Register: AGENT_RPC_ACCESS in agent-auth.ts declares it.
  */
 export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof AgentService> {
   const { store, clock, tokens, lifecycle, logger } = deps;
-  const verifier = deps.verifier ?? tokens;
   const logLimits = deps.logLimits ?? DEFAULT_LOG_LIMITS;
   const logBudgets = new AttemptLogBudgets(store, logLimits);
   const faults = deps.faults ?? NO_FAULTS;
-
-  function bearer(ctx: HandlerContext): string {
-    const header = ctx.requestHeader.get('authorization');
-    if (!header) throw new ConnectError('missing authorization token', Code.Unauthenticated);
-    const m = BEARER.exec(header);
-    if (!m?.[1]) throw new ConnectError('missing authorization token', Code.Unauthenticated);
-    return m[1];
-  }
-
-  function unauthenticated(err: unknown): ConnectError {
-    const reason = err instanceof AgentTokenError ? err.reason : 'invalid';
-    return new ConnectError(
-      reason === 'expired' ? 'agent token expired' : 'invalid agent token',
-      Code.Unauthenticated,
-    );
-  }
-
-  async function identify(ctx: HandlerContext): Promise<AgentTokenClaims> {
-    const token = bearer(ctx);
-    try {
-      return await verifier.verify(token, clock.now());
-    } catch (err) {
-      throw unauthenticated(err);
-    }
-  }
-
-  /**
-   * For the calls that may run past exp. An expired token is accepted when everything but its
-   * expiry verifies AND the request carries the session key bound at Register: a copy of the
-   * token alone (a pod spec, a log) cannot report for the attempt once it has expired.
-   */
-  async function identifyMaybeExpired(
-    ctx: HandlerContext,
-  ): Promise<{ claims: AgentTokenClaims; expired: boolean }> {
-    const token = bearer(ctx);
-    const now = clock.now();
-    try {
-      return { claims: await verifier.verify(token, now), expired: false };
-    } catch (err) {
-      if (!(err instanceof AgentTokenError) || err.reason !== 'expired') throw unauthenticated(err);
-      if (!verifier.verifyIgnoringExpiry || !deps.records) throw unauthenticated(err);
-      let claims: AgentTokenClaims;
-      try {
-        claims = await verifier.verifyIgnoringExpiry(token, now);
-      } catch (e) {
-        throw unauthenticated(e);
-      }
-      const key = ctx.requestHeader.get(SESSION_HEADER) ?? '';
-      if (!(await deps.records.sessionMatches(claims, key))) throw unauthenticated(err);
-      return { claims, expired: true };
-    }
-  }
 
   /** The attempt's task instance, when it belongs to the caller's tenant. */
   async function ownTaskInstance(claims: AgentTokenClaims) {
@@ -218,7 +132,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
 
   return {
     async register(req, ctx) {
-      const claims = await identify(ctx);
+      const { claims } = attemptPrincipal(ctx);
       const ti = await ownTaskInstance(claims);
       // Not gated: the FENCE is the queued -> running write, and an attempt whose write does not
       // land is told to stop (in either liveness mode) instead of being refused.
@@ -259,7 +173,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async getTaskSpec(_req, ctx) {
-      const claims = await identify(ctx);
+      const { claims } = attemptPrincipal(ctx);
       // Free: the spec carries no secret, and a stale attempt learns to stop from Heartbeat.
       const ti = await ownTaskInstance(claims);
       const run = ti && (await store.getRunById(ti.dag_run_id));
@@ -305,7 +219,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async heartbeat(_req, ctx) {
-      const { claims, expired } = await identifyMaybeExpired(ctx);
+      const { claims, expired } = attemptPrincipal(ctx);
       const now = clock.now();
       let outcome;
       try {
@@ -363,7 +277,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     async reportState(req, ctx) {
       // FENCE: every transition below is a compare-and-set on (id, try, queued|running), so a
       // superseded try's report changes nothing and is answered should_terminate.
-      const { claims } = await identifyMaybeExpired(ctx);
+      const { claims } = attemptPrincipal(ctx);
       const id = claims.task_instance_id;
       const t = claims.try_number;
       const gen = claims.dispatch_gen;
@@ -415,7 +329,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async pushXCom(req, ctx) {
-      const { claims } = await identifyMaybeExpired(ctx);
+      const { claims } = attemptPrincipal(ctx);
       // FENCE: XCom is keyed without the try, so an old try's push would overwrite the live one.
       const ti = await fenceLive(claims);
       faults.hit('after_task_exit');
@@ -457,7 +371,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async fetchXCom(req, ctx) {
-      const claims = await identify(ctx);
+      const { claims } = attemptPrincipal(ctx);
       // Free of the liveness gate; authorised by the dependency below.
       const ti = await ownTaskInstance(claims);
       const run = ti && (await store.getRunById(ti.dag_run_id));
@@ -482,7 +396,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async pushLogs(req, ctx) {
-      const { claims } = await identifyMaybeExpired(ctx);
+      const { claims } = attemptPrincipal(ctx);
       // FENCE: a superseded try never lands; the live or just-finished try does.
       const ti = await fenceNotSuperseded(claims);
       if (req.lines.length > MAX_LOG_LINES_PER_BATCH) {
@@ -521,13 +435,13 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     },
 
     async getVariables(_req, ctx) {
-      const claims = await identify(ctx);
+      const { claims } = attemptPrincipal(ctx);
       const variables = await refusalsAsPermissionDenied(() => deps.secrets.variables(claims));
       return create(GetVariablesResponseSchema, { variables });
     },
 
     async getConnections(_req, ctx) {
-      const claims = await identify(ctx);
+      const { claims } = attemptPrincipal(ctx);
       const connectionUris = await refusalsAsPermissionDenied(() =>
         deps.secrets.connections(claims),
       );

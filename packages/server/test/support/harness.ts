@@ -19,7 +19,8 @@ import type { AgentExit, AttemptLaunch, Executor } from '../../src/executor/exec
 import { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
 import { SecretDelivery } from '../../src/credentials/secret-delivery.js';
 import { AttemptRecorder } from '../../src/credentials/attempt-record.js';
-import { agentBearerAdmission, createAgentService } from '../../src/rpc/agent-service.js';
+import { createAgentAuthentication } from '../../src/rpc/agent-auth.js';
+import { createAgentService } from '../../src/rpc/agent-service.js';
 import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
 import type { LogLimits } from '../../src/rpc/log-limits.js';
 import { Keyring } from '../../src/vault/keyring.js';
@@ -160,7 +161,6 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     specs,
     clock,
     tokens,
-    verifier,
     lifecycle,
     logger,
     heartbeatIntervalMs: timings.heartbeatIntervalMs,
@@ -170,6 +170,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     ...(opts.logLimits ? { logLimits: opts.logLimits } : {}),
     records,
   });
+  const auth = createAgentAuthentication({ verifier, clock, records });
   let server: AgentRpcServer | null = null;
   let transportFor: (token: string, session?: string) => Transport;
   const bearer = (token: string, session?: string) => [
@@ -189,7 +190,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
       impl: service,
       host: '127.0.0.1',
       port: 0,
-      admit: agentBearerAdmission(verifier, clock),
+      auth,
       ...(opts.onInflate ? { onInflate: opts.onInflate } : {}),
     });
     server = started;
@@ -202,6 +203,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     transportFor = (token, session) =>
       createRouterTransport((router) => router.service(AgentService, service), {
         transport: { interceptors: bearer(token, session) },
+        router: { interceptors: [auth.interceptor] },
       });
   }
   return {

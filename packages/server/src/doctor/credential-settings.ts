@@ -1,0 +1,80 @@
+import { agentTokenTtlSeconds, formatDuration } from '@leoflow/core';
+import { SubprocessExecutor } from '../executor/subprocess-executor.js';
+import type { SectionContext } from './findings.js';
+import type { Posture } from './types.js';
+
+/**
+ * How the subprocess executor hands an attempt its credential: read from the executor class
+ * (the one executor this build configures), not restated here.
+ */
+export const SUBPROCESS_TOKEN_TRANSPORT: string = SubprocessExecutor.tokenTransport;
+/**
+ * There is no Kubernetes executor in this build, so no object to ask. Seam: with the executor
+ * port v2 (issue 12) every configured executor reports its own token transport and this
+ * constant goes away.
+ */
+export const KUBERNETES_TOKEN_TRANSPORT = 'not available in this build';
+
+export type CredentialPosture = Pick<
+  Posture,
+  | 'secret_scoping'
+  | 'secret_liveness_mode'
+  | 'attempt_token_ttl'
+  | 'max_attempt_credential_lifetime'
+  | 'token_transport'
+>;
+
+/**
+ * Doctor section: the credential settings — secret scoping, the liveness mode, the attempt
+ * token's TTL and renewal ceiling, how tokens reach agents — and the exposures each setting
+ * leaves open.
+ */
+export function credentialSettings(ctx: SectionContext): CredentialPosture {
+  const { cfg, expose } = ctx;
+  const cred = cfg.credentials;
+  const ttl = formatDuration(agentTokenTtlSeconds(cfg.execution.heartbeatIntervalMs / 1000));
+  if (cred.secretScoping === 'permissive') {
+    expose(
+      'secret_scoping.permissive',
+      'Secret scoping is permissive: every task receives the whole tenant vault, including Variables and Connections it did not declare, with only a count-only secret.scope_warning in the audit log.',
+      'Declare what each DAG needs (connections: / variables:) and run with --secret-scoping enforce.',
+    );
+  } else if (cred.secretScoping === 'off') {
+    expose(
+      'secret_scoping.off',
+      'Secret scoping is off: every task receives the whole tenant vault and nothing records that it received more than it declared.',
+      'Declare what each DAG needs and run with --secret-scoping enforce (or permissive to see the gaps first).',
+    );
+  }
+  if (cred.secretLivenessMode === 'observe') {
+    expose(
+      'secret_liveness.observe',
+      `Liveness is observe: an attempt that is no longer live (finished, failed, reaped or cleared) can still fetch secrets with its token until that token expires (up to ${ttl} after its last renewal), recorded only as secret.liveness_would_deny.`,
+      'Run with --secret-liveness-mode enforce.',
+    );
+  }
+  if (cred.maxAttemptCredentialLifetimeSeconds <= 0) {
+    expose(
+      'credential_lifetime.unbounded',
+      "The credential renewal ceiling is disabled: a live attempt's token keeps being renewed for as long as the attempt heartbeats.",
+      'Set --max-attempt-credential-lifetime (default 24h) to bound it.',
+    );
+  }
+  return {
+    secret_scoping: cred.secretScoping,
+    secret_liveness_mode: cred.secretLivenessMode,
+    attempt_token_ttl: ttl,
+    max_attempt_credential_lifetime:
+      cred.maxAttemptCredentialLifetimeSeconds > 0
+        ? formatDuration(cred.maxAttemptCredentialLifetimeSeconds)
+        : 'disabled',
+    token_transport: {
+      subprocess: SUBPROCESS_TOKEN_TRANSPORT,
+      kubernetes: KUBERNETES_TOKEN_TRANSPORT,
+      configured: cred.agentTokenTransport,
+      warm_pools: cred.warmPoolsEnabled
+        ? 'enabled in config; not available in this build'
+        : 'disabled',
+    },
+  };
+}

@@ -1,0 +1,219 @@
+import {
+  Code,
+  ConnectError,
+  createContextKey,
+  type HandlerContext,
+  type Interceptor,
+} from '@connectrpc/connect';
+import type { AgentService } from '@leoflow/protocol';
+import type { Clock } from '@leoflow/core';
+import {
+  AgentTokenError,
+  type AgentTokenClaims,
+  type AgentTokenVerification,
+} from '../auth/agent-token.js';
+import type { AttemptRecorder } from '../credentials/attempt-record.js';
+
+/**
+ * Agent authentication, in one place. The pre-body gate (startAgentRpcServer) calls `admit` with
+ * the Authorization header before a byte of the body is read; the interceptor then turns what the
+ * gate verified into a typed principal on the call context, applying AGENT_RPC_ACCESS. Handlers
+ * read the principal (`attemptPrincipal(ctx)`), never a header.
+ */
+
+/** The agent session key header (packages/agent/src/rpc.ts SESSION_HEADER). */
+export const SESSION_HEADER = 'leoflow-session';
+
+/** One attempt's agent, authenticated by its attempt credential. */
+export interface AttemptPrincipal {
+  readonly kind: 'attempt';
+  readonly claims: AgentTokenClaims;
+  /**
+   * Past its exp: admitted only because the RPC accepts it (AGENT_RPC_ACCESS) and the request
+   * carried the session key the attempt's agent bound at Register. Never renewed.
+   */
+  readonly expired: boolean;
+}
+
+/**
+ * Who is calling the agent port. Only attempts today. A warm-pool `worker` (bootstrap token) and
+ * a `runner` join this union as their own kinds, each with its own column in AGENT_RPC_ACCESS; a
+ * handler that serves only attempts keeps calling attemptPrincipal().
+ */
+export type AgentPrincipal = AttemptPrincipal;
+export type AgentPrincipalKind = AgentPrincipal['kind'];
+
+export const AGENT_PRINCIPAL = createContextKey<AgentPrincipal | undefined>(undefined, {
+  description: 'leoflow agent principal',
+});
+
+/** The AgentService RPCs, by their generated local names (register, getTaskSpec, …). */
+export type AgentRpcName = keyof (typeof AgentService)['method'];
+
+/**
+ * What an attempt credential needs for one RPC:
+ * - `unexpired`: a credential before its exp;
+ * - `unexpired-or-session-bound`: also a credential past its exp when everything else verifies
+ *   AND the request carries the session key bound at Register.
+ */
+export type AttemptAccess = 'unexpired' | 'unexpired-or-session-bound';
+
+/** Per RPC, which principal kinds it serves and how; a kind without an entry is refused. */
+export type AgentRpcAccessRow = { readonly [K in AgentPrincipalKind]?: AttemptAccess };
+
+/**
+ * THE declaration of which RPC accepts which principal (docs/credentials.md, "Which RPC checks
+ * what" and "An expired credential", mirror it; a test keeps the doc true). Past exp only the
+ * calls that carry no secret and write only the attempt's own data are open, and only with the
+ * session key. Every RPC of the service must have a row (the type requires it).
+ */
+export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>> = {
+  register: { attempt: 'unexpired' },
+  getTaskSpec: { attempt: 'unexpired' },
+  heartbeat: { attempt: 'unexpired-or-session-bound' },
+  reportState: { attempt: 'unexpired-or-session-bound' },
+  pushXCom: { attempt: 'unexpired-or-session-bound' },
+  fetchXCom: { attempt: 'unexpired' },
+  pushLogs: { attempt: 'unexpired-or-session-bound' },
+  getVariables: { attempt: 'unexpired' },
+  getConnections: { attempt: 'unexpired' },
+};
+
+/**
+ * What verifying the bearer found. The gate hands it to the interceptor (ADMITTED_BEARER), so a
+ * request's signature is checked once. `expired`: the signature is genuine but exp has passed —
+ * whether that still serves is the RPC's row, decided by the interceptor.
+ */
+export type BearerCheck =
+  | { readonly kind: 'verified'; readonly token: string; readonly claims: AgentTokenClaims }
+  | { readonly kind: 'expired'; readonly token: string; readonly error: AgentTokenError };
+
+/** Set by the agent server from the gate's result; absent when the service runs without the gate. */
+export const ADMITTED_BEARER = createContextKey<BearerCheck | undefined>(undefined, {
+  description: 'leoflow agent bearer verified at admission',
+});
+
+export interface AgentAuthenticationDeps {
+  /** the caching verifier in production */
+  verifier: AgentTokenVerification;
+  clock: Clock;
+  /** Without it no post-exp call is accepted (the session binding lives there). */
+  records?: Pick<AttemptRecorder, 'sessionMatches'>;
+}
+
+export interface AgentAuthentication {
+  /**
+   * The pre-body gate: from the Authorization header alone, a caller may send a body only with a
+   * bearer this control plane signed (an expired one included). Undefined = refuse.
+   */
+  admit(authorization: string | null | undefined): Promise<BearerCheck | undefined>;
+  /** Puts the principal on the call context, or refuses the call as Unauthenticated. */
+  interceptor: Interceptor;
+}
+
+const BEARER = /^Bearer\s+(\S+)$/i;
+
+function bearerToken(authorization: string | null | undefined): string | undefined {
+  const m = authorization ? BEARER.exec(authorization) : null;
+  return m?.[1] || undefined;
+}
+
+function unauthenticated(err: unknown): ConnectError {
+  const reason = err instanceof AgentTokenError ? err.reason : 'invalid';
+  return new ConnectError(
+    reason === 'expired' ? 'agent token expired' : 'invalid agent token',
+    Code.Unauthenticated,
+  );
+}
+
+export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentAuthentication {
+  const { verifier, clock } = deps;
+
+  /** Verifies once; throws (invalid) only for a bearer whose signature or claims do not hold. */
+  async function check(token: string): Promise<BearerCheck> {
+    try {
+      return { kind: 'verified', token, claims: await verifier.verify(token, clock.now()) };
+    } catch (err) {
+      if (err instanceof AgentTokenError && err.reason === 'expired') {
+        return { kind: 'expired', token, error: err };
+      }
+      throw err;
+    }
+  }
+
+  /**
+   * An expired credential is accepted when everything but its expiry verifies AND the request
+   * carries the session key bound at Register: a copy of the token alone (a pod spec, a log)
+   * cannot act for the attempt once it has expired.
+   */
+  async function sessionBound(
+    bearer: Extract<BearerCheck, { kind: 'expired' }>,
+    sessionKey: string,
+  ): Promise<AttemptPrincipal> {
+    if (!verifier.verifyIgnoringExpiry || !deps.records) throw unauthenticated(bearer.error);
+    let claims: AgentTokenClaims;
+    try {
+      claims = await verifier.verifyIgnoringExpiry(bearer.token, clock.now());
+    } catch (e) {
+      throw unauthenticated(e);
+    }
+    if (!(await deps.records.sessionMatches(claims, sessionKey))) {
+      throw unauthenticated(bearer.error);
+    }
+    return { kind: 'attempt', claims, expired: true };
+  }
+
+  return {
+    async admit(authorization) {
+      const token = bearerToken(authorization);
+      if (!token) return undefined;
+      try {
+        return await check(token);
+      } catch {
+        return undefined;
+      }
+    },
+
+    interceptor: (next) => async (req) => {
+      const row: AgentRpcAccessRow | undefined = Object.hasOwn(
+        AGENT_RPC_ACCESS,
+        req.method.localName,
+      )
+        ? AGENT_RPC_ACCESS[req.method.localName as AgentRpcName]
+        : undefined;
+      const access = row?.attempt;
+      if (!access) throw new ConnectError('this RPC is not open to agents', Code.PermissionDenied);
+      let bearer = req.contextValues.get(ADMITTED_BEARER);
+      if (!bearer) {
+        // No gate in front (the in-process router transport of the tests): verify here.
+        const token = bearerToken(req.header.get('authorization'));
+        if (!token) throw new ConnectError('missing authorization token', Code.Unauthenticated);
+        try {
+          bearer = await check(token);
+        } catch (err) {
+          throw unauthenticated(err);
+        }
+      }
+      let principal: AgentPrincipal;
+      if (bearer.kind === 'verified') {
+        principal = { kind: 'attempt', claims: bearer.claims, expired: false };
+      } else if (access === 'unexpired-or-session-bound') {
+        principal = await sessionBound(bearer, req.header.get(SESSION_HEADER) ?? '');
+      } else {
+        throw unauthenticated(bearer.error);
+      }
+      req.contextValues.set(AGENT_PRINCIPAL, principal);
+      return next(req);
+    },
+  };
+}
+
+/**
+ * The attempt calling this RPC. Fails closed: a service mounted without the authentication
+ * interceptor answers every call Unauthenticated.
+ */
+export function attemptPrincipal(ctx: HandlerContext): AttemptPrincipal {
+  const principal = ctx.values.get(AGENT_PRINCIPAL);
+  if (!principal) throw new ConnectError('missing authorization token', Code.Unauthenticated);
+  return principal;
+}

@@ -1,0 +1,252 @@
+import { readFileSync } from 'node:fs';
+import { create } from '@bufbuild/protobuf';
+import {
+  Code,
+  ConnectError,
+  createClient,
+  createRouterTransport,
+  type ServiceImpl,
+} from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { ManualClock } from '@leoflow/core';
+import {
+  AgentService,
+  GetVariablesResponseSchema,
+  HeartbeatResponseSchema,
+} from '@leoflow/protocol';
+import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  AgentTokenIssuer,
+  type AgentTokenClaims,
+  type AgentTokenVerification,
+} from '../../src/auth/agent-token.js';
+import { loadOrCreateSigningKey } from '../../src/auth/signing-keys.js';
+import {
+  AGENT_RPC_ACCESS,
+  attemptPrincipal,
+  createAgentAuthentication,
+  SESSION_HEADER,
+  type AgentPrincipal,
+} from '../../src/rpc/agent-auth.js';
+import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
+import { identity, T0, useTempDirs } from '../auth/fixtures.js';
+
+/**
+ * Agent authentication is one interceptor (issue 12): the gate verifies the bearer once, the
+ * interceptor puts a typed principal on the call context, and one table says which RPC takes an
+ * expired, session-bound credential.
+ */
+
+const tempDir = useTempDirs();
+const TTL = 600;
+let issuer: AgentTokenIssuer;
+
+beforeAll(async () => {
+  issuer = new AgentTokenIssuer(await loadOrCreateSigningKey(tempDir(), 'agent'), TTL);
+});
+
+/** Counts every signature verification that reaches the issuer. */
+function counting(inner: AgentTokenIssuer): AgentTokenVerification & { calls: number } {
+  const v = {
+    calls: 0,
+    verify(token: string, now: number): Promise<AgentTokenClaims> {
+      v.calls++;
+      return inner.verify(token, now);
+    },
+    verifyIgnoringExpiry(token: string, now: number): Promise<AgentTokenClaims> {
+      v.calls++;
+      return inner.verifyIgnoringExpiry(token, now);
+    },
+  };
+  return v;
+}
+
+/** A service whose two handlers report the principal they saw. */
+function echoService(seen: AgentPrincipal[]): ServiceImpl<typeof AgentService> {
+  return {
+    heartbeat(_req, ctx) {
+      seen.push(attemptPrincipal(ctx));
+      return create(HeartbeatResponseSchema, {});
+    },
+    getVariables(_req, ctx) {
+      seen.push(attemptPrincipal(ctx));
+      return create(GetVariablesResponseSchema, {});
+    },
+  } as Partial<ServiceImpl<typeof AgentService>> as ServiceImpl<typeof AgentService>;
+}
+
+function headers(token: string | null, session?: string) {
+  return [
+    (next: Parameters<import('@connectrpc/connect').Interceptor>[0]) =>
+      (req: Parameters<typeof next>[0]) => {
+        if (token !== null) req.header.set('authorization', `Bearer ${token}`);
+        if (session !== undefined) req.header.set(SESSION_HEADER, session);
+        return next(req);
+      },
+  ];
+}
+
+async function codeOf(p: Promise<unknown>): Promise<[Code, string] | 'ok'> {
+  try {
+    await p;
+    return 'ok';
+  } catch (err) {
+    const e = ConnectError.from(err);
+    return [e.code, e.rawMessage];
+  }
+}
+
+describe('AGENT_RPC_ACCESS', () => {
+  it('has exactly one row per AgentService RPC', () => {
+    expect(Object.keys(AGENT_RPC_ACCESS).sort()).toEqual(
+      AgentService.methods.map((m) => m.localName).sort(),
+    );
+  });
+
+  it('matches the "past exp" column of docs/credentials.md', () => {
+    const doc = readFileSync(new URL('../../../../docs/credentials.md', import.meta.url), 'utf8');
+    const documented: Record<string, string> = {};
+    const section = doc.slice(
+      doc.indexOf('### Which RPC checks what'),
+      doc.indexOf('## An expired credential'),
+    );
+    for (const line of section.split('\n')) {
+      const m = /^\| `(\w+)`\s*\|.*\|\s*([^|]+?)\s*\|$/.exec(line);
+      if (m?.[1] && m[2]) documented[m[1]] = m[2];
+    }
+    const fromCode: Record<string, string> = {};
+    for (const m of AgentService.methods) {
+      const access = AGENT_RPC_ACCESS[m.localName as keyof typeof AGENT_RPC_ACCESS].attempt;
+      fromCode[m.name] =
+        access === 'unexpired-or-session-bound' ? 'with the session key' : 'refused';
+    }
+    expect(documented).toEqual(fromCode);
+  });
+});
+
+describe('the authentication interceptor on the real agent port', () => {
+  let server: AgentRpcServer | null = null;
+  afterEach(async () => {
+    await server?.close();
+    server = null;
+  });
+
+  async function start(opts: { sessionOk?: boolean } = {}) {
+    const clock = new ManualClock(T0);
+    const verifier = counting(issuer);
+    const seen: AgentPrincipal[] = [];
+    const auth = createAgentAuthentication({
+      verifier,
+      clock,
+      records: {
+        sessionMatches: (_c, key) => Promise.resolve(opts.sessionOk === true && key === 's'),
+      },
+    });
+    server = await startAgentRpcServer({
+      impl: echoService(seen),
+      host: '127.0.0.1',
+      port: 0,
+      auth,
+    });
+    const port = server.port;
+    const client = (token: string | null, session?: string) =>
+      createClient(
+        AgentService,
+        createGrpcTransport({
+          baseUrl: `http://127.0.0.1:${port}`,
+          interceptors: headers(token, session),
+        }),
+      );
+    return { clock, verifier, seen, client };
+  }
+
+  it('verifies the signature once per request and hands the handler an attempt principal', async () => {
+    const s = await start();
+    const token = await issuer.mint(identity, T0);
+    await s.client(token).heartbeat({});
+    await s.client(token).getVariables({});
+    expect(s.verifier.calls).toBe(2);
+    expect(s.seen).toEqual([
+      { kind: 'attempt', claims: expect.objectContaining(identity), expired: false },
+      { kind: 'attempt', claims: expect.objectContaining(identity), expired: false },
+    ]);
+  });
+
+  it('past exp: a session-bound RPC takes the token only with the session key; the others refuse it', async () => {
+    const s = await start({ sessionOk: true });
+    const token = await issuer.mint(identity, T0);
+    s.clock.advance((TTL + 60) * 1000);
+    expect(await codeOf(s.client(token).heartbeat({}))).toEqual([
+      Code.Unauthenticated,
+      'agent token expired',
+    ]);
+    expect(await codeOf(s.client(token, 'wrong').heartbeat({}))).toEqual([
+      Code.Unauthenticated,
+      'agent token expired',
+    ]);
+    expect(await codeOf(s.client(token, 's').getVariables({}))).toEqual([
+      Code.Unauthenticated,
+      'agent token expired',
+    ]);
+    expect(await codeOf(s.client(token, 's').heartbeat({}))).toBe('ok');
+    expect(s.seen).toEqual([
+      { kind: 'attempt', claims: expect.objectContaining(identity), expired: true },
+    ]);
+  });
+
+  it('the gate refuses a forged or missing bearer before any handler runs', async () => {
+    const s = await start();
+    const token = await issuer.mint(identity, T0);
+    const forged = `${token.slice(0, -4)}AAAA`;
+    for (const t of [forged, null]) {
+      expect(await codeOf(s.client(t).heartbeat({}))).toEqual([
+        Code.Unauthenticated,
+        'missing or invalid agent token',
+      ]);
+    }
+    expect(s.seen).toEqual([]);
+  });
+});
+
+describe('without the agent port gate (in-process transport)', () => {
+  it('the interceptor verifies the bearer itself', async () => {
+    const clock = new ManualClock(T0);
+    const seen: AgentPrincipal[] = [];
+    const auth = createAgentAuthentication({ verifier: issuer, clock });
+    const token = await issuer.mint(identity, T0);
+    const client = (t: string | null) =>
+      createClient(
+        AgentService,
+        createRouterTransport((r) => r.service(AgentService, echoService(seen)), {
+          transport: { interceptors: headers(t) },
+          router: { interceptors: [auth.interceptor] },
+        }),
+      );
+    expect(await codeOf(client(token).heartbeat({}))).toBe('ok');
+    expect(await codeOf(client(null).heartbeat({}))).toEqual([
+      Code.Unauthenticated,
+      'missing authorization token',
+    ]);
+    expect(await codeOf(client('not-a-jwt').heartbeat({}))).toEqual([
+      Code.Unauthenticated,
+      'invalid agent token',
+    ]);
+    expect(seen).toHaveLength(1);
+  });
+
+  it('a service mounted without the interceptor fails closed', async () => {
+    const seen: AgentPrincipal[] = [];
+    const token = await issuer.mint(identity, T0);
+    const client = createClient(
+      AgentService,
+      createRouterTransport((r) => r.service(AgentService, echoService(seen)), {
+        transport: { interceptors: headers(token) },
+      }),
+    );
+    expect(await codeOf(client.heartbeat({}))).toEqual([
+      Code.Unauthenticated,
+      'missing authorization token',
+    ]);
+    expect(seen).toEqual([]);
+  });
+});
