@@ -14,7 +14,7 @@ import {
   writeSync,
 } from 'node:fs';
 import path from 'node:path';
-import { LeoflowError, formatUidRange, type UidRange } from '@leoflow/core';
+import { formatUidRange, type UidRange, ConfigError } from '@leoflow/core';
 
 /**
  * Per-attempt uids, on the agent's side of the trust boundary (a runner daemon reuses this on
@@ -110,7 +110,7 @@ export function ensureLockDir(dir: string, owner: number | undefined = process.g
   }
   const st = lstatSync(dir);
   if (!st.isDirectory() || (owner !== undefined && st.uid !== owner) || (st.mode & 0o077) !== 0) {
-    throw new LeoflowError(
+    throw new ConfigError(
       'LF_ATTEMPT_UID_LOCK_DIR',
       `${dir} must be a directory owned by uid ${owner ?? '?'} with mode 0700 (it is ${st.isSymbolicLink() ? 'a symlink' : `mode ${(st.mode & 0o7777).toString(8)}, owner ${st.uid}`}); another user could forge attempt uid entries there — remove it and let the agent recreate it`,
     );
@@ -155,7 +155,7 @@ export class UidAllocator {
         return this.#lease(uid);
       }
     }
-    throw new LeoflowError(
+    throw new ConfigError(
       'LF_ATTEMPT_UIDS_EXHAUSTED',
       `every uid of execution.attempt_uid_range (${formatUidRange(this.#range)}, ${last - first + 1} uids) is held by a running attempt or by processes a dead attempt left behind; widen the range (--attempt-uid-range) or run fewer attempts at once (held entries: ${this.#dir})`,
     );

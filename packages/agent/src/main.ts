@@ -65,7 +65,7 @@ async function main(): Promise<number> {
     assignment = parseAssignment(payload);
   } catch (err) {
     // A standby whose pipe closes empty was released by its executor (shutdown, pool shrink).
-    if (config.standby && err instanceof TokenReadError && /was empty/.test(err.message)) {
+    if (config.standby && err instanceof TokenReadError && err.reason === 'empty') {
       return EXIT.OK;
     }
     diag.log('error', `bootstrap failed: ${err instanceof Error ? err.message : String(err)}`);

@@ -42,8 +42,14 @@ export class TokenHolder {
   }
 }
 
+/** Why the token could not be read; `empty` is what a standby agent waits out. */
+export type TokenReadReason = 'empty' | 'unreadable' | 'invalid';
+
 export class TokenReadError extends Error {
-  constructor(message: string) {
+  constructor(
+    message: string,
+    readonly reason: TokenReadReason = 'invalid',
+  ) {
     super(message);
     this.name = 'TokenReadError';
   }
@@ -87,7 +93,7 @@ export async function readTokenFromFd(fd: number, timeoutMs: number): Promise<st
   }
   const token = raw.toString('utf8').trim();
   raw.fill(0);
-  if (token === '') throw new TokenReadError(`token pipe (fd ${fd}) was empty`);
+  if (token === '') throw new TokenReadError(`token pipe (fd ${fd}) was empty`, 'empty');
   return token;
 }
 
@@ -128,7 +134,12 @@ function readStreamFd(fd: number, timeoutMs: number): Promise<Buffer> {
       chunks.push(chunk);
     });
     sock.on('error', (e: NodeJS.ErrnoException) =>
-      finish(new TokenReadError(`token pipe (fd ${fd}) unreadable: ${e.code ?? e.message}`)),
+      finish(
+        new TokenReadError(
+          `token pipe (fd ${fd}) unreadable: ${e.code ?? e.message}`,
+          'unreadable',
+        ),
+      ),
     );
     sock.on('end', () => finish(undefined));
   });

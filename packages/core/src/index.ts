@@ -1,4 +1,6 @@
 export * from './errors/leoflow-error.js';
+export * from './errors/catalogue.js';
+export * from './errors/catalogue-doc.js';
 export * from './time/clock.js';
 export * from './dag/index.js';
 export * from './state/index.js';

@@ -1,4 +1,4 @@
-import { LeoflowError } from '../errors/leoflow-error.js';
+import { ConfigError } from '../errors/leoflow-error.js';
 
 /**
  * Per-attempt uids (DESIGN §4, Isolation): when the agent is root, every attempt runs under its
@@ -29,7 +29,7 @@ export function parseUidRange(text: string, key = ATTEMPT_UID_RANGE_KEY): UidRan
   const first = m ? Number(m[1]) : NaN;
   const last = m ? Number(m[2]) : NaN;
   if (!m || first < 1000 || last > MAX_ID || last < first) {
-    throw new LeoflowError(
+    throw new ConfigError(
       'LF_CONFIG_ATTEMPT_UID_RANGE',
       `${key}=${JSON.stringify(text)} is not a uid range: write first-last with 1000 <= first <= last <= ${MAX_ID} (default ${DEFAULT_ATTEMPT_UID_RANGE}), or "off" to run every attempt as execution.run_as_user`,
     );
@@ -105,7 +105,7 @@ export function uidRangeCollisionMessage(range: UidRange, hits: IdCollision[]): 
 /** Non-negative whole number; 0 disables. Throws naming the key. */
 export function parseNprocLimit(text: string, key = ATTEMPT_NPROC_LIMIT_KEY): number {
   if (!/^\s*\d{1,7}\s*$/.test(text)) {
-    throw new LeoflowError(
+    throw new ConfigError(
       'LF_CONFIG_ATTEMPT_NPROC_LIMIT',
       `${key}=${JSON.stringify(text)} is not a whole number of processes (default ${DEFAULT_ATTEMPT_NPROC_LIMIT}; 0 does not apply RLIMIT_NPROC)`,
     );

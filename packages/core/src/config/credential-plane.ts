@@ -1,4 +1,4 @@
-import { LeoflowError } from '../errors/leoflow-error.js';
+import { LeoflowError, ConfigError } from '../errors/leoflow-error.js';
 import type { SecretLivenessMode, SecretScopingMode } from '../credentials/scoping-policy.js';
 import {
   agentTokenTtlSeconds,
@@ -320,7 +320,7 @@ export function loadCredentialPlaneConfig(
 
 export function configError(problems: readonly ConfigProblem[]): LeoflowError {
   const lines = problems.map((p) => `  - ${p.message}`);
-  return new LeoflowError(
+  return new ConfigError(
     'LF_CONFIG_INVALID',
     `refusing to start: invalid configuration\n${lines.join('\n')}`,
     { problems: problems.map((p) => ({ key: p.key, message: p.message })) },

@@ -1,4 +1,4 @@
-import { LeoflowError } from '../errors/leoflow-error.js';
+import { LeoflowError, ConfigError } from '../errors/leoflow-error.js';
 
 const UNIT_SECONDS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600 };
 const WHOLE = /^([+-]?)((?:\d+(?:\.\d+)?(?:ms|s|m|h))+)$/;
@@ -47,7 +47,7 @@ export function formatDuration(seconds: number): string {
 
 function invalid(value: unknown, key: string): LeoflowError {
   const shown = typeof value === 'string' ? `"${value}"` : String(value);
-  return new LeoflowError(
+  return new ConfigError(
     'LF_CONFIG_INVALID',
     `${key} must be a duration such as 90s, 15m, 24h, 500ms or a number of seconds (got ${shown})`,
     { key, value: typeof value === 'string' || typeof value === 'number' ? value : String(value) },

@@ -1,4 +1,4 @@
-import { LeoflowError } from '../errors/leoflow-error.js';
+import { VaultError } from '../errors/leoflow-error.js';
 
 export const CONN_ENV_PREFIX = 'AIRFLOW_CONN_';
 
@@ -16,13 +16,10 @@ export function connectionEnvName(connId: string): string {
 /** Shared with `variableEnvName`. */
 export function envName(prefix: string, name: string, what: string): string {
   if (typeof name !== 'string' || name === '') {
-    throw new LeoflowError(
-      'LF_ENV_NAME_INVALID',
-      `the ${what} is empty; it cannot name an env var`,
-    );
+    throw new VaultError('LF_ENV_NAME_INVALID', `the ${what} is empty; it cannot name an env var`);
   }
   if (/[=\u0000]/.test(name)) {
-    throw new LeoflowError(
+    throw new VaultError(
       'LF_ENV_NAME_INVALID',
       `the ${what} contains "=" or a NUL character, which an environment variable name cannot hold; rename it`,
     );

@@ -1,4 +1,4 @@
-import { LeoflowError } from '../errors/leoflow-error.js';
+import { LeoflowError, VaultError } from '../errors/leoflow-error.js';
 
 export const URI_FORMAT =
   '<conn_type>://[login[:password]@]host[:port][/schema][?extra], every part percent-encoded ' +
@@ -14,7 +14,7 @@ export const JSON_FORMAT =
  * looks harmless when the user misplaced a delimiter.
  */
 export function uriError(problem: string): LeoflowError {
-  return new LeoflowError(
+  return new VaultError(
     'LF_CONN_URI_INVALID',
     `invalid connection URI: ${problem}; expected ${URI_FORMAT}`,
     { problem },
@@ -22,7 +22,7 @@ export function uriError(problem: string): LeoflowError {
 }
 
 export function jsonError(problem: string): LeoflowError {
-  return new LeoflowError(
+  return new VaultError(
     'LF_CONN_JSON_INVALID',
     `invalid connection JSON: ${problem}; expected ${JSON_FORMAT}`,
     { problem },
@@ -31,7 +31,7 @@ export function jsonError(problem: string): LeoflowError {
 
 /** Raised by the formatter: the connection cannot be written as an Airflow URI. */
 export function formatError(problem: string): LeoflowError {
-  return new LeoflowError(
+  return new VaultError(
     'LF_CONN_URI_INVALID',
     `cannot write the connection as an Airflow URI: ${problem}`,
     { problem },

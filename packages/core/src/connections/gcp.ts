@@ -1,4 +1,4 @@
-import { LeoflowError } from '../errors/leoflow-error.js';
+import { VaultError } from '../errors/leoflow-error.js';
 import { NonFiniteNumberError, parsePyJson, PyJsonSyntaxError, pyJsonToJs } from './py-json.js';
 import { isPlainObject } from './uri.js';
 
@@ -102,7 +102,7 @@ export function resolveGcpConnectionFields(
   const { fields, checks } = analyzeGcpExtra(extra);
   const hard = checks.find((c) => c.hard === true);
   if (hard !== undefined || fields === null) {
-    throw new LeoflowError(
+    throw new VaultError(
       'LF_GCP_CONN_INVALID',
       `google_cloud_platform connection: ${hard?.message ?? 'extra is not usable'}. ` +
         'Fix the connection (leoflow connections test <id> lists every problem).',

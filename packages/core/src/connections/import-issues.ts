@@ -1,4 +1,5 @@
-import { LeoflowError, isLeoflowError } from '../errors/leoflow-error.js';
+import type { ErrorCodeOf } from '../errors/catalogue.js';
+import { isLeoflowError, VaultError } from '../errors/leoflow-error.js';
 
 /** One problem in an import source: which entry and where, never the entry's value. */
 export interface ImportIssue {
@@ -17,11 +18,15 @@ const MAX_LISTED = 20;
  * All problems of a source are reported together so a migration can be fixed in one pass.
  * `details.issues` carries them structured for the CLI.
  */
-export function importError(code: string, source: string, issues: ImportIssue[]): LeoflowError {
+export function importError(
+  code: ErrorCodeOf<'vault'>,
+  source: string,
+  issues: ImportIssue[],
+): VaultError {
   const listed = issues.slice(0, MAX_LISTED).map(describe);
   const more = issues.length > MAX_LISTED ? `; … and ${issues.length - MAX_LISTED} more` : '';
   const n = issues.length === 1 ? '1 problem' : `${issues.length} problems`;
-  return new LeoflowError(
+  return new VaultError(
     code,
     `${source} has ${n}, nothing was imported: ${listed.join('; ')}${more}. Fix the entries named and import again.`,
     { issues },

@@ -1,5 +1,5 @@
 import { Cron } from 'croner';
-import { LeoflowError } from '../errors/leoflow-error.js';
+import { LeoflowError, DagError } from '../errors/leoflow-error.js';
 import { lastAtOrBefore } from './search.js';
 
 /**
@@ -67,8 +67,8 @@ function assertTimezone(timezone: string): void {
     }
   }
   if (!ok) {
-    throw new LeoflowError(
-      'LF_INVALID_TIMEZONE',
+    throw new DagError(
+      'LF_DAG_UNKNOWN_TIMEZONE',
       `'${String(timezone)}' is not an IANA time zone; use a name such as 'UTC' or 'Europe/Berlin'.`,
       { timezone },
     );
@@ -96,8 +96,8 @@ function cronFor(line: string, timezone: string): Cron {
       fixedTimeRule: 'no-wildcard',
     });
   } catch (e) {
-    throw new LeoflowError(
-      'LF_INVALID_SCHEDULE',
+    throw new DagError(
+      'LF_DAG_BAD_CRON',
       `Schedule '${line}' is not a valid 5-field cron line (${e instanceof Error ? e.message : String(e)}); ` +
         `use 'minute hour day-of-month month day-of-week', a preset ` +
         `(${Object.keys(SCHEDULE_PRESETS).join(', ')}), '@once', or null for manual runs only.`,
@@ -121,7 +121,7 @@ function assertMs(name: string, v: number): void {
 }
 
 /**
- * Throws LF_INVALID_SCHEDULE / LF_INVALID_TIMEZONE if the pair could not be planned; for the
+ * Throws LF_DAG_BAD_CRON / LF_DAG_UNKNOWN_TIMEZONE if the pair could not be planned; for the
  * DAG compiler and the API to reject a DAG before the scheduler ever sees it.
  */
 export function validateSchedule(schedule: string | null, timezone: string): void {

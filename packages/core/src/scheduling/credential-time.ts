@@ -1,4 +1,4 @@
-import { LeoflowError } from '../errors/leoflow-error.js';
+import { ConfigError } from '../errors/leoflow-error.js';
 
 /** 10 min; also the shortest projected service-account token Kubernetes will issue. */
 export const AGENT_TOKEN_TTL_FLOOR_SECONDS = 600;
@@ -11,8 +11,8 @@ export const AGENT_TOKEN_TTL_FLOOR_SECONDS = 600;
  */
 export function agentTokenTtlSeconds(heartbeatIntervalSeconds: number): number {
   if (!Number.isFinite(heartbeatIntervalSeconds) || heartbeatIntervalSeconds <= 0) {
-    throw new LeoflowError(
-      'LF_INVALID_CONFIG',
+    throw new ConfigError(
+      'LF_CONFIG_INVALID',
       `execution.heartbeat_interval must be a positive duration, got ${String(heartbeatIntervalSeconds)}s; ` +
         'set it to e.g. 15s.',
       { key: 'execution.heartbeat_interval' },

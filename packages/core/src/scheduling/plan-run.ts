@@ -1,5 +1,5 @@
 import type { DagSpec, TaskSpecDef } from '../dag/spec.js';
-import { LeoflowError } from '../errors/leoflow-error.js';
+import { LeoflowError, DagError } from '../errors/leoflow-error.js';
 import type { TaskInstanceState } from '../state/task-state.js';
 import { isTerminal } from '../state/task-state.js';
 import { evaluateTriggerRule } from './trigger-rules.js';
@@ -24,7 +24,7 @@ interface Graph {
 }
 
 function invalidDag(spec: DagSpec, reason: string, message: string, details = {}): LeoflowError {
-  return new LeoflowError('LF_INVALID_DAG', `DAG '${spec.dag_id}': ${message}`, {
+  return new DagError('LF_DAG_INVALID', `DAG '${spec.dag_id}': ${message}`, {
     dag_id: spec.dag_id,
     reason,
     ...details,
@@ -176,7 +176,7 @@ export function downstreamOf(spec: DagSpec, taskId: string): string[] {
   const g = buildGraph(spec);
   if (!g.byId.has(taskId)) {
     throw new LeoflowError(
-      'LF_UNKNOWN_TASK',
+      'LF_TASK_NOT_FOUND',
       `DAG '${spec.dag_id}' has no task '${taskId}'; list its tasks and pick one of them.`,
       { dag_id: spec.dag_id, task_id: taskId },
     );

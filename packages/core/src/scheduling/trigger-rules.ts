@@ -1,5 +1,5 @@
 import { TRIGGER_RULES, type TriggerRule } from '../dag/spec.js';
-import { LeoflowError } from '../errors/leoflow-error.js';
+import { DagError } from '../errors/leoflow-error.js';
 import type { TaskInstanceState } from '../state/task-state.js';
 import { isTerminal } from '../state/task-state.js';
 
@@ -99,7 +99,7 @@ export function evaluateTriggerRule(
     default: {
       // Reachable only from unvalidated data (a hand-edited dag.json, an old row).
       const unknown: never = rule;
-      throw new LeoflowError(
+      throw new DagError(
         'LF_UNKNOWN_TRIGGER_RULE',
         `Unknown trigger rule '${String(unknown)}'. Use one of: ${TRIGGER_RULES.join(', ')}.`,
         { rule: unknown },

@@ -118,8 +118,8 @@ describe('nextFireAfter', () => {
     expect(nextFireAfter('0 0 30 2 *', 'UTC', 0)).toBeNull();
   });
 
-  it('rejects an invalid cron line, a 6-field line, and an unknown preset with LF_INVALID_SCHEDULE', () => {
-    const code = expect.objectContaining({ code: 'LF_INVALID_SCHEDULE' });
+  it('rejects an invalid cron line, a 6-field line, and an unknown preset with LF_DAG_BAD_CRON', () => {
+    const code = expect.objectContaining({ code: 'LF_DAG_BAD_CRON' });
     expect(() => nextFireAfter('not a cron', 'UTC', 0)).toThrow(code);
     expect(() => nextFireAfter('0 0 * * * *', 'UTC', 0)).toThrow(code);
     expect(() => nextFireAfter('61 * * * *', 'UTC', 0)).toThrow(code);
@@ -127,8 +127,8 @@ describe('nextFireAfter', () => {
     expect(() => validateSchedule('0 0 * *', 'UTC')).toThrow(code);
   });
 
-  it('rejects an unknown zone with LF_INVALID_TIMEZONE', () => {
-    const code = expect.objectContaining({ code: 'LF_INVALID_TIMEZONE' });
+  it('rejects an unknown zone with LF_DAG_UNKNOWN_TIMEZONE', () => {
+    const code = expect.objectContaining({ code: 'LF_DAG_UNKNOWN_TIMEZONE' });
     expect(() => nextFireAfter('@daily', 'Mars/Olympus', 0)).toThrow(code);
     expect(() => nextFireAfter('@daily', '', 0)).toThrow(code);
     expect(() => validateSchedule(null, 'Nowhere')).toThrow(code);

@@ -29,7 +29,7 @@ describe('agentTokenTtlSeconds', () => {
     (hb) => {
       expect(() => agentTokenTtlSeconds(hb)).toThrow(
         expect.objectContaining({
-          code: 'LF_INVALID_CONFIG',
+          code: 'LF_CONFIG_INVALID',
           details: { key: 'execution.heartbeat_interval' },
         }),
       );

@@ -158,7 +158,7 @@ describe('planRun', () => {
   });
 
   it('rejects an unknown upstream, a cycle, a self-dependency and a duplicate id', () => {
-    const code = expect.objectContaining({ code: 'LF_INVALID_DAG' });
+    const code = expect.objectContaining({ code: 'LF_DAG_INVALID' });
     expect(() => planRun(dag(['a', ['ghost']]), new Map())).toThrow(code);
     expect(() => planRun(dag(['a', ['b']], ['b', ['a']], ['c']), new Map())).toThrow(code);
     expect(() => planRun(dag(['a', ['a']]), new Map())).toThrow(code);
@@ -241,7 +241,7 @@ describe('downstreamOf', () => {
 
   it('rejects an unknown task', () => {
     expect(() => downstreamOf(d, 'nope')).toThrow(
-      expect.objectContaining({ code: 'LF_UNKNOWN_TASK' }),
+      expect.objectContaining({ code: 'LF_TASK_NOT_FOUND' }),
     );
   });
 });

@@ -1,6 +1,7 @@
 import Fastify, { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
 import {
   assertJsonDepth,
+  httpStatusOf,
   isLeoflowError,
   isPermission,
   MAX_REST_BODY_BYTES,
@@ -75,25 +76,6 @@ declare module 'fastify' {
     summary?: string;
   }
 }
-
-const STATUS_BY_CODE: Record<string, number> = {
-  LF_DAG_NOT_FOUND: 404,
-  LF_RUN_NOT_FOUND: 404,
-  LF_TASK_NOT_FOUND: 404,
-  LF_DAG_VERSION_NOT_FOUND: 404,
-  LF_XCOM_NOT_FOUND: 404,
-  LF_VARIABLE_NOT_FOUND: 404,
-  LF_CONNECTION_NOT_FOUND: 404,
-  LF_TOKEN_NOT_FOUND: 404,
-  LF_TENANT_NOT_FOUND: 404,
-  LF_FORBIDDEN: 403,
-  LF_ATTEMPT_NOT_LIVE: 409,
-  LF_SECRET_ROTATION_UNSUPPORTED: 409,
-  LF_RUN_EXISTS: 409,
-  LF_TASK_ACTIVE: 409,
-  LF_TENANT_EXISTS: 409,
-  LF_UNAUTHENTICATED: 401,
-};
 
 const UNAUTHENTICATED = {
   code: 'LF_UNAUTHENTICATED',
@@ -174,7 +156,7 @@ export function buildApi(deps: ApiDeps) {
     if (access === undefined || access === PUBLIC) return;
     // A bearer token, or the web app's session cookie (../ui/guard.ts): one authentication path.
     const auth = await authenticateRequest(req, tokens, deps.ui);
-    if (!auth) return reply.status(401).send(UNAUTHENTICATED);
+    if (!auth) return reply.status(httpStatusOf(UNAUTHENTICATED.code)).send(UNAUTHENTICATED);
     if ('status' in auth) return reply.status(auth.status).send(auth.body);
     const { principal } = auth;
     rememberAuthentication(req, auth);
@@ -200,24 +182,27 @@ export function buildApi(deps: ApiDeps) {
   app.setErrorHandler((err, req, reply) => {
     if (isLeoflowError(err)) {
       return reply
-        .status(STATUS_BY_CODE[err.code] ?? 400)
+        .status(httpStatusOf(err.code))
         .send({ code: err.code, message: err.message, details: err.details ?? {} });
     }
     const e = err as { validation?: unknown; statusCode?: number; message: string };
     if (e.validation) {
-      return reply.status(400).send({
+      return reply.status(httpStatusOf('LF_BAD_REQUEST')).send({
         code: 'LF_BAD_REQUEST',
         message: `invalid request: ${e.message}`,
         details: { validation: e.validation },
       });
     }
+    // Fastify's own errors carry their status (FST_ERR_CTP_BODY_TOO_LARGE is 413); classify by it.
     if (e.statusCode === 413) {
-      return reply.status(413).send({
+      return reply.status(httpStatusOf('LF_BODY_TOO_LARGE')).send({
         code: 'LF_BODY_TOO_LARGE',
         message: `the request body is over the ${MAX_REST_BODY_BYTES} byte (8 MiB) limit`,
         details: { limit_bytes: MAX_REST_BODY_BYTES },
       });
     }
+    // Other client errors Fastify raised itself (415, 400 on a bad JSON body, …) keep Fastify's
+    // status under the one code for a malformed request.
     if (e.statusCode && e.statusCode < 500) {
       return reply
         .status(e.statusCode)
@@ -225,7 +210,7 @@ export function buildApi(deps: ApiDeps) {
     }
     req.log.error({ err }, 'request failed');
     return reply
-      .status(500)
+      .status(httpStatusOf('LF_INTERNAL'))
       .send({ code: 'LF_INTERNAL', message: 'internal error; see the server log', details: {} });
   });
 
@@ -240,7 +225,7 @@ export function buildApi(deps: ApiDeps) {
 
   app.setNotFoundHandler((req, reply) => {
     if (servePage?.(req, reply)) return;
-    void reply.status(404).send({
+    void reply.status(httpStatusOf('LF_ROUTE_NOT_FOUND')).send({
       code: 'LF_ROUTE_NOT_FOUND',
       message: `no route ${req.method} ${req.url.split('?')[0] ?? ''}; the routes are listed at /api/v1/docs`,
       details: {},

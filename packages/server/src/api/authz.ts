@@ -1,9 +1,9 @@
 import {
   isAllowed,
-  LeoflowError,
   PLATFORM_PERMISSIONS,
   rolesAllowing,
   type Permission,
+  AuthError,
 } from '@leoflow/core';
 import type { FastifyRequest } from 'fastify';
 import type { UserPrincipal } from '../auth/user-token.js';
@@ -21,13 +21,13 @@ export function checkPermission(
 ): void {
   if (isAllowed(principal, permission, ctx.platformTenantId)) return;
   if (PLATFORM_PERMISSIONS.has(permission) && principal.role === 'admin') {
-    throw new LeoflowError(
+    throw new AuthError(
       'LF_FORBIDDEN',
       `${permission} reaches every tenant, so only admins of the platform tenant "${ctx.platformTenantId}" hold it; ask one of them`,
       { permission },
     );
   }
-  throw new LeoflowError(
+  throw new AuthError(
     'LF_FORBIDDEN',
     `role ${principal.role} does not grant ${permission}; ask a tenant admin for a token with role ${rolesAllowing(permission).join(' or ')}`,
     { permission, role: principal.role },

@@ -4,11 +4,11 @@ import {
   checkConnectionStructure,
   formatConnectionUri,
   isSensitiveKey,
-  LeoflowError,
   parseConnectionJson,
   parseConnectionUri,
   redactConnectionExtra,
   requireConnType,
+  VaultError,
   type Clock,
   type Connection,
 } from '@leoflow/core';
@@ -112,7 +112,7 @@ interface ConnectionBody {
 export function connectionFromBody(body: ConnectionBody): Connection {
   const given = [body.uri, body.json, body.connection].filter((v) => v !== undefined).length;
   if (given !== 1) {
-    throw new LeoflowError(
+    throw new VaultError(
       'LF_CONN_BODY_INVALID',
       'give exactly one of uri, json or connection (e.g. --uri postgres://user:pass@host:5432/db)',
     );
@@ -590,9 +590,11 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
   );
 }
 
-function notFound(kind: string, id: string, hint: string): LeoflowError {
-  return new LeoflowError(
-    `LF_${kind.toUpperCase()}_NOT_FOUND`,
-    `no ${kind} "${id}"; see \`${hint}\``,
-  );
+const NOT_FOUND = {
+  variable: 'LF_VARIABLE_NOT_FOUND',
+  connection: 'LF_CONNECTION_NOT_FOUND',
+} as const;
+
+function notFound(kind: keyof typeof NOT_FOUND, id: string, hint: string): VaultError {
+  return new VaultError(NOT_FOUND[kind], `no ${kind} "${id}"; see \`${hint}\``);
 }

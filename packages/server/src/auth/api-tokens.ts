@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { isRoleName, LeoflowError, ROLE_NAMES, type Clock } from '@leoflow/core';
+import { isRoleName, ROLE_NAMES, type Clock, AuthError } from '@leoflow/core';
 import type { Store } from '../store/store.js';
 import type { ApiTokenRow } from '../store/types.js';
 import type { UserPrincipal, UserTokenIssuer } from './user-token.js';
@@ -32,25 +32,22 @@ export class ApiTokens {
 
   async create(input: CreateTokenInput): Promise<{ token: string; row: ApiTokenRow }> {
     if (!isRoleName(input.role)) {
-      throw new LeoflowError(
+      throw new AuthError(
         'LF_ROLE_UNKNOWN',
         `unknown role "${input.role}"; use one of ${ROLE_NAMES.join(', ')} (see \`leoflow auth roles\`)`,
       );
     }
     if (input.name !== undefined && !NAME.test(input.name)) {
-      throw new LeoflowError(
+      throw new AuthError(
         'LF_TOKEN_NAME_INVALID',
         'a token name is 1-100 of letters, digits and _ . @ : -',
       );
     }
     if (input.ttlSeconds !== undefined && !(input.ttlSeconds > 0)) {
-      throw new LeoflowError(
-        'LF_TOKEN_TTL_INVALID',
-        'a token TTL must be positive (e.g. 30d, 12h)',
-      );
+      throw new AuthError('LF_TOKEN_TTL_INVALID', 'a token TTL must be positive (e.g. 30d, 12h)');
     }
     if (!(await this.store.getTenant(input.tenant_id))) {
-      throw new LeoflowError(
+      throw new AuthError(
         'LF_TENANT_NOT_FOUND',
         `no tenant "${input.tenant_id}"; create it with \`leoflow tenants create ${input.tenant_id}\``,
       );

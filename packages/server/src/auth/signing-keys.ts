@@ -2,7 +2,7 @@ import { KeyObject, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { chmod, link, mkdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LeoflowError } from '@leoflow/core';
+import { LeoflowError, AuthError } from '@leoflow/core';
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 
 /** Which audience a key signs for: agent and user tokens never share a key. */
@@ -521,7 +521,7 @@ function isEd25519(jwk: unknown, priv: boolean): boolean {
 }
 
 function keyringError(file: string, why: string): LeoflowError {
-  return new LeoflowError(
+  return new AuthError(
     'LF_KEYRING_INVALID',
     `signing keyring ${file} cannot be used: ${why}. Restore it from backup; deleting it makes ` +
       'every outstanding token of that kind invalid.',
@@ -584,7 +584,7 @@ async function withFileLock<T>(file: string, fn: () => Promise<T>): Promise<T> {
         continue;
       }
       if (Date.now() > deadline) {
-        throw new LeoflowError(
+        throw new AuthError(
           'LF_KEYRING_LOCKED',
           `signing keyring ${file} is locked by another process (${lock}); retry, or remove the ` +
             'lock file if no Leoflow process is running',

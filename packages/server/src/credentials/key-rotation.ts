@@ -1,4 +1,4 @@
-import { LeoflowError } from '@leoflow/core';
+import { VaultError } from '@leoflow/core';
 import {
   addKeyToKeyringFile,
   loadKeyring,
@@ -33,7 +33,7 @@ export async function rotateVaultKey(
   opts: { resume: boolean; prune: boolean; batchSize?: number },
 ): Promise<RotationResult> {
   if (deps.keyringSource === 'env' || deps.keyringFile === null) {
-    throw new LeoflowError(
+    throw new VaultError(
       'LF_SECRET_ROTATION_UNSUPPORTED',
       'the vault key comes from LEOFLOW_SECRET_KEY: set it to the new key and LEOFLOW_SECRET_KEY_PREVIOUS ' +
         'to the old one, restart, then run `leoflow secrets rotate-key --resume`',

@@ -1,4 +1,4 @@
-import { isActive, LeoflowError, type Clock } from '@leoflow/core';
+import { isActive, type Clock, LivenessError } from '@leoflow/core';
 import type { Executor } from '../executor/executor.js';
 import type { Store } from '../store/store.js';
 import type { TaskInstanceRow } from '../store/types.js';
@@ -32,7 +32,7 @@ export async function revokeAttemptCredential(
   const tryNumber = input.tryNumber ?? ti.try_number;
   if (tryNumber !== ti.try_number || !isActive(ti.state)) {
     // A finished or superseded attempt's credential is already dead (liveness); nothing to do.
-    throw new LeoflowError(
+    throw new LivenessError(
       'LF_ATTEMPT_NOT_LIVE',
       `try ${tryNumber} of ${ti.task_id} is not live (the task instance is ${ti.state}, try ${ti.try_number}); its credential already resolves nothing`,
     );

@@ -1,4 +1,4 @@
-import { declaredUnion, LeoflowError, type DagSpec } from '@leoflow/core';
+import { declaredUnion, type DagSpec, DagError } from '@leoflow/core';
 import type { Store } from '../store/store.js';
 
 /**
@@ -34,7 +34,7 @@ export async function checkDeclarations(
     }
   }
   if (problems.length > 0) {
-    throw new LeoflowError('LF_DAG_UNKNOWN_DECLARATION', problems.join('; '), {
+    throw new DagError('LF_DAG_UNKNOWN_DECLARATION', problems.join('; '), {
       dag_id: spec.dag_id,
     });
   }

@@ -1,10 +1,10 @@
 import { readFileSync } from 'node:fs';
 import {
-  LeoflowError,
   parseUidRange,
   uidRangeCollisionMessage,
   uidRangeCollisions,
   type UidRange,
+  ConfigError,
 } from '@leoflow/core';
 
 export interface RunAs {
@@ -32,7 +32,7 @@ export function resolveRunAs(user: string | null, passwdFile = '/etc/passwd'): R
       return { user, uid: Number(f[2]), gid: Number(f[3]) };
     }
   }
-  throw new LeoflowError(
+  throw new ConfigError(
     'LF_CONFIG_RUN_AS_USER',
     `execution.run_as_user names "${user}", which is not an account on this machine; create it ` +
       `(useradd --system ${user}) or set LEOFLOW_EXECUTION_RUN_AS_USER to an existing unprivileged user`,
@@ -86,7 +86,7 @@ export function resolveTaskIsolation(
     const range = parseUidRange(execution.attemptUidRange);
     const hits = uidRangeCollisions(range, readAccountFiles());
     if (hits.length > 0)
-      throw new LeoflowError('LF_CONFIG_ATTEMPT_UID_RANGE', uidRangeCollisionMessage(range, hits));
+      throw new ConfigError('LF_CONFIG_ATTEMPT_UID_RANGE', uidRangeCollisionMessage(range, hits));
     return { mode: 'per-attempt', range, nprocLimit: execution.attemptNprocLimit };
   }
   const runAs = resolveRunAs(execution.runAsUser);

@@ -11,7 +11,7 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { LeoflowError } from '@leoflow/core';
+import { ConfigError } from '@leoflow/core';
 
 /** The installation's id, in the data dir: it names this installation's work root. */
 export const INSTALL_ID_FILE = 'install-id';
@@ -32,7 +32,7 @@ export function ensureInstallId(dataDir: string): string {
     if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
     const raced = readInstallId(dataDir);
     if (raced !== null) return raced;
-    throw new LeoflowError(
+    throw new ConfigError(
       'LF_INSTALL_ID',
       `${file} is not a Leoflow install id (16 hex digits); move it aside and restart to mint a new one`,
     );
@@ -68,7 +68,7 @@ export function ensureWorkRoot(dir: string): void {
   const st = lstatSync(dir);
   const me = process.getuid?.();
   if (!st.isDirectory() || (me !== undefined && st.uid !== me)) {
-    throw new LeoflowError(
+    throw new ConfigError(
       'LF_WORK_ROOT',
       `${dir} (the work root) is ${st.isSymbolicLink() ? 'a symlink' : st.isDirectory() ? `owned by uid ${st.uid}` : 'not a directory'}, not a directory of uid ${me ?? '?'}: someone else may have created it to reach the attempts' files; remove it and restart`,
     );

@@ -1,5 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { downstreamOf, isActive, LeoflowError, manualRunId, type Clock } from '@leoflow/core';
+import {
+  downstreamOf,
+  isActive,
+  LeoflowError,
+  manualRunId,
+  type Clock,
+  DagError,
+} from '@leoflow/core';
 import type { Store } from '../store/store.js';
 import type { DagRunRow } from '../store/types.js';
 
@@ -20,14 +27,14 @@ export class RunOperations {
   async trigger(tenantId: string, dagId: string, input: TriggerInput): Promise<DagRunRow> {
     const dag = await this.store.getDag(tenantId, dagId);
     if (!dag) {
-      throw new LeoflowError(
+      throw new DagError(
         'LF_DAG_NOT_FOUND',
         `no DAG "${dagId}"; list DAGs with \`leoflow dags list\` or push it with \`leoflow dags push <dir>\``,
       );
     }
     const version = await this.store.getDagVersion(tenantId, dagId, dag.current_version);
     if (!version)
-      throw new LeoflowError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dagId} has no current version`);
+      throw new DagError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dagId} has no current version`);
     const spec = version.spec;
     const now = this.clock.now();
     const conf = input.conf ?? {};
@@ -75,10 +82,10 @@ export class RunOperations {
       );
     }
     const dag = await this.store.getDag(tenantId, dagId);
-    if (!dag) throw new LeoflowError('LF_DAG_NOT_FOUND', `no DAG "${dagId}"`);
+    if (!dag) throw new DagError('LF_DAG_NOT_FOUND', `no DAG "${dagId}"`);
     const current = await this.store.getDagVersion(tenantId, dagId, dag.current_version);
     if (!current)
-      throw new LeoflowError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dagId} has no current version`);
+      throw new DagError('LF_DAG_VERSION_NOT_FOUND', `DAG ${dagId} has no current version`);
     const spec = current.spec;
     const known = new Set(spec.tasks.map((t) => t.task_id));
 

@@ -1,5 +1,5 @@
 import type { DagSpec } from '@leoflow/core';
-import { LeoflowError } from '@leoflow/core';
+import { DagError } from '@leoflow/core';
 import type { Store } from '../store/store.js';
 
 /** DAG versions are immutable once written, so their parsed specs can be cached forever. */
@@ -14,7 +14,7 @@ export class SpecCache {
     if (hit) return hit;
     const row = await this.store.getDagVersion(tenantId, dagId, version);
     if (!row) {
-      throw new LeoflowError(
+      throw new DagError(
         'LF_DAG_VERSION_NOT_FOUND',
         `DAG ${dagId} has no version ${version}; push it again with \`leoflow dags push\``,
       );

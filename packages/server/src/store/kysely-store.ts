@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { DagRunState, DagSpec, TaskInstanceState } from '@leoflow/core';
+import { StoreError, type DagRunState, type DagSpec, type TaskInstanceState } from '@leoflow/core';
 import { Migrator, sql } from 'kysely';
 import type { Insertable, Kysely, Selectable, Updateable } from 'kysely';
 import type {
@@ -131,10 +131,12 @@ export class KyselyStore implements Store {
     if (error !== undefined) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
       const cause = error instanceof Error ? error.message : JSON.stringify(error);
-      throw new Error(
+      const refused = new StoreError(
+        'LF_STORE_MIGRATION_FAILED',
         `store migration ${failed ?? '(setup)'} failed on ${this.dialect}: ${cause}`,
-        { cause: error },
+        { dialect: this.dialect, migration: failed ?? null },
       );
+      throw Object.assign(refused, { cause: error });
     }
   }
 

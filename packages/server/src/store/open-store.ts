@@ -3,6 +3,7 @@ import { dirname } from 'node:path';
 import BetterSqlite3 from 'better-sqlite3';
 import { CompiledQuery, Kysely, PostgresDialect, SqliteDialect, sql } from 'kysely';
 import pg from 'pg';
+import { StoreError } from '@leoflow/core';
 import type { Database } from './db-types.js';
 import { KyselyStore } from './kysely-store.js';
 import { SqliteHotReads } from './sqlite-hot-reads.js';
@@ -126,7 +127,8 @@ async function openPostgres(url: string, schema: string | undefined): Promise<Ky
     const { rows } = await sql<{ s: string | null }>`select current_schema() as s`.execute(kysely);
     const effective = rows[0]?.s ?? null;
     if (effective === null) {
-      throw new Error(
+      throw new StoreError(
+        'LF_STORE_SCHEMA_INVALID',
         'postgres store: no schema on the search_path exists; pass `schema` or create one',
       );
     }
@@ -139,7 +141,10 @@ async function openPostgres(url: string, schema: string | undefined): Promise<Ky
 
 function quoteIdent(name: string): string {
   if (name.length === 0 || name.length > 63 || name.includes('\0')) {
-    throw new Error(`postgres store: invalid schema name ${JSON.stringify(name)}`);
+    throw new StoreError(
+      'LF_STORE_SCHEMA_INVALID',
+      `postgres store: invalid schema name ${JSON.stringify(name)}`,
+    );
   }
   return `"${name.replace(/"/g, '""')}"`;
 }

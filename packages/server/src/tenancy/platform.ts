@@ -1,4 +1,4 @@
-import { LeoflowError, type Clock } from '@leoflow/core';
+import { type Clock, AuthError } from '@leoflow/core';
 import type { ApiTokens, CreateTokenInput } from '../auth/api-tokens.js';
 import type { DoctorReport } from '../doctor/report.js';
 import type { Store } from '../store/store.js';
@@ -30,14 +30,14 @@ export class PlatformAdmin {
 
   async createTenant(id: string, name: string | undefined): Promise<TenantRow> {
     if (!TENANT_ID.test(id)) {
-      throw new LeoflowError(
+      throw new AuthError(
         'LF_TENANT_ID_INVALID',
         `tenant id "${id}" must be 1-63 of lowercase letters, digits and -, starting with a letter or digit`,
       );
     }
     const row = { id, name: name ?? id, created_at: this.deps.clock.now() };
     if (!(await this.deps.store.createTenant(row))) {
-      throw new LeoflowError('LF_TENANT_EXISTS', `tenant "${id}" already exists`);
+      throw new AuthError('LF_TENANT_EXISTS', `tenant "${id}" already exists`);
     }
     return row;
   }

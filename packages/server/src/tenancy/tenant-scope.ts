@@ -4,6 +4,8 @@ import {
   type Clock,
   type DagRunState,
   type DagSpec,
+  DagError,
+  AuthError,
 } from '@leoflow/core';
 import { checkDeclarations } from '../dags/registration.js';
 import type { RevocationRequest } from '../credentials/revocation.js';
@@ -105,7 +107,7 @@ export class TenantScope {
   async getDag(dagId: string): Promise<DagRow> {
     const dag = await this.deps.store.getDag(this.tenantId, dagId);
     if (!dag) {
-      throw new LeoflowError('LF_DAG_NOT_FOUND', `no DAG "${dagId}"; see \`leoflow dags list\``);
+      throw new DagError('LF_DAG_NOT_FOUND', `no DAG "${dagId}"; see \`leoflow dags list\``);
     }
     return dag;
   }
@@ -113,7 +115,7 @@ export class TenantScope {
   async getDagVersion(dagId: string, version: number): Promise<DagVersionRow> {
     const v = await this.deps.store.getDagVersion(this.tenantId, dagId, version);
     if (!v) {
-      throw new LeoflowError(
+      throw new DagError(
         'LF_DAG_VERSION_NOT_FOUND',
         `DAG ${dagId} has no version ${version}; see \`leoflow dags show ${dagId}\``,
       );
@@ -305,7 +307,7 @@ export class TenantScope {
     const row = revoked ? await this.deps.store.getApiToken(jti) : undefined;
     if (!row) {
       // The reference is not echoed: someone may have pasted a token itself here.
-      throw new LeoflowError(
+      throw new AuthError(
         'LF_TOKEN_NOT_FOUND',
         'no active token with that id in this tenant; revoke by the id or name that `leoflow auth list-tokens` shows',
       );

@@ -6,7 +6,7 @@ import {
   type KeyObject,
 } from 'node:crypto';
 import { inspect } from 'node:util';
-import { LeoflowError } from '@leoflow/core';
+import { LeoflowError, VaultError } from '@leoflow/core';
 import type { SealedKind } from '../store/vault-types.js';
 import { SECRET_KEY_BYTES } from './secret-key.js';
 
@@ -60,13 +60,13 @@ export class Keyring {
   constructor(current: KeyringEntry, older: readonly KeyringEntry[] = []) {
     for (const entry of [current, ...older]) {
       if (!isValidKeyId(entry.id)) {
-        throw new LeoflowError(
+        throw new VaultError(
           'LF_SECRET_KEYRING_INVALID',
           `key id ${JSON.stringify(entry.id)} is not valid: use 1-64 letters, digits, '.', '_', ':' or '-'.`,
         );
       }
       if (entry.key.length !== SECRET_KEY_BYTES) {
-        throw new LeoflowError(
+        throw new VaultError(
           'LF_SECRET_KEY_INVALID',
           `key ${entry.id} is ${entry.key.length} bytes; AES-256 needs exactly ${SECRET_KEY_BYTES}.`,
         );
@@ -76,7 +76,7 @@ export class Keyring {
         // The same key listed twice (env and keyring file, say) is harmless; two different
         // keys under one id would make every ciphertext ambiguous.
         if (existing.equals(createSecretKey(entry.key))) continue;
-        throw new LeoflowError(
+        throw new VaultError(
           'LF_SECRET_KEYRING_INVALID',
           `key id ${entry.id} names two different keys; give each key its own id.`,
         );
@@ -113,7 +113,7 @@ export class Keyring {
   open(envelope: Uint8Array, key_id: string, aad: string): Uint8Array {
     const key = this.#keys.get(key_id);
     if (key === undefined) {
-      throw new LeoflowError(
+      throw new VaultError(
         'LF_SECRET_KEY_MISSING',
         `a stored secret is sealed with key id ${key_id}, which is not in the keyring ` +
           `(loaded: ${this.keyIds().join(', ')}); add that key back as an older key ` +
@@ -165,7 +165,7 @@ function additionalData(version: number, aad: string): Buffer {
 }
 
 function decryptFailed(key_id: string): LeoflowError {
-  return new LeoflowError(
+  return new VaultError(
     'LF_SECRET_DECRYPT_FAILED',
     `a stored secret sealed with key id ${key_id} failed to decrypt: it was altered, copied ` +
       'from another row, or the key loaded under that id is a different key. Set the value again.',

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { link, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { LeoflowError } from '@leoflow/core';
+import { LeoflowError, VaultError } from '@leoflow/core';
 import { isValidKeyId, Keyring, type KeyringEntry } from './keyring.js';
 import { encodeSecretKey, generateSecretKey, parseSecretKey, secretKeyId } from './secret-key.js';
 
@@ -61,14 +61,14 @@ export async function loadKeyring(opts: LoadKeyringOptions): Promise<LoadedKeyri
   const file = opts.keyringFile ?? nonEmpty(opts.env[SECRET_KEYRING_FILE_ENV]);
 
   if (envKey !== undefined && file !== undefined) {
-    throw new LeoflowError(
+    throw new VaultError(
       'LF_SECRET_KEY_CONFLICT',
       `both ${SECRET_KEY_ENV} and ${fileSetting} are set; use one: a keyring file already holds ` +
         'the current key and any older ones.',
     );
   }
   if (previous !== undefined && envKey === undefined) {
-    throw new LeoflowError(
+    throw new VaultError(
       'LF_SECRET_KEY_CONFLICT',
       `${SECRET_KEY_PREVIOUS_ENV} is set without ${SECRET_KEY_ENV}; set the current key too, or ` +
         'put every key in a keyring file.',
@@ -96,7 +96,7 @@ export async function loadKeyring(opts: LoadKeyringOptions): Promise<LoadedKeyri
     const parsed = await readKeyringFile(file);
     loaded = { ...parsed, source: 'keyring-file', file };
   } else if (opts.edition === 'pro') {
-    throw new LeoflowError(
+    throw new VaultError(
       'LF_SECRET_KEY_REQUIRED',
       `Pro needs ${SECRET_KEY_ENV} or ${SECRET_KEYRING_FILE_ENV}: set ${SECRET_KEY_ENV} to a random ` +
         '32-byte key (e.g. `openssl rand -base64 32`), or point ' +
@@ -138,7 +138,7 @@ export async function addKeyToKeyringFile(
   if (existing !== undefined) {
     for (const e of [existing.current, ...existing.older]) {
       if (e.id === id && !e.key.equals(key)) {
-        throw new LeoflowError(
+        throw new VaultError(
           'LF_SECRET_KEYRING_INVALID',
           `${file} already holds a different key under id ${id}; generate another key.`,
         );
@@ -170,7 +170,7 @@ export async function removeKeysFromKeyringFile(
 ): Promise<string[]> {
   const existing = await readKeyringFile(file);
   if (ids.includes(existing.current.id)) {
-    throw new LeoflowError(
+    throw new VaultError(
       'LF_SECRET_KEYRING_INVALID',
       `${existing.current.id} is the current key of ${file}; add a new key before removing it.`,
     );
@@ -240,7 +240,7 @@ async function readKeyringFile(file: string): Promise<ParsedKeyring> {
   const info = await stat(file);
   if (!info.isFile()) throw invalidFile(file, 'it is not a regular file');
   if (process.platform !== 'win32' && (info.mode & 0o077) !== 0) {
-    throw new LeoflowError(
+    throw new VaultError(
       'LF_SECRET_KEYRING_PERMISSIONS',
       `keyring file ${file} is readable or writable by group/others (mode ` +
         `${(info.mode & 0o777).toString(8).padStart(4, '0')}); run \`chmod 600 ${file}\`.`,
@@ -285,7 +285,7 @@ async function readKeyringFile(file: string): Promise<ParsedKeyring> {
 }
 
 function invalidFile(file: string, why: string): LeoflowError {
-  return new LeoflowError('LF_SECRET_KEYRING_INVALID', `keyring file ${file}: ${why}.`, { file });
+  return new VaultError('LF_SECRET_KEYRING_INVALID', `keyring file ${file}: ${why}.`, { file });
 }
 
 function serialise(json: KeyringFileJson): string {

@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { LeoflowError } from '@leoflow/core';
+import { LeoflowError, VaultError } from '@leoflow/core';
 
 export const SECRET_KEY_BYTES = 32;
 
@@ -41,7 +41,7 @@ function parseEncoded(input: string): Buffer | undefined {
 }
 
 function invalidKey(setting: string, length: number): LeoflowError {
-  return new LeoflowError(
+  return new VaultError(
     'LF_SECRET_KEY_INVALID',
     `${setting} is not a valid secret key (the value is ${length} bytes long); expected ${ACCEPTED}.`,
     { setting },

@@ -1,4 +1,4 @@
-import { LeoflowError, type Clock, type Connection } from '@leoflow/core';
+import { LeoflowError, type Clock, type Connection, VaultError } from '@leoflow/core';
 import type { Page } from '../store/types.js';
 import type { VaultStore } from '../store/vault-store.js';
 import type {
@@ -112,7 +112,7 @@ export class VaultService {
   replaceKeyring(keyring: Keyring, dropped: readonly string[] = []): void {
     for (const id of this.#keyring.keyIds()) {
       if (!keyring.has(id) && !dropped.includes(id)) {
-        throw new LeoflowError(
+        throw new VaultError(
           'LF_SECRET_KEYRING_INVALID',
           `the new keyring lacks key ${id}; keep every older key until rotate-key reports none remaining`,
         );
@@ -330,7 +330,7 @@ export class VaultService {
       opts.onProgress?.(resealed);
       stalled = progressed ? 0 : stalled + 1;
       if (stalled >= MAX_STALLED_ROUNDS) {
-        throw new LeoflowError(
+        throw new VaultError(
           'LF_SECRET_ROTATION_STALLED',
           `key rotation made no progress in ${MAX_STALLED_ROUNDS} rounds: the same values keep ` +
             'changing under an old key. Make sure every control-plane process runs with the new ' +
@@ -500,7 +500,7 @@ function checkConnection(id: string, conn: Connection): void {
 
 /** A row the store's constraints should have made impossible; names the row, not the value. */
 function corrupt(kind: SealedKind, id: string): LeoflowError {
-  return new LeoflowError(
+  return new VaultError(
     'LF_SECRET_DECRYPT_FAILED',
     `stored ${kind} ${id} is malformed; set it again.`,
   );

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ManualClock, type RoleName } from '@leoflow/core';
+import { httpStatusOf, isRegisteredErrorCode, ManualClock, type RoleName } from '@leoflow/core';
 import { pino } from 'pino';
 import { buildApi } from '../../src/api/app.js';
 import { ApiTokens } from '../../src/auth/api-tokens.js';
@@ -20,6 +20,32 @@ import { buildRestApi, type RestApiDeps } from '../../src/tenancy/rest-api.js';
 import type { UiDeps } from '../../src/ui/guard.js';
 
 export const PLATFORM_TENANT = 'default';
+
+/**
+ * The error replies among `replies` whose code is not in the error catalogue
+ * (packages/core/src/errors/catalogue.ts), or whose status is not the one the catalogue declares.
+ * LF_BAD_REQUEST is exempt from the status check: it also carries Fastify's own 4xx (415, …).
+ */
+export function uncataloguedErrorReplies(replies: readonly RecordedReply[]): string[] {
+  const bad: string[] = [];
+  for (const r of replies) {
+    if (r.status < 400) continue;
+    let code: unknown;
+    try {
+      code = (JSON.parse(r.body) as { code?: unknown }).code;
+    } catch {
+      code = undefined;
+    }
+    // Non-JSON error bodies (the web app's HTML pages) carry no code to check.
+    if (code === undefined && !r.body.trimStart().startsWith('{')) continue;
+    const where = `${r.method} ${r.url} -> ${r.status} ${String(code)}`;
+    if (typeof code !== 'string' || !isRegisteredErrorCode(code))
+      bad.push(`${where}: not registered`);
+    else if (code !== 'LF_BAD_REQUEST' && httpStatusOf(code) !== r.status)
+      bad.push(`${where}: the catalogue says ${httpStatusOf(code)}`);
+  }
+  return bad;
+}
 
 export interface RecordedReply {
   method: string;
@@ -210,6 +236,11 @@ export async function createApiHarness(
       await app.close();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
+      // Every suite on this harness checks that each error reply it saw is catalogued.
+      const bad = uncataloguedErrorReplies(replies);
+      if (bad.length > 0) {
+        throw new Error(`error replies outside the error catalogue:\n  ${bad.join('\n  ')}`);
+      }
     },
   };
 }

@@ -1,0 +1,519 @@
+/**
+ * The error catalogue: every stable `LF_…` code a user, a script or an agent can see, with the
+ * HTTP status the REST API answers it with, the gRPC/Connect code the agent port uses where the
+ * code travels there, and one line on what to do next. docs/errors.md is generated from this
+ * table (`node scripts/gen-error-docs.mjs`); a test fails when a thrown code is missing here.
+ *
+ * `http: null` marks a code that never travels over HTTP (CLI, SDK, agent-local). A REST reply
+ * for a LeoflowError takes its status from here and nowhere else. `grpc` is the Connect status
+ * the agent port (packages/server/src/rpc/agent-service.ts) answers for the same refusal; its
+ * replies carry that status and a message, not the LF code.
+ */
+
+/** Which part of the system a code belongs to; the named error classes follow the families. */
+export type ErrorFamily =
+  | 'config'
+  | 'dag'
+  | 'vault'
+  | 'auth'
+  | 'liveness'
+  | 'store'
+  | 'run'
+  | 'request'
+  | 'cli'
+  | 'sdk'
+  | 'internal';
+
+/** gRPC/Connect status names (the Connect wire form); core stays free of the RPC library. */
+export type GrpcCode =
+  | 'invalid_argument'
+  | 'not_found'
+  | 'already_exists'
+  | 'permission_denied'
+  | 'failed_precondition'
+  | 'unauthenticated'
+  | 'unavailable'
+  | 'internal';
+
+export interface ErrorCodeSpec {
+  family: ErrorFamily;
+  /** the REST status; null when the code never travels over HTTP */
+  http: number | null;
+  /** the agent port's status, where the code reaches an agent */
+  grpc?: GrpcCode;
+  /** what to do next, in one line */
+  fix: string;
+}
+
+const c = <F extends ErrorFamily>(
+  family: F,
+  http: number | null,
+  fix: string,
+  grpc?: GrpcCode,
+): ErrorCodeSpec & { family: F } => (grpc ? { family, http, grpc, fix } : { family, http, fix });
+
+export const ERROR_CATALOGUE = {
+  // ── config ─────────────────────────────────────────────────────────────────────────────
+  LF_CONFIG_INVALID: c(
+    'config',
+    400,
+    'Fix the named setting (file, env var or flag) as the message lists; `leoflow doctor` checks the whole config.',
+  ),
+  LF_CONFIG_ATTEMPT_UID_RANGE: c(
+    'config',
+    400,
+    'Set execution.attempt_uid_range to FIRST-LAST (or FIRST+COUNT) of unused uids above 1000.',
+  ),
+  LF_CONFIG_ATTEMPT_NPROC_LIMIT: c(
+    'config',
+    400,
+    'Set the process limit to a whole number (0 leaves RLIMIT_NPROC alone).',
+  ),
+  LF_CONFIG_RUN_AS_USER: c(
+    'config',
+    400,
+    'Create the named account (useradd --system) or name an existing unprivileged user.',
+  ),
+  LF_INSTALL_ID: c(
+    'config',
+    400,
+    'Move the install-id file aside and restart; a new id is minted.',
+  ),
+  LF_WORK_ROOT: c(
+    'config',
+    400,
+    'Remove or re-own the work root so it is a directory of the control-plane user, then restart.',
+  ),
+  LF_ATTEMPT_UID_LOCK_DIR: c(
+    'config',
+    null,
+    'Make the attempt-uid lock directory a real directory owned by the agent user with mode 0700.',
+  ),
+  LF_ATTEMPT_UIDS_EXHAUSTED: c(
+    'config',
+    null,
+    'Widen execution.attempt_uid_range or run fewer attempts at once; kill processes dead attempts left.',
+  ),
+  // ── dag ───────────────────────────────────────────────────────────────────────────────
+  LF_DAG_INVALID: c(
+    'dag',
+    400,
+    'Run `leoflow dags validate <folder>` and fix each diagnostic it prints.',
+  ),
+  LF_DAG_SCHEMA: c(
+    'dag',
+    400,
+    'Fix the key at the given path: its type, a missing required key, or an unknown key.',
+  ),
+  LF_DAG_NOT_FOUND: c('dag', 404, 'List the DAGs (`leoflow dags list`) and use one of their ids.'),
+  LF_DAG_VERSION_NOT_FOUND: c(
+    'dag',
+    404,
+    'Register the DAG again (`leoflow dags push <dir>`), or ask for a version it has.',
+  ),
+  LF_DAG_FILE_NOT_FOUND: c(
+    'dag',
+    null,
+    'Pass a folder that holds a leoflow.yaml (or the file itself).',
+  ),
+  LF_DAG_TOO_LARGE: c(
+    'dag',
+    null,
+    'Shrink the DAG file below the per-file limit (docs/authoring.md).',
+  ),
+  LF_DAG_UNKNOWN_DECLARATION: c(
+    'dag',
+    400,
+    'Declare only variables and connections that exist in the vault, or create them first.',
+  ),
+  LF_YAML_SYNTAX: c(
+    'dag',
+    400,
+    'Fix the YAML at the given line: one document, no unknown aliases.',
+  ),
+  LF_YAML_DUPLICATE_KEY: c('dag', 400, 'Remove the repeated key from the mapping.'),
+  LF_YAML_ALIAS_LIMIT: c('dag', 400, 'Expand fewer aliases, and none that refer to themselves.'),
+  LF_YAML_WARNING: c(
+    'dag',
+    400,
+    "Read the YAML parser's warning at the given line (for example an unknown !tag).",
+  ),
+  LF_DAG_BAD_ID: c('dag', 400, 'Use an id of letters, digits, `_`, `-` and `.` as the hint shows.'),
+  LF_DAG_DUPLICATE_TASK: c('dag', 400, 'Give each task a unique task_id.'),
+  LF_DAG_UNKNOWN_UPSTREAM: c(
+    'dag',
+    400,
+    'Name an existing task in depends_on (the hint suggests the closest one).',
+  ),
+  LF_DAG_CYCLE: c('dag', 400, 'Break the dependency cycle the message lists.'),
+  LF_DAG_BAD_CRON: c('dag', 400, 'Write a 5-field cron line or a preset such as @daily.'),
+  LF_DAG_UNKNOWN_TIMEZONE: c('dag', 400, 'Use an IANA zone name such as Europe/Paris or UTC.'),
+  LF_DAG_BAD_DATE: c('dag', 400, 'Write the date as ISO 8601, e.g. 2026-01-01.'),
+  LF_DAG_RESERVED_ENV: c(
+    'dag',
+    400,
+    'Rename the env key: the LEOFLOW_ prefix belongs to the agent.',
+  ),
+  LF_DAG_BAD_ENV: c(
+    'dag',
+    400,
+    'Use a portable variable name (`[A-Za-z_][A-Za-z0-9_]*`) and a value without NUL bytes.',
+  ),
+  LF_DAG_SCRIPT_NOT_FOUND: c(
+    'dag',
+    400,
+    'Create the script or fix its path, relative to the DAG folder.',
+  ),
+  LF_DAG_BAD_SCRIPT_PATH: c('dag', 400, 'Make `script:` a relative path inside the DAG folder.'),
+  LF_DAG_FILE_OUTSIDE_FOLDER: c(
+    'dag',
+    400,
+    'Copy the file into the DAG folder instead of linking to it.',
+  ),
+  LF_DAG_FILE_TOO_LARGE: c(
+    'dag',
+    400,
+    'Shrink the file below the per-file limit (docs/authoring.md).',
+  ),
+  LF_DAG_FILE_NOT_REGULAR: c(
+    'dag',
+    400,
+    'Make the path a regular file that does not change while it is read.',
+  ),
+  LF_DAG_COMMAND_AND_SCRIPT: c(
+    'dag',
+    400,
+    'Give the task either `command:` or `script:`, not both.',
+  ),
+  LF_DAG_DUPLICATE_DECLARATION: c('dag', 400, 'List each name once.'),
+  LF_DAG_ENV_COERCED: c('dag', 400, 'Quote the env value to keep it a string on purpose.'),
+  LF_DAG_EMPTY_DECLARATION_INHERITS: c(
+    'dag',
+    400,
+    'Drop the empty list, or list the names the task needs.',
+  ),
+  LF_DAG_CATCHUP_WITHOUT_START: c('dag', 400, 'Set start_date, or turn catchup off.'),
+  LF_UNKNOWN_TRIGGER_RULE: c(
+    'dag',
+    400,
+    'Use one of the trigger rules listed in docs/authoring.md.',
+  ),
+  // ── run ───────────────────────────────────────────────────────────────────────────────
+  LF_RUN_NOT_FOUND: c(
+    'run',
+    404,
+    "List the DAG's runs (`leoflow runs list`) and use one of their ids.",
+  ),
+  LF_RUN_EXISTS: c('run', 409, 'Pick another run id, or omit it to get a fresh one.'),
+  LF_RUN_BAD_CONF: c(
+    'run',
+    400,
+    'Pass the run conf as a JSON object, e.g. --conf \'{"day":"2026-01-01"}\'.',
+  ),
+  LF_RUN_AMBIGUOUS: c('run', null, 'Pass the DAG id as well, or the full run id.'),
+  LF_TASK_NOT_FOUND: c('run', 404, "List the run's tasks and use one of their ids.", 'not_found'),
+  LF_TASK_ACTIVE: c(
+    'run',
+    409,
+    'Wait for the task to finish (or mark it failed) before clearing it.',
+  ),
+  LF_ILLEGAL_TRANSITION: c(
+    'run',
+    400,
+    'Re-read the task instance and decide again from its current state.',
+  ),
+  LF_TEST_FAULT_UNKNOWN: c(
+    'run',
+    null,
+    'Name a fault the test-fault hook knows (packages/server/src/util/test-faults.ts).',
+  ),
+  // ── liveness ──────────────────────────────────────────────────────────────────────────
+  LF_ATTEMPT_NOT_LIVE: c(
+    'liveness',
+    409,
+    'The attempt has finished or lost its lease; act on the current attempt instead.',
+    'failed_precondition',
+  ),
+  // ── vault ─────────────────────────────────────────────────────────────────────────────
+  LF_VARIABLE_NOT_FOUND: c(
+    'vault',
+    404,
+    'List the variables (`leoflow variables list`) and use one of their keys.',
+  ),
+  LF_CONNECTION_NOT_FOUND: c(
+    'vault',
+    404,
+    'List the connections (`leoflow connections list`) and use one of their ids.',
+  ),
+  LF_CONN_URI_INVALID: c(
+    'vault',
+    400,
+    'Write the connection as an Airflow URI: scheme://login:password@host:port/schema?extra.',
+  ),
+  LF_CONN_JSON_INVALID: c(
+    'vault',
+    400,
+    'Write the connection as a JSON object with conn_type and the other Airflow fields.',
+  ),
+  LF_CONN_BODY_INVALID: c(
+    'vault',
+    400,
+    'Send either a uri or the connection fields, as docs/connections.md shows.',
+  ),
+  LF_CONN_IMPORT_INVALID: c(
+    'vault',
+    400,
+    'Fix the entries the message lists in the import file; nothing was imported.',
+  ),
+  LF_VAR_IMPORT_INVALID: c(
+    'vault',
+    400,
+    'Fix the entries the message lists in the variables file; nothing was imported.',
+  ),
+  LF_ENV_IMPORT_INVALID: c(
+    'vault',
+    400,
+    'Fix the AIRFLOW_CONN_/AIRFLOW_VAR_ variables the message lists.',
+  ),
+  LF_ENV_NAME_INVALID: c(
+    'vault',
+    400,
+    'Use an id that maps to a portable environment variable name.',
+  ),
+  LF_GCP_CONN_INVALID: c(
+    'vault',
+    400,
+    'Fix the google_cloud_platform extra as docs/cloud-credentials.md shows.',
+  ),
+  LF_SECRET_KEY_REQUIRED: c(
+    'vault',
+    400,
+    'Set LEOFLOW_SECRET_KEY or LEOFLOW_SECRET_KEYRING_FILE (docs/configuration.md).',
+  ),
+  LF_SECRET_KEY_INVALID: c(
+    'vault',
+    400,
+    'Set the secret key to 32 random bytes, hex or base64 (`openssl rand -base64 32`).',
+  ),
+  LF_SECRET_KEY_CONFLICT: c(
+    'vault',
+    400,
+    'Set only one of LEOFLOW_SECRET_KEY and the keyring file.',
+  ),
+  LF_SECRET_KEY_MISSING: c(
+    'vault',
+    400,
+    'Add the key the value was sealed with back to the keyring, then retry.',
+  ),
+  LF_SECRET_KEYRING_INVALID: c(
+    'vault',
+    400,
+    'Fix the keyring file as the message says; it is never echoed.',
+  ),
+  LF_SECRET_KEYRING_PERMISSIONS: c(
+    'vault',
+    400,
+    'chmod 0600 the keyring file and make the control-plane user its owner.',
+  ),
+  LF_SECRET_DECRYPT_FAILED: c(
+    'vault',
+    400,
+    'The stored value does not open with the keyring: restore the right key or set the value again.',
+  ),
+  LF_SECRET_ROTATION_UNSUPPORTED: c(
+    'vault',
+    409,
+    'Use a keyring file (not a single key) to rotate the secret key.',
+  ),
+  LF_SECRET_ROTATION_STALLED: c(
+    'vault',
+    400,
+    'Run every control-plane process with the new keyring, then rotate again.',
+  ),
+  // ── auth ──────────────────────────────────────────────────────────────────────────────
+  LF_UNAUTHENTICATED: c(
+    'auth',
+    401,
+    'Pass --token or set LEOFLOW_TOKEN; mint a token with `leoflow auth create-token`.',
+    'unauthenticated',
+  ),
+  LF_FORBIDDEN: c(
+    'auth',
+    403,
+    'Use a token whose role holds the permission the message names.',
+    'permission_denied',
+  ),
+  LF_TOKEN_NOT_FOUND: c(
+    'auth',
+    404,
+    'List the tokens (`leoflow auth list-tokens`) and use one of their ids.',
+  ),
+  LF_TOKEN_NAME_INVALID: c('auth', 400, 'Name the token with letters, digits, `_`, `-` and `.`.'),
+  LF_TOKEN_TTL_INVALID: c(
+    'auth',
+    400,
+    'Give the token lifetime as a duration such as 30d or 12h, within the limit.',
+  ),
+  LF_TOKEN_AMBIGUOUS: c('auth', null, "Pass the token's id instead of its name."),
+  LF_ROLE_UNKNOWN: c('auth', 400, 'Use one of the roles `leoflow auth roles` lists.'),
+  LF_KEYRING_INVALID: c(
+    'auth',
+    400,
+    'Move the damaged signing keyring aside and restart; agents re-authenticate.',
+  ),
+  LF_KEYRING_LOCKED: c(
+    'auth',
+    400,
+    'Retry; remove the lock file only if no Leoflow process is running.',
+  ),
+  LF_CSRF: c('auth', 403, 'Use the web app itself; cross-site requests are refused.'),
+  LF_HOST_NOT_ALLOWED: c(
+    'auth',
+    403,
+    'Open the web app on an allowed host name (the listen host, or one in LEOFLOW_UI_HOSTS).',
+  ),
+  LF_TENANT_NOT_FOUND: c(
+    'auth',
+    404,
+    'List the tenants (`leoflow tenants list`) and use one of their ids.',
+  ),
+  LF_TENANT_EXISTS: c('auth', 409, 'Pick another tenant id.'),
+  LF_TENANT_ID_INVALID: c(
+    'auth',
+    400,
+    'Use 1-63 lowercase letters, digits and -, starting with a letter or digit.',
+  ),
+  // ── store ─────────────────────────────────────────────────────────────────────────────
+  LF_STORE_MIGRATION_FAILED: c(
+    'store',
+    null,
+    'Read the cause in the message, fix the database, and start again; the migration resumes.',
+  ),
+  LF_STORE_SCHEMA_INVALID: c(
+    'store',
+    null,
+    'Pass a schema name of 1-63 characters without NUL, or create the schema the search_path names.',
+  ),
+  // ── request ───────────────────────────────────────────────────────────────────────────
+  LF_BAD_REQUEST: c(
+    'request',
+    400,
+    'Fix the request as the validation details say (docs/api.md lists each body).',
+  ),
+  LF_INVALID_ARGUMENT: c(
+    'request',
+    400,
+    'Pass a value in the range the message gives.',
+    'invalid_argument',
+  ),
+  LF_JSON_TOO_DEEP: c('request', 400, 'Flatten the JSON below the nesting limit.'),
+  LF_BODY_TOO_LARGE: c('request', 413, 'Send a body under the 8 MiB limit.'),
+  LF_ROUTE_NOT_FOUND: c('request', 404, 'Use a route listed at /api/v1/docs.'),
+  LF_HTTP: c('request', null, 'The server answered with an unexpected status; see its log.'),
+  // ── cli ───────────────────────────────────────────────────────────────────────────────
+  LF_CLI: c('cli', null, 'Read the message; `leoflow <command> --help` lists the options.'),
+  LF_USAGE: c('cli', null, 'Fix the command line; `leoflow <command> --help` lists the options.'),
+  LF_CLI_CONFIG_INVALID: c('cli', null, 'Fix or remove the CLI config file the message names.'),
+  LF_CLI_CONFIG_UNWRITABLE: c(
+    'cli',
+    null,
+    "Make the CLI config file's directory writable, or set LEOFLOW_CLI_CONFIG to another path.",
+  ),
+  LF_CLI_TOKEN_WITHHELD: c(
+    'cli',
+    null,
+    'Pass --token for a remote server; the local admin token is never sent off this machine.',
+  ),
+  LF_PROFILE_NOT_FOUND: c(
+    'cli',
+    null,
+    'List the profiles (`leoflow config get-profiles`) or create one with `leoflow config set-profile`.',
+  ),
+  LF_PROFILE_NOT_SET: c('cli', null, 'Select a profile with `leoflow config use-profile <name>`.'),
+  LF_UNREACHABLE: c(
+    'cli',
+    null,
+    'Start the server, or point --url / LEOFLOW_URL at a running one.',
+  ),
+  LF_CONNECTION_CLOSED: c(
+    'cli',
+    null,
+    'The server cut the request off; a body over its size limit is refused this way.',
+  ),
+  // ── sdk ───────────────────────────────────────────────────────────────────────────────
+  LF_SDK_CONTEXT_INVALID: c(
+    'sdk',
+    null,
+    'Run the task under the Leoflow agent, which writes the context.',
+  ),
+  LF_SDK_VARIABLE_MISSING: c('sdk', null, "Declare the variable in the task's `variables:` list."),
+  LF_SDK_VARIABLE_NOT_JSON: c('sdk', null, 'Store the variable as JSON, or read it as text.'),
+  LF_SDK_CONNECTION_MISSING: c(
+    'sdk',
+    null,
+    "Declare the connection in the task's `connections:` list.",
+  ),
+  LF_SDK_CONN_TYPE_MISSING: c('sdk', null, 'Give the connection a conn_type.'),
+  LF_SDK_XCOM_MISSING: c(
+    'sdk',
+    null,
+    'Make the upstream task push that XCom key, or pass a default.',
+  ),
+  LF_SDK_XCOM_NOT_JSON: c('sdk', null, 'Push XCom values as JSON.'),
+  LF_SDK_XCOM_NOT_SERIALIZABLE: c('sdk', null, 'Push only JSON-serializable values.'),
+  LF_SDK_GCP_CONN_TYPE: c(
+    'sdk',
+    null,
+    'Use a google_cloud_platform connection for Google clients.',
+  ),
+  LF_SDK_GCP_KEY_INVALID: c(
+    'sdk',
+    null,
+    "Fix the service-account key in the connection's extra (docs/cloud-credentials.md).",
+  ),
+  LF_SDK_GCP_KEY_PATH_UNREADABLE: c(
+    'sdk',
+    null,
+    'Make the key_path file readable by the task, or put the key in the extra.',
+  ),
+  LF_SDK_GCP_SECRET_FETCH_FAILED: c(
+    'sdk',
+    null,
+    "Grant the task's identity access to the secret, or check its name.",
+  ),
+  LF_SDK_GCP_SECRET_PROJECT_MISSING: c(
+    'sdk',
+    null,
+    "Set the project in the connection's extra or pass it explicitly.",
+  ),
+  // ── internal ──────────────────────────────────────────────────────────────────────────
+  LF_INTERNAL: c(
+    'internal',
+    500,
+    'A bug or an outage: see the server log for the request.',
+    'internal',
+  ),
+} as const satisfies Record<string, ErrorCodeSpec>;
+
+export type ErrorCode = keyof typeof ERROR_CATALOGUE;
+
+/** Codes of one family, for the named error classes. */
+export type ErrorCodeOf<F extends ErrorFamily> = {
+  [K in ErrorCode]: (typeof ERROR_CATALOGUE)[K]['family'] extends F ? K : never;
+}[ErrorCode];
+
+export function isRegisteredErrorCode(code: string): code is ErrorCode {
+  return Object.prototype.hasOwnProperty.call(ERROR_CATALOGUE, code);
+}
+
+export function errorCodeSpec(code: string): ErrorCodeSpec | undefined {
+  return isRegisteredErrorCode(code) ? ERROR_CATALOGUE[code] : undefined;
+}
+
+/**
+ * The REST status of a code: the registry's, or 400 for a code that never travels over HTTP or
+ * is not registered (a test keeps the latter from happening).
+ */
+export function httpStatusOf(code: string): number {
+  return errorCodeSpec(code)?.http ?? 400;
+}
