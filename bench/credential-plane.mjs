@@ -30,6 +30,7 @@ import { SecretDelivery } from '../packages/server/dist/credentials/secret-deliv
 import { AttemptRecorder } from '../packages/server/dist/credentials/attempt-record.js';
 import { CredentialMetrics } from '../packages/server/dist/metrics/credential-metrics.js';
 import { createAgentService } from '../packages/server/dist/rpc/agent-service.js';
+import { createAgentAuthentication } from '../packages/server/dist/rpc/agent-auth.js';
 import { startAgentRpcServer } from '../packages/server/dist/rpc/agent-server.js';
 import { AttemptLifecycle } from '../packages/server/dist/scheduler/attempt-lifecycle.js';
 import { RunOperations } from '../packages/server/dist/scheduler/run-operations.js';
@@ -156,6 +157,8 @@ export async function assemblePlane({ label, scoping, liveness }) {
     scheduler,
     metrics,
     secrets,
+    /** the agent port's authentication, as the control plane builds it */
+    auth: createAgentAuthentication({ verifier, clock, records }),
     /** an agent service over this plane; only the renewal ceiling varies between instances */
     service(maxCredentialLifetimeMs) {
       return createAgentService({
@@ -163,7 +166,6 @@ export async function assemblePlane({ label, scoping, liveness }) {
         specs,
         clock,
         tokens,
-        verifier,
         lifecycle,
         logger,
         heartbeatIntervalMs: HEARTBEAT_INTERVAL_MS,
@@ -182,12 +184,17 @@ export async function assemblePlane({ label, scoping, liveness }) {
   };
 }
 
-/** The real agent RPC listener (h2c) on an ephemeral loopback port. */
-export async function startServer(impl, label) {
+/** The real agent RPC listener (h2c) on an ephemeral loopback port, authenticated as in production. */
+export async function startServer(plane, impl, label) {
   checkAborted();
-  const server = await startAgentRpcServer(impl, '127.0.0.1', 0, null, (err) =>
-    log(`${label}: agent RPC internal error: ${err?.stack ?? err}`),
-  );
+  const server = await startAgentRpcServer({
+    impl,
+    host: '127.0.0.1',
+    port: 0,
+    tls: null,
+    auth: plane.auth,
+    onInternalError: (err) => log(`${label}: agent RPC internal error: ${err?.stack ?? err}`),
+  });
   const url = `http://127.0.0.1:${server.port}`;
   const close = onCleanup(() => server.close());
   return { url, close };

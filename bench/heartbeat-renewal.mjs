@@ -45,9 +45,9 @@ export async function run({ quick }) {
   // stopped in reverse order of start by the finally (and by run.mjs on any error)
   const started = [];
   try {
-    const renewing = await startServer(plane.service(DEFAULT_CEILING_MS), 'renewing');
+    const renewing = await startServer(plane, plane.service(DEFAULT_CEILING_MS), 'renewing');
     started.push(renewing.close);
-    const capped = await startServer(plane.service(1), 'capped');
+    const capped = await startServer(plane, plane.service(1), 'capped');
     started.push(capped.close);
 
     log(`heartbeat_renewal: launching ${attempts} attempts (trigger, dispatch, Register)`);
@@ -170,7 +170,7 @@ export async function run({ quick }) {
       if (++served % advanceEvery === 0) plane.clock.advance(1_000);
       return inner(req, ctx);
     };
-    const adoptingServer = await startServer(adoptingImpl, 'adopting');
+    const adoptingServer = await startServer(plane, adoptingImpl, 'adopting');
     started.push(adoptingServer.close);
     const adoptingRaw = await load(adoptingServer.url, count, { adopt: true });
     assertClean('adopting', adoptingRaw);

@@ -96,7 +96,7 @@ export async function run({ quick }) {
     );
     // Renewal off (ceiling 1 ms, passed below): the Heartbeat reference is then a token check
     // and one UPDATE. GetConnections and PushLogs never renew.
-    const server = await startServer(plane.service(1), 'secrets');
+    const server = await startServer(plane, plane.service(1), 'secrets');
     started.push(server.close);
     const [launch] = await launchAttempts(
       plane,
