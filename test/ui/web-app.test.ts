@@ -3,6 +3,7 @@ import { cpSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spec, task } from '../../packages/server/test/support/spec-builders.js';
 import { accessibilityViolations, launchBrowser, type Browser } from '../support/browser.js';
 import {
   api,
@@ -54,6 +55,18 @@ tasks:
   });
   // A secret the pages must never show nor receive unless someone with the permission reveals it.
   await api(sa, 'PUT', '/api/v1/variables/ui_canary', { value: CANARY, secret: true });
+  // A task that is delivered the canary Variable (by name on the page, never by value); pushed
+  // once the Variable exists, since a DAG may not declare an unknown name.
+  await api(
+    sa,
+    'POST',
+    '/api/v1/dags',
+    spec({
+      dag_id: 'canary_reader',
+      variables: ['ui_canary'],
+      tasks: [task('reader', { command: 'test -n "$AIRFLOW_VAR_UI_CANARY" && echo delivered' })],
+    }),
+  );
   viewerToken = (
     await api<{ token: string }>(sa, 'POST', '/api/v1/tokens', {
       role: 'viewer',
@@ -274,6 +287,63 @@ describe.sequential('web app in chromium', () => {
       await viewer.close();
     }
   }, 60_000);
+
+  it('the DAG page loads its grid in one request, and shows the undeclared-use summary', async () => {
+    const urls: string[] = [];
+    const onRequest = (r: { url(): string }) => void urls.push(r.url());
+    page.on('request', onRequest);
+    try {
+      await page.goto(`${sa.url}/dags/etl_python`);
+      await page.locator('[data-testid="cell-live_check-load"][data-state="success"]').waitFor();
+      await page.getByRole('heading', { name: 'Read without declaring' }).waitFor();
+      await page.getByText('No undeclared reads recorded').waitFor();
+    } finally {
+      page.off('request', onRequest);
+    }
+    const api = urls.map((u) => new URL(u).pathname).filter((u) => u.startsWith('/api/v1/'));
+    expect(api.filter((u) => u === '/api/v1/dags/etl_python/grid')).toHaveLength(1);
+    // no request per run: the grid's runs and task instances came in that one reply
+    expect(
+      api.filter((u) => u.includes('/runs/')),
+      api.join('\n'),
+    ).toEqual([]);
+    expect(await accessibilityViolations(page)).toEqual([]);
+  });
+
+  it('the attempt page shows the delivery record: names delivered, never the values', async () => {
+    const run = await api<{ run_id: string }>(sa, 'POST', '/api/v1/dags/canary_reader/runs', {});
+    const done = await waitFor(
+      'canary_reader to finish',
+      async () => {
+        const d = await api<RunDetail>(sa, 'GET', `/api/v1/dags/canary_reader/runs/${run.run_id}`);
+        return ['success', 'failed'].includes(d.run.state) ? d : undefined;
+      },
+      60_000,
+    );
+    expect(done.run.state).toBe('success');
+    // the Gantt on the run page: one bar per started task, linking to its attempt
+    await page.goto(`${sa.url}/dags/canary_reader/runs/${run.run_id}`);
+    const bar = page.getByTestId('gantt-reader');
+    await bar.waitFor();
+    expect(await bar.getAttribute('aria-label')).toMatch(/^reader: success, \d+s$/);
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await shot(page, 'run-gantt');
+    await bar.click();
+    await page.getByRole('heading', { name: 'Delivery record of try 1' }).waitFor();
+    const record = page.getByRole('definition').filter({ hasText: 'ui_canary' });
+    await record.waitFor();
+    // permissive scoping delivers the tenant's names; the declared one is among them
+    expect(
+      await page.getByTestId('delivered-variables').getByRole('listitem').allTextContents(),
+    ).toContain('ui_canary');
+    expect(await page.getByTestId('credential-state').textContent()).toMatch(
+      /^(alive|expired) · expires /,
+    );
+    await page.getByText('permissive').first().waitFor();
+    await noSecretInDom(page);
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await shot(page, 'task-delivery');
+  }, 90_000);
 
   it('no response the pages received carried the secret, and no page logged an error', async () => {
     await page.goto(`${sa.url}/no/such/page`);
