@@ -252,8 +252,57 @@ describe.sequential('web app in chromium', () => {
     expect(await accessibilityViolations(page)).toEqual([]);
     await page.goto(`${sa.url}/tokens`);
     await page.getByRole('row', { name: /ui-viewer/ }).waitFor();
+    await page.goto(`${sa.url}/doctor`);
+    await page.getByRole('heading', { name: 'Residual exposures' }).waitFor();
+    await page.getByRole('row', { name: /secret_scoping\.permissive/ }).waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await shot(page, 'doctor');
+    await page.goto(`${sa.url}/tenants`);
+    await page.getByRole('row', { name: /default/ }).waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
     await page.goto(`${sa.url}/audit`);
     await page.getByRole('cell', { name: 'ui.sign_in' }).first().waitFor();
+  });
+
+  it('an admin creates, edits and deletes a Variable and a Connection from the forms', async () => {
+    const other = `other-${randomBytes(6).toString('hex')}`;
+    await page.goto(`${sa.url}/variables`);
+    await page.getByRole('button', { name: 'New Variable' }).click();
+    const form = page.getByRole('form', { name: 'New Variable' });
+    await form.getByLabel('Key').fill('ui_made');
+    await form.getByLabel('Value').fill(other);
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await form.getByRole('button', { name: 'Save Variable' }).click();
+    const row = page.getByRole('row', { name: /ui_made/ });
+    await row.waitFor();
+    // a secret by default: the list shows it masked
+    expect(await row.textContent()).not.toContain(other);
+    await row.getByRole('button', { name: 'Edit' }).click();
+    const edit = page.getByRole('form', { name: 'Edit ui_made' });
+    expect(await edit.getByLabel('Value').inputValue()).toBe('');
+    await edit.getByLabel('Value').fill('plain-now');
+    await edit.getByLabel('Secret').uncheck();
+    await edit.getByRole('button', { name: 'Save Variable' }).click();
+    await row.getByText('plain-now').waitFor();
+    await row.getByRole('button', { name: 'Delete' }).click();
+    await row.getByRole('button', { name: 'Delete ui_made for good' }).click();
+    await row.waitFor({ state: 'detached' });
+
+    await page.goto(`${sa.url}/connections`);
+    await page.getByRole('button', { name: 'New Connection' }).click();
+    const cf = page.getByRole('form', { name: 'New Connection' });
+    await cf.getByLabel('Id').fill('ui_conn');
+    await cf.getByLabel('Type').fill('http');
+    await cf.getByLabel('Host').fill('example.invalid');
+    await cf.getByLabel(/^Password/).fill(other);
+    await cf.getByRole('button', { name: 'Save Connection' }).click();
+    const crow = page.getByRole('row', { name: /ui_conn/ });
+    await crow.getByText('example.invalid').waitFor();
+    expect(await crow.textContent()).not.toContain(other);
+    await crow.getByRole('button', { name: 'Delete' }).click();
+    await crow.getByRole('button', { name: 'Delete ui_conn for good' }).click();
+    await crow.waitFor({ state: 'detached' });
+    expect(await page.content()).not.toContain(other);
   });
 
   it('a viewer signed in with a pasted token sees neither reveal nor trigger', async () => {
@@ -276,6 +325,9 @@ describe.sequential('web app in chromium', () => {
       await p.goto(`${sa.url}/variables`);
       await p.getByRole('row', { name: /ui_canary/ }).waitFor();
       expect(await p.getByRole('button', { name: 'Reveal' }).count()).toBe(0);
+      expect(await p.getByRole('button', { name: 'New Variable' }).count()).toBe(0);
+      expect(await p.getByRole('button', { name: 'Edit' }).count()).toBe(0);
+      expect(await p.getByRole('link', { name: 'Doctor' }).count()).toBe(0);
       expect(await p.getByRole('link', { name: 'Tokens' }).count()).toBe(0);
       await noSecretInDom(p);
       // Sign-out ends the session on the server.

@@ -49,6 +49,8 @@ export function Layout() {
           {can('connections:read') && <NavLink to="/connections">Connections</NavLink>}
           {can('audit:read') && <NavLink to="/audit">Audit</NavLink>}
           {can('tokens:read') && <NavLink to="/tokens">Tokens</NavLink>}
+          {can('doctor:read') && <NavLink to="/doctor">Doctor</NavLink>}
+          {can('tenants:admin') && <NavLink to="/tenants">Tenants</NavLink>}
         </nav>
         <span className="who" title={`tenant ${me.data.tenant_id}`}>
           {me.data.subject} · {me.data.role}
