@@ -38,7 +38,7 @@ export function Doctor() {
       <h1>Doctor</h1>
       <p className="sub">
         {edition} · {summary.ok} ok · {summary.warn} warn · {summary.fail} fail ·{' '}
-        {modes.map((m) => `${m} ${String(posture[m] ?? '—')}`).join(' · ')}
+        {modes.map((m) => `${m} ${typeof posture[m] === 'string' ? posture[m] : '—'}`).join(' · ')}
       </p>
       <h2>Residual exposures</h2>
       {exposures.length === 0 ? (
