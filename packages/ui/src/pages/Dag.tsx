@@ -1,6 +1,6 @@
 import { useQuery } from '@tanstack/react-query';
 import { lazy, Suspense } from 'react';
-import { Link, useParams } from 'react-router';
+import { Link, useParams, useSearchParams } from 'react-router';
 import { enc, get, type Dag as DagRow, type Reply, type Spec } from '../api';
 import { Grid } from '../components/Grid';
 import { Time } from '../components/Time';
@@ -10,6 +10,11 @@ import { ErrorNote } from './Layout';
 
 export const Graph = lazy(() => import('../components/Graph'));
 const GRID_RUNS = 25;
+/** the grid's width, from ?runs= (1–100, the route's limit), so a wider grid is a shareable URL */
+function gridRuns(param: string | null): number {
+  const n = Number(param ?? GRID_RUNS);
+  return Number.isInteger(n) && n >= 1 && n <= 100 ? n : GRID_RUNS;
+}
 
 export function useDag(dagId: string) {
   return useQuery({
@@ -21,13 +26,15 @@ export function useDag(dagId: string) {
 export function Dag() {
   const { dagId = '' } = useParams();
   const can = useCan();
+  const [search] = useSearchParams();
+  const width = gridRuns(search.get('runs'));
   useLive({ dagId });
   const dag = useDag(dagId);
   // One request for the whole grid, whatever the number of runs; live events refetch it.
   const grid = useQuery({
-    queryKey: ['runs', dagId, 'grid'],
+    queryKey: ['runs', dagId, 'grid', width],
     queryFn: () =>
-      get<Reply<'get_dags_by_dag_id_grid'>>(`/api/v1/dags/${enc(dagId)}/grid?limit=${GRID_RUNS}`),
+      get<Reply<'get_dags_by_dag_id_grid'>>(`/api/v1/dags/${enc(dagId)}/grid?limit=${width}`),
   });
   const undeclared = useQuery({
     queryKey: ['undeclared', dagId],
