@@ -267,7 +267,15 @@ describe.sequential('web app in chromium', () => {
   it('an admin creates, edits and deletes a Variable and a Connection from the forms', async () => {
     const other = `other-${randomBytes(6).toString('hex')}`;
     await page.goto(`${sa.url}/variables`);
-    await page.getByRole('button', { name: 'New Variable' }).click();
+    // reachable from the keyboard: tab to the action and press Enter
+    const newVar = page.getByRole('button', { name: 'New Variable' });
+    await newVar.waitFor();
+    for (let i = 0; i < 40; i++) {
+      const focused = await page.evaluate<string>('document.activeElement?.textContent ?? ""');
+      if (focused === 'New Variable') break;
+      await page.keyboard.press('Tab');
+    }
+    await page.keyboard.press('Enter');
     const form = page.getByRole('form', { name: 'New Variable' });
     await form.getByLabel('Key').fill('ui_made');
     await form.getByLabel('Value').fill(other);
@@ -400,6 +408,18 @@ describe.sequential('web app in chromium', () => {
   it('no response the pages received carried the secret, and no page logged an error', async () => {
     await page.goto(`${sa.url}/no/such/page`);
     await page.getByRole('heading', { name: 'Page not found' }).waitFor();
+    // an API error names what to do next (chromium logs the 404 replies themselves as console
+    // errors: those, and only those, are expected here)
+    const errorsBefore = admin.errors.length;
+    await page.goto(`${sa.url}/dags/no_such_dag`);
+    const alert = page.getByRole('alert');
+    await alert.getByText('check the address, or go back to the DAGs').waitFor();
+    expect(await alert.textContent()).toContain('LF_DAG_NOT_FOUND');
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await page.waitForLoadState('networkidle');
+    for (const e of admin.errors.splice(errorsBefore)) {
+      expect(e).toMatch(/\/dags\/no_such_dag: Failed to load resource: .* 404 \(Not Found\)$/);
+    }
     await admin.context.pages()[0]?.waitForTimeout(200);
     expect(admin.responses.length).toBeGreaterThan(10);
     for (const r of admin.responses) expect(r.body, r.url).not.toContain(CANARY);
