@@ -296,6 +296,19 @@ describe.sequential('web app in chromium', () => {
     await row.getByRole('button', { name: 'Delete ui_made for good' }).click();
     await row.waitFor({ state: 'detached' });
 
+    // import an `airflow variables export` file pasted into the form
+    await page.getByRole('button', { name: 'Import…' }).click();
+    const imp = page.getByRole('form', { name: 'Import Variables' });
+    await imp.getByLabel(/^Variables/).fill('{"ui_imported_a": "one", "ui_imported_n": 5}');
+    await imp.getByText('2 Variables to import').waitFor();
+    await imp.getByRole('button', { name: 'Import' }).click();
+    await imp.getByRole('status').getByText('Imported 2 Variables').waitFor();
+    await page
+      .getByRole('row', { name: /ui_imported_n/ })
+      .getByText('5', { exact: true })
+      .waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
+
     await page.goto(`${sa.url}/connections`);
     await page.getByRole('button', { name: 'New Connection' }).click();
     const cf = page.getByRole('form', { name: 'New Connection' });

@@ -12,6 +12,7 @@ import { Time } from '../src/components/Time';
 import { lineDiff } from '../src/diff';
 import { duration } from '../src/format';
 import { parseConf } from '../src/pages/Trigger';
+import { parseVariablesExport } from '../src/pages/Vault';
 
 (globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
 
@@ -211,5 +212,17 @@ describe('Delivery', () => {
     expect(after.querySelector('[data-testid="credential-state"]')?.textContent).toMatch(
       /^expired/,
     );
+  });
+});
+
+describe('parseVariablesExport', () => {
+  it('reads an airflow variables export and names what is wrong otherwise', () => {
+    expect(parseVariablesExport('{"a": "x", "n": 5, "o": {"k": 1}}')).toEqual([
+      { key: 'a', value: 'x' },
+      { key: 'n', value: '5' },
+      { key: 'o', value: '{"k":1}' },
+    ]);
+    expect(parseVariablesExport('[1]')).toMatch(/expected one JSON object/);
+    expect(parseVariablesExport('{')).toMatch(/^not JSON/);
   });
 });

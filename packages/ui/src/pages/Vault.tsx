@@ -100,6 +100,71 @@ function VariableForm({
   );
 }
 
+/**
+ * Parses `airflow variables export` content ({"key": value, …}); non-string values are stored as
+ * their JSON text, as Airflow does.
+ */
+export function parseVariablesExport(text: string): { key: string; value: string }[] | string {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (e) {
+    return `not JSON: ${e instanceof Error ? e.message : String(e)}`;
+  }
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) {
+    return 'expected one JSON object of key → value, as `airflow variables export` writes';
+  }
+  return Object.entries(doc as Record<string, unknown>).map(([key, v]) => ({
+    key,
+    value: typeof v === 'string' ? v : JSON.stringify(v),
+  }));
+}
+
+/** Paste an `airflow variables export` file; each name's sensitivity follows its key. */
+function ImportVariables({ onDone }: { onDone: () => void }) {
+  const qc = useQueryClient();
+  const [text, setText] = useState('');
+  const parsed = text.trim() === '' ? [] : parseVariablesExport(text);
+  const run = useMutation({
+    mutationFn: (variables: { key: string; value: string }[]) =>
+      api<{ imported: number }>('POST', '/api/v1/variables/import', { variables }),
+    onSuccess: () => void qc.invalidateQueries({ queryKey: ['variables'] }),
+  });
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    if (typeof parsed !== 'string') run.mutate(parsed);
+  };
+  return (
+    <form className="form" onSubmit={submit} aria-label="Import Variables">
+      <label>
+        Variables (JSON, as `airflow variables export` writes)
+        <textarea
+          rows={6}
+          value={text}
+          onChange={(e) => setText(e.target.value)}
+          aria-describedby="import-help"
+        />
+      </label>
+      <p id="import-help" className={typeof parsed === 'string' ? 'error' : 'sub'}>
+        {typeof parsed === 'string' ? parsed : `${parsed.length} Variables to import`}
+      </p>
+      <div className="actions">
+        <button
+          type="submit"
+          disabled={typeof parsed === 'string' || parsed.length === 0 || run.isPending}
+        >
+          Import
+        </button>
+        <button type="button" onClick={onDone}>
+          Close
+        </button>
+      </div>
+      {run.data && <p role="status">Imported {run.data.imported} Variables.</p>}
+      {run.isError && <ErrorNote error={run.error} />}
+    </form>
+  );
+}
+
 interface ConnInitial {
   conn_id: string;
   conn_type: string;
@@ -220,6 +285,7 @@ export function Variables() {
   });
   const qc = useQueryClient();
   const [editing, setEditing] = useState<string | null>(null);
+  const [importing, setImporting] = useState(false);
   const remove = useMutation({
     mutationFn: (key: string) => api('DELETE', `/api/v1/variables/${enc(key)}`),
     onSettled: () => qc.invalidateQueries({ queryKey: ['variables'] }),
@@ -231,10 +297,16 @@ export function Variables() {
     <>
       <h1>Variables</h1>
       {writable && editing === null && (
-        <button type="button" onClick={() => setEditing('')}>
-          New Variable
-        </button>
+        <div className="actions">
+          <button type="button" onClick={() => setEditing('')}>
+            New Variable
+          </button>
+          <button type="button" onClick={() => setImporting(true)}>
+            Import…
+          </button>
+        </div>
       )}
+      {importing && <ImportVariables onDone={() => setImporting(false)} />}
       {editing !== null && (
         <VariableForm
           key={editing}
