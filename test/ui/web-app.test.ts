@@ -3,6 +3,7 @@ import { cpSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spec, task } from '../../packages/server/test/support/spec-builders.js';
 import { accessibilityViolations, launchBrowser, type Browser } from '../support/browser.js';
 import {
   api,
@@ -54,6 +55,18 @@ tasks:
   });
   // A secret the pages must never show nor receive unless someone with the permission reveals it.
   await api(sa, 'PUT', '/api/v1/variables/ui_canary', { value: CANARY, secret: true });
+  // A task that is delivered the canary Variable (by name on the page, never by value); pushed
+  // once the Variable exists, since a DAG may not declare an unknown name.
+  await api(
+    sa,
+    'POST',
+    '/api/v1/dags',
+    spec({
+      dag_id: 'canary_reader',
+      variables: ['ui_canary'],
+      tasks: [task('reader', { command: 'test -n "$AIRFLOW_VAR_UI_CANARY" && echo delivered' })],
+    }),
+  );
   viewerToken = (
     await api<{ token: string }>(sa, 'POST', '/api/v1/tokens', {
       role: 'viewer',
@@ -239,8 +252,78 @@ describe.sequential('web app in chromium', () => {
     expect(await accessibilityViolations(page)).toEqual([]);
     await page.goto(`${sa.url}/tokens`);
     await page.getByRole('row', { name: /ui-viewer/ }).waitFor();
+    await page.goto(`${sa.url}/doctor`);
+    await page.getByRole('heading', { name: 'Residual exposures' }).waitFor();
+    await page.getByRole('row', { name: /secret_scoping\.permissive/ }).waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await shot(page, 'doctor');
+    await page.goto(`${sa.url}/tenants`);
+    await page.getByRole('row', { name: /default/ }).waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
     await page.goto(`${sa.url}/audit`);
     await page.getByRole('cell', { name: 'ui.sign_in' }).first().waitFor();
+  });
+
+  it('an admin creates, edits and deletes a Variable and a Connection from the forms', async () => {
+    const other = `other-${randomBytes(6).toString('hex')}`;
+    await page.goto(`${sa.url}/variables`);
+    // reachable from the keyboard: tab to the action and press Enter
+    const newVar = page.getByRole('button', { name: 'New Variable' });
+    await newVar.waitFor();
+    for (let i = 0; i < 40; i++) {
+      const focused = await page.evaluate<string>('document.activeElement?.textContent ?? ""');
+      if (focused === 'New Variable') break;
+      await page.keyboard.press('Tab');
+    }
+    await page.keyboard.press('Enter');
+    const form = page.getByRole('form', { name: 'New Variable' });
+    await form.getByLabel('Key').fill('ui_made');
+    await form.getByLabel('Value').fill(other);
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await form.getByRole('button', { name: 'Save Variable' }).click();
+    const row = page.getByRole('row', { name: /ui_made/ });
+    await row.waitFor();
+    // a secret by default: the list shows it masked
+    expect(await row.textContent()).not.toContain(other);
+    await row.getByRole('button', { name: 'Edit' }).click();
+    const edit = page.getByRole('form', { name: 'Edit ui_made' });
+    expect(await edit.getByLabel('Value').inputValue()).toBe('');
+    await edit.getByLabel('Value').fill('plain-now');
+    await edit.getByLabel('Secret').uncheck();
+    await edit.getByRole('button', { name: 'Save Variable' }).click();
+    await row.getByText('plain-now').waitFor();
+    await row.getByRole('button', { name: 'Delete' }).click();
+    await row.getByRole('button', { name: 'Delete ui_made for good' }).click();
+    await row.waitFor({ state: 'detached' });
+
+    // import an `airflow variables export` file pasted into the form
+    await page.getByRole('button', { name: 'Import…' }).click();
+    const imp = page.getByRole('form', { name: 'Import Variables' });
+    await imp.getByLabel(/^Variables/).fill('{"ui_imported_a": "one", "ui_imported_n": 5}');
+    await imp.getByText('2 Variables to import').waitFor();
+    await imp.getByRole('button', { name: 'Import' }).click();
+    await imp.getByRole('status').getByText('Imported 2 Variables').waitFor();
+    await page
+      .getByRole('row', { name: /ui_imported_n/ })
+      .getByText('5', { exact: true })
+      .waitFor();
+    expect(await accessibilityViolations(page)).toEqual([]);
+
+    await page.goto(`${sa.url}/connections`);
+    await page.getByRole('button', { name: 'New Connection' }).click();
+    const cf = page.getByRole('form', { name: 'New Connection' });
+    await cf.getByLabel('Id').fill('ui_conn');
+    await cf.getByLabel('Type').fill('http');
+    await cf.getByLabel('Host').fill('example.invalid');
+    await cf.getByLabel(/^Password/).fill(other);
+    await cf.getByRole('button', { name: 'Save Connection' }).click();
+    const crow = page.getByRole('row', { name: /ui_conn/ });
+    await crow.getByText('example.invalid').waitFor();
+    expect(await crow.textContent()).not.toContain(other);
+    await crow.getByRole('button', { name: 'Delete' }).click();
+    await crow.getByRole('button', { name: 'Delete ui_conn for good' }).click();
+    await crow.waitFor({ state: 'detached' });
+    expect(await page.content()).not.toContain(other);
   });
 
   it('a viewer signed in with a pasted token sees neither reveal nor trigger', async () => {
@@ -263,6 +346,9 @@ describe.sequential('web app in chromium', () => {
       await p.goto(`${sa.url}/variables`);
       await p.getByRole('row', { name: /ui_canary/ }).waitFor();
       expect(await p.getByRole('button', { name: 'Reveal' }).count()).toBe(0);
+      expect(await p.getByRole('button', { name: 'New Variable' }).count()).toBe(0);
+      expect(await p.getByRole('button', { name: 'Edit' }).count()).toBe(0);
+      expect(await p.getByRole('link', { name: 'Doctor' }).count()).toBe(0);
       expect(await p.getByRole('link', { name: 'Tokens' }).count()).toBe(0);
       await noSecretInDom(p);
       // Sign-out ends the session on the server.
@@ -275,9 +361,78 @@ describe.sequential('web app in chromium', () => {
     }
   }, 60_000);
 
+  it('the DAG page loads its grid in one request, and shows the undeclared-use summary', async () => {
+    const urls: string[] = [];
+    const onRequest = (r: { url(): string }) => void urls.push(r.url());
+    page.on('request', onRequest);
+    try {
+      await page.goto(`${sa.url}/dags/etl_python`);
+      await page.locator('[data-testid="cell-live_check-load"][data-state="success"]').waitFor();
+      await page.getByRole('heading', { name: 'Read without declaring' }).waitFor();
+      await page.getByText('No undeclared reads recorded').waitFor();
+    } finally {
+      page.off('request', onRequest);
+    }
+    const api = urls.map((u) => new URL(u).pathname).filter((u) => u.startsWith('/api/v1/'));
+    expect(api.filter((u) => u === '/api/v1/dags/etl_python/grid')).toHaveLength(1);
+    // no request per run: the grid's runs and task instances came in that one reply
+    expect(
+      api.filter((u) => u.includes('/runs/')),
+      api.join('\n'),
+    ).toEqual([]);
+    expect(await accessibilityViolations(page)).toEqual([]);
+  });
+
+  it('the attempt page shows the delivery record: names delivered, never the values', async () => {
+    const run = await api<{ run_id: string }>(sa, 'POST', '/api/v1/dags/canary_reader/runs', {});
+    const done = await waitFor(
+      'canary_reader to finish',
+      async () => {
+        const d = await api<RunDetail>(sa, 'GET', `/api/v1/dags/canary_reader/runs/${run.run_id}`);
+        return ['success', 'failed'].includes(d.run.state) ? d : undefined;
+      },
+      60_000,
+    );
+    expect(done.run.state).toBe('success');
+    // the Gantt on the run page: one bar per started task, linking to its attempt
+    await page.goto(`${sa.url}/dags/canary_reader/runs/${run.run_id}`);
+    const bar = page.getByTestId('gantt-reader');
+    await bar.waitFor();
+    expect(await bar.getAttribute('aria-label')).toMatch(/^reader: success, \d+s$/);
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await shot(page, 'run-gantt');
+    await bar.click();
+    await page.getByRole('heading', { name: 'Delivery record of try 1' }).waitFor();
+    const record = page.getByRole('definition').filter({ hasText: 'ui_canary' });
+    await record.waitFor();
+    // permissive scoping delivers the tenant's names; the declared one is among them
+    expect(
+      await page.getByTestId('delivered-variables').getByRole('listitem').allTextContents(),
+    ).toContain('ui_canary');
+    expect(await page.getByTestId('credential-state').textContent()).toMatch(
+      /^(alive|expired) · expires /,
+    );
+    await page.getByText('permissive').first().waitFor();
+    await noSecretInDom(page);
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await shot(page, 'task-delivery');
+  }, 90_000);
+
   it('no response the pages received carried the secret, and no page logged an error', async () => {
     await page.goto(`${sa.url}/no/such/page`);
     await page.getByRole('heading', { name: 'Page not found' }).waitFor();
+    // an API error names what to do next (chromium logs the 404 replies themselves as console
+    // errors: those, and only those, are expected here)
+    const errorsBefore = admin.errors.length;
+    await page.goto(`${sa.url}/dags/no_such_dag`);
+    const alert = page.getByRole('alert');
+    await alert.getByText('check the address, or go back to the DAGs').waitFor();
+    expect(await alert.textContent()).toContain('LF_DAG_NOT_FOUND');
+    expect(await accessibilityViolations(page)).toEqual([]);
+    await page.waitForLoadState('networkidle');
+    for (const e of admin.errors.splice(errorsBefore)) {
+      expect(e).toMatch(/\/dags\/no_such_dag: Failed to load resource: .* 404 \(Not Found\)$/);
+    }
     await admin.context.pages()[0]?.waitForTimeout(200);
     expect(admin.responses.length).toBeGreaterThan(10);
     for (const r of admin.responses) expect(r.body, r.url).not.toContain(CANARY);

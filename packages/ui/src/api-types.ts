@@ -174,6 +174,23 @@ export interface paths {
     patch: operations['patch_dags_by_dag_id'];
     trace?: never;
   };
+  '/api/v1/dags/{dag_id}/grid': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The grid: a DAG's newest runs (newest first), each with its task instances, in one call */
+    get: operations['get_dags_by_dag_id_grid'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/v1/dags/{dag_id}/runs': {
     parameters: {
       query?: never;
@@ -2118,6 +2135,138 @@ export interface operations {
             is_paused?: boolean;
             created_at?: string | null;
             updated_at?: string | null;
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
+  get_dags_by_dag_id_grid: {
+    parameters: {
+      query?: {
+        limit?: number;
+      };
+      header?: never;
+      path: {
+        dag_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            runs?: {
+              run?: {
+                dag_id?: string;
+                run_id?: string;
+                dag_version?: number;
+                run_type?: string;
+                state?: string;
+                logical_date?: string | null;
+                data_interval_start?: string | null;
+                data_interval_end?: string | null;
+                conf?: {
+                  [key: string]: unknown;
+                };
+                created_at?: string | null;
+                started_at?: string | null;
+                ended_at?: string | null;
+              };
+              task_instances?: {
+                task_id?: string;
+                try_number?: number;
+                max_tries?: number;
+                state?: string;
+                queued_at?: string | null;
+                started_at?: string | null;
+                ended_at?: string | null;
+                last_heartbeat_at?: string | null;
+                retry_at?: string | null;
+                exit_code?: number | null;
+                error_message?: string | null;
+                hostname?: string | null;
+              }[];
+            }[];
           };
         };
       };

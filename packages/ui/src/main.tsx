@@ -7,6 +7,7 @@ import { Audit, Tokens } from './pages/Admin';
 import { Dag } from './pages/Dag';
 import { Dags } from './pages/Dags';
 import { Layout, NotFound } from './pages/Layout';
+import { Doctor, Tenants } from './pages/Platform';
 import { Run } from './pages/Run';
 import { SignIn } from './pages/SignIn';
 import { Task } from './pages/Task';
@@ -43,6 +44,8 @@ const router = createBrowserRouter([
       { path: 'connections', element: <Connections /> },
       { path: 'tokens', element: <Tokens /> },
       { path: 'audit', element: <Audit /> },
+      { path: 'doctor', element: <Doctor /> },
+      { path: 'tenants', element: <Tenants /> },
       { path: '*', element: <NotFound /> },
     ],
   },

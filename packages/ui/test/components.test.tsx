@@ -4,12 +4,15 @@ import { createRoot, type Root } from 'react-dom/client';
 import { createMemoryRouter, RouterProvider } from 'react-router';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Run, TaskInstance } from '../src/api';
+import { Delivery, type DeliveryRecord } from '../src/components/Delivery';
+import { Gantt } from '../src/components/Gantt';
 import { layout } from '../src/components/Graph';
 import { Grid } from '../src/components/Grid';
 import { Time } from '../src/components/Time';
 import { lineDiff } from '../src/diff';
 import { duration } from '../src/format';
 import { parseConf } from '../src/pages/Trigger';
+import { parseVariablesExport } from '../src/pages/Vault';
 
 (globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
 
@@ -143,5 +146,83 @@ describe('version diff', () => {
       { op: '+', text: 'd' },
     ]);
     expect(lineDiff(['same'], ['same']).every((d) => d.op === ' ')).toBe(true);
+  });
+});
+
+describe('Gantt', () => {
+  it('places each started task on one time axis and leaves out tasks not started', () => {
+    const a = {
+      ...ti('a', 'success'),
+      started_at: '2026-01-01T00:00:00.000Z',
+      ended_at: '2026-01-01T00:00:10.000Z',
+    };
+    const b = { ...ti('b', 'running'), started_at: '2026-01-01T00:00:10.000Z', ended_at: null };
+    const c = { ...ti('c', 'none'), started_at: null, ended_at: null };
+    const now = Date.parse('2026-01-01T00:00:20.000Z');
+    const el = render(<Gantt taskInstances={[a, b, c]} hrefOf={(t) => `/t/${t}`} now={now} />);
+    const barA = el.querySelector<HTMLElement>('[data-testid="gantt-a"]');
+    const barB = el.querySelector<HTMLElement>('[data-testid="gantt-b"]');
+    expect(barA?.style.left).toBe('0%');
+    expect(barA?.style.width).toBe('50%');
+    // a running task's bar ends at "now"
+    expect(barB?.style.left).toBe('50%');
+    expect(barB?.style.width).toBe('50%');
+    expect(barB?.getAttribute('aria-label')).toBe('b: running, 10s');
+    expect(el.querySelector('[data-testid="gantt-c"]')).toBeNull();
+  });
+
+  it('says what to expect when no task has started', () => {
+    const el = render(
+      <Gantt taskInstances={[{ ...ti('a', 'none'), started_at: null }]} hrefOf={() => '/'} />,
+    );
+    expect(el.textContent).toContain('No task has started yet');
+  });
+});
+
+describe('Delivery', () => {
+  const record: DeliveryRecord = {
+    try_number: 1,
+    scoping_mode: 'enforce',
+    liveness_mode: 'observe',
+    registered_at: '2026-01-01T00:00:00.000Z',
+    variables_delivered: ['api_key'],
+    connections_delivered: [],
+    variables_refusal: null,
+    connections_refusal: 'LF_SECRET_NOT_DECLARED',
+    renewals: 2,
+    last_renewed_at: '2026-01-01T00:05:00.000Z',
+    renewal_stopped: 'attempt ended',
+    credential_expires_at: '2026-01-01T00:10:00.000Z',
+    undeclared_reads: null,
+  };
+  it('shows the names, modes, refusals, renewals and whether the credential is alive', () => {
+    const before = render(<Delivery record={record} now={Date.parse('2026-01-01T00:09:00Z')} />);
+    expect(before.textContent).toContain('enforce');
+    expect(before.querySelector('[data-testid="delivered-variables"]')?.textContent).toBe(
+      'api_key',
+    );
+    expect(before.querySelector('[data-testid="delivered-connections"]')?.textContent).toContain(
+      'none',
+    );
+    expect(before.textContent).toContain('Refused: LF_SECRET_NOT_DECLARED');
+    expect(before.textContent).toContain('stopped: attempt ended');
+    expect(before.querySelector('[data-testid="credential-state"]')?.textContent).toMatch(/^alive/);
+    act(() => root?.unmount());
+    const after = render(<Delivery record={record} now={Date.parse('2026-01-01T00:11:00Z')} />);
+    expect(after.querySelector('[data-testid="credential-state"]')?.textContent).toMatch(
+      /^expired/,
+    );
+  });
+});
+
+describe('parseVariablesExport', () => {
+  it('reads an airflow variables export and names what is wrong otherwise', () => {
+    expect(parseVariablesExport('{"a": "x", "n": 5, "o": {"k": 1}}')).toEqual([
+      { key: 'a', value: 'x' },
+      { key: 'n', value: '5' },
+      { key: 'o', value: '{"k":1}' },
+    ]);
+    expect(parseVariablesExport('[1]')).toMatch(/expected one JSON object/);
+    expect(parseVariablesExport('{')).toMatch(/^not JSON/);
   });
 });

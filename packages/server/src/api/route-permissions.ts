@@ -29,6 +29,8 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
 
   'POST /api/v1/dags/:dag_id/runs': 'runs:trigger',
   'GET /api/v1/runs': 'runs:read',
+  // the grid in one request: the newest runs of a DAG with their task instances
+  'GET /api/v1/dags/:dag_id/grid': 'runs:read',
   'GET /api/v1/dags/:dag_id/runs/:run_id': 'runs:read',
   'POST /api/v1/dags/:dag_id/runs/:run_id/clear': 'runs:clear',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks': 'runs:read',

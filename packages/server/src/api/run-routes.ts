@@ -91,6 +91,51 @@ export function registerRunRoutes(api: FastifyInstance): void {
   );
 
   api.get(
+    '/api/v1/dags/:dag_id/grid',
+    {
+      schema: {
+        summary:
+          "The grid: a DAG's newest runs (newest first), each with its task instances, in one call",
+        params: paramsOf('dag_id'),
+        querystring: {
+          type: 'object',
+          properties: { limit: { type: 'integer', minimum: 1, maximum: 100, default: 25 } },
+          additionalProperties: false,
+        },
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              runs: {
+                type: 'array',
+                items: {
+                  type: 'object',
+                  properties: {
+                    run: runSchema,
+                    task_instances: { type: 'array', items: taskInstanceSchema },
+                  },
+                },
+              },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { dag_id } = req.params as { dag_id: string };
+      const { limit } = req.query as { limit: number };
+      const { runs, taskInstances } = await req.scope.grid(dag_id, limit);
+      return {
+        runs: runs.map((r) => ({
+          run: runOut(r),
+          task_instances: (taskInstances.get(r.id) ?? []).map(taskInstanceOut),
+        })),
+      };
+    },
+  );
+
+  api.get(
     '/api/v1/dags/:dag_id/runs/:run_id',
     {
       schema: {

@@ -605,6 +605,17 @@ export class KyselyStore implements Store {
     return rows.map(toTaskInstanceRow);
   }
 
+  async listTaskInstancesOfRuns(dag_run_ids: readonly string[]): Promise<TaskInstanceRow[]> {
+    if (dag_run_ids.length === 0) return [];
+    const rows = await this.#db
+      .selectFrom('task_instances')
+      .selectAll()
+      .where('dag_run_id', 'in', [...dag_run_ids])
+      .orderBy('task_id')
+      .execute();
+    return rows.map(toTaskInstanceRow);
+  }
+
   async ensureTaskInstances(
     dag_run_id: string,
     tasks: { task_id: string; max_tries: number }[],

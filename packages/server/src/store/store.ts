@@ -170,6 +170,8 @@ export interface Store extends VaultStore {
   setRunVersion(id: string, dag_version: number): Promise<void>;
 
   listTaskInstances(dag_run_id: string): Promise<TaskInstanceRow[]>;
+  /** The task instances of several runs in one query (the grid). */
+  listTaskInstancesOfRuns(dag_run_ids: readonly string[]): Promise<TaskInstanceRow[]>;
   /**
    * Adds task instances (state `none`, try 1) for tasks the run does not have yet — a cleared
    * old run rebound to a newer DAG version may have gained tasks. Existing rows are left

@@ -189,6 +189,26 @@ export class TenantScope {
     return { run, taskInstances: tis };
   }
 
+  /**
+   * The grid: a DAG's newest runs (newest first) with their task instances, in two queries
+   * whatever the number of runs.
+   */
+  async grid(
+    dagId: string,
+    limit: number,
+  ): Promise<{ runs: DagRunRow[]; taskInstances: Map<string, TaskInstanceRow[]> }> {
+    await this.getDag(dagId);
+    const runs = await this.deps.store.listRuns(
+      this.tenantId,
+      { dag_id: dagId },
+      { limit, offset: 0 },
+    );
+    const tis = await this.deps.store.listTaskInstancesOfRuns(runs.map((r) => r.id));
+    const byRun = new Map<string, TaskInstanceRow[]>(runs.map((r) => [r.id, []]));
+    for (const ti of tis) byRun.get(ti.dag_run_id)?.push(ti);
+    return { runs, taskInstances: byRun };
+  }
+
   async getTaskInstance(
     dagId: string,
     runId: string,

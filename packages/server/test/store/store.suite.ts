@@ -456,6 +456,19 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       expect(await store.countTaskInstancesInStates(t, 'wide', ['none'])).toBe(1234);
     });
 
+    it('listTaskInstancesOfRuns returns the task instances of exactly the given runs, in one call', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('d'), 'h', T0);
+      const runs = [];
+      for (let i = 0; i < 3; i++) runs.push(await store.createRun(newRun(t, 'd')));
+      const [a, b, c] = runs.map((r) => r?.id ?? '');
+      const tis = await store.listTaskInstancesOfRuns([a ?? '', c ?? '']);
+      expect(tis).toHaveLength(4);
+      expect(new Set(tis.map((x) => x.dag_run_id))).toEqual(new Set([a, c]));
+      expect(tis.some((x) => x.dag_run_id === b)).toBe(false);
+      expect(await store.listTaskInstancesOfRuns([])).toEqual([]);
+    });
+
     it('scheduled runs advance last_scheduled_logical_date to the max; manual runs do not', async () => {
       const t = await newTenant();
       await store.putDagVersion(t, spec('d'), 'h', T0);

@@ -48,7 +48,7 @@ export function Dags() {
       ) : shown.length === 0 ? (
         <p className="empty">
           {q
-            ? 'No DAG matches.'
+            ? 'No DAG matches: clear the search or try part of the id.'
             : 'No DAGs yet: push one with `leoflow dags push <dir>` or start standalone with --dags-folder.'}
         </p>
       ) : (

@@ -49,6 +49,8 @@ export function Layout() {
           {can('connections:read') && <NavLink to="/connections">Connections</NavLink>}
           {can('audit:read') && <NavLink to="/audit">Audit</NavLink>}
           {can('tokens:read') && <NavLink to="/tokens">Tokens</NavLink>}
+          {can('doctor:read') && <NavLink to="/doctor">Doctor</NavLink>}
+          {can('tenants:admin') && <NavLink to="/tenants">Tenants</NavLink>}
         </nav>
         <span className="who" title={`tenant ${me.data.tenant_id}`}>
           {me.data.subject} · {me.data.role}
@@ -64,12 +66,35 @@ export function Layout() {
   );
 }
 
+/** What to do about a failed request, by its status: every error names a next step. */
+export function errorHint(status: number | null): string {
+  if (status === null) return 'The server could not be reached: check that it runs, then reload.';
+  if (status === 401) return 'Your session ended: sign in again.';
+  if (status === 403)
+    return 'Your role may not do this: ask an admin for a token whose role has the permission.';
+  if (status === 404)
+    return 'It does not exist (any more): check the address, or go back to the DAGs.';
+  if (status === 409) return 'It changed meanwhile: reload the page and try again.';
+  if (status >= 500) return "The server failed: retry, and if it persists read the server's log.";
+  return 'Correct the request and try again.';
+}
+
 export function ErrorNote({ error }: { error: unknown }) {
+  const status = error instanceof ApiError ? error.status : null;
   const msg = error instanceof ApiError ? `${error.message} (${error.code})` : String(error);
   return (
-    <p role="alert" className="error">
-      {msg}
-    </p>
+    <div role="alert" className="error">
+      <p>{msg}</p>
+      <p className="hint">
+        {errorHint(status)}
+        {status === 404 && (
+          <>
+            {' '}
+            <Link to="/">DAGs</Link>
+          </>
+        )}
+      </p>
+    </div>
   );
 }
 

@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { Suspense } from 'react';
 import { Link, useParams } from 'react-router';
 import { api, enc, get, type Reply } from '../api';
+import { Gantt } from '../components/Gantt';
 import { StateBadge } from '../components/StateBadge';
 import { Time } from '../components/Time';
 import { duration } from '../format';
@@ -69,6 +70,8 @@ export function Run() {
           />
         </Suspense>
       )}
+      <h2>Gantt</h2>
+      <Gantt taskInstances={task_instances} hrefOf={(t) => `${base}/tasks/${enc(t)}`} />
       <h2>Tasks</h2>
       <table className="list">
         <thead>

@@ -2,6 +2,7 @@ import { useQuery } from '@tanstack/react-query';
 import { useEffect, useRef, useState } from 'react';
 import { Link, useParams, useSearchParams } from 'react-router';
 import { enc, get, type LogLine, type Reply } from '../api';
+import { Delivery } from '../components/Delivery';
 import { StateBadge } from '../components/StateBadge';
 import { Time } from '../components/Time';
 import { duration } from '../format';
@@ -23,6 +24,12 @@ export function Task() {
     queryFn: () =>
       get<Reply<'get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_xcom'>>(`${base}/xcom`),
     enabled: can('xcom:read'),
+  });
+  const delivery = useQuery({
+    queryKey: ['run', dagId, runId, 'delivery', taskId],
+    queryFn: () =>
+      get<Reply<'get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_delivery'>>(`${base}/delivery`),
+    enabled: can('runs:read'),
   });
   const current = ti.data?.task_instance.try_number ?? 0;
   const chosen = Number(search.get('try') ?? '') || current;
@@ -120,6 +127,24 @@ export function Task() {
           ))}
         </tbody>
       </table>
+      {can('runs:read') && (
+        <>
+          <h2>Delivery record of try {chosen}</h2>
+          {delivery.isError && <ErrorNote error={delivery.error} />}
+          {delivery.data &&
+            (() => {
+              const rec = delivery.data.attempts.find((a) => a.try_number === chosen);
+              return rec ? (
+                <Delivery record={rec} />
+              ) : (
+                <p className="empty">
+                  No delivery record for this try: it never registered with the server (it has not
+                  started, or it failed before its first call).
+                </p>
+              );
+            })()}
+        </>
+      )}
       {can('logs:read') && (
         <>
           <h2>

@@ -1,11 +1,270 @@
-import { useMutation, useQuery } from '@tanstack/react-query';
-import { useState } from 'react';
+import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
+import { useState, type FormEvent } from 'react';
 import { api, enc, get, type Reply } from '../api';
 import { Time } from '../components/Time';
 import { useCan } from '../session';
 import { ErrorNote } from './Layout';
 
 const MASK = '••••••••';
+
+/** Delete in two steps (no window.confirm): the first click asks, the second deletes. */
+function DeleteButton({ name, onDelete }: { name: string; onDelete: () => void }) {
+  const [asking, setAsking] = useState(false);
+  return asking ? (
+    <>
+      <button type="button" className="danger" onClick={onDelete}>
+        Delete {name} for good
+      </button>
+      <button type="button" onClick={() => setAsking(false)}>
+        Keep
+      </button>
+    </>
+  ) : (
+    <button type="button" onClick={() => setAsking(true)}>
+      Delete
+    </button>
+  );
+}
+
+/**
+ * Set a Variable. Editing never pre-fills the value (the page does not hold it): the form
+ * replaces it.
+ */
+function VariableForm({
+  initial,
+  onDone,
+}: {
+  initial?: { key: string; description: string; masked: boolean };
+  onDone: () => void;
+}) {
+  const qc = useQueryClient();
+  const [key, setKey] = useState(initial?.key ?? '');
+  const [value, setValue] = useState('');
+  const [secret, setSecret] = useState(initial?.masked ?? true);
+  const [description, setDescription] = useState(initial?.description ?? '');
+  const save = useMutation({
+    mutationFn: () => api('PUT', `/api/v1/variables/${enc(key)}`, { value, secret, description }),
+    onSuccess: () => {
+      void qc.invalidateQueries({ queryKey: ['variables'] });
+      onDone();
+    },
+  });
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    save.mutate();
+  };
+  return (
+    <form
+      className="form"
+      onSubmit={submit}
+      aria-label={initial ? `Edit ${initial.key}` : 'New Variable'}
+    >
+      <label>
+        Key
+        <input
+          value={key}
+          onChange={(e) => setKey(e.target.value)}
+          readOnly={!!initial}
+          required
+          pattern="[A-Za-z0-9_][A-Za-z0-9_.\-]{0,249}"
+        />
+      </label>
+      <label>
+        Value{initial ? ' (replaces the current value)' : ''}
+        <input
+          type={secret ? 'password' : 'text'}
+          autoComplete="off"
+          value={value}
+          onChange={(e) => setValue(e.target.value)}
+          required
+        />
+      </label>
+      <label className="check">
+        <input type="checkbox" checked={secret} onChange={(e) => setSecret(e.target.checked)} />{' '}
+        Secret (masked in lists and logs)
+      </label>
+      <label>
+        Description
+        <input value={description} onChange={(e) => setDescription(e.target.value)} />
+      </label>
+      <div className="actions">
+        <button type="submit" disabled={save.isPending}>
+          Save Variable
+        </button>
+        <button type="button" onClick={onDone}>
+          Cancel
+        </button>
+      </div>
+      {save.isError && <ErrorNote error={save.error} />}
+    </form>
+  );
+}
+
+/**
+ * Parses `airflow variables export` content ({"key": value, …}); non-string values are stored as
+ * their JSON text, as Airflow does.
+ */
+export function parseVariablesExport(text: string): { key: string; value: string }[] | string {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (e) {
+    return `not JSON: ${e instanceof Error ? e.message : String(e)}`;
+  }
+  if (doc === null || typeof doc !== 'object' || Array.isArray(doc)) {
+    return 'expected one JSON object of key → value, as `airflow variables export` writes';
+  }
+  return Object.entries(doc as Record<string, unknown>).map(([key, v]) => ({
+    key,
+    value: typeof v === 'string' ? v : JSON.stringify(v),
+  }));
+}
+
+/** Paste an `airflow variables export` file; each name's sensitivity follows its key. */
+function ImportVariables({ onDone }: { onDone: () => void }) {
+  const qc = useQueryClient();
+  const [text, setText] = useState('');
+  const parsed = text.trim() === '' ? [] : parseVariablesExport(text);
+  const run = useMutation({
+    mutationFn: (variables: { key: string; value: string }[]) =>
+      api<{ imported: number }>('POST', '/api/v1/variables/import', { variables }),
+    onSuccess: () => void qc.invalidateQueries({ queryKey: ['variables'] }),
+  });
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    if (typeof parsed !== 'string') run.mutate(parsed);
+  };
+  return (
+    <form className="form" onSubmit={submit} aria-label="Import Variables">
+      <label>
+        Variables (JSON, as `airflow variables export` writes)
+        <textarea
+          rows={6}
+          value={text}
+          onChange={(e) => setText(e.target.value)}
+          aria-describedby="import-help"
+        />
+      </label>
+      <p id="import-help" className={typeof parsed === 'string' ? 'error' : 'sub'}>
+        {typeof parsed === 'string' ? parsed : `${parsed.length} Variables to import`}
+      </p>
+      <div className="actions">
+        <button
+          type="submit"
+          disabled={typeof parsed === 'string' || parsed.length === 0 || run.isPending}
+        >
+          Import
+        </button>
+        <button type="button" onClick={onDone}>
+          Close
+        </button>
+      </div>
+      {run.data && <p role="status">Imported {run.data.imported} Variables.</p>}
+      {run.isError && <ErrorNote error={run.error} />}
+    </form>
+  );
+}
+
+interface ConnInitial {
+  conn_id: string;
+  conn_type: string;
+  host: string | null;
+  port: number | null;
+  login: string | null;
+  schema: string | null;
+  description: string;
+}
+
+/** Set a Connection. The password is never pre-filled: saving replaces it (empty = none). */
+function ConnectionForm({ initial, onDone }: { initial?: ConnInitial; onDone: () => void }) {
+  const qc = useQueryClient();
+  const [f, setF] = useState({
+    conn_id: initial?.conn_id ?? '',
+    conn_type: initial?.conn_type ?? '',
+    host: initial?.host ?? '',
+    port: initial?.port === null || initial?.port === undefined ? '' : String(initial.port),
+    login: initial?.login ?? '',
+    password: '',
+    schema: initial?.schema ?? '',
+    description: initial?.description ?? '',
+  });
+  const field = (k: keyof typeof f) => ({
+    value: f[k],
+    onChange: (e: { target: { value: string } }) => setF((x) => ({ ...x, [k]: e.target.value })),
+  });
+  const orNull = (v: string) => (v === '' ? null : v);
+  const save = useMutation({
+    mutationFn: () =>
+      api('PUT', `/api/v1/connections/${enc(f.conn_id)}`, {
+        connection: {
+          conn_type: f.conn_type,
+          host: orNull(f.host),
+          port: f.port === '' ? null : Number(f.port),
+          login: orNull(f.login),
+          password: orNull(f.password),
+          schema: orNull(f.schema),
+        },
+        description: f.description,
+      }),
+    onSuccess: () => {
+      void qc.invalidateQueries({ queryKey: ['connections'] });
+      onDone();
+    },
+  });
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    save.mutate();
+  };
+  return (
+    <form
+      className="form"
+      onSubmit={submit}
+      aria-label={initial ? `Edit ${initial.conn_id}` : 'New Connection'}
+    >
+      <label>
+        Id
+        <input {...field('conn_id')} readOnly={!!initial} required />
+      </label>
+      <label>
+        Type
+        <input {...field('conn_type')} required placeholder="postgres, http, …" />
+      </label>
+      <label>
+        Host
+        <input {...field('host')} />
+      </label>
+      <label>
+        Port
+        <input {...field('port')} inputMode="numeric" pattern="[0-9]{0,5}" />
+      </label>
+      <label>
+        Login
+        <input {...field('login')} autoComplete="off" />
+      </label>
+      <label>
+        Password{initial ? ' (replaces the current one; empty = none)' : ''}
+        <input {...field('password')} type="password" autoComplete="off" />
+      </label>
+      <label>
+        Schema
+        <input {...field('schema')} />
+      </label>
+      <label>
+        Description
+        <input {...field('description')} />
+      </label>
+      <div className="actions">
+        <button type="submit" disabled={save.isPending}>
+          Save Connection
+        </button>
+        <button type="button" onClick={onDone}>
+          Cancel
+        </button>
+      </div>
+      {save.isError && <ErrorNote error={save.error} />}
+    </form>
+  );
+}
 
 /**
  * Secret values are never fetched for display: the list carries masked values, and a reveal is
@@ -24,12 +283,44 @@ export function Variables() {
       get<Reply<'get_variables_by_key'>>(`/api/v1/variables/${enc(key)}?reveal=true`),
     onSuccess: (v) => setShown((s) => ({ ...s, [v.key]: String(v.value) })),
   });
+  const qc = useQueryClient();
+  const [editing, setEditing] = useState<string | null>(null);
+  const [importing, setImporting] = useState(false);
+  const remove = useMutation({
+    mutationFn: (key: string) => api('DELETE', `/api/v1/variables/${enc(key)}`),
+    onSettled: () => qc.invalidateQueries({ queryKey: ['variables'] }),
+  });
   if (list.isError) return <ErrorNote error={list.error} />;
+  const writable = can('variables:write');
+  const current = list.data?.variables.find((v) => v.key === editing);
   return (
     <>
       <h1>Variables</h1>
+      {writable && editing === null && (
+        <div className="actions">
+          <button type="button" onClick={() => setEditing('')}>
+            New Variable
+          </button>
+          <button type="button" onClick={() => setImporting(true)}>
+            Import…
+          </button>
+        </div>
+      )}
+      {importing && <ImportVariables onDone={() => setImporting(false)} />}
+      {editing !== null && (
+        <VariableForm
+          key={editing}
+          {...(current ? { initial: current } : {})}
+          onDone={() => setEditing(null)}
+        />
+      )}
       {list.data?.variables.length === 0 && (
-        <p className="empty">No Variables. Set one with `leoflow variables set`.</p>
+        <p className="empty">
+          No Variables yet.{' '}
+          {writable
+            ? 'Add one with “New Variable”, or `leoflow variables set <key> <value>`.'
+            : 'Someone with variables:write adds them (`leoflow variables set`).'}
+        </p>
       )}
       <table className="list">
         <thead>
@@ -38,6 +329,7 @@ export function Variables() {
             <th scope="col">Value</th>
             <th scope="col">Description</th>
             <th scope="col">Updated</th>
+            {writable && <th scope="col">Actions</th>}
           </tr>
         </thead>
         <tbody>
@@ -70,11 +362,20 @@ export function Variables() {
               <td>
                 <Time iso={v.updated_at} />
               </td>
+              {writable && (
+                <td className="actions">
+                  <button type="button" onClick={() => setEditing(v.key)}>
+                    Edit
+                  </button>
+                  <DeleteButton name={v.key} onDelete={() => remove.mutate(v.key)} />
+                </td>
+              )}
             </tr>
           ))}
         </tbody>
       </table>
       {reveal.isError && <ErrorNote error={reveal.error} />}
+      {remove.isError && <ErrorNote error={remove.error} />}
     </>
   );
 }
@@ -99,12 +400,49 @@ export function Connections() {
     mutationFn: (id: string) =>
       api<Record<string, unknown>>('POST', `/api/v1/connections/${enc(id)}/test`, {}),
   });
+  const qc = useQueryClient();
+  const [editing, setEditing] = useState<string | null>(null);
+  const remove = useMutation({
+    mutationFn: (id: string) => api('DELETE', `/api/v1/connections/${enc(id)}`),
+    onSettled: () => qc.invalidateQueries({ queryKey: ['connections'] }),
+  });
   if (list.isError) return <ErrorNote error={list.error} />;
+  const writable = can('connections:write');
+  const current = list.data?.connections.find((c) => c.conn_id === editing);
   return (
     <>
       <h1>Connections</h1>
+      {writable && editing === null && (
+        <button type="button" onClick={() => setEditing('')}>
+          New Connection
+        </button>
+      )}
+      {editing !== null && (
+        <ConnectionForm
+          key={editing}
+          {...(current
+            ? {
+                initial: {
+                  conn_id: current.conn_id,
+                  conn_type: current.conn_type,
+                  host: current.host,
+                  port: current.port,
+                  login: current.login,
+                  schema: current.schema,
+                  description: current.description,
+                },
+              }
+            : {})}
+          onDone={() => setEditing(null)}
+        />
+      )}
       {list.data?.connections.length === 0 && (
-        <p className="empty">No Connections. Add one with `leoflow connections add`.</p>
+        <p className="empty">
+          No Connections yet.{' '}
+          {writable
+            ? 'Add one with “New Connection”, or `leoflow connections add`.'
+            : 'Someone with connections:write adds them (`leoflow connections add`).'}
+        </p>
       )}
       <table className="list">
         <thead>
@@ -136,6 +474,14 @@ export function Connections() {
                     Test
                   </button>
                 )}
+                {writable && (
+                  <>
+                    <button type="button" onClick={() => setEditing(c.conn_id)}>
+                      Edit
+                    </button>
+                    <DeleteButton name={c.conn_id} onDelete={() => remove.mutate(c.conn_id)} />
+                  </>
+                )}
               </td>
             </tr>
           ))}
@@ -144,6 +490,7 @@ export function Connections() {
       {test.data && <pre role="status">{JSON.stringify(test.data, null, 2)}</pre>}
       {test.isError && <ErrorNote error={test.error} />}
       {reveal.isError && <ErrorNote error={reveal.error} />}
+      {remove.isError && <ErrorNote error={remove.error} />}
     </>
   );
 }
