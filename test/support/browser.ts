@@ -1,10 +1,23 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 
 export const CHROMIUM = process.env.LEOFLOW_CHROMIUM ?? '/usr/bin/chromium';
+
+/**
+ * Whether the browser tests run here. Without chromium a plain `npm test` skips them with a note
+ * (as it does the PostgreSQL half without a server); under CI (CI=true) or with
+ * LEOFLOW_TEST_REQUIRE_BROWSER=1 a missing browser is a failure that says how to install it.
+ */
+export function browserAvailability(): 'run' | 'skip' | 'missing' {
+  if (existsSync(CHROMIUM)) return 'run';
+  const required = process.env.CI === 'true' || process.env.LEOFLOW_TEST_REQUIRE_BROWSER === '1';
+  return required ? 'missing' : 'skip';
+}
+
+export const BROWSER_HOWTO = `install Debian's chromium (apt-get install chromium) or point LEOFLOW_CHROMIUM at a Chromium binary`;
 
 /** Flags for a closed network: nothing phones home, nothing updates, no QUIC probing. */
 const FLAGS = [

@@ -4,7 +4,14 @@ import { join } from 'node:path';
 import type { Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spec, task } from '../../packages/server/test/support/spec-builders.js';
-import { accessibilityViolations, launchBrowser, type Browser } from '../support/browser.js';
+import {
+  accessibilityViolations,
+  BROWSER_HOWTO,
+  browserAvailability,
+  CHROMIUM,
+  launchBrowser,
+  type Browser,
+} from '../support/browser.js';
 import {
   api,
   REPO,
@@ -32,7 +39,15 @@ let admin: Browser;
 let viewerToken: string;
 let page: Page;
 
+const availability = browserAvailability();
+if (availability === 'skip') {
+  process.stderr.write(
+    `web app browser tests skipped: no ${CHROMIUM}; to run them, ${BROWSER_HOWTO}\n`,
+  );
+}
+
 beforeAll(async () => {
+  if (availability !== 'run') return;
   scratch = scratchDir('leoflow-ui-');
   // The examples, plus one task that runs long enough to revoke its credential while it runs.
   const dags = join(scratch.dir, 'dags');
@@ -97,7 +112,15 @@ async function noSecretInDom(p: Page): Promise<void> {
   expect(html).not.toContain(CANARY);
 }
 
-describe.sequential('web app in chromium', () => {
+describe.runIf(availability === 'missing')('web app in chromium (browser missing)', () => {
+  it('requires chromium (CI=true or LEOFLOW_TEST_REQUIRE_BROWSER=1)', () => {
+    throw new Error(
+      `chromium is required but ${CHROMIUM} does not exist; to fix: ${BROWSER_HOWTO}`,
+    );
+  });
+});
+
+describe.runIf(availability === 'run').sequential('web app in chromium', () => {
   it('signs in with the one-time URL standalone printed, which works only once', async () => {
     const m = /sign in\s+(http:\/\/\S+\/sign-in#code=\S+)/.exec(sa.output());
     expect(m?.[1], sa.output()).toBeTruthy();
