@@ -340,6 +340,7 @@ export class Agent {
       this.#agentLine('terminated processes the task left running in its process group');
     }
     if (this.#isolation) {
+      this.#isolation.taskEnded();
       // Everything of the attempt's uid, including what left the group (setsid, daemonize).
       const swept = await this.#isolation.killAll();
       if (swept.killed)

@@ -27,6 +27,8 @@ export interface IsolationSettings {
  */
 export class AttemptIsolation {
   readonly #settings: IsolationSettings;
+  #taskEnded = false;
+  #emptySinceTaskEnd = false;
   readonly #procs: ProcessTable;
   #lease: UidLease | undefined;
   readonly prlimit: string | undefined;
@@ -77,14 +79,28 @@ export class AttemptIsolation {
     const uid = this.#lease?.uid;
     if (uid === undefined) return { killed: false, clean: true };
     // Only root creates processes of a uid, so an empty scan stays empty: no helper needed.
-    if (this.#procs.processesOf(uid).length === 0) return { killed: false, clean: true };
-    return { killed: true, clean: await sweepUid(uid, { procs: this.#procs }) };
+    if (this.#procs.processesOf(uid).length === 0) {
+      this.#emptySinceTaskEnd = this.#taskEnded;
+      return { killed: false, clean: true };
+    }
+    const clean = await sweepUid(uid, { procs: this.#procs });
+    this.#emptySinceTaskEnd = clean && this.#taskEnded;
+    return { killed: true, clean };
+  }
+
+  /**
+   * The task has exited and the agent will start nothing more as this uid: from here on, once a
+   * sweep finds the uid empty it stays empty (only root creates processes of a uid), so the
+   * final sweep in end() need not scan /proc again.
+   */
+  taskEnded(): void {
+    this.#taskEnded = true;
   }
 
   /** Final sweep, then the uid goes back to the range; kept held when something survived. */
   async end(): Promise<boolean> {
     if (!this.#lease) return true;
-    const { clean } = await this.killAll();
+    const { clean } = this.#emptySinceTaskEnd ? { clean: true } : await this.killAll();
     if (!clean) return false;
     removeLeftovers(this.#lease.uid);
     this.#lease.release();

@@ -12,6 +12,7 @@ import {
   removeLeftovers,
   UidAllocator,
   type ProcessTable,
+  AttemptIsolation,
 } from '../src/index.js';
 
 /** Unused ids far above any account on a test machine; each test gets a small slice. */
@@ -221,5 +222,46 @@ describe('agent config: LEOFLOW_ATTEMPT_UID_RANGE', () => {
     expect(() => readConfig({ ...base, LEOFLOW_ATTEMPT_UID_RANGE: '5000-4000' })).toThrow(
       /LEOFLOW_ATTEMPT_UID_RANGE/,
     );
+  });
+});
+
+describe('AttemptIsolation end-of-attempt sweeps', () => {
+  const settings = (lockDir: string) => ({
+    range: { first: BASE + 900, last: BASE + 909 },
+    nproc: 0,
+    lockDir,
+  });
+  function counting(busy: Set<number>) {
+    let scans = 0;
+    const procs: ProcessTable = {
+      startTime: () => '1',
+      processesOf: (uid) => {
+        scans++;
+        return busy.has(uid) ? [4242] : [];
+      },
+    };
+    return { procs, scans: () => scans };
+  }
+
+  it('once the task has ended and a sweep found the uid empty, the release does not scan again', async () => {
+    const { procs, scans } = counting(new Set());
+    const iso = new AttemptIsolation(settings(dir), procs);
+    await iso.acquire();
+    iso.taskEnded();
+    expect(await iso.killAll()).toEqual({ killed: false, clean: true });
+    const before = scans();
+    expect(await iso.end()).toBe(true);
+    expect(scans()).toBe(before);
+  });
+
+  it('without a sweep after the task ended (bootstrap failure), the release scans first', async () => {
+    const busy = new Set<number>();
+    const { procs, scans } = counting(busy);
+    const iso = new AttemptIsolation(settings(dir), procs);
+    await iso.acquire();
+    await iso.killAll(); // before the task ended: proves nothing about later
+    const before = scans();
+    expect(await iso.end()).toBe(true);
+    expect(scans()).toBeGreaterThan(before);
   });
 });
