@@ -117,7 +117,7 @@ export class TenantScope {
     if (!v) {
       throw new DagError(
         'LF_DAG_VERSION_NOT_FOUND',
-        `DAG ${dagId} has no version ${version}; see \`leoflow dags show ${dagId}\``,
+        `DAG ${dagId} has no version ${version}; its versions are listed by GET /api/v1/dags/${dagId}/versions (the web app's Versions page)`,
       );
     }
     return v;

@@ -440,8 +440,8 @@ export function Connections() {
         <p className="empty">
           No Connections yet.{' '}
           {writable
-            ? 'Add one with “New Connection”, or `leoflow connections add`.'
-            : 'Someone with connections:write adds them (`leoflow connections add`).'}
+            ? 'Add one with “New Connection”, or `leoflow connections set <conn_id> --uri …`.'
+            : 'Someone with connections:write adds them (`leoflow connections set`).'}
         </p>
       )}
       <table className="list">

@@ -1,0 +1,49 @@
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Command } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { buildProgram } from '../src/program.js';
+
+const REPO = resolve(fileURLToPath(import.meta.url), '../../../..');
+
+/** Every `leoflow <command> [<subcommand>]` the web app, server messages and docs tell a user to run. */
+const PLACES = ['packages/ui/src', 'packages/server/src', 'packages/core/src', 'docs', 'README.md'];
+
+function files(path: string): string[] {
+  const full = join(REPO, path);
+  if (statSync(full).isFile()) return [full];
+  return readdirSync(full, { recursive: true, encoding: 'utf8' })
+    .map((f) => join(full, f))
+    .filter((f) => /\.(tsx?|md)$/.test(f) && !f.includes('/gen/'));
+}
+
+function resolves(program: Command, words: string[]): boolean {
+  let cmd = program;
+  for (const w of words) {
+    const next = cmd.commands.find((c) => c.name() === w || c.aliases().includes(w));
+    if (!next) return cmd.commands.length === 0; // reached a leaf: the rest are arguments
+    cmd = next;
+  }
+  return cmd.commands.length === 0 || words.length > 0;
+}
+
+describe('commands named outside the CLI', () => {
+  it('every `leoflow <command> <subcommand>` a page, message or doc names exists', () => {
+    const program = buildProgram();
+    const top = new Set(program.commands.map((c) => c.name()));
+    const wrong: string[] = [];
+    for (const place of PLACES) {
+      for (const file of files(place)) {
+        const text = readFileSync(file, 'utf8');
+        for (const m of text.matchAll(/\bleoflow ([a-z][a-z-]*)(?: ([a-z][a-z-]*))?/g)) {
+          if (!top.has(m[1]!)) continue; // prose ("leoflow is…"), not a command
+          const words = [m[1]!, ...(m[2] ? [m[2]] : [])];
+          if (!resolves(program, words))
+            wrong.push(`${relative(REPO, file)}: leoflow ${words.join(' ')}`);
+        }
+      }
+    }
+    expect([...new Set(wrong)]).toEqual([]);
+  });
+});
