@@ -24,13 +24,8 @@ export class AttemptRecorder {
   /** Binds the agent's session key (its SHA-256) to the attempt; authoritative, may throw. */
   async register(claims: AgentTokenClaims, sessionKey: string): Promise<AttemptSessionBinding> {
     const now = this.clock.now();
-    await this.store.ensureAttemptRecord(keyOf(claims), now);
-    await this.store.noteAttemptCredentialExp(
-      claims.task_instance_id,
-      claims.try_number,
-      claims.exp * 1000,
-      now,
-    );
+    // One INSERT: a retried Register finds the row and keeps the first credential's exp.
+    await this.store.ensureAttemptRecord(keyOf(claims), now, claims.exp * 1000);
     if (sessionKey === '') return 'same';
     return this.store.bindAttemptSession(
       claims.task_instance_id,

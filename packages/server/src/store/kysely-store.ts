@@ -806,10 +806,14 @@ export class KyselyStore implements Store {
 
   // ---------------------------------------------------------------- attempt records
 
-  async ensureAttemptRecord(key: AttemptRecordKey, now: number): Promise<void> {
+  async ensureAttemptRecord(
+    key: AttemptRecordKey,
+    now: number,
+    credential_exp: number,
+  ): Promise<void> {
     await this.#db
       .insertInto('attempt_records')
-      .values({ ...key, created_at: now, updated_at: now })
+      .values({ ...key, credential_exp, created_at: now, updated_at: now })
       .onConflict((oc) => oc.columns(['task_instance_id', 'try_number']).doNothing())
       .execute();
   }
@@ -956,21 +960,6 @@ export class KyselyStore implements Store {
         attempts: e.n,
         last_seen: e.last,
       }));
-  }
-
-  async noteAttemptCredentialExp(
-    task_instance_id: string,
-    try_number: number,
-    exp: number,
-    now: number,
-  ): Promise<void> {
-    await this.#db
-      .updateTable('attempt_records')
-      .set({ credential_exp: exp, updated_at: now })
-      .where('task_instance_id', '=', task_instance_id)
-      .where('try_number', '=', try_number)
-      .where('credential_exp', 'is', null)
-      .execute();
   }
 
   // ---------------------------------------------------------------- xcom

@@ -225,8 +225,11 @@ export interface Store extends VaultStore {
     dispatch_gen?: number,
   ): Promise<HeartbeatOutcome>;
 
-  /** Creates the attempt's record if it has none (idempotent). */
-  ensureAttemptRecord(key: AttemptRecordKey, now: number): Promise<void>;
+  /**
+   * Creates the attempt's record if it has none (idempotent): `credential_exp` (ms) is the exp of
+   * the credential it registered with, kept when the record already exists.
+   */
+  ensureAttemptRecord(key: AttemptRecordKey, now: number, credential_exp: number): Promise<void>;
   /**
    * Binds the agent session (SHA-256 of its key) once: 'bound' the first time, 'same' when the
    * same hash is presented again, 'conflict' when another session is already bound.
@@ -267,13 +270,6 @@ export interface Store extends VaultStore {
   ): Promise<boolean>;
   /** D5 summary per DAG of one tenant (optionally one DAG), from the attempt records. */
   summarizeUndeclaredUse(tenant_id: string, dag_id?: string): Promise<UndeclaredUseSummary[]>;
-  /** exp (ms) of the credential issued at dispatch or registration, when none is recorded. */
-  noteAttemptCredentialExp(
-    task_instance_id: string,
-    try_number: number,
-    exp: number,
-    now: number,
-  ): Promise<void>;
 
   putXCom(row: XComRow): Promise<void>;
   /**

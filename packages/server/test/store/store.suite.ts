@@ -1104,10 +1104,8 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
 
     it('ensure is idempotent; names, refusals, renewals and exp round-trip per try', async () => {
       const f = await fixture('rec');
-      await store.ensureAttemptRecord(keyOf(f), T0);
-      await store.ensureAttemptRecord(keyOf(f), T0 + 1);
-      await store.noteAttemptCredentialExp(f.extract.id, 1, T0 + 600_000, T0);
-      await store.noteAttemptCredentialExp(f.extract.id, 1, T0 + 999, T0); // only when unset
+      await store.ensureAttemptRecord(keyOf(f), T0, T0 + 600_000);
+      await store.ensureAttemptRecord(keyOf(f), T0 + 1, T0 + 999); // exists: exp kept
       const modes = { scoping: 'enforce', liveness: 'observe' };
       await store.noteAttemptDelivery(
         f.extract.id,
@@ -1129,7 +1127,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       await store.noteAttemptRenewal(f.extract.id, 1, { exp: T0 + 630_000 }, T0 + 30_000);
       await store.noteAttemptRenewal(f.extract.id, 1, { stopped: 'ceiling' }, T0 + 45_000);
       await store.noteAttemptRenewal(f.extract.id, 1, { stopped: 'expired' }, T0 + 60_000);
-      await store.ensureAttemptRecord(keyOf(f, 2), T0 + 70_000);
+      await store.ensureAttemptRecord(keyOf(f, 2), T0 + 70_000, T0 + 670_000);
       const recs = await store.listAttemptRecords(f.run.id, 'extract');
       expect(recs.map((r) => r.try_number)).toEqual([1, 2]);
       expect(recs[0]).toMatchObject({
@@ -1146,7 +1144,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       });
       expect(recs[1]).toMatchObject({
         renewals: 0,
-        credential_exp: null,
+        credential_exp: T0 + 670_000,
         variables_delivered: null,
       });
       expect(await store.getAttemptRecord(f.extract.id, 3)).toBeUndefined();
@@ -1154,7 +1152,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
 
     it('binds a session once: bound, then same, then conflict for another hash', async () => {
       const f = await fixture('sess');
-      await store.ensureAttemptRecord(keyOf(f), T0);
+      await store.ensureAttemptRecord(keyOf(f), T0, T0 + 600_000);
       expect(await store.bindAttemptSession(f.extract.id, 1, 'h1', T0)).toBe('bound');
       expect(await store.bindAttemptSession(f.extract.id, 1, 'h1', T0 + 1)).toBe('same');
       expect(await store.bindAttemptSession(f.extract.id, 1, 'h2', T0 + 2)).toBe('conflict');
@@ -1167,9 +1165,9 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
     it('undeclared reads are recorded once per attempt and summarised per DAG of one tenant', async () => {
       const f = await fixture('d5');
       const other = await fixture('d5-other');
-      await store.ensureAttemptRecord(keyOf(f), T0);
-      await store.ensureAttemptRecord(keyOf(f, 2), T0);
-      await store.ensureAttemptRecord(keyOf(other), T0);
+      await store.ensureAttemptRecord(keyOf(f), T0, T0 + 600_000);
+      await store.ensureAttemptRecord(keyOf(f, 2), T0, T0 + 600_000);
+      await store.ensureAttemptRecord(keyOf(other), T0, T0 + 600_000);
       const reads = { variables: ['v2'], connections: [] };
       expect(await store.noteUndeclaredReads(f.extract.id, 1, reads, T0 + 5)).toBe(true);
       expect(await store.noteUndeclaredReads(f.extract.id, 1, reads, T0 + 6)).toBe(false);
