@@ -47,3 +47,19 @@ describe('commands named outside the CLI', () => {
     expect([...new Set(wrong)]).toEqual([]);
   });
 });
+
+describe('standalone flags in docs/configuration.md', () => {
+  it('every flag of the standalone table exists, and every standalone flag is in the docs', () => {
+    const standalone = buildProgram().commands.find((c) => c.name() === 'standalone')!;
+    const real = new Set(standalone.options.map((o) => o.long).filter((l) => l !== undefined));
+    const doc = readFileSync(join(REPO, 'docs/configuration.md'), 'utf8');
+    const documented = new Set(
+      doc
+        .split('\n')
+        .filter((l) => l.startsWith('| `--'))
+        .flatMap((l) => [...l.split('|')[1]!.matchAll(/`(--[a-z0-9-]+)`/g)].map((m) => m[1]!)),
+    );
+    expect([...documented].filter((f) => !real.has(f))).toEqual([]);
+    expect([...real].filter((f) => !documented.has(f) && !doc.includes(`\`${f}`))).toEqual([]);
+  });
+});
