@@ -75,6 +75,18 @@ function echoService(seen: AgentPrincipal[]): ServiceImpl<typeof AgentService> {
   } as Partial<ServiceImpl<typeof AgentService>> as ServiceImpl<typeof AgentService>;
 }
 
+/** Answers every RPC with an empty reply, recording the principal it was handed. */
+function echoEverything(seen: AgentPrincipal[]): ServiceImpl<typeof AgentService> {
+  const impl: Record<string, unknown> = {};
+  for (const m of AgentService.methods) {
+    impl[m.localName] = (_req: unknown, ctx: Parameters<typeof attemptPrincipal>[0]) => {
+      seen.push(attemptPrincipal(ctx));
+      return create(m.output, {});
+    };
+  }
+  return impl as ServiceImpl<typeof AgentService>;
+}
+
 function headers(token: string | null, session?: string) {
   return [
     (next: Parameters<import('@connectrpc/connect').Interceptor>[0]) =>
@@ -131,7 +143,7 @@ describe('the authentication interceptor on the real agent port', () => {
     server = null;
   });
 
-  async function start(opts: { sessionOk?: boolean } = {}) {
+  async function start(opts: { sessionOk?: boolean; everything?: boolean } = {}) {
     const clock = new ManualClock(T0);
     const verifier = counting(issuer);
     const seen: AgentPrincipal[] = [];
@@ -143,7 +155,7 @@ describe('the authentication interceptor on the real agent port', () => {
       },
     });
     server = await startAgentRpcServer({
-      impl: echoService(seen),
+      impl: opts.everything ? echoEverything(seen) : echoService(seen),
       host: '127.0.0.1',
       port: 0,
       auth,
@@ -192,6 +204,34 @@ describe('the authentication interceptor on the real agent port', () => {
     expect(s.seen).toEqual([
       { kind: 'attempt', claims: expect.objectContaining(identity), expired: true },
     ]);
+  });
+
+  it('each of the nine RPCs, both sides: a live token always serves; past exp only the four reports serve, and only with the session key', async () => {
+    // The contract (seed 001 + issue 11), written out rather than read from AGENT_RPC_ACCESS.
+    const reports = ['heartbeat', 'reportState', 'pushXCom', 'pushLogs'];
+    const s = await start({ sessionOk: true, everything: true });
+    const token = await issuer.mint(identity, T0);
+    const call = (t: string, session: string | undefined, name: string) =>
+      codeOf(
+        (s.client(t, session) as unknown as Record<string, (r: object) => Promise<unknown>>)[name]!(
+          {},
+        ),
+      );
+    for (const m of AgentService.methods) {
+      expect([m.localName, await call(token, undefined, m.localName)]).toEqual([m.localName, 'ok']);
+    }
+    s.clock.advance((TTL + 60) * 1000);
+    for (const m of AgentService.methods) {
+      const expired: [Code, string] = [Code.Unauthenticated, 'agent token expired'];
+      expect([m.localName, await call(token, undefined, m.localName)]).toEqual([
+        m.localName,
+        expired,
+      ]);
+      expect([m.localName, await call(token, 's', m.localName)]).toEqual([
+        m.localName,
+        reports.includes(m.localName) ? 'ok' : expired,
+      ]);
+    }
   });
 
   it('the gate refuses a forged or missing bearer before any handler runs', async () => {
