@@ -1,19 +1,10 @@
-import { spawn } from 'node:child_process';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  CLI,
-  REPO,
-  cli,
-  scratchDir,
-  startStandalone,
-  type CliResult,
-  type Standalone,
-} from '../support/processes.js';
+import { cli, scratchDir, startStandalone, type Standalone } from '../support/processes.js';
 
 // Section 3 of issue 11, against the real CLI process: the local admin.token never leaves for
 // a non-loopback URL, and `connections set` takes a password from stdin or a file.
@@ -40,28 +31,8 @@ afterAll(async () => {
 });
 
 /** The real CLI with `input` on its standard input. */
-function cliWithInput(args: string[], extraEnv: Record<string, string>, input: string) {
-  return new Promise<CliResult>((res, rej) => {
-    const p = spawn(process.execPath, [CLI, ...args], {
-      cwd: REPO,
-      env: { ...process.env, ...extraEnv },
-      stdio: ['pipe', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    p.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
-    const t = setTimeout(() => {
-      p.kill('SIGKILL');
-      rej(new Error(`leoflow ${args.join(' ')} timed out`));
-    }, 60_000);
-    p.once('exit', (code) => {
-      clearTimeout(t);
-      res({ code: code ?? -1, stdout, stderr });
-    });
-    p.stdin.end(input);
-  });
-}
+const cliWithInput = (args: string[], env: Record<string, string>, input: string) =>
+  cli(args, env, 60_000, input);
 
 /** This machine's first non-loopback IPv4 address, if it has one. */
 function externalIPv4(): string | undefined {

@@ -105,22 +105,24 @@ export interface CliResult {
   stderr: string;
 }
 
-/** Runs the real `leoflow` CLI against a server. */
+/** Runs the real `leoflow` CLI against a server; `input`, when given, is its standard input. */
 export function cli(
   args: string[],
   env: Record<string, string> = {},
   timeoutMs = 120_000,
+  input?: string,
 ): Promise<CliResult> {
   return new Promise((res, rej) => {
     const p = spawn(process.execPath, [CLI, ...args], {
       cwd: REPO,
       env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
+      stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'],
     });
+    if (input !== undefined) p.stdin?.end(input);
     let stdout = '';
     let stderr = '';
-    p.stdout.on('data', (b: Buffer) => (stdout += b.toString()));
-    p.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    p.stdout?.on('data', (b: Buffer) => (stdout += b.toString()));
+    p.stderr?.on('data', (b: Buffer) => (stderr += b.toString()));
     const t = setTimeout(() => {
       p.kill('SIGKILL');
       rej(new Error(`leoflow ${args.join(' ')} timed out\n${stdout}\n${stderr}`));
