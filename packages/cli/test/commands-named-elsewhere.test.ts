@@ -18,14 +18,16 @@ function files(path: string): string[] {
     .filter((f) => /\.(tsx?|md)$/.test(f) && !f.includes('/gen/'));
 }
 
+/** True when the words walk the command tree until a leaf (later words are its arguments). */
 function resolves(program: Command, words: string[]): boolean {
   let cmd = program;
   for (const w of words) {
+    if (cmd.commands.length === 0) return true;
     const next = cmd.commands.find((c) => c.name() === w || c.aliases().includes(w));
-    if (!next) return cmd.commands.length === 0; // reached a leaf: the rest are arguments
+    if (!next) return false;
     cmd = next;
   }
-  return cmd.commands.length === 0 || words.length > 0;
+  return true;
 }
 
 describe('commands named outside the CLI', () => {
