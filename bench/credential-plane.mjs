@@ -1,9 +1,9 @@
 // Shared pieces of the credential-plane benchmarks (heartbeat_renewal, secret_rpc): the control
-// plane's credential path assembled in this process from the BUILT server (packages/*/dist),
-// the way packages/server/test/support/harness.ts assembles it for tests and
-// packages/server/src/control-plane.ts for production — SQLite store, file signing keyring,
-// caching verifier, vault, scheduler on a manual clock with a recording executor, the real agent
-// RPC server over h2c on 127.0.0.1 — and a load-generator child process (bench/rpc-load.mjs).
+// plane's credential path assembled in this process from the BUILT server (packages/*/dist) by
+// the server's own assemblePlane (plane-assembly.ts, which the control plane and the test
+// harness call too) — SQLite store, file signing keyring, caching verifier, vault, scheduler on a
+// manual clock with a recording executor, the real agent RPC server over h2c on 127.0.0.1 — and
+// a load-generator child process (bench/rpc-load.mjs).
 //
 // Everything a function here creates is registered with lib.mjs's cleanup registry.
 import { fork } from 'node:child_process';
@@ -17,28 +17,17 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ManualClock, agentTokenTtlSeconds } from '@leoflow/core';
 import { AgentService } from '@leoflow/protocol';
 import { pino } from 'pino';
-import {
-  AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS,
-  AgentTokenIssuer,
-} from '../packages/server/dist/auth/agent-token.js';
+import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS } from '../packages/server/dist/auth/agent-token.js';
 import {
   keyRetentionSeconds,
   loadSigningKeyring,
 } from '../packages/server/dist/auth/signing-keys.js';
-import { CachingAgentTokenVerifier } from '../packages/server/dist/auth/token-cache.js';
-import { SecretDelivery } from '../packages/server/dist/credentials/secret-delivery.js';
-import { AttemptRecorder } from '../packages/server/dist/credentials/attempt-record.js';
 import { CredentialMetrics } from '../packages/server/dist/metrics/credential-metrics.js';
-import { createAgentService } from '../packages/server/dist/rpc/agent-service.js';
-import { createAgentAuthentication } from '../packages/server/dist/rpc/agent-auth.js';
 import { startAgentRpcServer } from '../packages/server/dist/rpc/agent-server.js';
-import { AttemptLifecycle } from '../packages/server/dist/scheduler/attempt-lifecycle.js';
-import { RunOperations } from '../packages/server/dist/scheduler/run-operations.js';
-import { Scheduler } from '../packages/server/dist/scheduler/scheduler.js';
-import { SpecCache } from '../packages/server/dist/scheduler/spec-cache.js';
+import { Executors } from '../packages/server/dist/executor/executors.js';
+import { assemblePlane as serverAssemblePlane } from '../packages/server/dist/plane-assembly.js';
 import { openStore } from '../packages/server/dist/store/index.js';
 import { Keyring } from '../packages/server/dist/vault/keyring.js';
-import { VaultService } from '../packages/server/dist/vault/vault-service.js';
 import { REPO, checkAborted, log, onCleanup, round, tempDir } from './lib.mjs';
 
 export const TENANT = 'default';
@@ -52,10 +41,11 @@ export const DEFAULT_CEILING_MS = 24 * 3600_000;
 /** Records launches (and their tokens) instead of starting agents; the bench plays the agents. */
 class RecordingExecutor {
   name = 'recording';
+  posture = { tokenTransport: 'recorded by the benchmark' };
   launches = [];
-  start(launch) {
-    this.launches.push(launch);
-    return Promise.resolve();
+  /** mints at start, as the subprocess executor does; the bench reads launch.token */
+  async start(launch) {
+    this.launches.push({ ...launch, token: await launch.credential.mint() });
   }
   terminate() {
     return Promise.resolve();
@@ -73,10 +63,9 @@ class RecordingExecutor {
 }
 
 /**
- * Store + signing keyring + vault + scheduler + secret delivery, wired as control-plane.ts wires
- * them (ttl from the default 15 s heartbeat, the agent keyring with its retention, the caching
- * verifier, CredentialMetrics on secret delivery). The clock is manual, starting at a whole
- * second; the scheduler is never started, only ticked.
+ * Store + signing keyring + vault, and the parts assemblePlane wires from them (ttl from the
+ * default 15 s heartbeat, the agent keyring with its retention, CredentialMetrics). The clock is
+ * manual, starting at a whole second; the scheduler is never started, only ticked.
  */
 export async function assemblePlane({ label, scoping, liveness }) {
   checkAborted();
@@ -93,23 +82,19 @@ export async function assemblePlane({ label, scoping, liveness }) {
     retainSeconds: keyRetentionSeconds(ttlSeconds, AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS),
     clock: () => clock.now(),
   });
-  const tokens = new AgentTokenIssuer(agentKeys, ttlSeconds);
-  const verifier = new CachingAgentTokenVerifier(tokens);
   const keyring = new Keyring({ id: 'k-bench', key: randomBytes(32) });
-  const vault = new VaultService(store, keyring, { clock });
-  const specs = new SpecCache(store);
   const executor = new RecordingExecutor();
-  const noop = () => undefined;
-  const lifecycle = new AttemptLifecycle(store, specs, clock, logger, noop);
-  const runs = new RunOperations(store, clock, noop);
-  const scheduler = new Scheduler({
+  const metrics = new CredentialMetrics({ defaultMetrics: false });
+  // Wired by the server's own assembly (plane-assembly.ts), as the control plane wires it. The
+  // per-try delivery record is on unless LEOFLOW_BENCH_NO_RECORDS=1 (to measure what it costs).
+  const inputs = (maxCredentialLifetimeMs) => ({
     store,
-    specs,
     clock,
-    executor,
-    tokens,
-    lifecycle,
     logger,
+    agentKeys,
+    agentTokenTtlSeconds: ttlSeconds,
+    vaultKeyring: keyring,
+    executors: new Executors([executor]),
     agentUrl: () => 'http://agent.invalid',
     timings: {
       tickMs: 250,
@@ -119,26 +104,13 @@ export async function assemblePlane({ label, scoping, liveness }) {
       timeoutGraceMs: 30_000,
       settlingGraceMs: 90_000,
     },
-  });
-  const metrics = new CredentialMetrics({ defaultMetrics: false });
-  // The per-try delivery record, wired as the control plane wires it (LEOFLOW_BENCH_NO_RECORDS=1
-  // leaves it out, to measure what it costs).
-  const records =
-    process.env.LEOFLOW_BENCH_NO_RECORDS === '1'
-      ? undefined
-      : new AttemptRecorder(store, clock, logger, { scoping, liveness });
-  const secrets = new SecretDelivery({
-    store,
-    vault,
-    specs,
-    clock,
-    logger,
-    scoping,
-    liveness,
+    credentials: { scoping, liveness, maxCredentialLifetimeMs },
     channelSecure: true, // loopback
+    recordAttempts: process.env.LEOFLOW_BENCH_NO_RECORDS !== '1',
     metrics,
-    records,
   });
+  const parts = serverAssemblePlane(inputs(DEFAULT_CEILING_MS));
+  const { tokens, verifier, vault, specs, lifecycle, runs, scheduler, secrets } = parts;
   return {
     dir: tmp.dir,
     dbFile,
@@ -158,24 +130,10 @@ export async function assemblePlane({ label, scoping, liveness }) {
     metrics,
     secrets,
     /** the agent port's authentication, as the control plane builds it */
-    auth: createAgentAuthentication({ verifier, clock, records }),
+    auth: parts.agentAuth,
     /** an agent service over this plane; only the renewal ceiling varies between instances */
     service(maxCredentialLifetimeMs) {
-      return createAgentService({
-        store,
-        specs,
-        clock,
-        tokens,
-        lifecycle,
-        logger,
-        heartbeatIntervalMs: HEARTBEAT_INTERVAL_MS,
-        maxCredentialLifetimeMs,
-        secrets,
-        onChange: noop,
-        onRenewal: (outcome) =>
-          outcome === 'renewed' ? metrics.renewalsTotal.inc() : metrics.ceilingStoppedTotal.inc(),
-        records,
-      });
+      return serverAssemblePlane(inputs(maxCredentialLifetimeMs)).agentService;
     },
     async close() {
       await closeStore();

@@ -10,7 +10,7 @@ import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ReportedState, ReportStateRequestSchema } from '@leoflow/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AttemptLaunch, OrphanProbe } from '../../packages/server/src/executor/executor.js';
+import type { AttemptLaunch, ClaimProbe } from '../../packages/server/src/executor/executor.js';
 import {
   createHarness,
   spec,
@@ -156,16 +156,16 @@ describe('a claim orphaned by a control-plane crash', () => {
 
   it('an agent the executor finds still alive is waited for, and adopted when it registers', async () => {
     const { h, run } = await setup();
-    let probe: OrphanProbe = 'alive';
+    let probe: 'alive' | 'gone' = 'alive';
     const executor = h.executor as typeof h.executor & {
-      probeOrphan: (a: { hostname: string | null; pid: number | null }) => OrphanProbe;
+      probeClaim: () => ClaimProbe;
     };
     const recordingStart = executor.start.bind(executor);
     executor.start = async (launch: AttemptLaunch) => {
       await recordingStart(launch);
-      return { pid: 4242, hostname: 'this-host' } as never;
+      return { pid: 4242, hostname: 'this-host' };
     };
-    executor.probeOrphan = () => probe;
+    executor.probeClaim = () => ({ state: probe });
     await h.scheduler.tick();
     const [first] = h.executor.take();
     expect((await row(h, run.run_id)).ti.pid).toBe(4242);
@@ -188,16 +188,16 @@ describe('a claim orphaned by a control-plane crash', () => {
 
   it('an agent that dies before registering frees the claim at once, without a try', async () => {
     const { h, run } = await setup();
-    let probe: OrphanProbe = 'alive';
+    let probe: 'alive' | 'gone' = 'alive';
     const executor = h.executor as typeof h.executor & {
-      probeOrphan: (a: { hostname: string | null; pid: number | null }) => OrphanProbe;
+      probeClaim: () => ClaimProbe;
     };
     const recordingStart = executor.start.bind(executor);
     executor.start = async (launch: AttemptLaunch) => {
       await recordingStart(launch);
-      return { pid: 4242, hostname: 'this-host' } as never;
+      return { pid: 4242, hostname: 'this-host' };
     };
-    executor.probeOrphan = () => probe;
+    executor.probeClaim = () => ({ state: probe });
     await h.scheduler.tick();
     h.executor.take();
     h.clock.advance(1_000);

@@ -4,19 +4,15 @@ import {
   agentTokenTtlSeconds,
   dagSpecHash,
   formatDiagnostic,
-  isActive,
   settlingGraceSeconds,
   type Clock,
 } from '@leoflow/core';
 import type { Logger } from 'pino';
-import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS, AgentTokenIssuer } from './auth/agent-token.js';
+import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS } from './auth/agent-token.js';
 import { keyRetentionSeconds, loadSigningKeyring } from './auth/signing-keys.js';
-import { CachingAgentTokenVerifier } from './auth/token-cache.js';
-import { AttemptRecorder } from './credentials/attempt-record.js';
-import { SecretDelivery } from './credentials/secret-delivery.js';
 import { seedVault } from './credentials/vault-seed.js';
 import { CredentialMetrics, startMetricsServer, type MetricsServer } from './metrics/index.js';
-import { loadKeyring, VaultService } from './vault/index.js';
+import { loadKeyring } from './vault/index.js';
 import { UserTokenIssuer } from './auth/user-token.js';
 import { ApiTokens } from './auth/api-tokens.js';
 import { ADMIN_TOKEN_FILE } from './config/data-dir-layout.js';
@@ -31,14 +27,11 @@ import {
   installTaskSdk,
   workRootFor,
 } from './executor/work-root.js';
+import { Executors } from './executor/executors.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
-import { createAgentAuthentication } from './rpc/agent-auth.js';
-import { createAgentService } from './rpc/agent-service.js';
 import { agentChannelMode, startAgentRpcServer } from './rpc/agent-server.js';
-import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
-import { RunOperations } from './scheduler/run-operations.js';
-import { Scheduler, type SchedulerTimings } from './scheduler/scheduler.js';
-import { SpecCache } from './scheduler/spec-cache.js';
+import type { RunOperations } from './scheduler/run-operations.js';
+import type { Scheduler, SchedulerTimings } from './scheduler/scheduler.js';
 import { openStore } from './store/index.js';
 import type { Store } from './store/store.js';
 import { createLogger } from './util/logger.js';
@@ -46,6 +39,7 @@ import { systemClock } from './util/system-clock.js';
 import { buildRestApi } from './tenancy/rest-api.js';
 import { faultsFromEnv, type FaultInjector } from './util/test-faults.js';
 import { uiForControlPlane } from './ui/setup.js';
+import { assemblePlane } from './plane-assembly.js';
 
 export const LEOFLOW_VERSION = '0.1.0';
 
@@ -78,8 +72,12 @@ export interface ControlPlane {
   /** the web app's address, and a one-time sign-in URL for the admin token (null: no web app built) */
   ui: { url: string; signInUrl: string | null } | null;
   store: Store;
+  /** trigger, clear and mark runs (what the REST API calls) */
+  runs: RunOperations;
   scheduler: Scheduler;
+  /** the default executor (the only one Lite configures) */
   executor: Executor;
+  executors: Executors;
   close(): Promise<void>;
 }
 
@@ -87,6 +85,11 @@ export interface ControlPlaneOptions {
   clock?: Clock;
   logger?: Logger;
   executor?: Executor;
+  /**
+   * Wraps the executor (the configured one, or `executor`) before anything uses it: the executor
+   * contract suite observes what an executor is handed this way.
+   */
+  decorateExecutor?: (executor: Executor) => Executor;
   /** test-only crash points; default: from LEOFLOW_TEST_FAULT + LEOFLOW_TEST_FAULT_ARM */
   faults?: FaultInjector;
 }
@@ -99,7 +102,7 @@ export async function startControlPlane(
   const clock = opts.clock ?? systemClock;
   const logger = opts.logger ?? createLogger(cfg.logLevel);
   // Before anything is written: a uid range that overlaps an account refuses boot.
-  const isolation = resolveTaskIsolation(cfg.execution);
+  const isolation = resolveTaskIsolation(cfg.subprocess);
   const faults = opts.faults ?? faultsFromEnv(process.env, logger);
   prepareDataDir(cfg.dataDir);
 
@@ -115,8 +118,6 @@ export async function startControlPlane(
   });
   // Retained forever: the admin token has no exp.
   const userKeys = await loadSigningKeyring(cfg.dataDir, 'user');
-  const tokens = new AgentTokenIssuer(agentKeys, ttlSeconds);
-  const verifier = new CachingAgentTokenVerifier(tokens);
   const users = new UserTokenIssuer(userKeys);
   const apiTokens = new ApiTokens(store, users, clock);
   const metrics = new CredentialMetrics();
@@ -133,47 +134,32 @@ export async function startControlPlane(
     env: process.env,
   });
   if (keyringCreated) logger.info({ file: keyringFile }, 'generated the vault encryption keyring');
-  const vault = new VaultService(store, keyring, {
-    clock,
-    onUnreadable: (v) =>
-      logger.error(
-        { kind: v.kind, tenant_id: v.tenant_id, id: v.id, key_id: v.key_id, code: v.code },
-        'a stored secret cannot be decrypted; it is not delivered',
-      ),
-  });
-  if (cfg.vaultSeedDir) await seedVault(vault, cfg.tenantId, cfg.vaultSeedDir, clock.now(), logger);
-  const adminTokenFile = join(cfg.dataDir, ADMIN_TOKEN_FILE);
-  await ensureAdminToken(adminTokenFile, apiTokens, cfg.tenantId, logger);
 
-  let scheduler: Scheduler | null = null;
-  const poke = () => scheduler?.poke();
-  const specs = new SpecCache(store);
-  const lifecycle = new AttemptLifecycle(store, specs, clock, logger, poke);
-  const runs = new RunOperations(store, clock, poke);
-
-  const workRoot = cfg.execution.workDir ?? workRootFor(ensureInstallId(cfg.dataDir));
+  const workRoot = cfg.subprocess.workDir ?? workRootFor(ensureInstallId(cfg.dataDir));
   ensureWorkRoot(workRoot);
-  let taskNodeModules = cfg.execution.taskNodeModules;
-  if (cfg.execution.sdkBundle !== null) {
-    taskNodeModules = installTaskSdk(workRoot, cfg.execution.sdkBundle);
+  let taskNodeModules = cfg.subprocess.taskNodeModules;
+  if (cfg.subprocess.sdkBundle !== null) {
+    taskNodeModules = installTaskSdk(workRoot, cfg.subprocess.sdkBundle);
   } else {
     logger.warn(
       'no @leoflow/sdk bundle (packages/sdk/dist/leoflow-sdk.mjs): node tasks import it from the installation, which task uids cannot reach when it sits in a 0700 directory; run `npm run build`',
     );
   }
-  const executor =
+  const configured =
     opts.executor ??
     new SubprocessExecutor({
-      agentEntry: cfg.execution.agentEntry,
+      agentEntry: cfg.subprocess.agentEntry,
       workDir: workRoot,
       diagnosticsDir: join(cfg.dataDir, 'agents'),
       isolation,
-      keepWorkDirs: cfg.execution.keepWorkDirs,
+      keepWorkDirs: cfg.subprocess.keepWorkDirs,
       agentCaFile: cfg.agent.tls?.caFile ?? null,
       taskNodeModules,
-      standbyAgents: cfg.execution.standbyAgents,
+      standbyAgents: cfg.subprocess.standbyAgents,
       logger,
     });
+  const executor = opts.decorateExecutor ? opts.decorateExecutor(configured) : configured;
+  const executors = new Executors([executor]);
 
   // Secrets travel in cleartext only over loopback; anywhere else the channel must be TLS.
   const channelSecure = agentChannelMode(cfg.agent) !== 'cleartext-non-loopback';
@@ -183,76 +169,48 @@ export async function startControlPlane(
       'the agent channel is cleartext on a non-loopback address: Variables and Connections will not be delivered until agent TLS is configured',
     );
   }
-  const records = new AttemptRecorder(store, clock, logger, {
-    scoping: credentialCfg.secretScoping,
-    liveness: credentialCfg.secretLivenessMode,
-  });
-  const secrets = new SecretDelivery({
+  let agentUrl = '';
+  const parts = assemblePlane({
     store,
-    vault,
-    specs,
     clock,
     logger,
-    scoping: credentialCfg.secretScoping,
-    liveness: credentialCfg.secretLivenessMode,
+    agentKeys,
+    agentTokenTtlSeconds: ttlSeconds,
+    vaultKeyring: keyring,
+    onVaultUnreadable: (v) =>
+      logger.error(
+        { kind: v.kind, tenant_id: v.tenant_id, id: v.id, key_id: v.key_id, code: v.code },
+        'a stored secret cannot be decrypted; it is not delivered',
+      ),
+    executors,
+    agentUrl: () => agentUrl,
+    timings: schedulerTimings(cfg.execution),
+    credentials: {
+      scoping: credentialCfg.secretScoping,
+      liveness: credentialCfg.secretLivenessMode,
+      maxCredentialLifetimeMs: credentialCfg.maxAttemptCredentialLifetimeSeconds * 1000,
+    },
     channelSecure,
     metrics,
-    records,
+    logLimits: cfg.logs,
+    faults,
   });
+  const { vault, runs, verifier, scheduler } = parts;
+  if (cfg.vaultSeedDir) await seedVault(vault, cfg.tenantId, cfg.vaultSeedDir, clock.now(), logger);
+  const adminTokenFile = join(cfg.dataDir, ADMIN_TOKEN_FILE);
+  await ensureAdminToken(adminTokenFile, apiTokens, cfg.tenantId, logger);
 
   const rpc = await startAgentRpcServer({
-    impl: createAgentService({
-      store,
-      specs,
-      clock,
-      tokens,
-      lifecycle,
-      logger,
-      heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs,
-      maxCredentialLifetimeMs: credentialCfg.maxAttemptCredentialLifetimeSeconds * 1000,
-      secrets,
-      onChange: poke,
-      onRenewal: (outcome) => metrics.renewal(outcome),
-      logLimits: cfg.logs,
-      faults,
-      records,
-    }),
+    impl: parts.agentService,
     host: cfg.agent.host,
     port: cfg.agent.port,
     tls: cfg.agent.tls
       ? { cert: readFileSync(cfg.agent.tls.certFile), key: readFileSync(cfg.agent.tls.keyFile) }
       : null,
-    auth: createAgentAuthentication({ verifier, clock, records }),
+    auth: parts.agentAuth,
     onInternalError: (err) => logger.error({ err }, 'agent RPC failed'),
   });
-  const agentUrl = agentUrlOf(cfg, rpc.port);
-
-  // An agent that exits without its report landing (crash, OOM kill) fails its attempt now
-  // rather than after the agent-lost threshold.
-  executor.onAgentExit((exit) => {
-    void (async () => {
-      const ti = await store.getTaskInstanceById(exit.identity.task_instance_id);
-      if (!ti || ti.try_number !== exit.identity.try_number || !isActive(ti.state)) return;
-      const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode ?? '?'}`;
-      await lifecycle.fail(ti.id, ti.try_number, {
-        reason: `agent exited (${how}) without reporting the task's outcome`,
-        dispatchGen: exit.identity.dispatch_gen,
-      });
-    })().catch((err: unknown) => logger.error({ err }, 'agent exit bookkeeping failed'));
-  });
-
-  scheduler = new Scheduler({
-    store,
-    specs,
-    clock,
-    executor,
-    tokens,
-    lifecycle,
-    logger,
-    agentUrl: () => agentUrl,
-    faults,
-    timings: schedulerTimings(cfg.execution),
-  });
+  agentUrl = agentUrlOf(cfg, rpc.port);
 
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
 
@@ -267,18 +225,18 @@ export async function startControlPlane(
     logger,
     tokens: apiTokens,
     userKeys,
-    revocation: { executor, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },
+    revocation: { executors, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },
     vaultKeyring: { dataDir: cfg.dataDir, source: keyringSource, file: keyringFile ?? null },
     doctorConfig: () => ({
       ...cfg,
-      execution: { ...cfg.execution, workDir: workRoot },
+      subprocess: { ...cfg.subprocess, workDir: workRoot },
       http: { ...cfg.http, port: bound.http },
       agent: { ...cfg.agent, port: bound.agent },
       metrics: { ...cfg.metrics, port: bound.metrics },
     }),
     platformTenantId: cfg.tenantId,
     version: LEOFLOW_VERSION,
-    onChange: poke,
+    onChange: parts.poke,
     ui: ui.deps,
   });
   await api.listen({ host: cfg.http.host, port: cfg.http.port });
@@ -290,8 +248,7 @@ export async function startControlPlane(
     metricsServer = await startMetricsServer(metrics.registry, cfg.metrics.host, cfg.metrics.port);
     bound.metrics = metricsServer.port;
   }
-  if (executor instanceof SubprocessExecutor)
-    executor.warm(agentUrl, cfg.execution.heartbeatIntervalMs);
+  executors.warm({ agentUrl, heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs });
   scheduler.start();
 
   return {
@@ -309,12 +266,14 @@ export async function startControlPlane(
         }
       : null,
     store,
+    runs,
     scheduler,
     executor,
+    executors,
     async close() {
-      await scheduler?.stop();
+      await scheduler.stop();
       await api.close();
-      await executor.close();
+      await executors.close();
       await rpc.close();
       await metricsServer?.close();
       await store.close();

@@ -84,23 +84,24 @@ export async function standaloneConfig(
   const dur = (v: string | undefined, setting: string, fallback: number) =>
     v === undefined ? fallback : parseDurationMs(v, setting);
   const ex = cfg.execution;
+  const sub = cfg.subprocess;
   ex.dispatchLostThresholdMs = dur(
     pick(flags.dispatchLostThreshold, 'LEOFLOW_EXECUTION_DISPATCH_LOST_THRESHOLD'),
     'execution.dispatch_lost_threshold',
     ex.dispatchLostThresholdMs,
   );
   const runAs = pick(flags.runAsUser, 'LEOFLOW_EXECUTION_RUN_AS_USER');
-  if (runAs !== undefined) ex.runAsUser = runAs === '' || runAs === 'none' ? null : runAs;
+  if (runAs !== undefined) sub.runAsUser = runAs === '' || runAs === 'none' ? null : runAs;
   const range = pick(flags.attemptUidRange, 'LEOFLOW_EXECUTION_ATTEMPT_UID_RANGE');
   const nproc = pick(flags.attemptNprocLimit, 'LEOFLOW_EXECUTION_ATTEMPT_NPROC_LIMIT');
   {
     const { parseUidRange, parseNprocLimit, isLeoflowError } = await import('@leoflow/core');
     try {
       if (range !== undefined) {
-        ex.attemptUidRange = range === 'off' ? null : range.trim();
-        if (ex.attemptUidRange !== null) parseUidRange(ex.attemptUidRange);
+        sub.attemptUidRange = range === 'off' ? null : range.trim();
+        if (sub.attemptUidRange !== null) parseUidRange(sub.attemptUidRange);
       }
-      if (nproc !== undefined) ex.attemptNprocLimit = parseNprocLimit(nproc);
+      if (nproc !== undefined) sub.attemptNprocLimit = parseNprocLimit(nproc);
     } catch (err) {
       if (isLeoflowError(err)) throw new CliError(err.message, 2, err.code);
       throw err;
@@ -138,7 +139,7 @@ export async function standaloneConfig(
         'LF_CONFIG_INVALID',
       );
     }
-    ex.standbyAgents = n;
+    sub.standbyAgents = n;
   }
   const bytes = (v: string | undefined, setting: string, fallback: number): number => {
     if (v === undefined) return fallback;

@@ -39,32 +39,41 @@ export interface ServerConfig {
     /** extra time the control plane grants past execution_timeout before it steps in itself */
     timeoutGraceMs: number;
     schedulerTickMs: number;
-    /**
-     * execution.attempt_uid_range, "first-last": when root, every attempt runs under its own uid
-     * and gid from this range. null ("off") falls back to the one shared runAsUser.
-     */
-    attemptUidRange: string | null;
-    /** execution.attempt_nproc_limit: RLIMIT_NPROC of each attempt's uid; 0 = not applied */
-    attemptNprocLimit: number;
-    /** the shared user attempts run as when root and attemptUidRange is off; null = do not drop */
-    runAsUser: string | null;
-    /** the work root; null = the per-install default, /tmp/leoflow-work-<install id> */
-    workDir: string | null;
-    agentEntry: string;
-    /**
-     * The self-contained @leoflow/sdk bundle copied under the work root for node tasks; null when
-     * not built, then node tasks resolve from taskNodeModules instead.
-     */
-    sdkBundle: string | null;
-    /** fallback node_modules for node tasks when there is no SDK bundle (the installation's) */
-    taskNodeModules: string | null;
-    /** pre-started, credential-less agents waiting for an attempt; 0 starts each on demand */
-    standbyAgents: number;
-    keepWorkDirs: boolean;
   };
+  /**
+   * The subprocess executor's own section (one agent process per attempt on this host). Its
+   * settings keep their execution.* names (execution.attempt_uid_range, --standby-agents…) for
+   * compatibility; they mean nothing to any other executor.
+   */
+  subprocess: SubprocessExecutorConfig;
   /** caps on what agents' PushLogs store */
   logs: LogLimits;
   logLevel: string;
+}
+
+export interface SubprocessExecutorConfig {
+  /**
+   * execution.attempt_uid_range, "first-last": when root, every attempt runs under its own uid
+   * and gid from this range. null ("off") falls back to the one shared runAsUser.
+   */
+  attemptUidRange: string | null;
+  /** execution.attempt_nproc_limit: RLIMIT_NPROC of each attempt's uid; 0 = not applied */
+  attemptNprocLimit: number;
+  /** the shared user attempts run as when root and attemptUidRange is off; null = do not drop */
+  runAsUser: string | null;
+  /** the work root; null = the per-install default, /tmp/leoflow-work-<install id> */
+  workDir: string | null;
+  agentEntry: string;
+  /**
+   * The self-contained @leoflow/sdk bundle copied under the work root for node tasks; null when
+   * not built, then node tasks resolve from taskNodeModules instead.
+   */
+  sdkBundle: string | null;
+  /** fallback node_modules for node tasks when there is no SDK bundle (the installation's) */
+  taskNodeModules: string | null;
+  /** pre-started, credential-less agents waiting for an attempt; 0 starts each on demand */
+  standbyAgents: number;
+  keepWorkDirs: boolean;
 }
 
 export function defaultServerConfig(dataDir: string): ServerConfig {
@@ -85,6 +94,8 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       dispatchLostThresholdMs: 180_000,
       timeoutGraceMs: 30_000,
       schedulerTickMs: 250,
+    },
+    subprocess: {
       attemptUidRange: DEFAULT_ATTEMPT_UID_RANGE,
       attemptNprocLimit: DEFAULT_ATTEMPT_NPROC_LIMIT,
       runAsUser: 'nobody',

@@ -1,12 +1,13 @@
 import { isActive, type Clock, LivenessError } from '@leoflow/core';
-import type { Executor } from '../executor/executor.js';
+import type { Executors } from '../executor/executors.js';
 import type { Store } from '../store/store.js';
 import type { TaskInstanceRow } from '../store/types.js';
 
 export interface RevocationDeps {
   store: Store;
   clock: Clock;
-  executor: Executor;
+  /** the attempt's own executor (recorded on its claim) is asked to stop it */
+  executors: Executors;
   /** drops cached verifications of the attempt's tokens so the next call re-checks */
   evictAttempt: (taskInstanceId: string, tryNumber: number) => void;
 }
@@ -47,7 +48,7 @@ export async function revokeAttemptCredential(
       { terminate_requested: true },
       now,
     );
-    await deps.executor.terminate(ti.id, tryNumber);
+    await deps.executors.owner(ti.executor)?.terminate(ti.id, tryNumber);
   }
   return { task_instance_id: ti.id, try_number: tryNumber, terminated: input.terminate };
 }

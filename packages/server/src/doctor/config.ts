@@ -48,11 +48,11 @@ export function redactedConfig(cfg: ServerConfig): RedactedConfig {
       heartbeat_interval: ms(cfg.execution.heartbeatIntervalMs),
       agent_lost_threshold: ms(cfg.execution.agentLostThresholdMs),
       dispatch_lost_threshold: ms(cfg.execution.dispatchLostThresholdMs),
-      attempt_uid_range: cfg.execution.attemptUidRange,
-      attempt_nproc_limit: cfg.execution.attemptNprocLimit,
-      run_as_user: cfg.execution.runAsUser,
-      standby_agents: cfg.execution.standbyAgents,
-      work_dir: cfg.execution.workDir,
+      attempt_uid_range: cfg.subprocess.attemptUidRange,
+      attempt_nproc_limit: cfg.subprocess.attemptNprocLimit,
+      run_as_user: cfg.subprocess.runAsUser,
+      standby_agents: cfg.subprocess.standbyAgents,
+      work_dir: cfg.subprocess.workDir,
     },
   };
 }

@@ -1,19 +1,16 @@
 import { agentTokenTtlSeconds, formatDuration } from '@leoflow/core';
-import { SubprocessExecutor } from '../executor/subprocess-executor.js';
+import type { ServerConfig } from '../config/server-config.js';
+import { EXECUTOR_KINDS } from '../executor/catalog.js';
 import type { SectionContext } from './findings.js';
 import type { Posture } from './types.js';
 
-/**
- * How the subprocess executor hands an attempt its credential: read from the executor class
- * (the one executor this build configures), not restated here.
- */
-export const SUBPROCESS_TOKEN_TRANSPORT: string = SubprocessExecutor.tokenTransport;
-/**
- * There is no Kubernetes executor in this build, so no object to ask. Seam: with the executor
- * port v2 (issue 12) every configured executor reports its own token transport and this
- * constant goes away.
- */
-export const KUBERNETES_TOKEN_TRANSPORT = 'not available in this build';
+/** What the posture says of an executor kind this build does not have. */
+export const NOT_IN_THIS_BUILD = 'not available in this build';
+
+/** How the named executor hands an attempt its credential, as that executor reports it. */
+export function tokenTransportOf(name: string, cfg: ServerConfig): string {
+  return EXECUTOR_KINDS.get(name)?.posture(cfg).tokenTransport ?? NOT_IN_THIS_BUILD;
+}
 
 export type CredentialPosture = Pick<
   Posture,
@@ -69,8 +66,8 @@ export function credentialSettings(ctx: SectionContext): CredentialPosture {
         ? formatDuration(cred.maxAttemptCredentialLifetimeSeconds)
         : 'disabled',
     token_transport: {
-      subprocess: SUBPROCESS_TOKEN_TRANSPORT,
-      kubernetes: KUBERNETES_TOKEN_TRANSPORT,
+      subprocess: tokenTransportOf('subprocess', cfg),
+      kubernetes: tokenTransportOf('kubernetes', cfg),
       configured: cred.agentTokenTransport,
       warm_pools: cred.warmPoolsEnabled
         ? 'enabled in config; not available in this build'

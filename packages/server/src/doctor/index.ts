@@ -1,7 +1,7 @@
 export { buildDoctorReport, redactedConfig } from './report.js';
 export {
-  KUBERNETES_TOKEN_TRANSPORT,
-  SUBPROCESS_TOKEN_TRANSPORT,
+  NOT_IN_THIS_BUILD,
+  tokenTransportOf,
   type AgentChannelMode,
   type CheckStatus,
   type DoctorCheck,

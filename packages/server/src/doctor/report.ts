@@ -14,7 +14,7 @@ import type { ServerConfig } from '../config/server-config.js';
 
 export type * from './types.js';
 export { redactedConfig } from './config.js';
-export { KUBERNETES_TOKEN_TRANSPORT, SUBPROCESS_TOKEN_TRANSPORT } from './credential-settings.js';
+export { NOT_IN_THIS_BUILD, tokenTransportOf } from './credential-settings.js';
 
 /**
  * Builds `leoflow doctor`'s report for a Lite configuration: the effective settings (secrets

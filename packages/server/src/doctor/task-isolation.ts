@@ -87,7 +87,7 @@ interface RunAsPosture {
 
 /** Mirrors resolveRunAs (executor/run-as-user.ts) with the uid and passwd file injected. */
 async function runAsPosture(cfg: ServerConfig, deps: DoctorDeps): Promise<RunAsPosture> {
-  const user = cfg.execution.runAsUser;
+  const user = cfg.subprocess.runAsUser;
   const self = deps.uid;
   const notIsolated = (summary: string, message: string): RunAsPosture => ({
     isolated: false,
@@ -109,14 +109,14 @@ async function runAsPosture(cfg: ServerConfig, deps: DoctorDeps): Promise<RunAsP
       `not running as root, so tasks run as uid ${self} too and can read the data dir; run Lite as root with --run-as-user <unprivileged user>, or as a dedicated account`,
     );
   }
-  if (cfg.execution.attemptUidRange !== null) {
+  if (cfg.subprocess.attemptUidRange !== null) {
     return {
       isolated: true,
       user: null,
       uid: null,
-      summary: `a uid of its own per attempt, from ${cfg.execution.attemptUidRange} (no supplementary groups), outside the 0700 data dir`,
+      summary: `a uid of its own per attempt, from ${cfg.subprocess.attemptUidRange} (no supplementary groups), outside the 0700 data dir`,
       status: 'ok',
-      message: `every attempt runs under its own uid and gid from ${ATTEMPT_UID_RANGE_KEY} ${cfg.execution.attemptUidRange}, without supplementary groups, in a 0700 work dir it owns; when it ends every process of that uid is killed before the uid is reused`,
+      message: `every attempt runs under its own uid and gid from ${ATTEMPT_UID_RANGE_KEY} ${cfg.subprocess.attemptUidRange}, without supplementary groups, in a 0700 work dir it owns; when it ends every process of that uid is killed before the uid is reused`,
     };
   }
   if (user === null) {
@@ -166,7 +166,7 @@ async function isolationPosture(
   runAs: RunAsPosture,
   check: CheckFn,
 ): Promise<IsolationPosture> {
-  const ex = cfg.execution;
+  const ex = cfg.subprocess;
   const perAttempt = deps.uid === 0 && ex.attemptUidRange !== null;
   const mode: IsolationPosture['mode'] = perAttempt
     ? 'per-attempt'

@@ -1,10 +1,20 @@
 import type { AttemptIdentity } from '../auth/agent-token.js';
 
+/**
+ * Where an attempt's credential comes from. The executor mints it when it is ready to hand it
+ * over (the subprocess executor right before it writes the pipe; a transport may mint later, or
+ * in-band once its agent proves who it is), so the token's lifetime starts at hand-over.
+ */
+export interface AttemptCredentialSource {
+  /** A bearer credential for this attempt, stamped at the time of the call (its iat is now). */
+  mint(): Promise<string>;
+}
+
 /** Everything an executor needs to start one attempt's agent. */
 export interface AttemptLaunch {
   identity: AttemptIdentity;
-  /** the attempt's bearer credential; an executor must never put it in env, argv or a file */
-  token: string;
+  /** an executor must never put what this mints in env, argv or a file */
+  credential: AttemptCredentialSource;
   agentUrl: string;
   heartbeatIntervalMs: number;
 }
@@ -15,10 +25,36 @@ export interface StartedAgent {
   hostname?: string;
 }
 
-/** What a successor's executor can tell about an agent a crashed predecessor started. */
-export type OrphanProbe = 'alive' | 'gone' | 'unknown';
+/** A claim (a queued task instance) whose agent has not registered yet, as the store has it. */
+export interface PendingClaim {
+  task_instance_id: string;
+  try_number: number;
+  dispatch_gen: number;
+  hostname: string | null;
+  pid: number | null;
+  /** when the claim was made (epoch ms) */
+  queued_at: number;
+}
 
-/** What happened to an agent process, for the scheduler's bookkeeping. */
+/**
+ * What the owning executor can tell about a claim's agent. `starting` is an executor still
+ * bringing it up (a pod Pending on an image pull, a runner still connecting): the claim is kept
+ * up to `until` (epoch ms, the executor's own start timeout), whatever the dispatch-lost
+ * threshold says, so a slow start never gets a twin.
+ */
+export type ClaimProbe =
+  | { state: 'alive' }
+  | { state: 'gone' }
+  | { state: 'unknown' }
+  | { state: 'starting'; until: number };
+
+/** What an executor tells the doctor about itself. */
+export interface ExecutorPosture {
+  /** how an attempt's credential reaches its agent */
+  tokenTransport: string;
+}
+
+/** What happened to an agent process, for the attempt lifecycle's bookkeeping. */
 export interface AgentExit {
   identity: AttemptIdentity;
   exitCode: number | null;
@@ -28,19 +64,24 @@ export interface AgentExit {
 /**
  * Starts and stops agents. The control plane's record in the store is the truth about an
  * attempt; an executor only owns processes (or pods), so a restart that forgets every handle
- * loses nothing: live agents keep heartbeating and dead ones are found by the reapers.
+ * loses nothing: live agents keep heartbeating and dead ones are found by the reapers. Each
+ * claim records the name of the executor that holds it, so terminate, revoke and the reapers
+ * reach the right one after a restart.
  */
 export interface Executor {
+  /** unique among the configured executors; stored on every claim this executor holds */
   readonly name: string;
+  readonly posture: ExecutorPosture;
+  /** Called once agents can reach the control plane (the agent port listens): pre-start work. */
+  warm?(target: { agentUrl: string; heartbeatIntervalMs: number }): void;
   /** Resolves once the agent is started (with where it runs, when the executor knows). */
   start(launch: AttemptLaunch): Promise<StartedAgent | void>;
   /**
-   * After a restart, for a claim this process did not make: is the agent recorded on it (where
-   * `start` said it runs) still there? `gone` lets the claim go back to `scheduled` at once;
-   * `alive` and `unknown` wait for it to register, up to the dispatch-lost threshold. Executors
-   * that cannot tell may omit this (treated as `unknown`).
+   * For a claim whose agent has not registered: is it there, gone, or still starting? Asked
+   * after a restart (for a predecessor's claims) and by the dispatch-lost reaper before it fails
+   * a claim. Executors that cannot tell may omit it (treated as `unknown`).
    */
-  probeOrphan?(agent: { hostname: string | null; pid: number | null }): OrphanProbe;
+  probeClaim?(claim: PendingClaim, now: number): ClaimProbe;
   /** Stop an attempt's agent if this executor still holds it (the agent kills its task group). */
   terminate(taskInstanceId: string, tryNumber: number): Promise<void>;
   onAgentExit(listener: (exit: AgentExit) => void): void;

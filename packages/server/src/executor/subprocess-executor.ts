@@ -13,7 +13,15 @@ import { hostname } from 'node:os';
 import { join } from 'node:path';
 import type { Logger } from 'pino';
 import type { TaskIsolation } from './run-as-user.js';
-import type { AgentExit, AttemptLaunch, Executor, OrphanProbe, StartedAgent } from './executor.js';
+import type {
+  AgentExit,
+  AttemptLaunch,
+  ClaimProbe,
+  Executor,
+  ExecutorPosture,
+  PendingClaim,
+  StartedAgent,
+} from './executor.js';
 
 export interface SubprocessExecutorOptions {
   agentEntry: string;
@@ -45,6 +53,7 @@ export class SubprocessExecutor implements Executor {
   /** How an attempt's credential reaches its agent (doctor's posture reads it from here). */
   static readonly tokenTransport = 'inherited pipe fd 3, memory only';
   readonly name = 'subprocess';
+  readonly posture: ExecutorPosture = { tokenTransport: SubprocessExecutor.tokenTransport };
   private readonly children = new Map<string, ChildProcess>();
   private readonly listeners: ((exit: AgentExit) => void)[] = [];
   private readonly standby: StandbyAgent[] = [];
@@ -57,7 +66,9 @@ export class SubprocessExecutor implements Executor {
     mkdirSync(opts.diagnosticsDir, { recursive: true, mode: 0o700 });
   }
 
-  start(launch: AttemptLaunch): Promise<StartedAgent> {
+  async start(launch: AttemptLaunch): Promise<StartedAgent> {
+    // Minted first: a failure then leaves no agent behind, and the token's life starts here.
+    const token = await launch.credential.mint();
     const { identity } = launch;
     const key = attemptKey(identity.task_instance_id, identity.try_number);
     const workdir = join(
@@ -105,11 +116,10 @@ export class SubprocessExecutor implements Executor {
     if (!pipe) throw new Error('agent spawn did not provide the credential pipe');
     // The whole assignment travels on the pipe, so a standby agent learns which attempt it
     // serves (and a cold one is told the same) without anything in env or argv.
-    pipe.end(
-      JSON.stringify({ token: launch.token, task_instance_id: identity.task_instance_id, workdir }),
-    );
+    pipe.end(JSON.stringify({ token, task_instance_id: identity.task_instance_id, workdir }));
     this.refillStandby(launch);
-    return spawned.then(() => ({ pid: child.pid, hostname: hostname() }));
+    await spawned;
+    return { pid: child.pid, hostname: hostname() };
   }
 
   /**
@@ -117,14 +127,18 @@ export class SubprocessExecutor implements Executor {
    * pid exists on this host, is not a zombie, and runs this executor's agent entry (a reused pid
    * running anything else is not it).
    */
-  probeOrphan(agent: { hostname: string | null; pid: number | null }): OrphanProbe {
-    if (agent.pid === null || agent.pid <= 0) return 'gone';
-    if (agent.hostname !== null && agent.hostname !== hostname()) return 'unknown';
+  probeClaim(claim: PendingClaim): ClaimProbe {
+    return { state: this.probePid(claim.hostname, claim.pid) };
+  }
+
+  private probePid(host: string | null, pid: number | null): 'alive' | 'gone' | 'unknown' {
+    if (pid === null || pid <= 0) return 'gone';
+    if (host !== null && host !== hostname()) return 'unknown';
     try {
-      const stat = readFileSync(`/proc/${agent.pid}/stat`, 'utf8');
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
       const state = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0];
       if (state === 'Z' || state === 'X') return 'gone';
-      const argv = readFileSync(`/proc/${agent.pid}/cmdline`, 'utf8').split('\0');
+      const argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
       return argv.includes(this.opts.agentEntry) ? 'alive' : 'gone';
     } catch {
       return 'gone';
@@ -132,8 +146,8 @@ export class SubprocessExecutor implements Executor {
   }
 
   /** Pre-start standby agents for this agent URL (called once the RPC server listens). */
-  warm(agentUrl: string, heartbeatIntervalMs: number): void {
-    this.refillStandby({ agentUrl, heartbeatIntervalMs });
+  warm(target: { agentUrl: string; heartbeatIntervalMs: number }): void {
+    this.refillStandby(target);
   }
 
   private takeStandby(agentUrl: string): StandbyAgent | undefined {

@@ -1,5 +1,6 @@
-import { afterFailure, type Clock } from '@leoflow/core';
+import { afterFailure, isActive, type Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
+import type { AgentExit } from '../executor/executor.js';
 import type { Store } from '../store/store.js';
 import type { TaskInstanceRow } from '../store/types.js';
 import type { SpecCache } from './spec-cache.js';
@@ -68,6 +69,21 @@ export class AttemptLifecycle {
     );
     if (applied) this.onChange();
     return applied;
+  }
+
+  /**
+   * An agent exited. If its attempt is still active its report never landed (a crash, an OOM
+   * kill), so the attempt fails now rather than after the agent-lost threshold. An exit after
+   * the report, or of a superseded dispatch, changes nothing.
+   */
+  async agentExited(exit: AgentExit): Promise<boolean> {
+    const ti = await this.store.getTaskInstanceById(exit.identity.task_instance_id);
+    if (!ti || ti.try_number !== exit.identity.try_number || !isActive(ti.state)) return false;
+    const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode ?? '?'}`;
+    return this.fail(ti.id, ti.try_number, {
+      reason: `agent exited (${how}) without reporting the task's outcome`,
+      dispatchGen: exit.identity.dispatch_gen,
+    });
   }
 
   /** Fails the attempt; retries apply. False when the attempt had already moved on. */

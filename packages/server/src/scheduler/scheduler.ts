@@ -8,7 +8,8 @@ import {
 } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenIssuer } from '../auth/agent-token.js';
-import type { Executor } from '../executor/executor.js';
+import type { ClaimProbe } from '../executor/executor.js';
+import type { Executors } from '../executor/executors.js';
 import type { Store } from '../store/store.js';
 import type { DagRunRow, TaskInstanceRow } from '../store/types.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
@@ -29,7 +30,8 @@ export interface SchedulerDeps {
   store: Store;
   specs: SpecCache;
   clock: Clock;
-  executor: Executor;
+  /** dispatch uses the default; a claim's own executor is asked about it */
+  executors: Executors;
   tokens: AgentTokenIssuer;
   lifecycle: AttemptLifecycle;
   logger: Logger;
@@ -51,7 +53,8 @@ export class Scheduler {
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private again = false;
-  private stopped = false;
+  /** a scheduler ticks only between start() and stop(); a poke before start() does nothing */
+  private stopped = true;
   /** claims made before this process started may still be waiting for an agent (see adoptOrphans) */
   private orphansPossible = true;
 
@@ -122,18 +125,16 @@ export class Scheduler {
    * qualify, so it then stops for good.
    */
   private async adoptOrphans(): Promise<void> {
-    const { store, clock, executor, logger, timings } = this.deps;
+    const { store, clock, logger, timings } = this.deps;
     const queued = await store.listTaskInstancesInStates(['queued'], 10_000);
     let waiting = false;
     for (const ti of queued) {
       if (!this.inherited(ti)) continue;
       const now = clock.now();
-      const probe =
-        ti.pid === null
-          ? 'gone'
-          : (executor.probeOrphan?.({ hostname: ti.hostname, pid: ti.pid }) ?? 'unknown');
+      const probe = this.probeClaim(ti, now);
       const waited = now - (ti.queued_at ?? now);
-      if (probe !== 'gone' && waited <= timings.dispatchLostThresholdMs) {
+      const starting = probe.state === 'starting' && probe.until > now;
+      if (probe.state !== 'gone' && (starting || waited <= timings.dispatchLostThresholdMs)) {
         waiting = true;
         continue;
       }
@@ -145,12 +146,34 @@ export class Scheduler {
       );
       if (reset) {
         logger.info(
-          { dag_id: ti.dag_id, task_id: ti.task_id, try: ti.try_number, agent: probe },
+          { dag_id: ti.dag_id, task_id: ti.task_id, try: ti.try_number, agent: probe.state },
           'claimed attempt orphaned by a control-plane restart: back to scheduled, try kept',
         );
       }
     }
     this.orphansPossible = waiting;
+  }
+
+  /**
+   * What the claim's own executor says of its unregistered agent. An executor that cannot tell
+   * leaves it unknown, unless the claim records no placement at all: then no agent was started.
+   */
+  private probeClaim(ti: TaskInstanceRow, now: number): ClaimProbe {
+    const owner = this.deps.executors.owner(ti.executor);
+    if (owner?.probeClaim === undefined) {
+      return { state: ti.pid === null && ti.hostname === null ? 'gone' : 'unknown' };
+    }
+    return owner.probeClaim(
+      {
+        task_instance_id: ti.id,
+        try_number: ti.try_number,
+        dispatch_gen: ti.dispatch_gen,
+        hostname: ti.hostname,
+        pid: ti.pid,
+        queued_at: ti.queued_at ?? now,
+      },
+      now,
+    );
   }
 
   /** A claim made before this process started, its agent not registered, nobody asked to stop it. */
@@ -292,7 +315,8 @@ export class Scheduler {
   }
 
   private async dispatch(): Promise<void> {
-    const { store, specs, clock, tokens, executor, logger, timings } = this.deps;
+    const { store, specs, clock, tokens, logger, timings } = this.deps;
+    const executor = this.deps.executors.forDispatch();
     const scheduled = await store.listTaskInstancesInStates(['scheduled'], 500);
     if (scheduled.length === 0) return;
     const activePerDag = new Map<string, number>();
@@ -319,7 +343,7 @@ export class Scheduler {
       const claimed = await store.updateTaskInstance(
         ti.id,
         { states: ['scheduled'], try_number: ti.try_number, dispatch_gen: ti.dispatch_gen },
-        { state: 'queued', queued_at: now, dispatch_gen: gen },
+        { state: 'queued', queued_at: now, dispatch_gen: gen, executor: executor.name },
         now,
       );
       if (!claimed) continue;
@@ -336,11 +360,11 @@ export class Scheduler {
       };
       const faults = this.deps.faults ?? NO_FAULTS;
       try {
-        const token = await tokens.mint(identity, now);
         faults.hit('before_spawn');
         const started = await executor.start({
           identity,
-          token,
+          // The executor mints when it hands the credential over; each mint is stamped now.
+          credential: { mint: () => tokens.mint(identity, clock.now()) },
           agentUrl: this.deps.agentUrl(),
           heartbeatIntervalMs: timings.heartbeatIntervalMs,
         });
@@ -366,7 +390,7 @@ export class Scheduler {
   }
 
   private async reap(): Promise<void> {
-    const { store, clock, timings, executor } = this.deps;
+    const { store, clock, timings } = this.deps;
     const now = clock.now();
     if (now - this.startedAt < timings.settlingGraceMs) return;
     const active = await store.listTaskInstancesInStates(['queued', 'running'], 10_000);
@@ -376,7 +400,7 @@ export class Scheduler {
       const reason = await this.reapReason(ti, now);
       if (reason === null) continue;
       reaped++;
-      await executor.terminate(ti.id, ti.try_number);
+      await this.deps.executors.owner(ti.executor)?.terminate(ti.id, ti.try_number);
       await this.deps.lifecycle.fail(ti.id, ti.try_number, { reason });
     }
   }
@@ -401,6 +425,13 @@ export class Scheduler {
     // A predecessor's claim is adoptOrphans' to reset (without a try), not this reaper's to fail.
     if (this.inherited(ti)) return null;
     if (ti.queued_at !== null && now - ti.queued_at > t.dispatchLostThresholdMs) {
+      // A claim its executor is still starting (a pod Pending, a runner connecting) is kept up to
+      // that executor's own start timeout: failing it now would start a twin beside it.
+      const probe = this.probeClaim(ti, now);
+      if (probe.state === 'starting') {
+        if (probe.until > now) return null;
+        return `dispatch_lost: the ${ti.executor ?? 'default'} executor did not start the agent by its start timeout`;
+      }
       return `dispatch_lost: the agent did not start within ${Math.round(t.dispatchLostThresholdMs / 1000)}s`;
     }
     return null;

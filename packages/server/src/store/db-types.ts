@@ -76,6 +76,8 @@ export interface TaskInstancesTable {
   credential_revoked_try: number | null;
   /** which dispatch of the try holds the live credential (migration 0004; default 0) */
   dispatch_gen: Generated<number>;
+  /** the executor holding the current claim (migration 0006; null before it) */
+  executor: string | null;
 }
 
 export interface TaskInstanceHistoryTable {

@@ -75,6 +75,7 @@ const PATCHABLE_KEYS = [
   'terminate_requested',
   'max_tries',
   'dispatch_gen',
+  'executor',
 ] as const satisfies readonly (keyof TaskInstancePatch)[];
 
 export interface KyselyStoreOptions {
@@ -1781,6 +1782,8 @@ function toTaskInstanceRow(r: Selectable<TaskInstancesTable>): TaskInstanceRow {
     updated_at: num(r.updated_at),
     // Absent on a database still short of migration 0004 (an upgrade in progress): 0.
     dispatch_gen: Number(r.dispatch_gen ?? 0),
+    // Absent short of migration 0006: the default executor's claim.
+    executor: r.executor ?? null,
   };
 }
 

@@ -357,6 +357,14 @@ export function migrations(dialect: StoreDialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0006_task_instance_executor': {
+      async up(db: Db): Promise<void> {
+        // The name of the executor holding the current claim, so terminate, revoke and the
+        // reapers reach the right one after a restart. Null on claims made before this column
+        // existed: those belong to the default executor.
+        await db.schema.alterTable('task_instances').addColumn('executor', 'text').execute();
+      },
+    },
   };
 }
 

@@ -58,6 +58,7 @@ export type TaskInstancePatch = Partial<
     | 'terminate_requested'
     | 'max_tries'
     | 'dispatch_gen'
+    | 'executor'
   >
 >;
 

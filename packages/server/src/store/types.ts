@@ -71,6 +71,11 @@ export interface TaskInstanceRow {
    * late agent holding the old dispatch's token is refused by this, not by the try.
    */
   dispatch_gen: number;
+  /**
+   * The executor holding the current claim (its name), stamped at dispatch; null for a claim
+   * made before claims recorded it, which belongs to the default executor.
+   */
+  executor: string | null;
 }
 
 export interface TaskInstanceHistoryRow {

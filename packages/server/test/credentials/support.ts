@@ -1,8 +1,7 @@
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ReportedState, ReportStateRequestSchema } from '@leoflow/protocol';
-import type { AttemptLaunch } from '../../src/executor/executor.js';
-import { spec, task, type Harness } from '../support/harness.js';
+import { spec, task, type Harness, type RecordedLaunch } from '../support/harness.js';
 import { createHash } from 'node:crypto';
 
 /**
@@ -77,7 +76,7 @@ export async function startAttempt(
   h: Harness,
   dagId = 'cred',
   runId?: string,
-): Promise<AttemptLaunch & { session: string }> {
+): Promise<RecordedLaunch & { session: string }> {
   if (runId === undefined) await h.runs.trigger('default', dagId, {});
   await h.scheduler.tick();
   const launch = h.executor.take()[0];

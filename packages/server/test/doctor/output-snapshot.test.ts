@@ -171,9 +171,9 @@ const CASES: Record<string, { cfg: ServerConfig; deps: DoctorDeps; opts?: Doctor
       c.agent.host = '0.0.0.0';
       c.http.host = '0.0.0.0';
       c.metrics = { host: '0.0.0.0', port: 9464 };
-      c.execution.attemptUidRange = null;
-      c.execution.runAsUser = 'leoflow-tasks';
-      c.execution.attemptNprocLimit = 0;
+      c.subprocess.attemptUidRange = null;
+      c.subprocess.runAsUser = 'leoflow-tasks';
+      c.subprocess.attemptNprocLimit = 0;
       c.credentials.secretScoping = 'off';
       c.credentials.maxAttemptCredentialLifetimeSeconds = 0;
       c.credentials.warmPoolsEnabled = true;
@@ -190,7 +190,7 @@ const CASES: Record<string, { cfg: ServerConfig; deps: DoctorDeps; opts?: Doctor
   // root with the shared user (attempt uid range off) and a keyring file outside the data dir
   'root-shared-user': {
     cfg: config((c) => {
-      c.execution.attemptUidRange = null;
+      c.subprocess.attemptUidRange = null;
     }),
     deps: machine({
       uid: 0,

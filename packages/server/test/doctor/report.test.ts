@@ -2,8 +2,8 @@ import { describe, expect, it, vi } from 'vitest';
 import { defaultServerConfig, type ServerConfig } from '../../src/config/server-config.js';
 import {
   buildDoctorReport,
-  KUBERNETES_TOKEN_TRANSPORT,
-  SUBPROCESS_TOKEN_TRANSPORT,
+  NOT_IN_THIS_BUILD,
+  tokenTransportOf,
   type DoctorDeps,
   type DoctorReport,
   type DoctorStore,
@@ -177,8 +177,10 @@ describe('doctor report: a healthy Lite install', () => {
       },
       tasks_run_as: { isolated: false, uid: ME },
     });
-    expect(SUBPROCESS_TOKEN_TRANSPORT).toBe('inherited pipe fd 3, memory only');
-    expect(KUBERNETES_TOKEN_TRANSPORT).toBe('not available in this build');
+    // What the executors say of themselves, and the running executor agrees with its kind.
+    expect(tokenTransportOf('subprocess', config())).toBe('inherited pipe fd 3, memory only');
+    expect(tokenTransportOf('kubernetes', config())).toBe(NOT_IN_THIS_BUILD);
+    expect(r.posture.token_transport.subprocess).toBe('inherited pipe fd 3, memory only');
   });
 
   it('names each residual exposure of the defaults in one sentence, with a fix', async () => {
@@ -550,7 +552,7 @@ describe('doctor checks: who tasks run as', () => {
     expect(c.message).toContain('builders (1879048200) in /etc/group');
     const bad = await buildDoctorReport(
       config((x) => {
-        x.execution.attemptUidRange = '5-1';
+        x.subprocess.attemptUidRange = '5-1';
       }),
       machine({ uid: 0 }).deps,
     );
@@ -578,7 +580,7 @@ describe('doctor checks: who tasks run as', () => {
   it('root with the range off and run_as_user nobody: data dir closed, but one uid is shared', async () => {
     const r = await buildDoctorReport(
       config((c) => {
-        c.execution.attemptUidRange = null;
+        c.subprocess.attemptUidRange = null;
       }),
       machine({ uid: 0 }).deps,
     );
@@ -593,8 +595,8 @@ describe('doctor checks: who tasks run as', () => {
   it('root with the range off and --run-as-user none, or a uid-0 account: not isolated', async () => {
     const none = await buildDoctorReport(
       config((c) => {
-        c.execution.attemptUidRange = null;
-        c.execution.runAsUser = null;
+        c.subprocess.attemptUidRange = null;
+        c.subprocess.runAsUser = null;
       }),
       machine({ uid: 0 }).deps,
     );
@@ -602,8 +604,8 @@ describe('doctor checks: who tasks run as', () => {
     expect(exposureIds(none)).toContain('tasks.same_user');
     const asRoot = await buildDoctorReport(
       config((c) => {
-        c.execution.attemptUidRange = null;
-        c.execution.runAsUser = 'root';
+        c.subprocess.attemptUidRange = null;
+        c.subprocess.runAsUser = 'root';
       }),
       machine({ uid: 0 }).deps,
     );
@@ -614,8 +616,8 @@ describe('doctor checks: who tasks run as', () => {
   it('root with the range off and an account that does not exist: fails (standalone would not start)', async () => {
     const r = await buildDoctorReport(
       config((c) => {
-        c.execution.attemptUidRange = null;
-        c.execution.runAsUser = 'ghost';
+        c.subprocess.attemptUidRange = null;
+        c.subprocess.runAsUser = 'ghost';
       }),
       machine({ uid: 0 }).deps,
     );

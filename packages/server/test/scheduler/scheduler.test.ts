@@ -2,8 +2,14 @@ import { createHash } from 'node:crypto';
 import { create } from '@bufbuild/protobuf';
 import { ReportedState, ReportStateRequestSchema } from '@leoflow/protocol';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import type { AttemptLaunch } from '../../src/executor/executor.js';
-import { createHarness, spec, T0, task, type Harness } from '../support/harness.js';
+import {
+  createHarness,
+  spec,
+  T0,
+  task,
+  type Harness,
+  type RecordedLaunch,
+} from '../support/harness.js';
 
 let h: Harness;
 beforeEach(async () => {
@@ -23,7 +29,7 @@ async function push(s: ReturnType<typeof spec>) {
 
 /** Plays a well-behaved agent for one launch: register, then report the given outcome. */
 async function play(
-  launch: AttemptLaunch,
+  launch: RecordedLaunch,
   outcome: 'success' | 'failed',
   exitCode = outcome === 'success' ? 0 : 1,
 ) {

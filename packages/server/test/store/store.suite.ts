@@ -379,6 +379,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         terminate_requested: false,
         updated_at: T0,
         dispatch_gen: 0,
+        executor: null,
       });
       const first = tis[0];
       if (first === undefined) return;
@@ -982,6 +983,35 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
           updated_at: T0,
         });
       }
+    });
+
+    it('a claim records the executor that holds it, and a later claim replaces it', async () => {
+      const { extract } = await fixture();
+      expect(
+        await store.updateTaskInstance(
+          extract.id,
+          { states: ['none'], try_number: 1 },
+          { state: 'queued', executor: 'subprocess' },
+          T0,
+        ),
+      ).toBe(true);
+      expect((await ti(extract.id)).executor).toBe('subprocess');
+      const queued = await store.listTaskInstancesInStates(['queued'], 10_000);
+      expect(queued.find((row) => row.id === extract.id)?.executor).toBe('subprocess');
+      await store.updateTaskInstance(
+        extract.id,
+        { states: ['queued'], try_number: 1 },
+        { state: 'scheduled' },
+        T0 + 1,
+      );
+      expect((await ti(extract.id)).executor).toBe('subprocess');
+      await store.updateTaskInstance(
+        extract.id,
+        { states: ['scheduled'], try_number: 1 },
+        { state: 'queued', executor: 'kubernetes' },
+        T0 + 2,
+      );
+      expect((await ti(extract.id)).executor).toBe('kubernetes');
     });
 
     it('pins heartbeats, liveness and compare-and-sets to the dispatch generation when given', async () => {

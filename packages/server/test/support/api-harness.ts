@@ -15,6 +15,7 @@ import type { Store } from '../../src/store/store.js';
 import { loadKeyring, VaultService } from '../../src/vault/index.js';
 import { postgresTestUrl } from './databases.js';
 import { RecordingExecutor, T0 } from './harness.js';
+import { Executors } from '../../src/executor/executors.js';
 import { spec, task } from './spec-builders.js';
 import { buildRestApi, type RestApiDeps } from '../../src/tenancy/rest-api.js';
 import type { UiDeps } from '../../src/ui/guard.js';
@@ -119,7 +120,10 @@ export async function createApiHarness(
     logger,
     tokens,
     userKeys,
-    revocation: { executor: new RecordingExecutor(), evictAttempt: () => undefined },
+    revocation: {
+      executors: new Executors([new RecordingExecutor()]),
+      evictAttempt: () => undefined,
+    },
     vaultKeyring: { dataDir: dir, source: loaded.source, file: loaded.file ?? null },
     doctorConfig: () => {
       const cfg = defaultServerConfig(dir);

@@ -13,35 +13,43 @@ import { ManualClock, type SecretLivenessMode, type SecretScopingMode } from '@l
 import pg from 'pg';
 import { AgentService } from '@leoflow/protocol';
 import { pino } from 'pino';
-import { AgentTokenIssuer } from '../../src/auth/agent-token.js';
 import { loadOrCreateSigningKey } from '../../src/auth/signing-keys.js';
-import type { AgentExit, AttemptLaunch, Executor } from '../../src/executor/executor.js';
-import { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
-import { SecretDelivery } from '../../src/credentials/secret-delivery.js';
-import { AttemptRecorder } from '../../src/credentials/attempt-record.js';
-import { createAgentAuthentication } from '../../src/rpc/agent-auth.js';
-import { createAgentService } from '../../src/rpc/agent-service.js';
+import type {
+  AgentExit,
+  AttemptLaunch,
+  Executor,
+  StartedAgent,
+} from '../../src/executor/executor.js';
 import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
 import type { LogLimits } from '../../src/rpc/log-limits.js';
 import { Keyring } from '../../src/vault/keyring.js';
-import { VaultService } from '../../src/vault/vault-service.js';
 import { postgresTestUrl } from './databases.js';
-import { AttemptLifecycle } from '../../src/scheduler/attempt-lifecycle.js';
-import { RunOperations } from '../../src/scheduler/run-operations.js';
-import { Scheduler, type SchedulerTimings } from '../../src/scheduler/scheduler.js';
-import { SpecCache } from '../../src/scheduler/spec-cache.js';
+import type { AgentTokenIssuer } from '../../src/auth/agent-token.js';
+import type { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
+import type { AttemptRecorder } from '../../src/credentials/attempt-record.js';
+import { Executors } from '../../src/executor/executors.js';
+import { assemblePlane } from '../../src/plane-assembly.js';
+import type { RunOperations } from '../../src/scheduler/run-operations.js';
+import type { Scheduler, SchedulerTimings } from '../../src/scheduler/scheduler.js';
+import type { VaultService } from '../../src/vault/vault-service.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/store.js';
 
-/** Records launches instead of starting processes; tests play the agent through the RPC. */
+/** A launch as the recording executor saw it, with the credential it minted at start. */
+export type RecordedLaunch = AttemptLaunch & { token: string };
+
+/**
+ * Records launches instead of starting processes; tests play the agent through the RPC. It mints
+ * the attempt's credential at start, as the subprocess executor does.
+ */
 export class RecordingExecutor implements Executor {
-  readonly name = 'recording';
-  readonly launches: AttemptLaunch[] = [];
+  constructor(readonly name = 'recording') {}
+  readonly posture = { tokenTransport: 'recorded by the test executor' };
+  readonly launches: RecordedLaunch[] = [];
   readonly terminated: string[] = [];
   private readonly listeners: ((e: AgentExit) => void)[] = [];
-  start(launch: AttemptLaunch): Promise<void> {
-    this.launches.push(launch);
-    return Promise.resolve();
+  async start(launch: AttemptLaunch): Promise<StartedAgent | void> {
+    this.launches.push({ ...launch, token: await launch.credential.mint() });
   }
   terminate(tiId: string, tryNumber: number): Promise<void> {
     this.terminated.push(`${tiId}#${tryNumber}`);
@@ -56,7 +64,7 @@ export class RecordingExecutor implements Executor {
   close(): Promise<void> {
     return Promise.resolve();
   }
-  take(): AttemptLaunch[] {
+  take(): RecordedLaunch[] {
     return this.launches.splice(0);
   }
 }
@@ -82,6 +90,8 @@ export interface HarnessOptions {
   ceilingMs?: number;
   /** PushLogs caps (DEFAULT_LOG_LIMITS when absent) */
   logLimits?: LogLimits;
+  /** executors configured beside the recording one (which stays the default) */
+  moreExecutors?: Executor[];
   /** with rpc 'http2': observes every chunk the agent port's gzip decoder produces */
   onInflate?: (bytes: number) => void;
 }
@@ -93,6 +103,7 @@ export interface Harness {
   verifier: CachingAgentTokenVerifier;
   clock: ManualClock;
   executor: RecordingExecutor;
+  executors: Executors;
   scheduler: Scheduler;
   runs: RunOperations;
   tokens: AgentTokenIssuer;
@@ -119,58 +130,28 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   await store.ensureTenant('default', 'default', clock.now());
   const logger = pino({ level: 'silent' });
   const key = await loadOrCreateSigningKey(dir, 'agent');
-  const tokens = new AgentTokenIssuer(key, 600);
-  const verifier = new CachingAgentTokenVerifier(tokens);
-  const vault = new VaultService(store, new Keyring({ id: 'k-test', key: randomBytes(32) }), {
-    clock,
-  });
-  const specs = new SpecCache(store);
   const executor = new RecordingExecutor();
-  const noop = () => undefined;
-  const lifecycle = new AttemptLifecycle(store, specs, clock, logger, noop);
-  const runs = new RunOperations(store, clock, noop);
-  const build = () =>
-    new Scheduler({
-      store,
-      specs,
-      clock,
-      executor,
-      tokens,
-      lifecycle,
-      logger,
-      agentUrl: () => 'http://agent.invalid',
-      timings,
-    });
-  const records = new AttemptRecorder(store, clock, logger, {
-    scoping: opts.scoping ?? 'permissive',
-    liveness: opts.liveness ?? 'observe',
-  });
-  const secrets = new SecretDelivery({
-    records,
+  const executors = new Executors([executor, ...(opts.moreExecutors ?? [])]);
+  const parts = assemblePlane({
     store,
-    vault,
-    specs,
     clock,
     logger,
-    scoping: opts.scoping ?? 'permissive',
-    liveness: opts.liveness ?? 'observe',
+    agentKeys: key,
+    agentTokenTtlSeconds: 600,
+    vaultKeyring: new Keyring({ id: 'k-test', key: randomBytes(32) }),
+    executors,
+    agentUrl: () => 'http://agent.invalid',
+    timings,
+    credentials: {
+      scoping: opts.scoping ?? 'permissive',
+      liveness: opts.liveness ?? 'observe',
+      maxCredentialLifetimeMs: opts.ceilingMs ?? 24 * 3600_000,
+    },
     channelSecure: true,
-  });
-  const service = createAgentService({
-    store,
-    specs,
-    clock,
-    tokens,
-    lifecycle,
-    logger,
-    heartbeatIntervalMs: timings.heartbeatIntervalMs,
-    maxCredentialLifetimeMs: opts.ceilingMs ?? 24 * 3600_000,
-    secrets,
-    onChange: noop,
     ...(opts.logLimits ? { logLimits: opts.logLimits } : {}),
-    records,
   });
-  const auth = createAgentAuthentication({ verifier, clock, records });
+  const { tokens, verifier, vault, runs, agentService: service, agentAuth: auth } = parts;
+  const records = parts.records!;
   let server: AgentRpcServer | null = null;
   let transportFor: (token: string, session?: string) => Transport;
   const bearer = (token: string, session?: string) => [
@@ -211,7 +192,8 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     store,
     clock,
     executor,
-    scheduler: build(),
+    executors,
+    scheduler: parts.scheduler,
     runs,
     tokens,
     vault,
@@ -219,7 +201,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     records,
     agent: (token, session) => createClient(AgentService, transportFor(token, session)),
     agentPort: server?.port ?? null,
-    restart: build,
+    restart: parts.newScheduler,
     async close() {
       await server?.close();
       await store.close();

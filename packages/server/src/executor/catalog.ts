@@ -1,0 +1,24 @@
+import type { ServerConfig } from '../config/server-config.js';
+import type { ExecutorPosture } from './executor.js';
+import { SubprocessExecutor } from './subprocess-executor.js';
+
+/**
+ * An executor this build has, and what it tells the doctor about itself for a configuration.
+ * The doctor also runs with no control plane up (`leoflow doctor` on a data dir), so posture is
+ * derived from the configuration here rather than read off a running executor; a running
+ * executor's own `posture` is the same object's answer.
+ */
+export interface ExecutorKind {
+  readonly name: string;
+  posture(cfg: ServerConfig): ExecutorPosture;
+}
+
+const subprocess: ExecutorKind = {
+  name: 'subprocess',
+  posture: () => ({ tokenTransport: SubprocessExecutor.tokenTransport }),
+};
+
+/** Every executor kind in this build, by name. */
+export const EXECUTOR_KINDS: ReadonlyMap<string, ExecutorKind> = new Map([
+  [subprocess.name, subprocess],
+]);

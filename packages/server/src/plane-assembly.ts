@@ -1,0 +1,155 @@
+import type { Clock, SecretLivenessMode, SecretScopingMode } from '@leoflow/core';
+import type { Logger } from 'pino';
+import { AgentTokenIssuer } from './auth/agent-token.js';
+import type { SigningKey, SigningKeyring } from './auth/signing-keys.js';
+import { CachingAgentTokenVerifier } from './auth/token-cache.js';
+import { AttemptRecorder } from './credentials/attempt-record.js';
+import { SecretDelivery, type SecretMetrics } from './credentials/secret-delivery.js';
+import type { Executors } from './executor/executors.js';
+import { createAgentAuthentication, type AgentAuthentication } from './rpc/agent-auth.js';
+import { createAgentService } from './rpc/agent-service.js';
+import type { LogLimits } from './rpc/log-limits.js';
+import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
+import { RunOperations } from './scheduler/run-operations.js';
+import { Scheduler, type SchedulerTimings } from './scheduler/scheduler.js';
+import { SpecCache } from './scheduler/spec-cache.js';
+import type { Store } from './store/store.js';
+import type { FaultInjector } from './util/test-faults.js';
+import type { Keyring } from './vault/keyring.js';
+import { VaultService, type UnreadableValue } from './vault/vault-service.js';
+
+/** What the parts are built from: the I/O-owning pieces a caller has already opened or loaded. */
+export interface PlaneInputs {
+  store: Store;
+  clock: Clock;
+  logger: Logger;
+  /** the agent signing keyring (a bare key cannot rotate: tests only) */
+  agentKeys: SigningKeyring | SigningKey;
+  /** per-attempt token TTL, agentTokenTtlSeconds(heartbeat) in production */
+  agentTokenTtlSeconds: number;
+  vaultKeyring: Keyring;
+  onVaultUnreadable?: (v: UnreadableValue) => void;
+  /** the configured executors; dispatch uses their default */
+  executors: Executors;
+  /** the URL agents dial; read at each dispatch (known only once the agent port listens) */
+  agentUrl: () => string;
+  timings: SchedulerTimings;
+  credentials: {
+    scoping: SecretScopingMode;
+    liveness: SecretLivenessMode;
+    /** renewal ceiling of an attempt's credential; 0 or less disables it */
+    maxCredentialLifetimeMs: number;
+  };
+  /** false when the agent channel is cleartext on a non-loopback address (no secrets then) */
+  channelSecure: boolean;
+  /** the per-try delivery record; true unless a benchmark measures what it costs */
+  recordAttempts?: boolean;
+  metrics?: SecretMetrics & { renewal(outcome: 'renewed' | 'ceiling_stopped'): void };
+  logLimits?: LogLimits;
+  faults?: FaultInjector;
+}
+
+/** The control plane's parts, wired once; listeners (agent port, REST, metrics) are the caller's. */
+export interface PlaneParts {
+  tokens: AgentTokenIssuer;
+  verifier: CachingAgentTokenVerifier;
+  vault: VaultService;
+  specs: SpecCache;
+  lifecycle: AttemptLifecycle;
+  runs: RunOperations;
+  records: AttemptRecorder | undefined;
+  secrets: SecretDelivery;
+  /** the agent RPC service and the agent port's authentication in front of it */
+  agentService: ReturnType<typeof createAgentService>;
+  agentAuth: AgentAuthentication;
+  scheduler: Scheduler;
+  /** another scheduler over the same parts, as a restarted control plane would build */
+  newScheduler: () => Scheduler;
+  /** asks the scheduler for a tick soon (a no-op until the scheduler is started) */
+  poke: () => void;
+}
+
+/**
+ * Builds the control plane's parts from its inputs. The one place they are wired: the control
+ * plane, the test harness and the benchmarks all call it, so a wiring change reaches all three.
+ */
+export function assemblePlane(input: PlaneInputs): PlaneParts {
+  const { store, clock, logger, executors, timings, credentials } = input;
+  const tokens = new AgentTokenIssuer(input.agentKeys, input.agentTokenTtlSeconds);
+  const verifier = new CachingAgentTokenVerifier(tokens);
+  const vault = new VaultService(store, input.vaultKeyring, {
+    clock,
+    ...(input.onVaultUnreadable ? { onUnreadable: input.onVaultUnreadable } : {}),
+  });
+  // The scheduler does not exist yet when the lifecycle is built; poke reaches it once it does.
+  let scheduler: Scheduler | null = null;
+  const poke = () => scheduler?.poke();
+  const specs = new SpecCache(store);
+  const lifecycle = new AttemptLifecycle(store, specs, clock, logger, poke);
+  const runs = new RunOperations(store, clock, poke);
+  const modes = { scoping: credentials.scoping, liveness: credentials.liveness };
+  const records =
+    input.recordAttempts === false ? undefined : new AttemptRecorder(store, clock, logger, modes);
+  const secrets = new SecretDelivery({
+    store,
+    vault,
+    specs,
+    clock,
+    logger,
+    ...modes,
+    channelSecure: input.channelSecure,
+    ...(input.metrics ? { metrics: input.metrics } : {}),
+    ...(records ? { records } : {}),
+  });
+  const agentService = createAgentService({
+    store,
+    specs,
+    clock,
+    tokens,
+    lifecycle,
+    logger,
+    heartbeatIntervalMs: timings.heartbeatIntervalMs,
+    maxCredentialLifetimeMs: credentials.maxCredentialLifetimeMs,
+    secrets,
+    onChange: poke,
+    ...(input.metrics ? { onRenewal: input.metrics.renewal.bind(input.metrics) } : {}),
+    ...(input.logLimits ? { logLimits: input.logLimits } : {}),
+    ...(input.faults ? { faults: input.faults } : {}),
+    ...(records ? { records } : {}),
+  });
+  const agentAuth = createAgentAuthentication({ verifier, clock, ...(records ? { records } : {}) });
+  const newScheduler = () =>
+    new Scheduler({
+      store,
+      specs,
+      clock,
+      executors,
+      tokens,
+      lifecycle,
+      logger,
+      agentUrl: input.agentUrl,
+      timings,
+      ...(input.faults ? { faults: input.faults } : {}),
+    });
+  scheduler = newScheduler();
+  executors.onAgentExit((exit) => {
+    lifecycle
+      .agentExited(exit)
+      .catch((err: unknown) => logger.error({ err }, 'agent exit bookkeeping failed'));
+  });
+  return {
+    tokens,
+    verifier,
+    vault,
+    specs,
+    lifecycle,
+    runs,
+    records,
+    secrets,
+    agentService,
+    agentAuth,
+    scheduler,
+    newScheduler,
+    poke,
+  };
+}
