@@ -133,7 +133,7 @@ interface LivenessRow {
   dispatch_gen: number;
 }
 
-/** The same record KyselyStore's toConnectionRecord builds from the same row. */
+/** The same record toConnectionRecord (kysely/connections.ts) builds from the same row. */
 function toConnection(r: RawConnection): ConnectionRecord {
   const cipher = r[8];
   return {
