@@ -1,10 +1,11 @@
 import { isActive, type Clock, LivenessError } from '@leoflow/core';
 import type { Executor } from '../executor/executor.js';
-import type { Store } from '../store/store.js';
+import type { AttemptCredentialStore } from '../store/ports/attempt-credentials.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { TaskInstanceRow } from '../store/types.js';
 
 export interface RevocationDeps {
-  store: Store;
+  store: AttemptCredentialStore & TaskInstanceStore;
   clock: Clock;
   executor: Executor;
   /** drops cached verifications of the attempt's tokens so the next call re-checks */

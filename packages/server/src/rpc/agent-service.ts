@@ -27,7 +27,10 @@ import {
 } from '../credentials/secret-delivery.js';
 import type { AttemptLifecycle } from '../scheduler/attempt-lifecycle.js';
 import type { SpecCache } from '../scheduler/spec-cache.js';
-import type { Store } from '../store/store.js';
+import type { LogStore } from '../store/ports/logs.js';
+import type { RunStore } from '../store/ports/runs.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
+import type { XComStore } from '../store/ports/xcom.js';
 import type { LogLineRow, LogStreamName } from '../store/types.js';
 import { attemptPrincipal } from './agent-auth.js';
 import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
@@ -41,7 +44,7 @@ const MAX_REPORTED_READS = 500;
 const NAME = /^[A-Za-z0-9_.-]{1,250}$/;
 
 export interface AgentServiceDeps {
-  store: Store;
+  store: TaskInstanceStore & RunStore & XComStore & LogStore;
   specs: SpecCache;
   clock: Clock;
   tokens: AgentTokenIssuer;

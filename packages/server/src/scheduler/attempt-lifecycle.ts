@@ -1,6 +1,7 @@
 import { afterFailure, type Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
-import type { Store } from '../store/store.js';
+import type { RunStore } from '../store/ports/runs.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { TaskInstanceRow } from '../store/types.js';
 import type { SpecCache } from './spec-cache.js';
 
@@ -21,7 +22,7 @@ export interface FailureInput {
  */
 export class AttemptLifecycle {
   constructor(
-    private readonly store: Store,
+    private readonly store: RunStore & TaskInstanceStore,
     private readonly specs: SpecCache,
     private readonly clock: Clock,
     private readonly logger: Logger,

@@ -7,7 +7,9 @@ import {
   type Clock,
   DagError,
 } from '@leoflow/core';
-import type { Store } from '../store/store.js';
+import type { DagStore } from '../store/ports/dags.js';
+import type { RunStore } from '../store/ports/runs.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { DagRunRow } from '../store/types.js';
 
 export interface TriggerInput {
@@ -19,7 +21,7 @@ export interface TriggerInput {
 /** Operator actions on runs: manual trigger and clear-and-rerun. */
 export class RunOperations {
   constructor(
-    private readonly store: Store,
+    private readonly store: DagStore & RunStore & TaskInstanceStore,
     private readonly clock: Clock,
     private readonly onChange: () => void,
   ) {}

@@ -9,7 +9,9 @@ import {
 import type { Logger } from 'pino';
 import type { AgentTokenIssuer } from '../auth/agent-token.js';
 import type { Executor } from '../executor/executor.js';
-import type { Store } from '../store/store.js';
+import type { DagStore } from '../store/ports/dags.js';
+import type { RunStore } from '../store/ports/runs.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { DagRunRow, TaskInstanceRow } from '../store/types.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 import type { AttemptLifecycle } from './attempt-lifecycle.js';
@@ -26,7 +28,7 @@ export interface SchedulerTimings {
 }
 
 export interface SchedulerDeps {
-  store: Store;
+  store: DagStore & RunStore & TaskInstanceStore;
   specs: SpecCache;
   clock: Clock;
   executor: Executor;

@@ -1,12 +1,16 @@
 import type { ApiTokenStore } from './ports/api-tokens.js';
+import type { AttemptCredentialStore } from './ports/attempt-credentials.js';
 import type { AttemptRecordStore } from './ports/attempt-records.js';
+import type { AuditStore } from './ports/audit.js';
+import type { ConnectionStore } from './ports/connections.js';
 import type { DagStore } from './ports/dags.js';
 import type { LogStore } from './ports/logs.js';
 import type { RunStore } from './ports/runs.js';
+import type { SealedValueStore } from './ports/sealed-values.js';
 import type { TaskInstanceStore } from './ports/task-instances.js';
 import type { TenantStore } from './ports/tenants.js';
+import type { VariableStore } from './ports/variables.js';
 import type { XComStore } from './ports/xcom.js';
-import type { VaultStore } from './vault-store.js';
 
 export type { NewRun, RunSpecRef } from './ports/runs.js';
 export type {
@@ -31,7 +35,11 @@ export interface Store
     AttemptRecordStore,
     XComStore,
     LogStore,
-    VaultStore {
+    VariableStore,
+    ConnectionStore,
+    SealedValueStore,
+    AuditStore,
+    AttemptCredentialStore {
   readonly dialect: 'sqlite' | 'postgres';
   migrate(): Promise<void>;
   /**
