@@ -1,4 +1,4 @@
-import { isActive, type Clock, LivenessError } from '@leoflow/core';
+import { ACTIVE_STATES, isActive, type Clock, LivenessError } from '@leoflow/core';
 import type { Executor } from '../executor/executor.js';
 import type { AttemptCredentialStore } from '../store/ports/attempt-credentials.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
@@ -44,7 +44,7 @@ export async function revokeAttemptCredential(
   if (input.terminate) {
     await deps.store.updateTaskInstance(
       ti.id,
-      { states: ['queued', 'running'], try_number: tryNumber },
+      { states: ACTIVE_STATES, try_number: tryNumber },
       { terminate_requested: true },
       now,
     );

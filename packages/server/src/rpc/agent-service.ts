@@ -16,7 +16,12 @@ import {
   TaskSpecSchema,
   TaskType,
 } from '@leoflow/protocol';
-import { isActive, type Clock, type TaskType as AuthoredTaskType } from '@leoflow/core';
+import {
+  ACTIVE_STATES,
+  isActive,
+  type Clock,
+  type TaskType as AuthoredTaskType,
+} from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenClaims, AgentTokenIssuer } from '../auth/agent-token.js';
 import type { AttemptRecorder } from '../credentials/attempt-record.js';
@@ -306,7 +311,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           const now = clock.now();
           applied = await store.updateTaskInstance(
             id,
-            { states: ['queued', 'running'], try_number: t, dispatch_gen: gen },
+            { states: ACTIVE_STATES, try_number: t, dispatch_gen: gen },
             { state: 'skipped', ended_at: now, exit_code: req.exitCode },
             now,
           );

@@ -1,4 +1,5 @@
 import {
+  ACTIVE_STATES,
   dueRuns,
   planRun,
   runOutcome,
@@ -207,7 +208,7 @@ export class Scheduler {
 
   private async advanceRuns(): Promise<void> {
     const { store, specs, clock } = this.deps;
-    const runs = await store.listRunsInStates(['queued', 'running']);
+    const runs = await store.listRunsInStates(ACTIVE_STATES);
     const runningPerDag = new Map<string, number>();
     for (const r of runs) {
       if (r.state === 'running') inc(runningPerDag, dagKey(r));
@@ -371,7 +372,7 @@ export class Scheduler {
     const { store, clock, timings, executor } = this.deps;
     const now = clock.now();
     if (now - this.startedAt < timings.settlingGraceMs) return;
-    const active = await store.listTaskInstancesInStates(['queued', 'running'], 10_000);
+    const active = await store.listTaskInstancesInStates(ACTIVE_STATES, 10_000);
     let reaped = 0;
     for (const ti of active) {
       if (reaped >= REAP_BATCH) break;

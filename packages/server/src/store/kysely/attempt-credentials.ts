@@ -1,3 +1,4 @@
+import { isActive, type TaskInstanceState } from '@leoflow/core';
 import type { AttemptCredentialStore } from '../ports/attempt-credentials.js';
 import { changed } from './columns.js';
 import { KyselySeam } from './seam.js';
@@ -43,7 +44,7 @@ export class KyselyAttemptCredentialStore extends KyselySeam implements AttemptC
     if (row === undefined) return { live: false, revoked: false };
     return {
       live:
-        (row.state === 'queued' || row.state === 'running') &&
+        isActive(row.state as TaskInstanceState) &&
         (dispatch_gen === undefined || row.dispatch_gen === dispatch_gen),
       revoked: row.credential_revoked_try === try_number,
     };

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { TaskInstanceState } from '@leoflow/core';
+import { ACTIVE_STATES, type TaskInstanceState } from '@leoflow/core';
 import type { Insertable, Selectable, Updateable } from 'kysely';
 import type { TaskInstanceHistoryTable, TaskInstancesTable } from '../db-types.js';
 import type { StoreDialect } from '../migrations.js';
@@ -228,7 +228,7 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
       .set({ last_heartbeat_at: now })
       .where('id', '=', id)
       .where('try_number', '=', try_number)
-      .where('state', 'in', ['queued', 'running']);
+      .where('state', 'in', ACTIVE_STATES);
     if (dispatch_gen !== undefined) q = q.where('dispatch_gen', '=', dispatch_gen);
     const row = await q
       .returning(['terminate_requested', 'credential_revoked_try'])

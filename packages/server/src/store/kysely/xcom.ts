@@ -1,3 +1,4 @@
+import { isActive, type TaskInstanceState } from '@leoflow/core';
 import type { Kysely, Selectable } from 'kysely';
 import type { Database, XComTable } from '../db-types.js';
 import type { XComStore } from '../ports/xcom.js';
@@ -25,7 +26,7 @@ export class KyselyXComStore extends KyselySeam implements XComStore {
         .where('id', '=', task_instance_id);
       if (this.dialect === 'postgres') q = q.forUpdate();
       const ti = await q.executeTakeFirst();
-      if (ti?.try_number !== try_number || (ti.state !== 'queued' && ti.state !== 'running')) {
+      if (ti?.try_number !== try_number || !isActive(ti.state as TaskInstanceState)) {
         return false;
       }
       await this.#upsertXCom(tx, row);
