@@ -2,6 +2,7 @@ import { ACTIVE_STATES, afterFailure, isActive, type Clock } from '@leoflow/core
 import type { Logger } from 'pino';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
+import { TASK_INSTANCE_RESET } from '../store/task-instance-reset.js';
 import type { TaskInstanceRow } from '../store/types.js';
 import type { SpecCache } from './spec-cache.js';
 
@@ -107,13 +108,7 @@ export class AttemptLifecycle {
         {
           state: 'up_for_retry',
           retry_at: decision.retryAt,
-          queued_at: null,
-          started_at: null,
-          ended_at: null,
-          last_heartbeat_at: null,
-          hostname: null,
-          pid: null,
-          terminate_requested: false,
+          ...TASK_INSTANCE_RESET,
           ...outcome,
         },
         now,

@@ -10,6 +10,7 @@ import {
 import type { DagStore } from '../store/ports/dags.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
+import { TASK_INSTANCE_RESET } from '../store/task-instance-reset.js';
 import type { DagRunRow } from '../store/types.js';
 
 export interface TriggerInput {
@@ -143,16 +144,10 @@ export class RunOperations {
         {
           state: 'none',
           max_tries: ti.try_number + 1 + task.retries,
-          queued_at: null,
-          started_at: null,
-          ended_at: null,
-          last_heartbeat_at: null,
+          ...TASK_INSTANCE_RESET,
           retry_at: null,
           exit_code: null,
           error_message: null,
-          hostname: null,
-          pid: null,
-          terminate_requested: false,
         },
         now,
       );

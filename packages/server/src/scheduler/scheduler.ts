@@ -140,6 +140,9 @@ export class Scheduler {
         waiting = true;
         continue;
       }
+      // Not TASK_INSTANCE_RESET, on purpose: this undoes only the claim (the try is kept, and
+      // its start and end times with it), and terminate_requested is left as it is, so a stop
+      // asked for since the row was read is not erased.
       const reset = await store.updateTaskInstance(
         ti.id,
         { states: ['queued'], try_number: ti.try_number, dispatch_gen: ti.dispatch_gen },

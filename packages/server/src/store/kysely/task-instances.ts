@@ -9,6 +9,7 @@ import type {
   TaskInstancePatch,
   TaskInstanceStore,
 } from '../ports/task-instances.js';
+import { TASK_INSTANCE_RESET } from '../task-instance-reset.js';
 import type { TaskInstanceHistoryRow, TaskInstanceRow } from '../types.js';
 import { chunks, INSERT_CHUNK } from './chunks.js';
 import { changed, fromBool, num, numOrNull } from './columns.js';
@@ -314,16 +315,12 @@ export function newTaskInstance(
     try_number: 1,
     max_tries: task.max_tries,
     state: 'none',
-    queued_at: null,
-    started_at: null,
-    ended_at: null,
-    last_heartbeat_at: null,
+    ...TASK_INSTANCE_RESET,
+    // the one boolean, in the dialect's encoding
+    terminate_requested: dbBool(dialect, TASK_INSTANCE_RESET.terminate_requested),
     retry_at: null,
     exit_code: null,
     error_message: null,
-    hostname: null,
-    pid: null,
-    terminate_requested: dbBool(dialect, false),
     updated_at: now,
   };
 }
