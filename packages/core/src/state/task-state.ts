@@ -30,15 +30,23 @@ export const TERMINAL_STATES: ReadonlySet<TaskInstanceState> = new Set([
   'upstream_failed',
 ]);
 
-/** "Active" is the liveness predicate: exactly queued and running. */
-export const ACTIVE_STATES: ReadonlySet<TaskInstanceState> = new Set(['queued', 'running']);
+/**
+ * "Active" is the liveness predicate: exactly queued and running. The one list of them, for
+ * queries and compare-and-set expectations; the same two are a run's unfinished states, so it
+ * serves DagRunState as well.
+ */
+export const ACTIVE_STATES = ['queued', 'running'] as const satisfies readonly Extract<
+  TaskInstanceState,
+  DagRunState
+>[];
+const ACTIVE_SET: ReadonlySet<TaskInstanceState> = new Set(ACTIVE_STATES);
 
 export function isTerminal(s: TaskInstanceState): boolean {
   return TERMINAL_STATES.has(s);
 }
 
 export function isActive(s: TaskInstanceState): boolean {
-  return ACTIVE_STATES.has(s);
+  return ACTIVE_SET.has(s);
 }
 
 export type DagRunState = 'queued' | 'running' | 'success' | 'failed';

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { isRoleName, ROLE_NAMES, type Clock, AuthError } from '@leoflow/core';
-import type { Store } from '../store/store.js';
+import type { ApiTokenStore } from '../store/ports/api-tokens.js';
+import type { TenantStore } from '../store/ports/tenants.js';
 import type { ApiTokenRow } from '../store/types.js';
 import type { UserPrincipal, UserTokenIssuer } from './user-token.js';
 import { VerifiedUserTokens } from './verified-user-tokens.js';
@@ -25,7 +26,7 @@ export class ApiTokens {
   private readonly verified = new VerifiedUserTokens();
 
   constructor(
-    private readonly store: Store,
+    private readonly store: TenantStore & ApiTokenStore,
     private readonly issuer: UserTokenIssuer,
     private readonly clock: Clock,
   ) {}

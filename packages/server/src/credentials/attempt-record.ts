@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { Clock, SecretKind } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenClaims } from '../auth/agent-token.js';
-import type { Store } from '../store/store.js';
+import type { AttemptRecordStore } from '../store/ports/attempt-records.js';
 import type { AttemptRecordKey, AttemptSessionBinding } from '../store/types.js';
 
 /**
@@ -13,7 +13,7 @@ import type { AttemptRecordKey, AttemptSessionBinding } from '../store/types.js'
  */
 export class AttemptRecorder {
   constructor(
-    private readonly store: Store,
+    private readonly store: AttemptRecordStore,
     private readonly clock: Clock,
     private readonly logger: Logger,
     private readonly modes: { scoping: string; liveness: string },

@@ -1,10 +1,11 @@
-import { isActive, type Clock, LivenessError } from '@leoflow/core';
+import { ACTIVE_STATES, isActive, type Clock, LivenessError } from '@leoflow/core';
 import type { Executors } from '../executor/executors.js';
-import type { Store } from '../store/store.js';
+import type { AttemptCredentialStore } from '../store/ports/attempt-credentials.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { TaskInstanceRow } from '../store/types.js';
 
 export interface RevocationDeps {
-  store: Store;
+  store: AttemptCredentialStore & TaskInstanceStore;
   clock: Clock;
   /** the attempt's own executor (recorded on its claim) is asked to stop it */
   executors: Executors;
@@ -44,7 +45,7 @@ export async function revokeAttemptCredential(
   if (input.terminate) {
     await deps.store.updateTaskInstance(
       ti.id,
-      { states: ['queued', 'running'], try_number: tryNumber },
+      { states: ACTIVE_STATES, try_number: tryNumber },
       { terminate_requested: true },
       now,
     );

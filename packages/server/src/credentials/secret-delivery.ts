@@ -14,7 +14,7 @@ import type { Logger } from 'pino';
 import type { AgentTokenClaims } from '../auth/agent-token.js';
 import type { AttemptRecorder } from './attempt-record.js';
 import type { SpecCache } from '../scheduler/spec-cache.js';
-import type { Store } from '../store/store.js';
+import type { SecretPathStore } from '../store/ports/secret-path.js';
 
 /** The part of the vault delivery needs: decryption happens only for what is returned. */
 export interface SecretSource {
@@ -40,7 +40,7 @@ export const NO_METRICS: SecretMetrics = {
 };
 
 export interface SecretDeliveryOptions {
-  store: Store;
+  store: SecretPathStore;
   vault: SecretSource;
   specs: SpecCache;
   clock: Clock;

@@ -1,12 +1,13 @@
 import { declaredUnion, type DagSpec, DagError } from '@leoflow/core';
-import type { Store } from '../store/store.js';
+import type { ConnectionStore } from '../store/ports/connections.js';
+import type { VariableStore } from '../store/ports/variables.js';
 
 /**
  * Refuses a DAG version whose declarations (DAG ∪ every task) name Variables or Connections the
  * tenant does not have — before anything is written. Empty declarations are always valid.
  */
 export async function checkDeclarations(
-  store: Store,
+  store: VariableStore & ConnectionStore,
   tenantId: string,
   spec: DagSpec,
 ): Promise<void> {

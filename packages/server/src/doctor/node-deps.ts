@@ -43,7 +43,9 @@ export function nodeDoctorDeps(env: NodeJS.ProcessEnv = process.env): DoctorDeps
  * The running control plane's own store, for the server-side report: the same questions, asked
  * of the connection the server really uses; closing it is left to the control plane.
  */
-export function liveDoctorStore(store: Store): DoctorStore {
+export function liveDoctorStore(
+  store: Pick<Store, 'dialect' | 'migrationStatus' | 'summarizeUndeclaredUse'>,
+): DoctorStore {
   const sqlite = store instanceof KyselyStore && store.dialect === 'sqlite' ? store : null;
   return {
     migrationStatus: () => store.migrationStatus(),

@@ -16,7 +16,12 @@ import {
   TaskSpecSchema,
   TaskType,
 } from '@leoflow/protocol';
-import { isActive, type Clock, type TaskType as AuthoredTaskType } from '@leoflow/core';
+import {
+  ACTIVE_STATES,
+  isActive,
+  type Clock,
+  type TaskType as AuthoredTaskType,
+} from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenClaims, AgentTokenIssuer } from '../auth/agent-token.js';
 import type { AttemptRecorder } from '../credentials/attempt-record.js';
@@ -27,7 +32,10 @@ import {
 } from '../credentials/secret-delivery.js';
 import type { AttemptLifecycle } from '../scheduler/attempt-lifecycle.js';
 import type { SpecCache } from '../scheduler/spec-cache.js';
-import type { Store } from '../store/store.js';
+import type { LogStore } from '../store/ports/logs.js';
+import type { RunStore } from '../store/ports/runs.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
+import type { XComStore } from '../store/ports/xcom.js';
 import type { LogLineRow, LogStreamName } from '../store/types.js';
 import { attemptPrincipal } from './agent-auth.js';
 import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
@@ -41,7 +49,7 @@ const MAX_REPORTED_READS = 500;
 const NAME = /^[A-Za-z0-9_.-]{1,250}$/;
 
 export interface AgentServiceDeps {
-  store: Store;
+  store: TaskInstanceStore & RunStore & XComStore & LogStore;
   specs: SpecCache;
   clock: Clock;
   tokens: AgentTokenIssuer;
@@ -303,7 +311,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           const now = clock.now();
           applied = await store.updateTaskInstance(
             id,
-            { states: ['queued', 'running'], try_number: t, dispatch_gen: gen },
+            { states: ACTIVE_STATES, try_number: t, dispatch_gen: gen },
             { state: 'skipped', ended_at: now, exit_code: req.exitCode },
             now,
           );

@@ -1,4 +1,4 @@
-import type { Store } from '../store/store.js';
+import type { LogStore } from '../store/ports/logs.js';
 import type { LogLineRow } from '../store/types.js';
 
 /** Operator caps on what PushLogs stores (config keys `logs.*`, see docs/configuration.md). */
@@ -64,7 +64,7 @@ export class AttemptLogBudgets {
   readonly #entries = new Map<string, Promise<Budget>>();
 
   constructor(
-    private readonly store: Store,
+    private readonly store: LogStore,
     private readonly limits: LogLimits,
     private readonly maxEntries = 10_000,
   ) {}

@@ -1,11 +1,11 @@
-import { afterFailure, isActive, type Clock } from '@leoflow/core';
+import { ACTIVE_STATES, afterFailure, isActive, type Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentExit } from '../executor/executor.js';
-import type { Store } from '../store/store.js';
+import type { RunStore } from '../store/ports/runs.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
+import { TASK_INSTANCE_RESET } from '../store/task-instance-reset.js';
 import type { TaskInstanceRow } from '../store/types.js';
 import type { SpecCache } from './spec-cache.js';
-
-const ACTIVE = ['queued', 'running'] as const;
 
 export interface FailureInput {
   exitCode?: number | null;
@@ -22,7 +22,7 @@ export interface FailureInput {
  */
 export class AttemptLifecycle {
   constructor(
-    private readonly store: Store,
+    private readonly store: RunStore & TaskInstanceStore,
     private readonly specs: SpecCache,
     private readonly clock: Clock,
     private readonly logger: Logger,
@@ -63,7 +63,7 @@ export class AttemptLifecycle {
     const now = this.clock.now();
     const applied = await this.store.updateTaskInstance(
       tiId,
-      { states: ACTIVE, try_number: tryNumber, dispatch_gen: dispatchGen },
+      { states: ACTIVE_STATES, try_number: tryNumber, dispatch_gen: dispatchGen },
       { state: 'success', ended_at: now, exit_code: exitCode, error_message: null },
       now,
     );
@@ -90,12 +90,12 @@ export class AttemptLifecycle {
   async fail(tiId: string, tryNumber: number, input: FailureInput): Promise<boolean> {
     const now = this.clock.now();
     const ti = await this.store.getTaskInstanceById(tiId);
-    if (!ti || ti.try_number !== tryNumber || (ti.state !== 'queued' && ti.state !== 'running')) {
+    if (!ti || ti.try_number !== tryNumber || !isActive(ti.state)) {
       return false;
     }
     if (input.dispatchGen !== undefined && ti.dispatch_gen !== input.dispatchGen) return false;
     // Every write below is pinned to the dispatch read here.
-    const expect = { states: ACTIVE, try_number: tryNumber, dispatch_gen: ti.dispatch_gen };
+    const expect = { states: ACTIVE_STATES, try_number: tryNumber, dispatch_gen: ti.dispatch_gen };
     const run = await this.store.getRunById(ti.dag_run_id);
     if (!run) return false;
     const spec = await this.specs.get(run.tenant_id, run.dag_id, run.dag_version);
@@ -124,13 +124,7 @@ export class AttemptLifecycle {
         {
           state: 'up_for_retry',
           retry_at: decision.retryAt,
-          queued_at: null,
-          started_at: null,
-          ended_at: null,
-          last_heartbeat_at: null,
-          hostname: null,
-          pid: null,
-          terminate_requested: false,
+          ...TASK_INSTANCE_RESET,
           ...outcome,
         },
         now,

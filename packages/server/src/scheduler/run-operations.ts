@@ -7,7 +7,10 @@ import {
   type Clock,
   DagError,
 } from '@leoflow/core';
-import type { Store } from '../store/store.js';
+import type { DagStore } from '../store/ports/dags.js';
+import type { RunStore } from '../store/ports/runs.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
+import { TASK_INSTANCE_RESET } from '../store/task-instance-reset.js';
 import type { DagRunRow } from '../store/types.js';
 
 export interface TriggerInput {
@@ -19,7 +22,7 @@ export interface TriggerInput {
 /** Operator actions on runs: manual trigger and clear-and-rerun. */
 export class RunOperations {
   constructor(
-    private readonly store: Store,
+    private readonly store: DagStore & RunStore & TaskInstanceStore,
     private readonly clock: Clock,
     private readonly onChange: () => void,
   ) {}
@@ -141,16 +144,10 @@ export class RunOperations {
         {
           state: 'none',
           max_tries: ti.try_number + 1 + task.retries,
-          queued_at: null,
-          started_at: null,
-          ended_at: null,
-          last_heartbeat_at: null,
+          ...TASK_INSTANCE_RESET,
           retry_at: null,
           exit_code: null,
           error_message: null,
-          hostname: null,
-          pid: null,
-          terminate_requested: false,
         },
         now,
       );

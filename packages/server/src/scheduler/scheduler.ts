@@ -1,4 +1,5 @@
 import {
+  ACTIVE_STATES,
   dueRuns,
   planRun,
   runOutcome,
@@ -10,7 +11,9 @@ import type { Logger } from 'pino';
 import type { AgentTokenIssuer } from '../auth/agent-token.js';
 import type { ClaimProbe } from '../executor/executor.js';
 import type { Executors } from '../executor/executors.js';
-import type { Store } from '../store/store.js';
+import type { DagStore } from '../store/ports/dags.js';
+import type { RunStore } from '../store/ports/runs.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { DagRunRow, TaskInstanceRow } from '../store/types.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 import type { AttemptLifecycle } from './attempt-lifecycle.js';
@@ -27,7 +30,7 @@ export interface SchedulerTimings {
 }
 
 export interface SchedulerDeps {
-  store: Store;
+  store: DagStore & RunStore & TaskInstanceStore;
   specs: SpecCache;
   clock: Clock;
   /** dispatch uses the default; a claim's own executor is asked about it */
@@ -138,6 +141,9 @@ export class Scheduler {
         waiting = true;
         continue;
       }
+      // Not TASK_INSTANCE_RESET, on purpose: this undoes only the claim (the try is kept, and
+      // its start and end times with it), and terminate_requested is left as it is, so a stop
+      // asked for since the row was read is not erased.
       const reset = await store.updateTaskInstance(
         ti.id,
         { states: ['queued'], try_number: ti.try_number, dispatch_gen: ti.dispatch_gen },
@@ -228,7 +234,7 @@ export class Scheduler {
 
   private async advanceRuns(): Promise<void> {
     const { store, specs, clock } = this.deps;
-    const runs = await store.listRunsInStates(['queued', 'running']);
+    const runs = await store.listRunsInStates(ACTIVE_STATES);
     const runningPerDag = new Map<string, number>();
     for (const r of runs) {
       if (r.state === 'running') inc(runningPerDag, dagKey(r));
@@ -393,7 +399,7 @@ export class Scheduler {
     const { store, clock, timings } = this.deps;
     const now = clock.now();
     if (now - this.startedAt < timings.settlingGraceMs) return;
-    const active = await store.listTaskInstancesInStates(['queued', 'running'], 10_000);
+    const active = await store.listTaskInstancesInStates(ACTIVE_STATES, 10_000);
     let reaped = 0;
     for (const ti of active) {
       if (reaped >= REAP_BATCH) break;

@@ -1,12 +1,12 @@
 import type { DagSpec } from '@leoflow/core';
 import { DagError } from '@leoflow/core';
-import type { Store } from '../store/store.js';
+import type { DagStore } from '../store/ports/dags.js';
 
 /** DAG versions are immutable once written, so their parsed specs can be cached forever. */
 export class SpecCache {
   private readonly specs = new Map<string, DagSpec>();
 
-  constructor(private readonly store: Store) {}
+  constructor(private readonly store: DagStore) {}
 
   async get(tenantId: string, dagId: string, version: number): Promise<DagSpec> {
     const key = `${tenantId}\u0000${dagId}\u0000${version}`;

@@ -22,7 +22,20 @@ export type {
   TenantRow,
   XComRow,
 } from './types.js';
-export type { VaultStore } from './vault-store.js';
+export type { ApiTokenStore } from './ports/api-tokens.js';
+export type { AttemptCredentialStore } from './ports/attempt-credentials.js';
+export type { AttemptRecordStore } from './ports/attempt-records.js';
+export type { AuditStore } from './ports/audit.js';
+export type { ConnectionStore } from './ports/connections.js';
+export type { DagStore } from './ports/dags.js';
+export type { LogStore } from './ports/logs.js';
+export type { RunStore } from './ports/runs.js';
+export type { SealedValueStore } from './ports/sealed-values.js';
+export type { SecretPathStore } from './ports/secret-path.js';
+export type { TaskInstanceStore } from './ports/task-instances.js';
+export type { TenantStore } from './ports/tenants.js';
+export type { VariableStore } from './ports/variables.js';
+export type { XComStore } from './ports/xcom.js';
 export type {
   AuditRecord,
   ConnectionRecord,

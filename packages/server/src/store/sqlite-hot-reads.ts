@@ -1,4 +1,5 @@
 import BetterSqlite3 from 'better-sqlite3';
+import { isActive, type TaskInstanceState } from '@leoflow/core';
 import type { RunSpecRef } from './store.js';
 import type { ConnectionRecord } from './vault-types.js';
 
@@ -81,7 +82,7 @@ export class SqliteHotReads {
     if (row === undefined) return { live: false, revoked: false };
     return {
       live:
-        (row.state === 'queued' || row.state === 'running') &&
+        isActive(row.state as TaskInstanceState) &&
         (dispatch_gen === undefined || row.dispatch_gen === dispatch_gen),
       revoked: row.credential_revoked_try === try_number,
     };
@@ -133,7 +134,7 @@ interface LivenessRow {
   dispatch_gen: number;
 }
 
-/** The same record KyselyStore's toConnectionRecord builds from the same row. */
+/** The same record toConnectionRecord (kysely/connections.ts) builds from the same row. */
 function toConnection(r: RawConnection): ConnectionRecord {
   const cipher = r[8];
   return {

@@ -1,13 +1,13 @@
 import { type Clock, AuthError } from '@leoflow/core';
 import type { ApiTokens, CreateTokenInput } from '../auth/api-tokens.js';
 import type { DoctorReport } from '../doctor/report.js';
-import type { Store } from '../store/store.js';
+import type { TenantStore } from '../store/ports/tenants.js';
 import type { ApiTokenRow, Page, TenantRow } from '../store/types.js';
 
 const TENANT_ID = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
 export interface PlatformDeps {
-  store: Store;
+  store: TenantStore;
   tokens: ApiTokens;
   clock: Clock;
   rotateVaultKey: (opts: { resume: boolean; prune: boolean }) => Promise<Record<string, unknown>>;

@@ -10,7 +10,16 @@ import {
 import { checkDeclarations } from '../dags/registration.js';
 import type { RevocationRequest } from '../credentials/revocation.js';
 import type { RunOperations, TriggerInput } from '../scheduler/run-operations.js';
-import type { Store } from '../store/store.js';
+import type { ApiTokenStore } from '../store/ports/api-tokens.js';
+import type { AttemptRecordStore } from '../store/ports/attempt-records.js';
+import type { AuditStore } from '../store/ports/audit.js';
+import type { ConnectionStore } from '../store/ports/connections.js';
+import type { DagStore } from '../store/ports/dags.js';
+import type { LogStore } from '../store/ports/logs.js';
+import type { RunStore } from '../store/ports/runs.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
+import type { VariableStore } from '../store/ports/variables.js';
+import type { XComStore } from '../store/ports/xcom.js';
 import type {
   ApiTokenRow,
   DagRow,
@@ -52,8 +61,24 @@ export type RevokeCredential = (
   request: RevocationRequest,
 ) => Promise<{ task_instance_id: string; try_number: number; terminated: boolean }>;
 
+/**
+ * What a tenant's scope reads and writes in the store directly (vault values go through the
+ * VaultService; variables and connections here only for the registration-time existence check).
+ * Not tenants, sealed values, attempt credentials or the lifecycle.
+ */
+export type TenantScopeStore = DagStore &
+  RunStore &
+  TaskInstanceStore &
+  AttemptRecordStore &
+  XComStore &
+  LogStore &
+  ApiTokenStore &
+  AuditStore &
+  VariableStore &
+  ConnectionStore;
+
 export interface TenantScopeDeps {
-  store: Store;
+  store: TenantScopeStore;
   vault: VaultService;
   runs: RunOperations;
   clock: Clock;

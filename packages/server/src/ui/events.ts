@@ -1,3 +1,4 @@
+import { isActive } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { TenantScope, TenantScopes } from '../tenancy/tenant-scope.js';
 
@@ -99,7 +100,7 @@ export class ChangeFeed {
       const key = `${r.dag_id}\u0000${r.run_id}`;
       const before = w.runs.get(key);
       let print = `${r.state}:${r.ended_at ?? ''}`;
-      const active = r.state === 'queued' || r.state === 'running';
+      const active = isActive(r.state);
       if (active || before === undefined || !before.startsWith(`${print}|`)) {
         const { taskInstances } = await scope.listTaskInstances(r.dag_id, r.run_id);
         print += `|${taskInstances.map((t) => `${t.task_id}:${t.state}:${t.try_number}`).join(',')}`;

@@ -1,6 +1,8 @@
 import { LeoflowError, type Clock, type Connection, VaultError } from '@leoflow/core';
 import type { Page } from '../store/types.js';
-import type { VaultStore } from '../store/vault-store.js';
+import type { ConnectionStore } from '../store/ports/connections.js';
+import type { SealedValueStore } from '../store/ports/sealed-values.js';
+import type { VariableStore } from '../store/ports/variables.js';
 import type {
   ConnectionRecord,
   SealedKind,
@@ -9,6 +11,9 @@ import type {
 } from '../store/vault-types.js';
 import { systemClock } from '../util/system-clock.js';
 import { vaultAad, type Keyring } from './keyring.js';
+
+/** What the vault keeps in the store: the values themselves, and their sealing for rotation. */
+export type VaultServiceStore = VariableStore & ConnectionStore & SealedValueStore;
 
 export interface VariableView {
   key: string;
@@ -89,12 +94,12 @@ const MAX_STALLED_ROUNDS = 20;
  * name) through the AAD.
  */
 export class VaultService {
-  readonly #store: VaultStore;
+  readonly #store: VaultServiceStore;
   #keyring: Keyring;
   readonly #clock: Clock;
   readonly #onUnreadable: (v: UnreadableValue) => void;
 
-  constructor(store: VaultStore, keyring: Keyring, opts: VaultServiceOptions = {}) {
+  constructor(store: VaultServiceStore, keyring: Keyring, opts: VaultServiceOptions = {}) {
     this.#store = store;
     this.#keyring = keyring;
     this.#clock = opts.clock ?? systemClock;

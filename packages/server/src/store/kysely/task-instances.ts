@@ -1,0 +1,329 @@
+import { randomUUID } from 'node:crypto';
+import { ACTIVE_STATES, type TaskInstanceState } from '@leoflow/core';
+import type { Insertable, Selectable, Updateable } from 'kysely';
+import type { TaskInstanceHistoryTable, TaskInstancesTable } from '../db-types.js';
+import type { StoreDialect } from '../migrations.js';
+import type {
+  HeartbeatOutcome,
+  TaskInstanceExpectation,
+  TaskInstancePatch,
+  TaskInstanceStore,
+} from '../ports/task-instances.js';
+import { TASK_INSTANCE_RESET } from '../task-instance-reset.js';
+import type { TaskInstanceHistoryRow, TaskInstanceRow } from '../types.js';
+import { chunks, INSERT_CHUNK } from './chunks.js';
+import { changed, fromBool, num, numOrNull } from './columns.js';
+import { KyselySeam, dbBool } from './seam.js';
+
+const PATCHABLE_KEYS = [
+  'state',
+  'queued_at',
+  'started_at',
+  'ended_at',
+  'last_heartbeat_at',
+  'retry_at',
+  'exit_code',
+  'error_message',
+  'hostname',
+  'pid',
+  'terminate_requested',
+  'max_tries',
+  'dispatch_gen',
+  'executor',
+] as const satisfies readonly (keyof TaskInstancePatch)[];
+
+/** Task instances and their history on Kysely. */
+export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceStore {
+  async listTaskInstances(dag_run_id: string): Promise<TaskInstanceRow[]> {
+    const rows = await this.db
+      .selectFrom('task_instances')
+      .selectAll()
+      .where('dag_run_id', '=', dag_run_id)
+      .orderBy('task_id')
+      .execute();
+    return rows.map(toTaskInstanceRow);
+  }
+
+  async listTaskInstancesOfRuns(dag_run_ids: readonly string[]): Promise<TaskInstanceRow[]> {
+    if (dag_run_ids.length === 0) return [];
+    const rows = await this.db
+      .selectFrom('task_instances')
+      .selectAll()
+      .where('dag_run_id', 'in', [...dag_run_ids])
+      .orderBy('task_id')
+      .execute();
+    return rows.map(toTaskInstanceRow);
+  }
+
+  async ensureTaskInstances(
+    dag_run_id: string,
+    tasks: { task_id: string; max_tries: number }[],
+    now: number,
+  ): Promise<string[]> {
+    return this.writeTx(async (tx) => {
+      const run = await tx
+        .selectFrom('dag_runs')
+        .select(['tenant_id', 'dag_id'])
+        .where('id', '=', dag_run_id)
+        .executeTakeFirst();
+      if (run === undefined) throw new Error(`dag run ${dag_run_id} does not exist`);
+      const created: string[] = [];
+      const rows = tasks.map((t) =>
+        newTaskInstance(this.dialect, run.tenant_id, run.dag_id, dag_run_id, t, now),
+      );
+      for (const chunk of chunks(rows, INSERT_CHUNK)) {
+        const inserted = await tx
+          .insertInto('task_instances')
+          .values(chunk)
+          .onConflict((oc) => oc.columns(['dag_run_id', 'task_id']).doNothing())
+          .returning('task_id')
+          .execute();
+        created.push(...inserted.map((r) => r.task_id));
+      }
+      return created;
+    });
+  }
+
+  async getTaskInstance(dag_run_id: string, task_id: string): Promise<TaskInstanceRow | undefined> {
+    const row = await this.db
+      .selectFrom('task_instances')
+      .selectAll()
+      .where('dag_run_id', '=', dag_run_id)
+      .where('task_id', '=', task_id)
+      .executeTakeFirst();
+    return row && toTaskInstanceRow(row);
+  }
+
+  async getTaskInstanceById(id: string): Promise<TaskInstanceRow | undefined> {
+    const row = await this.db
+      .selectFrom('task_instances')
+      .selectAll()
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row && toTaskInstanceRow(row);
+  }
+
+  async listTaskInstancesInStates(
+    states: readonly TaskInstanceState[],
+    limit: number,
+  ): Promise<TaskInstanceRow[]> {
+    if (states.length === 0 || limit <= 0) return [];
+    const rows = await this.db
+      .selectFrom('task_instances')
+      .selectAll()
+      .where('state', 'in', states)
+      // Longest-waiting first, so a busy tenant cannot starve rows that changed earlier.
+      .orderBy('updated_at')
+      .orderBy('id')
+      .limit(limit)
+      .execute();
+    return rows.map(toTaskInstanceRow);
+  }
+
+  async countTaskInstancesInStates(
+    tenant_id: string,
+    dag_id: string,
+    states: readonly TaskInstanceState[],
+  ): Promise<number> {
+    if (states.length === 0) return 0;
+    const row = await this.db
+      .selectFrom('task_instances')
+      .select((eb) => eb.fn.countAll<number>().as('n'))
+      .where('tenant_id', '=', tenant_id)
+      .where('dag_id', '=', dag_id)
+      .where('state', 'in', states)
+      .executeTakeFirstOrThrow();
+    return Number(row.n);
+  }
+
+  async updateTaskInstance(
+    id: string,
+    expect: TaskInstanceExpectation,
+    patch: TaskInstancePatch,
+    now: number,
+  ): Promise<boolean> {
+    if (expect.states.length === 0) return false;
+    let q = this.db
+      .updateTable('task_instances')
+      .set({ ...this.#patchColumns(patch), updated_at: now })
+      .where('id', '=', id)
+      .where('state', 'in', expect.states);
+    if (expect.try_number !== undefined) q = q.where('try_number', '=', expect.try_number);
+    if (expect.dispatch_gen !== undefined) q = q.where('dispatch_gen', '=', expect.dispatch_gen);
+    const res = await q.executeTakeFirst();
+    return changed(res.numUpdatedRows);
+  }
+
+  async archiveAndBumpTry(
+    id: string,
+    expect: TaskInstanceExpectation,
+    archived_state: TaskInstanceState,
+    patch: TaskInstancePatch,
+    now: number,
+  ): Promise<boolean> {
+    if (expect.states.length === 0) return false;
+    return this.writeTx(async (tx) => {
+      // The pre-image is what goes to history. On PostgreSQL the row lock makes a concurrent
+      // caller wait here and then re-read the bumped row, so its guarded UPDATE below misses.
+      let pre = tx.selectFrom('task_instances').selectAll().where('id', '=', id);
+      if (this.dialect === 'postgres') pre = pre.forUpdate();
+      const before = await pre.executeTakeFirst();
+      if (before === undefined) return false;
+
+      let q = tx
+        .updateTable('task_instances')
+        .set((eb) => ({
+          ...this.#patchColumns(patch),
+          try_number: eb('try_number', '+', 1),
+          updated_at: now,
+        }))
+        .where('id', '=', id)
+        .where('state', 'in', expect.states)
+        // Pins the update to the exact attempt we are about to archive.
+        .where('try_number', '=', before.try_number);
+      if (expect.try_number !== undefined) q = q.where('try_number', '=', expect.try_number);
+      if (expect.dispatch_gen !== undefined) q = q.where('dispatch_gen', '=', expect.dispatch_gen);
+      const res = await q.executeTakeFirst();
+      if (!changed(res.numUpdatedRows)) return false;
+
+      const history: Insertable<TaskInstanceHistoryTable> = {
+        id: randomUUID(),
+        tenant_id: before.tenant_id,
+        dag_run_id: before.dag_run_id,
+        task_id: before.task_id,
+        try_number: before.try_number,
+        state: archived_state,
+        started_at: before.started_at,
+        ended_at: before.ended_at,
+        exit_code: before.exit_code,
+        error_message: before.error_message,
+        archived_at: now,
+      };
+      await tx.insertInto('task_instance_history').values(history).execute();
+      return true;
+    });
+  }
+
+  async listTaskInstanceHistory(
+    dag_run_id: string,
+    task_id?: string,
+  ): Promise<TaskInstanceHistoryRow[]> {
+    let q = this.db
+      .selectFrom('task_instance_history')
+      .selectAll()
+      .where('dag_run_id', '=', dag_run_id);
+    if (task_id !== undefined) q = q.where('task_id', '=', task_id);
+    const rows = await q.orderBy('task_id').orderBy('try_number').execute();
+    return rows.map(toHistoryRow);
+  }
+
+  async recordHeartbeat(
+    id: string,
+    try_number: number,
+    now: number,
+    dispatch_gen?: number,
+  ): Promise<HeartbeatOutcome> {
+    // updated_at is left alone: it orders the scheduler's work queue, and a heartbeat is not
+    // a state change.
+    let q = this.db
+      .updateTable('task_instances')
+      .set({ last_heartbeat_at: now })
+      .where('id', '=', id)
+      .where('try_number', '=', try_number)
+      .where('state', 'in', ACTIVE_STATES);
+    if (dispatch_gen !== undefined) q = q.where('dispatch_gen', '=', dispatch_gen);
+    const row = await q
+      .returning(['terminate_requested', 'credential_revoked_try'])
+      .executeTakeFirst();
+    if (row === undefined) return { kind: 'stale' };
+    return {
+      kind: 'live',
+      terminate_requested: fromBool(row.terminate_requested),
+      credential_revoked: row.credential_revoked_try === try_number,
+    };
+  }
+
+  #patchColumns(patch: TaskInstancePatch): Updateable<TaskInstancesTable> {
+    // Copy only the patchable keys: a caller spreading a whole row into the patch must not be
+    // able to rewrite try_number, ids or the tenant.
+    const out: Record<string, unknown> = {};
+    for (const key of PATCHABLE_KEYS) {
+      const v = patch[key];
+      if (v === undefined) continue;
+      out[key] = typeof v === 'boolean' ? this.bool(v) : v;
+    }
+    return out;
+  }
+}
+
+function toTaskInstanceRow(r: Selectable<TaskInstancesTable>): TaskInstanceRow {
+  return {
+    id: r.id,
+    tenant_id: r.tenant_id,
+    dag_run_id: r.dag_run_id,
+    dag_id: r.dag_id,
+    task_id: r.task_id,
+    try_number: r.try_number,
+    max_tries: r.max_tries,
+    state: r.state as TaskInstanceState,
+    queued_at: numOrNull(r.queued_at),
+    started_at: numOrNull(r.started_at),
+    ended_at: numOrNull(r.ended_at),
+    last_heartbeat_at: numOrNull(r.last_heartbeat_at),
+    retry_at: numOrNull(r.retry_at),
+    exit_code: r.exit_code,
+    error_message: r.error_message,
+    hostname: r.hostname,
+    pid: r.pid,
+    terminate_requested: fromBool(r.terminate_requested),
+    updated_at: num(r.updated_at),
+    // Absent on a database still short of migration 0004 (an upgrade in progress): 0.
+    dispatch_gen: Number(r.dispatch_gen ?? 0),
+    // Absent short of migration 0006: the default executor's claim.
+    executor: r.executor ?? null,
+  };
+}
+
+function toHistoryRow(r: Selectable<TaskInstanceHistoryTable>): TaskInstanceHistoryRow {
+  return {
+    id: r.id,
+    tenant_id: r.tenant_id,
+    dag_run_id: r.dag_run_id,
+    task_id: r.task_id,
+    try_number: r.try_number,
+    state: r.state as TaskInstanceState,
+    started_at: numOrNull(r.started_at),
+    ended_at: numOrNull(r.ended_at),
+    exit_code: r.exit_code,
+    error_message: r.error_message,
+    archived_at: num(r.archived_at),
+  };
+}
+
+/** A new task instance row: state `none`, try 1 (createRun and ensureTaskInstances). */
+export function newTaskInstance(
+  dialect: StoreDialect,
+  tenant_id: string,
+  dag_id: string,
+  dag_run_id: string,
+  task: { task_id: string; max_tries: number },
+  now: number,
+): Insertable<TaskInstancesTable> {
+  return {
+    id: randomUUID(),
+    tenant_id,
+    dag_run_id,
+    dag_id,
+    task_id: task.task_id,
+    try_number: 1,
+    max_tries: task.max_tries,
+    state: 'none',
+    ...TASK_INSTANCE_RESET,
+    // the one boolean, in the dialect's encoding
+    terminate_requested: dbBool(dialect, TASK_INSTANCE_RESET.terminate_requested),
+    retry_at: null,
+    exit_code: null,
+    error_message: null,
+    updated_at: now,
+  };
+}

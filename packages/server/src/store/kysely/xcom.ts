@@ -1,0 +1,91 @@
+import { isActive, type TaskInstanceState } from '@leoflow/core';
+import type { Kysely, Selectable } from 'kysely';
+import type { Database, XComTable } from '../db-types.js';
+import type { XComStore } from '../ports/xcom.js';
+import type { XComRow } from '../types.js';
+import { num, toBuffer } from './columns.js';
+import { KyselySeam } from './seam.js';
+
+/** XCom on Kysely. */
+export class KyselyXComStore extends KyselySeam implements XComStore {
+  async putXCom(row: XComRow): Promise<void> {
+    await this.#upsertXCom(this.db, row);
+  }
+
+  async putXComIfLive(
+    row: XComRow,
+    task_instance_id: string,
+    try_number: number,
+  ): Promise<boolean> {
+    return this.writeTx(async (tx) => {
+      // The fence and the write in one transaction: on PostgreSQL the row lock makes a
+      // concurrent retry/clear of this task instance wait (or this push see its result).
+      let q = tx
+        .selectFrom('task_instances')
+        .select(['try_number', 'state'])
+        .where('id', '=', task_instance_id);
+      if (this.dialect === 'postgres') q = q.forUpdate();
+      const ti = await q.executeTakeFirst();
+      if (ti?.try_number !== try_number || !isActive(ti.state as TaskInstanceState)) {
+        return false;
+      }
+      await this.#upsertXCom(tx, row);
+      return true;
+    });
+  }
+
+  async #upsertXCom(db: Kysely<Database>, row: XComRow): Promise<void> {
+    const value = toBuffer(row.value);
+    await db
+      .insertInto('xcom')
+      .values({
+        tenant_id: row.tenant_id,
+        dag_run_id: row.dag_run_id,
+        task_id: row.task_id,
+        key: row.key,
+        value,
+        content_type: row.content_type,
+        created_at: row.created_at,
+      })
+      .onConflict((oc) =>
+        oc.columns(['dag_run_id', 'task_id', 'key']).doUpdateSet((eb) => ({
+          value: eb.ref('excluded.value'),
+          content_type: eb.ref('excluded.content_type'),
+          created_at: eb.ref('excluded.created_at'),
+        })),
+      )
+      .execute();
+  }
+
+  async getXCom(dag_run_id: string, task_id: string, key: string): Promise<XComRow | undefined> {
+    const row = await this.db
+      .selectFrom('xcom')
+      .selectAll()
+      .where('dag_run_id', '=', dag_run_id)
+      .where('task_id', '=', task_id)
+      .where('key', '=', key)
+      .executeTakeFirst();
+    return row && toXComRow(row);
+  }
+
+  async listXComs(dag_run_id: string, task_id?: string): Promise<XComRow[]> {
+    let q = this.db.selectFrom('xcom').selectAll().where('dag_run_id', '=', dag_run_id);
+    if (task_id !== undefined) q = q.where('task_id', '=', task_id);
+    const rows = await q.orderBy('task_id').orderBy('key').execute();
+    return rows.map(toXComRow);
+  }
+}
+
+function toXComRow(r: Selectable<XComTable>): XComRow {
+  return {
+    tenant_id: r.tenant_id,
+    dag_run_id: r.dag_run_id,
+    task_id: r.task_id,
+    key: r.key,
+    // A plain Uint8Array copy: callers get the declared type, not a Buffer that may be a view
+    // into the driver's shared pool.
+    value: new Uint8Array(r.value),
+    content_type: r.content_type,
+    created_at: num(r.created_at),
+  };
+}

@@ -1,0 +1,23 @@
+/**
+ * An attempt's credential as the task-instance row sees it: revoked or not, and whether the
+ * try it names is still live.
+ */
+export interface AttemptCredentialStore {
+  /** Marks one attempt's credential revoked (a column on the task instance, reset by retry/clear). */
+  revokeAttemptCredential(
+    task_instance_id: string,
+    try_number: number,
+    now: number,
+  ): Promise<boolean>;
+  /**
+   * IsTaskInstanceLive + revocation in one indexed read: the row for (dag_run_id, task_id) exists,
+   * carries try_number, and is queued|running. Nothing else — no recency, run-state or date term.
+   */
+  getAttemptLiveness(
+    dag_run_id: string,
+    task_id: string,
+    try_number: number,
+    /** when given, the row must also be on this dispatch of the try (a reset claim moved on) */
+    dispatch_gen?: number,
+  ): Promise<{ live: boolean; revoked: boolean }>;
+}

@@ -1,0 +1,59 @@
+import type {
+  AttemptRecordKey,
+  AttemptRecordRow,
+  AttemptSessionBinding,
+  UndeclaredReads,
+  UndeclaredUseSummary,
+} from '../types.js';
+
+/**
+ * One record per attempt (task instance + try): its session binding, what was delivered
+ * or refused, credential renewals, and the undeclared reads it made (D5).
+ */
+export interface AttemptRecordStore {
+  /**
+   * Creates the attempt's record if it has none (idempotent): `credential_exp` (ms) is the exp of
+   * the credential it registered with, kept when the record already exists.
+   */
+  ensureAttemptRecord(key: AttemptRecordKey, now: number, credential_exp: number): Promise<void>;
+  /**
+   * Binds the agent session (SHA-256 of its key) once: 'bound' the first time, 'same' when the
+   * same hash is presented again, 'conflict' when another session is already bound.
+   */
+  bindAttemptSession(
+    task_instance_id: string,
+    try_number: number,
+    session_hash: string,
+    now: number,
+  ): Promise<AttemptSessionBinding>;
+  getAttemptRecord(
+    task_instance_id: string,
+    try_number: number,
+  ): Promise<AttemptRecordRow | undefined>;
+  listAttemptRecords(dag_run_id: string, task_id?: string): Promise<AttemptRecordRow[]>;
+  /** A delivery (names, never values) or a refusal of one kind, with the modes in force. */
+  noteAttemptDelivery(
+    task_instance_id: string,
+    try_number: number,
+    kind: 'variables' | 'connections',
+    outcome: { names: string[] } | { refusal: string },
+    modes: { scoping: string; liveness: string },
+    now: number,
+  ): Promise<void>;
+  /** A renewal (new exp, renewals + 1) or a stop (reason; renewals unchanged). */
+  noteAttemptRenewal(
+    task_instance_id: string,
+    try_number: number,
+    outcome: { exp: number } | { stopped: string },
+    now: number,
+  ): Promise<void>;
+  /** D5: records the undeclared reads once per attempt; false when already recorded. */
+  noteUndeclaredReads(
+    task_instance_id: string,
+    try_number: number,
+    reads: UndeclaredReads,
+    now: number,
+  ): Promise<boolean>;
+  /** D5 summary per DAG of one tenant (optionally one DAG), from the attempt records. */
+  summarizeUndeclaredUse(tenant_id: string, dag_id?: string): Promise<UndeclaredUseSummary[]>;
+}

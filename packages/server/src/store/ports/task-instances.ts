@@ -1,0 +1,104 @@
+import type { TaskInstanceState } from '@leoflow/core';
+import type { TaskInstanceHistoryRow, TaskInstanceRow } from '../types.js';
+
+/** Fields a compare-and-set on a task instance may write. */
+export type TaskInstancePatch = Partial<
+  Pick<
+    TaskInstanceRow,
+    | 'state'
+    | 'queued_at'
+    | 'started_at'
+    | 'ended_at'
+    | 'last_heartbeat_at'
+    | 'retry_at'
+    | 'exit_code'
+    | 'error_message'
+    | 'hostname'
+    | 'pid'
+    | 'terminate_requested'
+    | 'max_tries'
+    | 'dispatch_gen'
+    | 'executor'
+  >
+>;
+
+export interface TaskInstanceExpectation {
+  /** the row must currently be in one of these states */
+  states: readonly TaskInstanceState[];
+  /** and, when given, carry this try number */
+  try_number?: number;
+  /** and, when given, this dispatch generation (the attempt's token carries it) */
+  dispatch_gen?: number;
+}
+
+export type HeartbeatOutcome =
+  | {
+      kind: 'live';
+      terminate_requested: boolean;
+      /** this attempt's credential was revoked: answer the heartbeat but do not renew */
+      credential_revoked: boolean;
+    }
+  /** no row with that try in queued/running: the attempt moved on */
+  | { kind: 'stale' };
+
+/**
+ * Task instances (one row per task of a run, the current try) and their archived tries.
+ * Every mutation the scheduler races on is a compare-and-set that reports whether it applied.
+ */
+export interface TaskInstanceStore {
+  listTaskInstances(dag_run_id: string): Promise<TaskInstanceRow[]>;
+  /** The task instances of several runs in one query (the grid). */
+  listTaskInstancesOfRuns(dag_run_ids: readonly string[]): Promise<TaskInstanceRow[]>;
+  /**
+   * Adds task instances (state `none`, try 1) for tasks the run does not have yet — a cleared
+   * old run rebound to a newer DAG version may have gained tasks. Existing rows are left
+   * untouched. Returns the task_ids it created; throws if the run does not exist.
+   */
+  ensureTaskInstances(
+    dag_run_id: string,
+    tasks: { task_id: string; max_tries: number }[],
+    now: number,
+  ): Promise<string[]>;
+  getTaskInstance(dag_run_id: string, task_id: string): Promise<TaskInstanceRow | undefined>;
+  getTaskInstanceById(id: string): Promise<TaskInstanceRow | undefined>;
+  /** across tenants */
+  listTaskInstancesInStates(
+    states: readonly TaskInstanceState[],
+    limit: number,
+  ): Promise<TaskInstanceRow[]>;
+  countTaskInstancesInStates(
+    tenant_id: string,
+    dag_id: string,
+    states: readonly TaskInstanceState[],
+  ): Promise<number>;
+  /** Applies the patch only if the expectation holds; true when a row changed. */
+  updateTaskInstance(
+    id: string,
+    expect: TaskInstanceExpectation,
+    patch: TaskInstancePatch,
+    now: number,
+  ): Promise<boolean>;
+  /**
+   * In one transaction, if the expectation holds: copy the row to task_instance_history (with
+   * `archived_state` as its state), then bump try_number by one and apply the patch.
+   * Used by retry and clear. True when it applied.
+   */
+  archiveAndBumpTry(
+    id: string,
+    expect: TaskInstanceExpectation,
+    archived_state: TaskInstanceState,
+    patch: TaskInstancePatch,
+    now: number,
+  ): Promise<boolean>;
+  listTaskInstanceHistory(dag_run_id: string, task_id?: string): Promise<TaskInstanceHistoryRow[]>;
+  /**
+   * UPDATE last_heartbeat_at where (id, try) matches — and the dispatch generation, when given —
+   * and state is queued|running
+   */
+  recordHeartbeat(
+    id: string,
+    try_number: number,
+    now: number,
+    dispatch_gen?: number,
+  ): Promise<HeartbeatOutcome>;
+}
