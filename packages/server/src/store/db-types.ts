@@ -183,6 +183,17 @@ export interface AttemptRecordsTable {
   updated_at: number;
 }
 
+/** One row per lease (migration 0007); times are epoch ms on the database's clock. */
+export interface SchedulerLeaseTable {
+  name: string;
+  /** the elector instance holding it (unique per process start) */
+  holder: string;
+  /** bumped on every acquisition; a fenced write must carry the current one */
+  epoch: number;
+  expires_at: number;
+  renewed_at: number;
+}
+
 export interface Database {
   tenants: TenantsTable;
   dags: DagsTable;
@@ -197,4 +208,5 @@ export interface Database {
   audit_log: AuditLogTable;
   api_tokens: ApiTokensTable;
   attempt_records: AttemptRecordsTable;
+  scheduler_lease: SchedulerLeaseTable;
 }

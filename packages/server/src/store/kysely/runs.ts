@@ -1,17 +1,20 @@
 import { randomUUID } from 'node:crypto';
 import type { DagRunState } from '@leoflow/core';
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import { sql, type Insertable, type Selectable, type Updateable } from 'kysely';
 import type { DagRunsTable } from '../db-types.js';
+import type { LeaderFence } from '../ports/leader-fence.js';
 import type { NewRun, RunSpecRef, RunStore } from '../ports/runs.js';
 import type { DagRunRow, Page, RunType } from '../types.js';
 import { chunks, INSERT_CHUNK } from './chunks.js';
 import { changed, isUniqueViolation, num, numOrNull } from './columns.js';
+import { leaderFenceHolds } from './leader-fence.js';
 import { KyselySeam } from './seam.js';
 import { newTaskInstance } from './task-instances.js';
 
 /** DAG runs on Kysely; creating one inserts its task instances in the same transaction. */
 export class KyselyRunStore extends KyselySeam implements RunStore {
-  async createRun(run: NewRun): Promise<DagRunRow | undefined> {
+  async createRun(run: NewRun, fence?: LeaderFence): Promise<DagRunRow | undefined> {
+    const fenceHolds = leaderFenceHolds(this.dialect, fence);
     const id = randomUUID();
     const row: Insertable<DagRunsTable> = {
       id,
@@ -31,6 +34,11 @@ export class KyselyRunStore extends KyselySeam implements RunStore {
     };
     try {
       const created = await this.writeTx(async (tx) => {
+        if (fenceHolds !== undefined) {
+          // First in the transaction, and its row lock lasts until commit (leader-fence.ts).
+          const { rows } = await sql<{ held: boolean }>`select ${fenceHolds} as held`.execute(tx);
+          if (rows[0]?.held !== true) return false;
+        }
         const existing = await tx
           .selectFrom('dag_runs')
           .select('id')

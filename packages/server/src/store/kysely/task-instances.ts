@@ -13,6 +13,7 @@ import { TASK_INSTANCE_RESET } from '../task-instance-reset.js';
 import type { TaskInstanceHistoryRow, TaskInstanceRow } from '../types.js';
 import { chunks, INSERT_CHUNK } from './chunks.js';
 import { changed, fromBool, num, numOrNull } from './columns.js';
+import { leaderFenceHolds } from './leader-fence.js';
 import { KyselySeam, dbBool } from './seam.js';
 
 const PATCHABLE_KEYS = [
@@ -150,6 +151,8 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
       .where('state', 'in', expect.states);
     if (expect.try_number !== undefined) q = q.where('try_number', '=', expect.try_number);
     if (expect.dispatch_gen !== undefined) q = q.where('dispatch_gen', '=', expect.dispatch_gen);
+    const fenceHolds = leaderFenceHolds(this.dialect, expect.leader);
+    if (fenceHolds !== undefined) q = q.where(fenceHolds);
     const res = await q.executeTakeFirst();
     return changed(res.numUpdatedRows);
   }
@@ -162,6 +165,11 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
     now: number,
   ): Promise<boolean> {
     if (expect.states.length === 0) return false;
+    if (expect.leader !== undefined) {
+      // Retry and clear are not the scheduler's work-creating writes; a fence here would be
+      // silently ignored, so it is refused instead.
+      throw new Error('archiveAndBumpTry takes no leader fence');
+    }
     return this.writeTx(async (tx) => {
       // The pre-image is what goes to history. On PostgreSQL the row lock makes a concurrent
       // caller wait here and then re-read the bumped row, so its guarded UPDATE below misses.

@@ -1,5 +1,6 @@
 import type { DagRunState } from '@leoflow/core';
 import type { DagRunRow, Page, RunType } from '../types.js';
+import type { LeaderFence } from './leader-fence.js';
 
 /** A run's owner and spec version: what secret delivery needs to find the declared names. */
 export interface RunSpecRef {
@@ -29,8 +30,12 @@ export interface RunStore {
    * Creates the run and its task instances atomically. Returns undefined when a run with that
    * (tenant, dag_id, run_id) already exists — creation is idempotent. For scheduled runs the
    * DAG's last_scheduled_logical_date advances in the same transaction.
+   *
+   * With a fence (the scheduler's planner), the transaction first checks that the fence still
+   * holds and keeps it held until commit; when it does not, nothing is written and the result
+   * is undefined too: a deposed leader's late run is not created.
    */
-  createRun(run: NewRun): Promise<DagRunRow | undefined>;
+  createRun(run: NewRun, fence?: LeaderFence): Promise<DagRunRow | undefined>;
   getRunById(id: string): Promise<DagRunRow | undefined>;
   /**
    * getRunById narrowed to what the agent secret path needs (no conf, no dates), read fresh

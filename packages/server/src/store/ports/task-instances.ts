@@ -1,5 +1,6 @@
 import type { TaskInstanceState } from '@leoflow/core';
 import type { TaskInstanceHistoryRow, TaskInstanceRow } from '../types.js';
+import type { LeaderFence } from './leader-fence.js';
 
 /** Fields a compare-and-set on a task instance may write. */
 export type TaskInstancePatch = Partial<
@@ -29,6 +30,11 @@ export interface TaskInstanceExpectation {
   try_number?: number;
   /** and, when given, this dispatch generation (the attempt's token carries it) */
   dispatch_gen?: number;
+  /**
+   * and, when given, the writer must still be the scheduler's leader: checked in the same
+   * statement, so a deposed leader's claim does not apply (ports/leader-fence.ts)
+   */
+  leader?: LeaderFence;
 }
 
 export type HeartbeatOutcome =
