@@ -6,6 +6,7 @@ import { CachingAgentTokenVerifier } from './auth/token-cache.js';
 import { AttemptRecorder } from './credentials/attempt-record.js';
 import { SecretDelivery, type SecretMetrics } from './credentials/secret-delivery.js';
 import type { Executors } from './executor/executors.js';
+import { SoleLeadership, type Leadership } from './leadership/leadership.js';
 import { createAgentAuthentication, type AgentAuthentication } from './rpc/agent-auth.js';
 import { createAgentService } from './rpc/agent-service.js';
 import type { LogLimits } from './rpc/log-limits.js';
@@ -47,6 +48,8 @@ export interface PlaneInputs {
   metrics?: SecretMetrics & { renewal(outcome: 'renewed' | 'ceiling_stopped'): void };
   logLimits?: LogLimits;
   faults?: FaultInjector;
+  /** who may schedule: Pro's lease elector; Lite's SoleLeadership when absent */
+  leadership?: Leadership;
 }
 
 /** The control plane's parts, wired once; listeners (agent port, REST, metrics) are the caller's. */
@@ -75,6 +78,7 @@ export interface PlaneParts {
  */
 export function assemblePlane(input: PlaneInputs): PlaneParts {
   const { store, clock, logger, executors, timings, credentials } = input;
+  const leadership = input.leadership ?? new SoleLeadership();
   const tokens = new AgentTokenIssuer(input.agentKeys, input.agentTokenTtlSeconds);
   const verifier = new CachingAgentTokenVerifier(tokens);
   const vault = new VaultService(store, input.vaultKeyring, {
@@ -129,9 +133,14 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
       logger,
       agentUrl: input.agentUrl,
       timings,
+      leadership,
       ...(input.faults ? { faults: input.faults } : {}),
     });
   scheduler = newScheduler();
+  // A replica that has just been elected schedules at once, not at its next tick.
+  leadership.onChange((leading) => {
+    if (leading) poke();
+  });
   executors.onAgentExit((exit) => {
     lifecycle
       .agentExited(exit)

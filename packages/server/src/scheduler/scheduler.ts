@@ -11,6 +11,8 @@ import type { Logger } from 'pino';
 import type { AgentTokenIssuer } from '../auth/agent-token.js';
 import type { ClaimProbe } from '../executor/executor.js';
 import type { Executors } from '../executor/executors.js';
+import { SoleLeadership, type Leadership } from '../leadership/leadership.js';
+import type { LeaderFence } from '../store/ports/leader-fence.js';
 import type { DagStore } from '../store/ports/dags.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
@@ -42,6 +44,8 @@ export interface SchedulerDeps {
   timings: SchedulerTimings;
   /** test-only crash points (util/test-faults.ts); none in production */
   faults?: FaultInjector;
+  /** who may schedule now (Pro: the lease elector); Lite's SoleLeadership when absent */
+  leadership?: Leadership;
 }
 
 const REAP_BATCH = 100;
@@ -50,9 +54,20 @@ const REAP_BATCH = 100;
  * One loop drives everything from the store: cron planning, run promotion, readiness, dispatch,
  * reaping. It keeps no state that a restart would lose; every step is a compare-and-set, so a
  * tick that dies halfway is finished by the next one, in this process or its successor.
+ *
+ * Only the leader ticks (Pro elects one across replicas; Lite's one process always leads). The
+ * writes that create work — a scheduled run, a claim — carry the leader's fence, asked for
+ * afresh before each one, so a leader whose deadline passes stops at the next write and the
+ * database refuses the write of one that was deposed anyway.
  */
 export class Scheduler {
-  private readonly startedAt: number;
+  private readonly constructedAt: number;
+  private readonly leadership: Leadership;
+  /**
+   * The leadership term this scheduler last ticked in, and when it began: claims made before
+   * that are a predecessor's (see adoptOrphans), and the reapers' settling grace counts from it.
+   */
+  private term: { epoch: number; startedAt: number } | null = null;
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private again = false;
@@ -62,7 +77,8 @@ export class Scheduler {
   private orphansPossible = true;
 
   constructor(private readonly deps: SchedulerDeps) {
-    this.startedAt = deps.clock.now();
+    this.constructedAt = deps.clock.now();
+    this.leadership = deps.leadership ?? new SoleLeadership();
   }
 
   start(): void {
@@ -106,11 +122,38 @@ export class Scheduler {
 
   /** One full pass. Public so tests can drive the scheduler on a manual clock. */
   async tick(): Promise<void> {
+    const fence = this.leadership.fence();
+    if (fence === null) return;
+    this.enterTerm(fence);
     await this.planScheduledRuns();
+    if (!this.leading()) return;
     await this.advanceRuns();
+    if (!this.leading()) return;
     if (this.orphansPossible) await this.adoptOrphans();
     await this.dispatch();
+    if (!this.leading()) return;
     await this.reap();
+  }
+
+  private leading(): boolean {
+    return this.leadership.fence() !== null;
+  }
+
+  /**
+   * A new term (Pro: this replica has just become the leader, perhaps long after it started)
+   * starts its own settling grace and looks for orphans again: the claims the previous leader
+   * made are this leader's to adopt. Lite's one term began with the process.
+   */
+  private enterTerm(fence: LeaderFence): void {
+    if (this.term?.epoch === fence.epoch) return;
+    const startedAt = fence.kind === 'sole' ? this.constructedAt : this.deps.clock.now();
+    this.term = { epoch: fence.epoch, startedAt };
+    this.orphansPossible = true;
+  }
+
+  /** When the current term began; before the first tick, when this scheduler was built. */
+  private get termStartedAt(): number {
+    return this.term?.startedAt ?? this.constructedAt;
   }
 
   /**
@@ -187,7 +230,7 @@ export class Scheduler {
     return (
       ti.state === 'queued' &&
       ti.queued_at !== null &&
-      ti.queued_at < this.startedAt &&
+      ti.queued_at < this.termStartedAt &&
       !ti.terminate_requested
     );
   }
@@ -209,19 +252,24 @@ export class Scheduler {
         limit: Math.max(1, spec.max_active_runs),
       });
       for (const d of due) {
-        const created = await store.createRun({
-          tenant_id: dag.tenant_id,
-          dag_id: dag.dag_id,
-          run_id: scheduledRunId(d.logicalDate),
-          run_type: 'scheduled',
-          dag_version: dag.current_version,
-          logical_date: d.logicalDate,
-          data_interval_start: d.dataIntervalStart,
-          data_interval_end: d.dataIntervalEnd,
-          conf: {},
-          tasks: spec.tasks.map((t) => ({ task_id: t.task_id, max_tries: t.retries + 1 })),
-          now,
-        });
+        const fence = this.leadership.fence();
+        if (fence === null) return;
+        const created = await store.createRun(
+          {
+            tenant_id: dag.tenant_id,
+            dag_id: dag.dag_id,
+            run_id: scheduledRunId(d.logicalDate),
+            run_type: 'scheduled',
+            dag_version: dag.current_version,
+            logical_date: d.logicalDate,
+            data_interval_start: d.dataIntervalStart,
+            data_interval_end: d.dataIntervalEnd,
+            conf: {},
+            tasks: spec.tasks.map((t) => ({ task_id: t.task_id, max_tries: t.retries + 1 })),
+            now,
+          },
+          fence,
+        );
         if (created) {
           this.deps.logger.info(
             { dag_id: dag.dag_id, run_id: created.run_id },
@@ -343,12 +391,20 @@ export class Scheduler {
         }
         if ((activePerDag.get(key) ?? 0) >= spec.max_active_tasks) continue;
       }
+      // Asked before every claim: a leader past its deadline claims nothing more.
+      const fence = this.leadership.fence();
+      if (fence === null) return;
       const now = clock.now();
       // Every claim is a new dispatch generation; the token carries it (see adoptOrphans).
       const gen = ti.dispatch_gen + 1;
       const claimed = await store.updateTaskInstance(
         ti.id,
-        { states: ['scheduled'], try_number: ti.try_number, dispatch_gen: ti.dispatch_gen },
+        {
+          states: ['scheduled'],
+          try_number: ti.try_number,
+          dispatch_gen: ti.dispatch_gen,
+          leader: fence,
+        },
         { state: 'queued', queued_at: now, dispatch_gen: gen, executor: executor.name },
         now,
       );
@@ -398,7 +454,7 @@ export class Scheduler {
   private async reap(): Promise<void> {
     const { store, clock, timings } = this.deps;
     const now = clock.now();
-    if (now - this.startedAt < timings.settlingGraceMs) return;
+    if (now - this.termStartedAt < timings.settlingGraceMs) return;
     const active = await store.listTaskInstancesInStates(ACTIVE_STATES, 10_000);
     let reaped = 0;
     for (const ti of active) {

@@ -28,6 +28,7 @@ import type { AgentTokenIssuer } from '../../src/auth/agent-token.js';
 import type { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
 import type { AttemptRecorder } from '../../src/credentials/attempt-record.js';
 import { Executors } from '../../src/executor/executors.js';
+import type { Leadership } from '../../src/leadership/leadership.js';
 import { assemblePlane } from '../../src/plane-assembly.js';
 import type { RunOperations } from '../../src/scheduler/run-operations.js';
 import type { Scheduler, SchedulerTimings } from '../../src/scheduler/scheduler.js';
@@ -94,6 +95,8 @@ export interface HarnessOptions {
   moreExecutors?: Executor[];
   /** with rpc 'http2': observes every chunk the agent port's gzip decoder produces */
   onInflate?: (bytes: number) => void;
+  /** who may schedule (Lite's SoleLeadership when absent) */
+  leadership?: Leadership;
 }
 
 export interface Harness {
@@ -149,6 +152,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     },
     channelSecure: true,
     ...(opts.logLimits ? { logLimits: opts.logLimits } : {}),
+    ...(opts.leadership ? { leadership: opts.leadership } : {}),
   });
   const { tokens, verifier, vault, runs, agentService: service, agentAuth: auth } = parts;
   const records = parts.records!;
