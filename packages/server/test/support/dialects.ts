@@ -28,3 +28,24 @@ export function forEachDialect(
     describe.skip(`${name} (postgres, unavailable)`, () => register('postgres'));
   }
 }
+
+/**
+ * Registers a suite that only means something on PostgreSQL (Pro's leadership), with the same
+ * rule as forEachDialect for a PostgreSQL that is missing.
+ */
+export function forPostgres(name: string, register: () => void): void {
+  if (availability.ok) {
+    describe(`${name} (postgres)`, register);
+  } else if (postgresRequired()) {
+    describe(`${name} (postgres)`, () => {
+      it('requires PostgreSQL (LEOFLOW_TEST_REQUIRE_POSTGRES=1 or CI=true)', () => {
+        throw new Error(
+          `PostgreSQL is required but unreachable: ${availability.reason}. To fix: ${POSTGRES_HOWTO}.`,
+        );
+      });
+    });
+  } else {
+    process.stderr.write(`${name} on postgres skipped: ${availability.reason}\n`);
+    describe.skip(`${name} (postgres, unavailable)`, register);
+  }
+}
