@@ -7,6 +7,7 @@ import type { Leadership } from '../../src/leadership/leadership.js';
 import { LeaseElector } from '../../src/leadership/lease-elector.js';
 import { PostgresLeaseStore, type LeaseStore } from '../../src/leadership/lease-store.js';
 import { openStore } from '../../src/store/index.js';
+import { leaderFenceHolds } from '../../src/store/kysely/leader-fence.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import type { LeaderFence } from '../../src/store/ports/leader-fence.js';
 import type { NewRun } from '../../src/store/ports/runs.js';
@@ -211,6 +212,36 @@ forPostgres('scheduler leadership', () => {
     const current: LeaderFence = { kind: 'lease', name: 'scheduler', epoch: taken!.epoch };
     expect(await a.createRun(scheduledRun('scheduled__now'), current)).toBeDefined();
     expect(await claim(current)).toBe(true);
+  });
+
+  it('a takeover waits for a fenced write in flight: no old-epoch write commits after the new epoch began', async () => {
+    const [a, b] = [await replica(), await replica()];
+    const old = await new PostgresLeaseStore(a.kysely).acquire('scheduler', 'old', 300);
+    const fence: LeaderFence = { kind: 'lease', name: 'scheduler', epoch: old!.epoch };
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let checked!: () => void;
+    const fenceChecked = new Promise<void>((r) => (checked = r));
+    // A fenced transaction that passed its check just before the lease ran out, and is slow.
+    const write = a.kysely.transaction().execute(async (tx) => {
+      const { rows } = await sql<{
+        held: boolean;
+      }>`select ${leaderFenceHolds('postgres', fence)} as held`.execute(tx);
+      expect(rows[0]?.held).toBe(true);
+      checked();
+      await held;
+    });
+    await fenceChecked;
+    await new Promise((r) => setTimeout(r, 400));
+    let settled = false;
+    const takeover = new PostgresLeaseStore(b.kysely)
+      .acquire('scheduler', 'new', TTL)
+      .finally(() => (settled = true));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(settled).toBe(false);
+    release();
+    await write;
+    expect((await takeover)?.epoch).toBe(old!.epoch + 1);
   });
 
   it("a deposed leader's scheduler creates no run and claims nothing, even when it believes it leads", async () => {
