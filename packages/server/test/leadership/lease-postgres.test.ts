@@ -237,10 +237,13 @@ forPostgres('scheduler leadership', () => {
     const takeover = new PostgresLeaseStore(b.kysely)
       .acquire('scheduler', 'new', TTL)
       .finally(() => (settled = true));
-    await new Promise((r) => setTimeout(r, 300));
-    expect(settled).toBe(false);
-    release();
-    await write;
+    try {
+      await new Promise((r) => setTimeout(r, 300));
+      expect(settled).toBe(false);
+    } finally {
+      release();
+      await write;
+    }
     expect((await takeover)?.epoch).toBe(old!.epoch + 1);
   });
 
