@@ -3,6 +3,7 @@ import type { DagSpec, TaskInstanceState } from '@leoflow/core';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogLineRow, NewRun, Store, TaskInstanceRow } from '../../src/store/index.js';
+import { spec as buildSpec, task } from '../support/spec-builders.js';
 import { registerVaultStoreCases } from './vault-store.cases.js';
 
 /**
@@ -35,43 +36,32 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
     return id;
   }
 
+  /** A chain of bash tasks with every field set to a non-default, so round trips are checked. */
   function spec(
     dag_id: string,
     taskIds: string[] = ['extract', 'load'],
     description = '',
   ): DagSpec {
-    return {
-      schema_version: '1.0',
+    return buildSpec({
       dag_id,
       description,
       owner: 'data-eng',
       tags: ['etl', 'ünïcode'],
       schedule: '@daily',
-      schedule_timezone: 'UTC',
       start_date: '2024-01-01T00:00:00Z',
-      end_date: null,
-      catchup: false,
       max_active_runs: 1,
-      max_active_tasks: 0,
       defaults: { retries: 1, retry_delay_seconds: 300, execution_timeout_seconds: null },
       params: { nested: { list: [1, 'two', null], flag: true } },
       variables: ['api_key'],
       connections: ['warehouse'],
-      tasks: taskIds.map((task_id, i) => ({
-        task_id,
-        type: 'bash' as const,
-        command: `echo ${task_id}`,
-        depends_on: i === 0 ? [] : [taskIds[i - 1] ?? ''],
-        trigger_rule: 'all_success' as const,
-        retries: 1,
-        retry_delay_seconds: 300,
-        execution_timeout_seconds: null,
-        env: { MODE: 'test' },
-        variables: [],
-        connections: [],
-        do_xcom_push: false,
-      })),
-    };
+      tasks: taskIds.map((task_id, i) =>
+        task(task_id, {
+          depends_on: i === 0 ? [] : [taskIds[i - 1] ?? ''],
+          retries: 1,
+          env: { MODE: 'test' },
+        }),
+      ),
+    });
   }
 
   function newRun(tenant_id: string, dag_id: string, over: Partial<NewRun> = {}): NewRun {
