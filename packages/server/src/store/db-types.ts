@@ -76,6 +76,14 @@ export interface TaskInstancesTable {
   credential_revoked_try: number | null;
   /** which dispatch of the try holds the live credential (migration 0004; default 0) */
   dispatch_gen: Generated<number>;
+  /**
+   * Bumped by a heartbeat that renews the credential (migration 0006): a trigger then copies
+   * the renewal into attempt_records in the same statement. Never read; attempt_records is the
+   * record.
+   */
+  renewal_count: Generated<number>;
+  /** the renewed credential's exp (ms), for that trigger */
+  renewed_credential_exp: number | null;
 }
 
 export interface TaskInstanceHistoryTable {

@@ -2,6 +2,7 @@ export { openStore } from './open-store.js';
 export type { OpenStoreOptions } from './open-store.js';
 export type {
   HeartbeatOutcome,
+  HeartbeatRenewal,
   NewRun,
   Store,
   TaskInstanceExpectation,

@@ -19,6 +19,7 @@ import { migrationProvider, type StoreDialect } from './migrations.js';
 import type { SqliteHotReads } from './sqlite-hot-reads.js';
 import type {
   HeartbeatOutcome,
+  HeartbeatRenewal,
   NewRun,
   RunSpecRef,
   Store,
@@ -783,12 +784,22 @@ export class KyselyStore implements Store {
     try_number: number,
     now: number,
     dispatch_gen?: number,
+    renewal?: HeartbeatRenewal,
   ): Promise<HeartbeatOutcome> {
     // updated_at is left alone: it orders the scheduler's work queue, and a heartbeat is not
     // a state change.
-    let q = this.#db
-      .updateTable('task_instances')
-      .set({ last_heartbeat_at: now })
+    let q = this.#db.updateTable('task_instances').set({ last_heartbeat_at: now });
+    if (renewal !== undefined) {
+      // The renewal counts only where the caller will hand the token out: neither a requested
+      // termination nor this try's revoked credential is renewed. Migration 0006's trigger
+      // copies a bump of renewal_count into attempt_records within this statement.
+      const renews = sql<boolean>`(terminate_requested = ${this.#bool(false)} and (credential_revoked_try is null or credential_revoked_try <> ${try_number}))`;
+      q = q.set({
+        renewal_count: sql`renewal_count + case when ${renews} then 1 else 0 end`,
+        renewed_credential_exp: sql`case when ${renews} then ${renewal.credential_exp} else renewed_credential_exp end`,
+      });
+    }
+    q = q
       .where('id', '=', id)
       .where('try_number', '=', try_number)
       .where('state', 'in', ['queued', 'running']);

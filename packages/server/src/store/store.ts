@@ -70,6 +70,12 @@ export interface TaskInstanceExpectation {
   dispatch_gen?: number;
 }
 
+/** A credential minted for this heartbeat, to be recorded if the heartbeat hands it out. */
+export interface HeartbeatRenewal {
+  /** the new token's exp, in ms */
+  credential_exp: number;
+}
+
 export type HeartbeatOutcome =
   | {
       kind: 'live';
@@ -216,13 +222,17 @@ export interface Store extends VaultStore {
   listTaskInstanceHistory(dag_run_id: string, task_id?: string): Promise<TaskInstanceHistoryRow[]>;
   /**
    * UPDATE last_heartbeat_at where (id, try) matches — and the dispatch generation, when given —
-   * and state is queued|running
+   * and state is queued|running. With `renewal`, the same statement records the renewal in the
+   * attempt record (renewals + 1, last_renewed_at = now, credential_exp) exactly when the
+   * outcome is live, not terminate_requested and not credential_revoked — the cases in which
+   * the caller hands the renewed token out.
    */
   recordHeartbeat(
     id: string,
     try_number: number,
     now: number,
     dispatch_gen?: number,
+    renewal?: HeartbeatRenewal,
   ): Promise<HeartbeatOutcome>;
 
   /**
