@@ -101,9 +101,18 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     return ti && ti.tenant_id === claims.tenant_id ? ti : undefined;
   }
 
+  /**
+   * The fence's view of the attempt's task instance (tenant-checked): a narrow read of the
+   * latest committed row, cheaper than the whole row on the PushLogs hot path.
+   */
+  async function ownAttemptFence(claims: AgentTokenClaims) {
+    const fence = await store.getAttemptFence(claims.task_instance_id);
+    return fence && fence.tenant_id === claims.tenant_id ? fence : undefined;
+  }
+
   /** FENCE (writes keyed without the try): only the live try of the task instance. */
   async function fenceLive(claims: AgentTokenClaims) {
-    const ti = await ownTaskInstance(claims);
+    const ti = await ownAttemptFence(claims);
     if (
       !ti ||
       ti.try_number !== claims.try_number ||
@@ -120,7 +129,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
 
   /** FENCE (writes keyed with the try): refuses only a try that a later one superseded. */
   async function fenceNotSuperseded(claims: AgentTokenClaims) {
-    const ti = await ownTaskInstance(claims);
+    const ti = await ownAttemptFence(claims);
     if (!ti || ti.try_number !== claims.try_number || ti.dispatch_gen !== claims.dispatch_gen) {
       throw new ConnectError(
         'this attempt was superseded by a later try; its write was not applied',

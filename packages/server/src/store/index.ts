@@ -1,6 +1,7 @@
 export { openStore } from './open-store.js';
 export type { OpenStoreOptions } from './open-store.js';
 export type {
+  AttemptFence,
   HeartbeatOutcome,
   HeartbeatRenewal,
   NewRun,

@@ -18,6 +18,7 @@ import type {
 import { migrationProvider, type StoreDialect } from './migrations.js';
 import type { SqliteHotReads } from './sqlite-hot-reads.js';
 import type {
+  AttemptFence,
   HeartbeatOutcome,
   HeartbeatRenewal,
   NewRun,
@@ -663,6 +664,34 @@ export class KyselyStore implements Store {
       .where('id', '=', id)
       .executeTakeFirst();
     return row && toTaskInstanceRow(row);
+  }
+
+  async getAttemptFence(id: string): Promise<AttemptFence | undefined> {
+    if (this.#hot !== undefined) return this.#hot.attemptFence(id);
+    const row = await this.#db
+      .selectFrom('task_instances')
+      .select([
+        'tenant_id',
+        'dag_run_id',
+        'task_id',
+        'try_number',
+        'dispatch_gen',
+        'state',
+        'ended_at',
+      ])
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return (
+      row && {
+        tenant_id: row.tenant_id,
+        dag_run_id: row.dag_run_id,
+        task_id: row.task_id,
+        try_number: row.try_number,
+        dispatch_gen: Number(row.dispatch_gen),
+        state: row.state as TaskInstanceState,
+        ended_at: numOrNull(row.ended_at),
+      }
+    );
   }
 
   async listTaskInstancesInStates(

@@ -70,6 +70,16 @@ export interface TaskInstanceExpectation {
   dispatch_gen?: number;
 }
 
+export interface AttemptFence {
+  tenant_id: string;
+  dag_run_id: string;
+  task_id: string;
+  try_number: number;
+  dispatch_gen: number;
+  state: TaskInstanceState;
+  ended_at: number | null;
+}
+
 /** A credential minted for this heartbeat, to be recorded if the heartbeat hands it out. */
 export interface HeartbeatRenewal {
   /** the new token's exp, in ms */
@@ -190,6 +200,12 @@ export interface Store extends VaultStore {
   ): Promise<string[]>;
   getTaskInstance(dag_run_id: string, task_id: string): Promise<TaskInstanceRow | undefined>;
   getTaskInstanceById(id: string): Promise<TaskInstanceRow | undefined>;
+  /**
+   * What an agent write's fence needs of the task instance (its tenant, try, dispatch
+   * generation, state and end), read fresh from the latest committed state; on SQLite through
+   * the hot-read connection (one prepared point read) rather than a full row through Kysely.
+   */
+  getAttemptFence(id: string): Promise<AttemptFence | undefined>;
   /** across tenants */
   listTaskInstancesInStates(
     states: readonly TaskInstanceState[],

@@ -1070,6 +1070,33 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       expect((await ti(extract.id)).last_heartbeat_at).toBeNull();
     });
 
+    it('the attempt fence reads the latest committed try, generation, state and end', async () => {
+      const { extract, run } = await fixture();
+      await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
+      expect(await store.getAttemptFence(extract.id)).toEqual({
+        tenant_id: extract.tenant_id,
+        dag_run_id: run.id,
+        task_id: 'extract',
+        try_number: 1,
+        dispatch_gen: extract.dispatch_gen,
+        state: 'running',
+        ended_at: null,
+      });
+      await store.archiveAndBumpTry(
+        extract.id,
+        { states: ['running'], try_number: 1 },
+        'failed',
+        { state: 'success', ended_at: T0 + 5 },
+        T0 + 1,
+      );
+      expect(await store.getAttemptFence(extract.id)).toMatchObject({
+        try_number: 2,
+        state: 'success',
+        ended_at: T0 + 5,
+      });
+      expect(await store.getAttemptFence(randomUUID())).toBeUndefined();
+    });
+
     it('is stale for the superseded try after archiveAndBumpTry', async () => {
       const { extract } = await fixture();
       await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
