@@ -68,8 +68,8 @@ export class AttemptRecorder {
     );
   }
 
-  // A renewal is recorded by the heartbeat's own UPDATE (Store.recordHeartbeat, migration
-  // 0006), not here: one statement on the hot path instead of two.
+  // A renewal is recorded by the heartbeat's own UPDATE of the task-instance row
+  // (Store.recordHeartbeat, migration 0006), not here: one statement on the hot path, not two.
 
   renewalStopped(claims: AgentTokenClaims, reason: 'ceiling' | 'revoked' | 'expired') {
     // Every later beat of a stopped attempt would repeat a no-op UPDATE: remember it instead.

@@ -77,12 +77,14 @@ export interface TaskInstancesTable {
   /** which dispatch of the try holds the live credential (migration 0004; default 0) */
   dispatch_gen: Generated<number>;
   /**
-   * Bumped by a heartbeat that renews the credential (migration 0006): a trigger then copies
-   * the renewal into attempt_records in the same statement. Never read; attempt_records is the
-   * record.
+   * The current try's renewals not yet folded into its attempt record (migration 0006): the
+   * renewing heartbeat's own UPDATE counts them; the attempt record reads add them; the try
+   * bump folds them in and zeroes them.
    */
   renewal_count: Generated<number>;
-  /** the renewed credential's exp (ms), for that trigger */
+  /** when the newest of those renewals happened (ms) */
+  renewed_at: number | null;
+  /** the exp (ms) of the credential that renewal minted */
   renewed_credential_exp: number | null;
 }
 

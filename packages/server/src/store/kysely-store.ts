@@ -766,6 +766,10 @@ export class KyselyStore implements Store {
         .set((eb) => ({
           ...this.#patchColumns(patch),
           try_number: eb('try_number', '+', 1),
+          // the archived try's renewals move to its attempt record below
+          renewal_count: 0,
+          renewed_at: null,
+          renewed_credential_exp: null,
           updated_at: now,
         }))
         .where('id', '=', id)
@@ -776,6 +780,21 @@ export class KyselyStore implements Store {
       if (expect.dispatch_gen !== undefined) q = q.where('dispatch_gen', '=', expect.dispatch_gen);
       const res = await q.executeTakeFirst();
       if (!changed(res.numUpdatedRows)) return false;
+
+      const pending = num(before.renewal_count ?? 0);
+      if (pending > 0) {
+        await tx
+          .updateTable('attempt_records')
+          .set((eb) => ({
+            renewals: eb('renewals', '+', pending),
+            last_renewed_at: before.renewed_at,
+            credential_exp: before.renewed_credential_exp,
+            updated_at: sql`case when updated_at > ${before.renewed_at} then updated_at else ${before.renewed_at} end`,
+          }))
+          .where('task_instance_id', '=', id)
+          .where('try_number', '=', before.try_number)
+          .execute();
+      }
 
       const history: Insertable<TaskInstanceHistoryTable> = {
         id: randomUUID(),
@@ -820,11 +839,12 @@ export class KyselyStore implements Store {
     let q = this.#db.updateTable('task_instances').set({ last_heartbeat_at: now });
     if (renewal !== undefined) {
       // The renewal counts only where the caller will hand the token out: neither a requested
-      // termination nor this try's revoked credential is renewed. Migration 0006's trigger
-      // copies a bump of renewal_count into attempt_records within this statement.
+      // termination nor this try's revoked credential is renewed. It is kept on this row (one
+      // statement, one page), and read into the attempt record (see #withPendingRenewals).
       const renews = sql<boolean>`(terminate_requested = ${this.#bool(false)} and (credential_revoked_try is null or credential_revoked_try <> ${try_number}))`;
       q = q.set({
         renewal_count: sql`renewal_count + case when ${renews} then 1 else 0 end`,
+        renewed_at: sql`case when ${renews} then ${now} else renewed_at end`,
         renewed_credential_exp: sql`case when ${renews} then ${renewal.credential_exp} else renewed_credential_exp end`,
       });
     }
@@ -885,20 +905,41 @@ export class KyselyStore implements Store {
     task_instance_id: string,
     try_number: number,
   ): Promise<AttemptRecordRow | undefined> {
-    const row = await this.#db
-      .selectFrom('attempt_records')
-      .selectAll()
-      .where('task_instance_id', '=', task_instance_id)
-      .where('try_number', '=', try_number)
+    const row = await this.#withPendingRenewals()
+      .where('attempt_records.task_instance_id', '=', task_instance_id)
+      .where('attempt_records.try_number', '=', try_number)
       .executeTakeFirst();
     return row ? attemptRecordRow(row) : undefined;
   }
 
   async listAttemptRecords(dag_run_id: string, task_id?: string): Promise<AttemptRecordRow[]> {
-    let q = this.#db.selectFrom('attempt_records').selectAll().where('dag_run_id', '=', dag_run_id);
-    if (task_id !== undefined) q = q.where('task_id', '=', task_id);
-    const rows = await q.orderBy('task_id').orderBy('try_number').execute();
+    let q = this.#withPendingRenewals().where('attempt_records.dag_run_id', '=', dag_run_id);
+    if (task_id !== undefined) q = q.where('attempt_records.task_id', '=', task_id);
+    const rows = await q
+      .orderBy('attempt_records.task_id')
+      .orderBy('attempt_records.try_number')
+      .execute();
     return rows.map(attemptRecordRow);
+  }
+
+  /**
+   * Attempt records with the renewals their try's task-instance row holds (only while that try
+   * is the row's current one; a try bump folds them into the record).
+   */
+  #withPendingRenewals() {
+    return this.#db
+      .selectFrom('attempt_records')
+      .leftJoin('task_instances as ti', (j) =>
+        j
+          .onRef('ti.id', '=', 'attempt_records.task_instance_id')
+          .onRef('ti.try_number', '=', 'attempt_records.try_number'),
+      )
+      .selectAll('attempt_records')
+      .select([
+        'ti.renewal_count as pending_renewals',
+        'ti.renewed_at as pending_renewed_at',
+        'ti.renewed_credential_exp as pending_credential_exp',
+      ]);
   }
 
   async noteAttemptDelivery(
@@ -1707,9 +1748,19 @@ export class KyselyStore implements Store {
 // ------------------------------------------------------------------ row mapping
 
 /** pg hands back int8 as numbers via the pool's type parsers; this also guards stray strings. */
-function attemptRecordRow(r: Selectable<Database['attempt_records']>): AttemptRecordRow {
+interface PendingRenewals {
+  pending_renewals: number | string | bigint | null;
+  pending_renewed_at: number | string | bigint | null;
+  pending_credential_exp: number | string | bigint | null;
+}
+
+function attemptRecordRow(
+  r: Selectable<Database['attempt_records']> & PendingRenewals,
+): AttemptRecordRow {
   const names = (v: string | null): string[] | null =>
     v === null ? null : (JSON.parse(v) as string[]);
+  const pending = r.pending_renewals === null ? 0 : num(r.pending_renewals);
+  const renewedAt = pending > 0 ? numOrNull(r.pending_renewed_at) : null;
   return {
     task_instance_id: r.task_instance_id,
     try_number: num(r.try_number),
@@ -1726,14 +1777,14 @@ function attemptRecordRow(r: Selectable<Database['attempt_records']>): AttemptRe
     connections_delivered: names(r.connections_delivered),
     variables_refusal: r.variables_refusal,
     connections_refusal: r.connections_refusal,
-    renewals: num(r.renewals),
-    last_renewed_at: numOrNull(r.last_renewed_at),
+    renewals: num(r.renewals) + pending,
+    last_renewed_at: renewedAt ?? numOrNull(r.last_renewed_at),
     renewal_stopped: r.renewal_stopped,
-    credential_exp: numOrNull(r.credential_exp),
+    credential_exp: pending > 0 ? numOrNull(r.pending_credential_exp) : numOrNull(r.credential_exp),
     undeclared_reads:
       r.undeclared_reads === null ? null : (JSON.parse(r.undeclared_reads) as UndeclaredReads),
     created_at: num(r.created_at),
-    updated_at: num(r.updated_at),
+    updated_at: Math.max(num(r.updated_at), renewedAt ?? 0),
   };
 }
 

@@ -359,45 +359,19 @@ export function migrations(dialect: StoreDialect): Record<string, Migration> {
     },
     '0006_renewal_on_heartbeat': {
       async up(db: Db): Promise<void> {
-        // A renewing heartbeat used to be two statements (the task-instance UPDATE, then one on
-        // attempt_records); statement overhead, not row writes, dominated the hot path. Now the
-        // heartbeat's own UPDATE bumps renewal_count and carries the new exp, and this trigger
-        // writes the attempt record inside that same statement: one round trip, and the record
-        // commits or rolls back with the heartbeat (a crash cannot separate them).
+        // The current try's renewals live on its task-instance row, written by the heartbeat's
+        // own UPDATE: a renewing heartbeat used to be two statements (and two pages to commit),
+        // and the second one dominated its cost. The attempt record's reads add them in; the
+        // try bump folds them into the record and zeroes them, in its transaction.
         await db.schema
           .alterTable('task_instances')
           .addColumn('renewal_count', 'integer', (c) => c.notNull().defaultTo(0))
           .execute();
+        await db.schema.alterTable('task_instances').addColumn('renewed_at', 'bigint').execute();
         await db.schema
           .alterTable('task_instances')
           .addColumn('renewed_credential_exp', 'bigint')
           .execute();
-        const copy = sql`
-          update attempt_records
-             set renewals = renewals + 1,
-                 last_renewed_at = new.last_heartbeat_at,
-                 credential_exp = new.renewed_credential_exp,
-                 updated_at = new.last_heartbeat_at
-           where task_instance_id = new.id and try_number = new.try_number`;
-        if (dialect === 'sqlite') {
-          await sql`
-            create trigger task_instances_record_renewal
-            after update of renewal_count on task_instances
-            when new.renewal_count <> old.renewal_count
-            begin ${copy}; end`.execute(db);
-        } else {
-          // SET search_path FROM CURRENT: the body resolves attempt_records in the schema the
-          // migration ran in, whatever search_path the session that fires it has.
-          await sql`
-            create function leoflow_record_renewal() returns trigger
-            language plpgsql set search_path from current as $$
-            begin ${copy}; return null; end $$`.execute(db);
-          await sql`
-            create trigger task_instances_record_renewal
-            after update of renewal_count on task_instances
-            for each row when (new.renewal_count <> old.renewal_count)
-            execute function leoflow_record_renewal()`.execute(db);
-        }
       },
     },
   };

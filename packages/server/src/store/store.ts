@@ -238,10 +238,10 @@ export interface Store extends VaultStore {
   listTaskInstanceHistory(dag_run_id: string, task_id?: string): Promise<TaskInstanceHistoryRow[]>;
   /**
    * UPDATE last_heartbeat_at where (id, try) matches — and the dispatch generation, when given —
-   * and state is queued|running. With `renewal`, the same statement records the renewal in the
-   * attempt record (renewals + 1, last_renewed_at = now, credential_exp) exactly when the
-   * outcome is live, not terminate_requested and not credential_revoked — the cases in which
-   * the caller hands the renewed token out.
+   * and state is queued|running. With `renewal`, the same statement records the renewal on the
+   * row, where the attempt record's reads find it (renewals + 1, last_renewed_at = now,
+   * credential_exp), exactly when the outcome is live, not terminate_requested and not
+   * credential_revoked — the cases in which the caller hands the renewed token out.
    */
   recordHeartbeat(
     id: string,

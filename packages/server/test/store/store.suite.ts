@@ -1177,7 +1177,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       expect(await store.getAttemptRecord(f.extract.id, 3)).toBeUndefined();
     });
 
-    it('a renewing heartbeat records the renewal in the same write, exactly when it hands the token out', async () => {
+    it('a renewing heartbeat records the renewal on its own row write, exactly when it hands the token out; the try bump folds it into the record', async () => {
       const f = await fixture('renew');
       const rec = async (try_number = 1) => {
         const r = await store.getAttemptRecord(f.extract.id, try_number);
