@@ -1090,6 +1090,33 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       expect((await ti(extract.id)).last_heartbeat_at).toBeNull();
     });
 
+    it('the attempt fence reads the latest committed try, generation, state and end', async () => {
+      const { extract, run } = await fixture();
+      await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
+      expect(await store.getAttemptFence(extract.id)).toEqual({
+        tenant_id: extract.tenant_id,
+        dag_run_id: run.id,
+        task_id: 'extract',
+        try_number: 1,
+        dispatch_gen: extract.dispatch_gen,
+        state: 'running',
+        ended_at: null,
+      });
+      await store.archiveAndBumpTry(
+        extract.id,
+        { states: ['running'], try_number: 1 },
+        'failed',
+        { state: 'success', ended_at: T0 + 5 },
+        T0 + 1,
+      );
+      expect(await store.getAttemptFence(extract.id)).toMatchObject({
+        try_number: 2,
+        state: 'success',
+        ended_at: T0 + 5,
+      });
+      expect(await store.getAttemptFence(randomUUID())).toBeUndefined();
+    });
+
     it('is stale for the superseded try after archiveAndBumpTry', async () => {
       const { extract } = await fixture();
       await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
@@ -1168,6 +1195,72 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         variables_delivered: null,
       });
       expect(await store.getAttemptRecord(f.extract.id, 3)).toBeUndefined();
+    });
+
+    it('a renewing heartbeat records the renewal on its own row write, exactly when it hands the token out; the try bump folds it into the record', async () => {
+      const f = await fixture('renew');
+      const rec = async (try_number = 1) => {
+        const r = await store.getAttemptRecord(f.extract.id, try_number);
+        return r && { n: r.renewals, at: r.last_renewed_at, exp: r.credential_exp };
+      };
+      await store.ensureAttemptRecord(keyOf(f), T0, T0 + 600_000);
+      await store.updateTaskInstance(f.extract.id, { states: ['none'] }, { state: 'running' }, T0);
+      // live: counted, with the new exp and the beat's time
+      const renewal = (exp: number) => ({ credential_exp: exp });
+      expect(
+        await store.recordHeartbeat(f.extract.id, 1, T0 + 15_000, undefined, renewal(T0 + 615_000)),
+      ).toMatchObject({ kind: 'live', terminate_requested: false, credential_revoked: false });
+      expect(await rec()).toEqual({ n: 1, at: T0 + 15_000, exp: T0 + 615_000 });
+      // a beat without a renewal leaves the record alone
+      await store.recordHeartbeat(f.extract.id, 1, T0 + 30_000);
+      expect(await rec()).toEqual({ n: 1, at: T0 + 15_000, exp: T0 + 615_000 });
+      // wrong try or dispatch generation: stale, nothing recorded
+      expect(
+        await store.recordHeartbeat(f.extract.id, 2, T0 + 31_000, undefined, renewal(T0 + 1)),
+      ).toEqual({ kind: 'stale' });
+      expect(await store.recordHeartbeat(f.extract.id, 1, T0 + 31_000, 7, renewal(T0 + 1))).toEqual(
+        {
+          kind: 'stale',
+        },
+      );
+      expect(await rec()).toEqual({ n: 1, at: T0 + 15_000, exp: T0 + 615_000 });
+      await store.recordHeartbeat(f.extract.id, 1, T0 + 45_000, undefined, renewal(T0 + 645_000));
+      expect(await rec()).toEqual({ n: 2, at: T0 + 45_000, exp: T0 + 645_000 });
+      // termination requested: answered live, the token is not handed out, nothing recorded
+      await store.updateTaskInstance(
+        f.extract.id,
+        { states: ['running'] },
+        { terminate_requested: true },
+        T0,
+      );
+      expect(
+        await store.recordHeartbeat(f.extract.id, 1, T0 + 60_000, undefined, renewal(T0 + 660_000)),
+      ).toMatchObject({ kind: 'live', terminate_requested: true });
+      expect(await rec()).toEqual({ n: 2, at: T0 + 45_000, exp: T0 + 645_000 });
+      await store.updateTaskInstance(
+        f.extract.id,
+        { states: ['running'] },
+        { terminate_requested: false },
+        T0,
+      );
+      // revoked: likewise
+      await store.revokeAttemptCredential(f.extract.id, 1, T0);
+      expect(
+        await store.recordHeartbeat(f.extract.id, 1, T0 + 75_000, undefined, renewal(T0 + 675_000)),
+      ).toMatchObject({ kind: 'live', credential_revoked: true });
+      expect(await rec()).toEqual({ n: 2, at: T0 + 45_000, exp: T0 + 645_000 });
+      // the next try: its renewals go to its own record, never to the superseded one's
+      await store.archiveAndBumpTry(
+        f.extract.id,
+        { states: ['running'], try_number: 1 },
+        'failed',
+        { state: 'running' },
+        T0 + 80_000,
+      );
+      await store.ensureAttemptRecord(keyOf(f, 2), T0 + 80_000, T0 + 680_000);
+      await store.recordHeartbeat(f.extract.id, 2, T0 + 95_000, undefined, renewal(T0 + 695_000));
+      expect(await rec(2)).toEqual({ n: 1, at: T0 + 95_000, exp: T0 + 695_000 });
+      expect(await rec(1)).toEqual({ n: 2, at: T0 + 45_000, exp: T0 + 645_000 });
     });
 
     it('binds a session once: bound, then same, then conflict for another hash', async () => {
