@@ -8,6 +8,7 @@ import {
   openSync,
   readdirSync,
   readFileSync,
+  readSync,
   rmSync,
   unlinkSync,
   writeFileSync,
@@ -63,21 +64,73 @@ export const procfs: ProcessTable = {
     }
     const want = String(uid);
     for (const e of entries) {
-      if (!/^\d+$/.test(e)) continue;
-      let status: string;
-      try {
-        status = readFileSync(`/proc/${e}/status`, 'utf8');
-      } catch {
-        continue;
-      }
+      if (!isPid(e)) continue;
+      const status = readStatusHead(e);
+      if (status === undefined) continue;
+      const ids = uidsOf(status);
+      // A zombie or dead task can no longer act (only its parent reaps it); all else counts.
+      if (ids === undefined || !ids.includes(want)) continue;
       const state = /^State:\s+(\S)/m.exec(status)?.[1];
       if (state === 'Z' || state === 'X') continue;
-      const uids = /^Uid:\s+(.*)$/m.exec(status)?.[1]?.trim().split(/\s+/) ?? [];
-      if (uids.includes(want)) out.push(Number(e));
+      out.push(Number(e));
     }
     return out;
   },
 };
+
+/**
+ * The scan reads one /proc/<pid>/status per process on the machine, twice per attempt, so it is
+ * the agent's hottest path under load: one open/read/close into a shared buffer (readFileSync
+ * adds an fstat, a second read to find EOF and a concatenation) and a parse of the first lines
+ * only. State and Uid are lines 3 and 9, within a few hundred bytes even with the longest
+ * escaped Name; a status whose head holds no Uid line is read whole instead.
+ */
+const STATUS_HEAD = Buffer.allocUnsafe(1024);
+
+function readStatusHead(pid: string): string | undefined {
+  const file = `/proc/${pid}/status`;
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch {
+    return undefined;
+  }
+  let n: number;
+  try {
+    n = readSync(fd, STATUS_HEAD, 0, STATUS_HEAD.length, 0);
+  } catch {
+    return undefined;
+  } finally {
+    closeSync(fd);
+  }
+  const head = STATUS_HEAD.toString('latin1', 0, n);
+  if (n < STATUS_HEAD.length || head.includes('\nUid:')) return head;
+  try {
+    return readFileSync(file, 'latin1');
+  } catch {
+    return undefined;
+  }
+}
+
+/** real, effective, saved and filesystem uid, as the status file spells them */
+function uidsOf(status: string): string[] | undefined {
+  const at = status.indexOf('\nUid:');
+  if (at < 0) return undefined;
+  const end = status.indexOf('\n', at + 5);
+  return status
+    .slice(at + 5, end < 0 ? undefined : end)
+    .trim()
+    .split(/\s+/);
+}
+
+function isPid(name: string): boolean {
+  if (name.length === 0) return false;
+  for (let i = 0; i < name.length; i++) {
+    const c = name.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return true;
+}
 
 export interface UidLease {
   uid: number;

@@ -1,5 +1,13 @@
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -194,6 +202,51 @@ describe('UidAllocator', () => {
     expect(() => new UidAllocator({ range: { first: BASE, last: BASE }, lockDir: dir })).toThrow(
       /mode 0700/,
     );
+  });
+});
+
+describe.skipIf(process.getuid?.() !== 0)('procfs.processesOf on the real /proc (root)', () => {
+  const started: ReturnType<typeof spawn>[] = [];
+  afterEach(() => {
+    // the whole group: the shells' own children included
+    for (const c of started.splice(0)) process.kill(-c.pid!, 'SIGKILL');
+  });
+  /** `argv` under setpriv with the given real and effective uid; resolves once it has exec'd */
+  async function runAs(ruid: number, euid: number, script: string) {
+    const child = spawn(
+      'setpriv',
+      [`--ruid=${ruid}`, `--euid=${euid}`, '--clear-groups', '/bin/sh', '-c', script],
+      { stdio: ['ignore', 'pipe', 'ignore'], detached: true },
+    );
+    started.push(child);
+    await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+    return child.pid!;
+  }
+
+  it('finds a process by its real, effective or saved uid, never one of other uids, never a zombie', async () => {
+    const [a, b, c] = [BASE + 700, BASE + 710, BASE + 720];
+    const plain = await runAs(a, a, 'echo up; exec sleep 30');
+    // The shell drops its effective uid c back to the real one, b, and keeps c as the saved
+    // uid; the sleep it forks and execs has b only.
+    const mixed = await runAs(b, c, 'echo up; sleep 30');
+    // The background child exits once its parent has become sleep, which never reaps it: a
+    // zombie of uid a + 3.
+    const parent = await runAs(a + 3, a + 3, 'echo up; sleep 0.1 & exec sleep 30');
+    await new Promise((r) => setTimeout(r, 400));
+    expect(procfs.processesOf(a)).toEqual([plain]);
+    expect(procfs.processesOf(c)).toEqual([mixed]);
+    const ofB = procfs.processesOf(b);
+    expect(ofB).toContain(mixed);
+    expect(ofB).toHaveLength(2);
+    expect(procfs.processesOf(a + 3)).toEqual([parent]);
+    // …and the zombie is really there, of that uid
+    const [zombie] = readFileSync(`/proc/${parent}/task/${parent}/children`, 'utf8')
+      .trim()
+      .split(' ');
+    const status = readFileSync(`/proc/${zombie}/status`, 'utf8');
+    expect(status).toMatch(/^State:\s+Z/m);
+    expect(status).toMatch(new RegExp(`^Uid:\\s+${a + 3}\\s`, 'm'));
+    expect(procfs.processesOf(a + 4)).toEqual([]);
   });
 });
 

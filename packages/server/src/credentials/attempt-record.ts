@@ -7,7 +7,7 @@ import type { AttemptRecordKey, AttemptSessionBinding } from '../store/types.js'
 
 /**
  * The per-try delivery record: scoping and liveness modes in force, the names delivered (never
- * values), refusals, renewals and the credential's newest expiry. Every write is best-effort (a
+ * values), refusals, renewals and the credential's newest expiry. Every write here is best-effort (a
  * failed write is logged, never changes an RPC's answer) except the session binding at
  * Register, which later post-exp reports depend on.
  */
@@ -68,16 +68,8 @@ export class AttemptRecorder {
     );
   }
 
-  renewed(claims: AgentTokenClaims, expSeconds: number): Promise<void> {
-    return this.best('renewal', claims, (now) =>
-      this.store.noteAttemptRenewal(
-        claims.task_instance_id,
-        claims.try_number,
-        { exp: expSeconds * 1000 },
-        now,
-      ),
-    );
-  }
+  // A renewal is recorded by the heartbeat's own UPDATE of the task-instance row
+  // (Store.recordHeartbeat, migration 0007), not here: one statement on the hot path, not two.
 
   renewalStopped(claims: AgentTokenClaims, reason: 'ceiling' | 'revoked' | 'expired') {
     // Every later beat of a stopped attempt would repeat a no-op UPDATE: remember it instead.

@@ -109,9 +109,18 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     return ti && ti.tenant_id === claims.tenant_id ? ti : undefined;
   }
 
+  /**
+   * The fence's view of the attempt's task instance (tenant-checked): a narrow read of the
+   * latest committed row, cheaper than the whole row on the PushLogs hot path.
+   */
+  async function ownAttemptFence(claims: AgentTokenClaims) {
+    const fence = await store.getAttemptFence(claims.task_instance_id);
+    return fence && fence.tenant_id === claims.tenant_id ? fence : undefined;
+  }
+
   /** FENCE (writes keyed without the try): only the live try of the task instance. */
   async function fenceLive(claims: AgentTokenClaims) {
-    const ti = await ownTaskInstance(claims);
+    const ti = await ownAttemptFence(claims);
     if (
       !ti ||
       ti.try_number !== claims.try_number ||
@@ -128,7 +137,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
 
   /** FENCE (writes keyed with the try): refuses only a try that a later one superseded. */
   async function fenceNotSuperseded(claims: AgentTokenClaims) {
-    const ti = await ownTaskInstance(claims);
+    const ti = await ownAttemptFence(claims);
     if (!ti || ti.try_number !== claims.try_number || ti.dispatch_gen !== claims.dispatch_gen) {
       throw new ConnectError(
         'this attempt was superseded by a later try; its write was not applied',
@@ -229,6 +238,22 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     async heartbeat(_req, ctx) {
       const { claims, expired } = attemptPrincipal(ctx);
       const now = clock.now();
+      // The token is minted before the write so that the heartbeat's own UPDATE can record the
+      // renewal (one statement, see recordHeartbeat); it is handed out only if that write says
+      // the attempt is live, not asked to terminate and not revoked. An expired credential
+      // (accepted only with the registered session) is never renewed.
+      let minted: { token: string; exp: number } | undefined;
+      let ceilingStopped = false;
+      if (!expired) {
+        try {
+          const r = await tokens.renew(claims, now, deps.maxCredentialLifetimeMs);
+          if ('token' in r)
+            minted = { token: r.token, exp: Math.floor(now / 1000) + tokens.ttlSeconds };
+          else ceilingStopped = true;
+        } catch (err) {
+          logger.warn({ err }, 'credential renewal failed; the agent keeps its current token');
+        }
+      }
       let outcome;
       try {
         outcome = await store.recordHeartbeat(
@@ -236,6 +261,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           claims.try_number,
           now,
           claims.dispatch_gen,
+          minted && { credential_exp: minted.exp * 1000 },
         );
       } catch (err) {
         // A datastore blip neither terminates the attempt nor renews its credential.
@@ -257,27 +283,19 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
         });
       }
       // A revoked credential is not renewed; past the ceiling renewal stops quietly; an expired
-      // one (accepted only with the registered session) is never renewed. In all three the task
-      // keeps running and its heartbeats and final report keep landing.
+      // one is never renewed. In all three the task keeps running and its heartbeats and final
+      // report keep landing.
       let renewed = '';
       if (outcome.credential_revoked) {
         await deps.records?.renewalStopped(claims, 'revoked');
       } else if (expired) {
         await deps.records?.renewalStopped(claims, 'expired');
-      } else {
-        try {
-          const r = await tokens.renew(claims, now, deps.maxCredentialLifetimeMs);
-          if ('token' in r) {
-            renewed = r.token;
-            deps.onRenewal?.('renewed');
-            await deps.records?.renewed(claims, Math.floor(now / 1000) + tokens.ttlSeconds);
-          } else {
-            deps.onRenewal?.('ceiling_stopped');
-            await deps.records?.renewalStopped(claims, 'ceiling');
-          }
-        } catch (err) {
-          logger.warn({ err }, 'credential renewal failed; the agent keeps its current token');
-        }
+      } else if (minted) {
+        renewed = minted.token;
+        deps.onRenewal?.('renewed');
+      } else if (ceilingStopped) {
+        deps.onRenewal?.('ceiling_stopped');
+        await deps.records?.renewalStopped(claims, 'ceiling');
       }
       return create(HeartbeatResponseSchema, { serverTimeMs: BigInt(now), renewedToken: renewed });
     },

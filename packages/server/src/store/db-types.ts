@@ -78,6 +78,16 @@ export interface TaskInstancesTable {
   dispatch_gen: Generated<number>;
   /** the executor holding the current claim (migration 0006; null before it) */
   executor: string | null;
+  /**
+   * The current try's renewals not yet folded into its attempt record (migration 0007): the
+   * renewing heartbeat's own UPDATE counts them; the attempt record reads add them; the try
+   * bump folds them in and zeroes them.
+   */
+  renewal_count: Generated<number>;
+  /** when the newest of those renewals happened (ms) */
+  renewed_at: number | null;
+  /** the exp (ms) of the credential that renewal minted */
+  renewed_credential_exp: number | null;
 }
 
 export interface TaskInstanceHistoryTable {
@@ -183,7 +193,7 @@ export interface AttemptRecordsTable {
   updated_at: number;
 }
 
-/** One row per lease (migration 0007); times are epoch ms on the database's clock. */
+/** One row per lease (migration 0008); times are epoch ms on the database's clock. */
 export interface SchedulerLeaseTable {
   name: string;
   /** the elector instance holding it (unique per process start) */

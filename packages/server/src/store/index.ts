@@ -1,7 +1,9 @@
 export { openStore } from './open-store.js';
 export type { OpenStoreOptions } from './open-store.js';
 export type {
+  AttemptFence,
   HeartbeatOutcome,
+  HeartbeatRenewal,
   NewRun,
   Store,
   TaskInstanceExpectation,

@@ -365,7 +365,24 @@ export function migrations(dialect: StoreDialect): Record<string, Migration> {
         await db.schema.alterTable('task_instances').addColumn('executor', 'text').execute();
       },
     },
-    '0007_scheduler_lease': {
+    '0007_renewal_on_heartbeat': {
+      async up(db: Db): Promise<void> {
+        // The current try's renewals live on its task-instance row, written by the heartbeat's
+        // own UPDATE: a renewing heartbeat used to be two statements (and two pages to commit),
+        // and the second one dominated its cost. The attempt record's reads add them in; the
+        // try bump folds them into the record and zeroes them, in its transaction.
+        await db.schema
+          .alterTable('task_instances')
+          .addColumn('renewal_count', 'integer', (c) => c.notNull().defaultTo(0))
+          .execute();
+        await db.schema.alterTable('task_instances').addColumn('renewed_at', 'bigint').execute();
+        await db.schema
+          .alterTable('task_instances')
+          .addColumn('renewed_credential_exp', 'bigint')
+          .execute();
+      },
+    },
+    '0008_scheduler_lease': {
       async up(db: Db): Promise<void> {
         // Pro's scheduler leadership (docs/pro.md, "Scheduler leadership"): one row per lease.
         // epoch grows by one on every acquisition and fences the holder's writes; the times are

@@ -1,6 +1,6 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { isActive, type TaskInstanceState } from '@leoflow/core';
-import type { RunSpecRef } from './store.js';
+import type { AttemptFence, RunSpecRef } from './store.js';
 import type { ConnectionRecord } from './vault-types.js';
 
 /** Distinct `in (...)` list lengths whose prepared statement is kept (a task's declared count). */
@@ -26,8 +26,8 @@ type RawConnection = [
 ];
 
 /**
- * The agent secret path's reads (GetVariables / GetConnections: attempt liveness, the run's
- * spec reference, the declared connections) on a second, READ-ONLY connection to the store's
+ * The agent hot path's reads (GetVariables / GetConnections: attempt liveness, the run's
+ * spec reference, the declared connections; PushLogs: its write fence) on a second, READ-ONLY connection to the store's
  * SQLite file, each statement prepared once.
  *
  * Why a second connection rather than the store's own: Kysely's SQLite driver runs everything
@@ -47,6 +47,7 @@ export class SqliteHotReads {
   readonly #db: BetterSqlite3.Database;
   #liveness: BetterSqlite3.Statement<unknown[], LivenessRow> | undefined;
   #runRef: BetterSqlite3.Statement<unknown[], RunSpecRef> | undefined;
+  #fence: BetterSqlite3.Statement<unknown[], FenceRow> | undefined;
   readonly #connectionsByLength = new Map<number, BetterSqlite3.Statement<unknown[], unknown[]>>();
 
   /** `file` must already exist and be in WAL mode (the writer opens it first). */
@@ -88,6 +89,24 @@ export class SqliteHotReads {
     };
   }
 
+  attemptFence(task_instance_id: string): AttemptFence | undefined {
+    this.#fence ??= this.#db.prepare<unknown[], FenceRow>(
+      'select tenant_id, dag_run_id, task_id, try_number, dispatch_gen, state, ended_at ' +
+        'from task_instances where id = ?',
+    );
+    const row = this.#fence.get(task_instance_id);
+    if (row === undefined) return undefined;
+    return {
+      tenant_id: row.tenant_id,
+      dag_run_id: row.dag_run_id,
+      task_id: row.task_id,
+      try_number: Number(row.try_number),
+      dispatch_gen: Number(row.dispatch_gen),
+      state: row.state as AttemptFence['state'],
+      ended_at: row.ended_at === null ? null : Number(row.ended_at),
+    };
+  }
+
   runSpecRef(id: string): RunSpecRef | undefined {
     this.#runRef ??= this.#db.prepare<unknown[], RunSpecRef>(
       'select tenant_id, dag_id, dag_version from dag_runs where id = ?',
@@ -126,6 +145,16 @@ export class SqliteHotReads {
     }
     return stmt;
   }
+}
+
+interface FenceRow {
+  tenant_id: string;
+  dag_run_id: string;
+  task_id: string;
+  try_number: number;
+  dispatch_gen: number;
+  state: string;
+  ended_at: number | null;
 }
 
 interface LivenessRow {

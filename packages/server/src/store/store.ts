@@ -14,7 +14,9 @@ import type { XComStore } from './ports/xcom.js';
 
 export type { NewRun, RunSpecRef } from './ports/runs.js';
 export type {
+  AttemptFence,
   HeartbeatOutcome,
+  HeartbeatRenewal,
   TaskInstanceExpectation,
   TaskInstancePatch,
 } from './ports/task-instances.js';

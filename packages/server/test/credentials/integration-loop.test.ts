@@ -1,6 +1,6 @@
-import { afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterEach, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../support/harness.js';
-import { postgresAvailability, postgresRequired, POSTGRES_HOWTO } from '../support/databases.js';
+import { forEachDialect } from '../support/dialects.js';
 import { access, heartbeat, report, setupVaultAndDag, startAttempt } from './support.js';
 
 /**
@@ -8,64 +8,50 @@ import { access, heartbeat, report, setupVaultAndDag, startAttempt } from './sup
  * loopback): dispatch → mint → heartbeat-renew → finish → the token dies; plus retry and
  * clear-old-rerun end to end. Once on SQLite, once on PostgreSQL.
  */
-const pg = await postgresAvailability();
-if (!pg.ok && !postgresRequired()) {
-  process.stderr.write(
-    `credential integration loop on postgres skipped: ${pg.reason}; ${POSTGRES_HOWTO}\n`,
-  );
-}
-
-for (const dialect of ['sqlite', 'postgres'] as const) {
-  const skip = dialect === 'postgres' && !pg.ok && !postgresRequired();
-  describe.skipIf(skip)(`credential loop over real RPC on ${dialect}`, () => {
-    let h: Harness;
-    beforeAll(() => {
-      if (dialect === 'postgres' && !pg.ok)
-        throw new Error(`PostgreSQL is required here: ${pg.reason}; ${POSTGRES_HOWTO}`);
-    });
-    afterEach(async () => {
-      await h?.close();
-    });
-
-    it('dispatch → mint → heartbeat renews → finish → the token dies', async () => {
-      h = await createHarness({ scoping: 'enforce', liveness: 'enforce', rpc: 'http2', dialect });
-      await setupVaultAndDag(h, { retries: 0 });
-      const a = await startAttempt(h);
-      expect(await access(h, a.token)).toBe('delivered');
-      h.clock.advance(15_000);
-      const hb = await heartbeat(h, a.token);
-      expect(hb?.shouldTerminate).toBe(false);
-      expect(hb?.renewedToken).not.toBe('');
-      expect(await access(h, hb!.renewedToken)).toBe('delivered');
-      await report(h, hb!.renewedToken, 'success');
-      expect(await access(h, hb!.renewedToken)).toBe('denied');
-      expect(await access(h, a.token)).toBe('denied');
-    });
-
-    it('retry: the superseded attempt dies, the retry resolves', async () => {
-      h = await createHarness({ scoping: 'enforce', liveness: 'enforce', rpc: 'http2', dialect });
-      await setupVaultAndDag(h, { retries: 1 });
-      const first = await startAttempt(h);
-      await report(h, first.token, 'failed');
-      const second = await startAttempt(h, 'cred', 'existing');
-      expect(await access(h, first.token)).toBe('denied');
-      expect(await access(h, second.token)).toBe('delivered');
-    });
-
-    it('clear an old finished run: the rerun gets a fresh credential that resolves', async () => {
-      h = await createHarness({ scoping: 'enforce', liveness: 'enforce', rpc: 'http2', dialect });
-      await setupVaultAndDag(h, { retries: 0 });
-      const a = await startAttempt(h);
-      await report(h, a.token, 'success');
-      await h.scheduler.tick();
-      h.clock.advance(400 * 24 * 3600_000);
-      const run = (await h.store.listRuns('default', {}, { limit: 1, offset: 0 }))[0]!;
-      await h.runs.clear('default', 'cred', run.run_id, { taskIds: null, downstream: true });
-      const b = await startAttempt(h, 'cred', run.run_id);
-      expect(await access(h, b.token)).toBe('delivered');
-      expect((await heartbeat(h, b.token))?.renewedToken).not.toBe('');
-      await report(h, b.token, 'success');
-      expect(await access(h, b.token)).toBe('denied');
-    });
+forEachDialect('credential loop over real RPC', (dialect) => {
+  let h: Harness;
+  afterEach(async () => {
+    await h?.close();
   });
-}
+
+  it('dispatch → mint → heartbeat renews → finish → the token dies', async () => {
+    h = await createHarness({ scoping: 'enforce', liveness: 'enforce', rpc: 'http2', dialect });
+    await setupVaultAndDag(h, { retries: 0 });
+    const a = await startAttempt(h);
+    expect(await access(h, a.token)).toBe('delivered');
+    h.clock.advance(15_000);
+    const hb = await heartbeat(h, a.token);
+    expect(hb?.shouldTerminate).toBe(false);
+    expect(hb?.renewedToken).not.toBe('');
+    expect(await access(h, hb!.renewedToken)).toBe('delivered');
+    await report(h, hb!.renewedToken, 'success');
+    expect(await access(h, hb!.renewedToken)).toBe('denied');
+    expect(await access(h, a.token)).toBe('denied');
+  });
+
+  it('retry: the superseded attempt dies, the retry resolves', async () => {
+    h = await createHarness({ scoping: 'enforce', liveness: 'enforce', rpc: 'http2', dialect });
+    await setupVaultAndDag(h, { retries: 1 });
+    const first = await startAttempt(h);
+    await report(h, first.token, 'failed');
+    const second = await startAttempt(h, 'cred', 'existing');
+    expect(await access(h, first.token)).toBe('denied');
+    expect(await access(h, second.token)).toBe('delivered');
+  });
+
+  it('clear an old finished run: the rerun gets a fresh credential that resolves', async () => {
+    h = await createHarness({ scoping: 'enforce', liveness: 'enforce', rpc: 'http2', dialect });
+    await setupVaultAndDag(h, { retries: 0 });
+    const a = await startAttempt(h);
+    await report(h, a.token, 'success');
+    await h.scheduler.tick();
+    h.clock.advance(400 * 24 * 3600_000);
+    const run = (await h.store.listRuns('default', {}, { limit: 1, offset: 0 }))[0]!;
+    await h.runs.clear('default', 'cred', run.run_id, { taskIds: null, downstream: true });
+    const b = await startAttempt(h, 'cred', run.run_id);
+    expect(await access(h, b.token)).toBe('delivered');
+    expect((await heartbeat(h, b.token))?.renewedToken).not.toBe('');
+    await report(h, b.token, 'success');
+    expect(await access(h, b.token)).toBe('denied');
+  });
+});

@@ -3,6 +3,7 @@ import type { DagSpec, TaskInstanceState } from '@leoflow/core';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogLineRow, NewRun, Store, TaskInstanceRow } from '../../src/store/index.js';
+import { spec as buildSpec, task } from '../support/spec-builders.js';
 import { registerVaultStoreCases } from './vault-store.cases.js';
 
 /**
@@ -35,43 +36,32 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
     return id;
   }
 
+  /** A chain of bash tasks with every field set to a non-default, so round trips are checked. */
   function spec(
     dag_id: string,
     taskIds: string[] = ['extract', 'load'],
     description = '',
   ): DagSpec {
-    return {
-      schema_version: '1.0',
+    return buildSpec({
       dag_id,
       description,
       owner: 'data-eng',
       tags: ['etl', 'ünïcode'],
       schedule: '@daily',
-      schedule_timezone: 'UTC',
       start_date: '2024-01-01T00:00:00Z',
-      end_date: null,
-      catchup: false,
       max_active_runs: 1,
-      max_active_tasks: 0,
       defaults: { retries: 1, retry_delay_seconds: 300, execution_timeout_seconds: null },
       params: { nested: { list: [1, 'two', null], flag: true } },
       variables: ['api_key'],
       connections: ['warehouse'],
-      tasks: taskIds.map((task_id, i) => ({
-        task_id,
-        type: 'bash' as const,
-        command: `echo ${task_id}`,
-        depends_on: i === 0 ? [] : [taskIds[i - 1] ?? ''],
-        trigger_rule: 'all_success' as const,
-        retries: 1,
-        retry_delay_seconds: 300,
-        execution_timeout_seconds: null,
-        env: { MODE: 'test' },
-        variables: [],
-        connections: [],
-        do_xcom_push: false,
-      })),
-    };
+      tasks: taskIds.map((task_id, i) =>
+        task(task_id, {
+          depends_on: i === 0 ? [] : [taskIds[i - 1] ?? ''],
+          retries: 1,
+          env: { MODE: 'test' },
+        }),
+      ),
+    });
   }
 
   function newRun(tenant_id: string, dag_id: string, over: Partial<NewRun> = {}): NewRun {
@@ -1100,6 +1090,33 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       expect((await ti(extract.id)).last_heartbeat_at).toBeNull();
     });
 
+    it('the attempt fence reads the latest committed try, generation, state and end', async () => {
+      const { extract, run } = await fixture();
+      await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
+      expect(await store.getAttemptFence(extract.id)).toEqual({
+        tenant_id: extract.tenant_id,
+        dag_run_id: run.id,
+        task_id: 'extract',
+        try_number: 1,
+        dispatch_gen: extract.dispatch_gen,
+        state: 'running',
+        ended_at: null,
+      });
+      await store.archiveAndBumpTry(
+        extract.id,
+        { states: ['running'], try_number: 1 },
+        'failed',
+        { state: 'success', ended_at: T0 + 5 },
+        T0 + 1,
+      );
+      expect(await store.getAttemptFence(extract.id)).toMatchObject({
+        try_number: 2,
+        state: 'success',
+        ended_at: T0 + 5,
+      });
+      expect(await store.getAttemptFence(randomUUID())).toBeUndefined();
+    });
+
     it('is stale for the superseded try after archiveAndBumpTry', async () => {
       const { extract } = await fixture();
       await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
@@ -1178,6 +1195,72 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         variables_delivered: null,
       });
       expect(await store.getAttemptRecord(f.extract.id, 3)).toBeUndefined();
+    });
+
+    it('a renewing heartbeat records the renewal on its own row write, exactly when it hands the token out; the try bump folds it into the record', async () => {
+      const f = await fixture('renew');
+      const rec = async (try_number = 1) => {
+        const r = await store.getAttemptRecord(f.extract.id, try_number);
+        return r && { n: r.renewals, at: r.last_renewed_at, exp: r.credential_exp };
+      };
+      await store.ensureAttemptRecord(keyOf(f), T0, T0 + 600_000);
+      await store.updateTaskInstance(f.extract.id, { states: ['none'] }, { state: 'running' }, T0);
+      // live: counted, with the new exp and the beat's time
+      const renewal = (exp: number) => ({ credential_exp: exp });
+      expect(
+        await store.recordHeartbeat(f.extract.id, 1, T0 + 15_000, undefined, renewal(T0 + 615_000)),
+      ).toMatchObject({ kind: 'live', terminate_requested: false, credential_revoked: false });
+      expect(await rec()).toEqual({ n: 1, at: T0 + 15_000, exp: T0 + 615_000 });
+      // a beat without a renewal leaves the record alone
+      await store.recordHeartbeat(f.extract.id, 1, T0 + 30_000);
+      expect(await rec()).toEqual({ n: 1, at: T0 + 15_000, exp: T0 + 615_000 });
+      // wrong try or dispatch generation: stale, nothing recorded
+      expect(
+        await store.recordHeartbeat(f.extract.id, 2, T0 + 31_000, undefined, renewal(T0 + 1)),
+      ).toEqual({ kind: 'stale' });
+      expect(await store.recordHeartbeat(f.extract.id, 1, T0 + 31_000, 7, renewal(T0 + 1))).toEqual(
+        {
+          kind: 'stale',
+        },
+      );
+      expect(await rec()).toEqual({ n: 1, at: T0 + 15_000, exp: T0 + 615_000 });
+      await store.recordHeartbeat(f.extract.id, 1, T0 + 45_000, undefined, renewal(T0 + 645_000));
+      expect(await rec()).toEqual({ n: 2, at: T0 + 45_000, exp: T0 + 645_000 });
+      // termination requested: answered live, the token is not handed out, nothing recorded
+      await store.updateTaskInstance(
+        f.extract.id,
+        { states: ['running'] },
+        { terminate_requested: true },
+        T0,
+      );
+      expect(
+        await store.recordHeartbeat(f.extract.id, 1, T0 + 60_000, undefined, renewal(T0 + 660_000)),
+      ).toMatchObject({ kind: 'live', terminate_requested: true });
+      expect(await rec()).toEqual({ n: 2, at: T0 + 45_000, exp: T0 + 645_000 });
+      await store.updateTaskInstance(
+        f.extract.id,
+        { states: ['running'] },
+        { terminate_requested: false },
+        T0,
+      );
+      // revoked: likewise
+      await store.revokeAttemptCredential(f.extract.id, 1, T0);
+      expect(
+        await store.recordHeartbeat(f.extract.id, 1, T0 + 75_000, undefined, renewal(T0 + 675_000)),
+      ).toMatchObject({ kind: 'live', credential_revoked: true });
+      expect(await rec()).toEqual({ n: 2, at: T0 + 45_000, exp: T0 + 645_000 });
+      // the next try: its renewals go to its own record, never to the superseded one's
+      await store.archiveAndBumpTry(
+        f.extract.id,
+        { states: ['running'], try_number: 1 },
+        'failed',
+        { state: 'running' },
+        T0 + 80_000,
+      );
+      await store.ensureAttemptRecord(keyOf(f, 2), T0 + 80_000, T0 + 680_000);
+      await store.recordHeartbeat(f.extract.id, 2, T0 + 95_000, undefined, renewal(T0 + 695_000));
+      expect(await rec(2)).toEqual({ n: 1, at: T0 + 95_000, exp: T0 + 695_000 });
+      expect(await rec(1)).toEqual({ n: 2, at: T0 + 45_000, exp: T0 + 645_000 });
     });
 
     it('binds a session once: bound, then same, then conflict for another hash', async () => {

@@ -52,20 +52,41 @@ export class KyselyAttemptRecordStore extends KyselySeam implements AttemptRecor
     task_instance_id: string,
     try_number: number,
   ): Promise<AttemptRecordRow | undefined> {
-    const row = await this.db
-      .selectFrom('attempt_records')
-      .selectAll()
-      .where('task_instance_id', '=', task_instance_id)
-      .where('try_number', '=', try_number)
+    const row = await this.#withPendingRenewals()
+      .where('attempt_records.task_instance_id', '=', task_instance_id)
+      .where('attempt_records.try_number', '=', try_number)
       .executeTakeFirst();
     return row ? attemptRecordRow(row) : undefined;
   }
 
   async listAttemptRecords(dag_run_id: string, task_id?: string): Promise<AttemptRecordRow[]> {
-    let q = this.db.selectFrom('attempt_records').selectAll().where('dag_run_id', '=', dag_run_id);
-    if (task_id !== undefined) q = q.where('task_id', '=', task_id);
-    const rows = await q.orderBy('task_id').orderBy('try_number').execute();
+    let q = this.#withPendingRenewals().where('attempt_records.dag_run_id', '=', dag_run_id);
+    if (task_id !== undefined) q = q.where('attempt_records.task_id', '=', task_id);
+    const rows = await q
+      .orderBy('attempt_records.task_id')
+      .orderBy('attempt_records.try_number')
+      .execute();
     return rows.map(attemptRecordRow);
+  }
+
+  /**
+   * Attempt records with the renewals their try's task-instance row holds (only while that try
+   * is the row's current one; a try bump folds them into the record).
+   */
+  #withPendingRenewals() {
+    return this.db
+      .selectFrom('attempt_records')
+      .leftJoin('task_instances as ti', (j) =>
+        j
+          .onRef('ti.id', '=', 'attempt_records.task_instance_id')
+          .onRef('ti.try_number', '=', 'attempt_records.try_number'),
+      )
+      .selectAll('attempt_records')
+      .select([
+        'ti.renewal_count as pending_renewals',
+        'ti.renewed_at as pending_renewed_at',
+        'ti.renewed_credential_exp as pending_credential_exp',
+      ]);
   }
 
   async noteAttemptDelivery(
@@ -170,9 +191,20 @@ export class KyselyAttemptRecordStore extends KyselySeam implements AttemptRecor
   }
 }
 
-function attemptRecordRow(r: Selectable<Database['attempt_records']>): AttemptRecordRow {
+/** pg hands back int8 as numbers via the pool's type parsers; this also guards stray strings. */
+interface PendingRenewals {
+  pending_renewals: number | string | bigint | null;
+  pending_renewed_at: number | string | bigint | null;
+  pending_credential_exp: number | string | bigint | null;
+}
+
+function attemptRecordRow(
+  r: Selectable<Database['attempt_records']> & PendingRenewals,
+): AttemptRecordRow {
   const names = (v: string | null): string[] | null =>
     v === null ? null : (JSON.parse(v) as string[]);
+  const pending = r.pending_renewals === null ? 0 : num(r.pending_renewals);
+  const renewedAt = pending > 0 ? numOrNull(r.pending_renewed_at) : null;
   return {
     task_instance_id: r.task_instance_id,
     try_number: num(r.try_number),
@@ -189,13 +221,13 @@ function attemptRecordRow(r: Selectable<Database['attempt_records']>): AttemptRe
     connections_delivered: names(r.connections_delivered),
     variables_refusal: r.variables_refusal,
     connections_refusal: r.connections_refusal,
-    renewals: num(r.renewals),
-    last_renewed_at: numOrNull(r.last_renewed_at),
+    renewals: num(r.renewals) + pending,
+    last_renewed_at: renewedAt ?? numOrNull(r.last_renewed_at),
     renewal_stopped: r.renewal_stopped,
-    credential_exp: numOrNull(r.credential_exp),
+    credential_exp: pending > 0 ? numOrNull(r.pending_credential_exp) : numOrNull(r.credential_exp),
     undeclared_reads:
       r.undeclared_reads === null ? null : (JSON.parse(r.undeclared_reads) as UndeclaredReads),
     created_at: num(r.created_at),
-    updated_at: num(r.updated_at),
+    updated_at: Math.max(num(r.updated_at), renewedAt ?? 0),
   };
 }

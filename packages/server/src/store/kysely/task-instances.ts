@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { ACTIVE_STATES, type TaskInstanceState } from '@leoflow/core';
-import type { Insertable, Selectable, Updateable } from 'kysely';
+import { sql, type Insertable, type Selectable, type Updateable } from 'kysely';
 import type { TaskInstanceHistoryTable, TaskInstancesTable } from '../db-types.js';
 import type { StoreDialect } from '../migrations.js';
 import type {
+  AttemptFence,
   HeartbeatOutcome,
+  HeartbeatRenewal,
   TaskInstanceExpectation,
   TaskInstancePatch,
   TaskInstanceStore,
@@ -157,6 +159,34 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
     return changed(res.numUpdatedRows);
   }
 
+  async getAttemptFence(id: string): Promise<AttemptFence | undefined> {
+    if (this.hot !== undefined) return this.hot.attemptFence(id);
+    const row = await this.db
+      .selectFrom('task_instances')
+      .select([
+        'tenant_id',
+        'dag_run_id',
+        'task_id',
+        'try_number',
+        'dispatch_gen',
+        'state',
+        'ended_at',
+      ])
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return (
+      row && {
+        tenant_id: row.tenant_id,
+        dag_run_id: row.dag_run_id,
+        task_id: row.task_id,
+        try_number: row.try_number,
+        dispatch_gen: Number(row.dispatch_gen),
+        state: row.state as TaskInstanceState,
+        ended_at: numOrNull(row.ended_at),
+      }
+    );
+  }
+
   async archiveAndBumpTry(
     id: string,
     expect: TaskInstanceExpectation,
@@ -183,6 +213,10 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
         .set((eb) => ({
           ...this.#patchColumns(patch),
           try_number: eb('try_number', '+', 1),
+          // the archived try's renewals move to its attempt record below
+          renewal_count: 0,
+          renewed_at: null,
+          renewed_credential_exp: null,
           updated_at: now,
         }))
         .where('id', '=', id)
@@ -193,6 +227,21 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
       if (expect.dispatch_gen !== undefined) q = q.where('dispatch_gen', '=', expect.dispatch_gen);
       const res = await q.executeTakeFirst();
       if (!changed(res.numUpdatedRows)) return false;
+
+      const pending = num(before.renewal_count ?? 0);
+      if (pending > 0) {
+        await tx
+          .updateTable('attempt_records')
+          .set((eb) => ({
+            renewals: eb('renewals', '+', pending),
+            last_renewed_at: before.renewed_at,
+            credential_exp: before.renewed_credential_exp,
+            updated_at: sql`case when updated_at > ${before.renewed_at} then updated_at else ${before.renewed_at} end`,
+          }))
+          .where('task_instance_id', '=', id)
+          .where('try_number', '=', before.try_number)
+          .execute();
+      }
 
       const history: Insertable<TaskInstanceHistoryTable> = {
         id: randomUUID(),
@@ -230,12 +279,23 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
     try_number: number,
     now: number,
     dispatch_gen?: number,
+    renewal?: HeartbeatRenewal,
   ): Promise<HeartbeatOutcome> {
     // updated_at is left alone: it orders the scheduler's work queue, and a heartbeat is not
     // a state change.
-    let q = this.db
-      .updateTable('task_instances')
-      .set({ last_heartbeat_at: now })
+    let q = this.db.updateTable('task_instances').set({ last_heartbeat_at: now });
+    if (renewal !== undefined) {
+      // The renewal counts only where the caller will hand the token out: neither a requested
+      // termination nor this try's revoked credential is renewed. It is kept on this row (one
+      // statement, one page), and read into the attempt record (attempt-records.ts).
+      const renews = sql<boolean>`(terminate_requested = ${this.bool(false)} and (credential_revoked_try is null or credential_revoked_try <> ${try_number}))`;
+      q = q.set({
+        renewal_count: sql`renewal_count + case when ${renews} then 1 else 0 end`,
+        renewed_at: sql`case when ${renews} then ${now} else renewed_at end`,
+        renewed_credential_exp: sql`case when ${renews} then ${renewal.credential_exp} else renewed_credential_exp end`,
+      });
+    }
+    q = q
       .where('id', '=', id)
       .where('try_number', '=', try_number)
       .where('state', 'in', ACTIVE_STATES);

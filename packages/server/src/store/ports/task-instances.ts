@@ -37,6 +37,23 @@ export interface TaskInstanceExpectation {
   leader?: LeaderFence;
 }
 
+/** What an agent write's fence compares, read fresh from the latest committed row. */
+export interface AttemptFence {
+  tenant_id: string;
+  dag_run_id: string;
+  task_id: string;
+  try_number: number;
+  dispatch_gen: number;
+  state: TaskInstanceState;
+  ended_at: number | null;
+}
+
+/** A credential minted for this heartbeat, to be recorded if the heartbeat hands it out. */
+export interface HeartbeatRenewal {
+  /** the new token's exp, in ms */
+  credential_exp: number;
+}
+
 export type HeartbeatOutcome =
   | {
       kind: 'live';
@@ -98,13 +115,23 @@ export interface TaskInstanceStore {
   ): Promise<boolean>;
   listTaskInstanceHistory(dag_run_id: string, task_id?: string): Promise<TaskInstanceHistoryRow[]>;
   /**
+   * What an agent write's fence needs of the task instance (its tenant, try, dispatch
+   * generation, state and end), read fresh from the latest committed state; on SQLite through
+   * the hot-read connection (one prepared point read) rather than a full row through Kysely.
+   */
+  getAttemptFence(id: string): Promise<AttemptFence | undefined>;
+  /**
    * UPDATE last_heartbeat_at where (id, try) matches — and the dispatch generation, when given —
-   * and state is queued|running
+   * and state is queued|running. With `renewal`, the same statement records the renewal on the
+   * row, where the attempt record's reads find it (renewals + 1, last_renewed_at = now,
+   * credential_exp), exactly when the outcome is live, not terminate_requested and not
+   * credential_revoked — the cases in which the caller hands the renewed token out.
    */
   recordHeartbeat(
     id: string,
     try_number: number,
     now: number,
     dispatch_gen?: number,
+    renewal?: HeartbeatRenewal,
   ): Promise<HeartbeatOutcome>;
 }
