@@ -252,8 +252,17 @@ export class AgentTokenIssuer implements AgentTokenVerification {
    * `claims` must come from a verified token.
    */
   async renew(claims: AgentTokenClaims, nowMs: number, ceilingMs: number): Promise<RenewResult> {
-    if (ceilingMs > 0 && nowMs - claims.oiat * 1000 > ceilingMs) return { stopped: 'ceiling' };
+    if (this.renewalExp(claims, nowMs, ceilingMs) === null) return { stopped: 'ceiling' };
     return { token: await this.mint(claims, nowMs, claims.oiat) };
+  }
+
+  /**
+   * The exp (seconds) a renewal at `nowMs` would carry, or null past the lifetime ceiling: what
+   * renew() will mint, known before signing anything.
+   */
+  renewalExp(claims: AgentTokenClaims, nowMs: number, ceilingMs: number): number | null {
+    if (ceilingMs > 0 && nowMs - claims.oiat * 1000 > ceilingMs) return null;
+    return Math.floor(nowMs / 1000) + this.ttlSeconds;
   }
 }
 

@@ -238,22 +238,14 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     async heartbeat(_req, ctx) {
       const { claims, expired } = attemptPrincipal(ctx);
       const now = clock.now();
-      // The token is minted before the write so that the heartbeat's own UPDATE can record the
-      // renewal (one statement, see recordHeartbeat); it is handed out only if that write says
-      // the attempt is live, not asked to terminate and not revoked. An expired credential
+      // The renewal's exp is known before anything is signed, so the heartbeat's own UPDATE can
+      // record it (one statement, see recordHeartbeat); the token is minted only once that write
+      // says the attempt is live, not asked to terminate and not revoked. An expired credential
       // (accepted only with the registered session) is never renewed.
-      let minted: { token: string; exp: number } | undefined;
-      let ceilingStopped = false;
-      if (!expired) {
-        try {
-          const r = await tokens.renew(claims, now, deps.maxCredentialLifetimeMs);
-          if ('token' in r)
-            minted = { token: r.token, exp: Math.floor(now / 1000) + tokens.ttlSeconds };
-          else ceilingStopped = true;
-        } catch (err) {
-          logger.warn({ err }, 'credential renewal failed; the agent keeps its current token');
-        }
-      }
+      const renewalExp = expired
+        ? null
+        : tokens.renewalExp(claims, now, deps.maxCredentialLifetimeMs);
+      const ceilingStopped = !expired && renewalExp === null;
       let outcome;
       try {
         outcome = await store.recordHeartbeat(
@@ -261,7 +253,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           claims.try_number,
           now,
           claims.dispatch_gen,
-          minted && { credential_exp: minted.exp * 1000 },
+          renewalExp === null ? undefined : { credential_exp: renewalExp * 1000 },
         );
       } catch (err) {
         // A datastore blip neither terminates the attempt nor renews its credential.
@@ -290,9 +282,17 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
         await deps.records?.renewalStopped(claims, 'revoked');
       } else if (expired) {
         await deps.records?.renewalStopped(claims, 'expired');
-      } else if (minted) {
-        renewed = minted.token;
-        deps.onRenewal?.('renewed');
+      } else if (renewalExp !== null) {
+        try {
+          const r = await tokens.renew(claims, now, deps.maxCredentialLifetimeMs);
+          if ('token' in r) {
+            renewed = r.token;
+            deps.onRenewal?.('renewed');
+          }
+        } catch (err) {
+          // Rare (a signing failure); the record already counted this renewal.
+          logger.warn({ err }, 'credential renewal failed; the agent keeps its current token');
+        }
       } else if (ceilingStopped) {
         deps.onRenewal?.('ceiling_stopped');
         await deps.records?.renewalStopped(claims, 'ceiling');

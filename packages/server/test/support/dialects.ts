@@ -13,25 +13,13 @@ export function forEachDialect(
   register: (dialect: 'sqlite' | 'postgres') => void,
 ): void {
   describe(`${name} (sqlite)`, () => register('sqlite'));
-  if (availability.ok) {
-    describe(`${name} (postgres)`, () => register('postgres'));
-  } else if (postgresRequired()) {
-    describe(`${name} (postgres)`, () => {
-      it('requires PostgreSQL (LEOFLOW_TEST_REQUIRE_POSTGRES=1 or CI=true)', () => {
-        throw new Error(
-          `PostgreSQL is required but unreachable: ${availability.reason}. To fix: ${POSTGRES_HOWTO}.`,
-        );
-      });
-    });
-  } else {
-    process.stderr.write(`${name} on postgres skipped: ${availability.reason}\n`);
-    describe.skip(`${name} (postgres, unavailable)`, () => register('postgres'));
-  }
+  forPostgres(name, () => register('postgres'));
 }
 
 /**
- * Registers a suite that only means something on PostgreSQL (Pro's leadership), with the same
- * rule as forEachDialect for a PostgreSQL that is missing.
+ * Registers a suite that only means something on PostgreSQL (Pro's leadership), by the same
+ * rule: required under CI, otherwise skipped with the reason printed, so a developer without a
+ * PostgreSQL server can still run everything else.
  */
 export function forPostgres(name: string, register: () => void): void {
   if (availability.ok) {
