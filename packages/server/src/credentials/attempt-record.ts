@@ -78,12 +78,7 @@ export class AttemptRecorder {
     if (this.stopped.size >= 10_000) this.stopped.clear();
     this.stopped.add(key);
     return this.best('renewal stop', claims, (now) =>
-      this.store.noteAttemptRenewal(
-        claims.task_instance_id,
-        claims.try_number,
-        { stopped: reason },
-        now,
-      ),
+      this.store.noteRenewalStopped(claims.task_instance_id, claims.try_number, reason, now),
     );
   }
 

@@ -1170,10 +1170,21 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         modes,
         T0,
       );
-      await store.noteAttemptRenewal(f.extract.id, 1, { exp: T0 + 615_000 }, T0 + 15_000);
-      await store.noteAttemptRenewal(f.extract.id, 1, { exp: T0 + 630_000 }, T0 + 30_000);
-      await store.noteAttemptRenewal(f.extract.id, 1, { stopped: 'ceiling' }, T0 + 45_000);
-      await store.noteAttemptRenewal(f.extract.id, 1, { stopped: 'expired' }, T0 + 60_000);
+      // Renewals are recorded by the renewing heartbeat's own write.
+      await store.updateTaskInstance(
+        f.extract.id,
+        { states: ['none'], try_number: 1 },
+        { state: 'running' },
+        T0,
+      );
+      await store.recordHeartbeat(f.extract.id, 1, T0 + 15_000, undefined, {
+        credential_exp: T0 + 615_000,
+      });
+      await store.recordHeartbeat(f.extract.id, 1, T0 + 30_000, undefined, {
+        credential_exp: T0 + 630_000,
+      });
+      await store.noteRenewalStopped(f.extract.id, 1, 'ceiling', T0 + 45_000);
+      await store.noteRenewalStopped(f.extract.id, 1, 'expired', T0 + 60_000);
       await store.ensureAttemptRecord(keyOf(f, 2), T0 + 70_000, T0 + 670_000);
       const recs = await store.listAttemptRecords(f.run.id, 'extract');
       expect(recs.map((r) => r.try_number)).toEqual([1, 2]);

@@ -114,32 +114,20 @@ export class KyselyAttemptRecordStore extends KyselySeam implements AttemptRecor
       .execute();
   }
 
-  async noteAttemptRenewal(
+  async noteRenewalStopped(
     task_instance_id: string,
     try_number: number,
-    outcome: { exp: number } | { stopped: string },
+    reason: string,
     now: number,
   ): Promise<void> {
-    const q = this.db
+    // The first stop reason is kept (a ceiling stop followed by beats is still "ceiling").
+    await this.db
       .updateTable('attempt_records')
       .where('task_instance_id', '=', task_instance_id)
-      .where('try_number', '=', try_number);
-    if ('exp' in outcome) {
-      await q
-        .set((eb) => ({
-          renewals: eb('renewals', '+', 1),
-          last_renewed_at: now,
-          credential_exp: outcome.exp,
-          updated_at: now,
-        }))
-        .execute();
-    } else {
-      // The first stop reason is kept (a ceiling stop followed by beats is still "ceiling").
-      await q
-        .set({ renewal_stopped: outcome.stopped, updated_at: now })
-        .where('renewal_stopped', 'is', null)
-        .execute();
-    }
+      .where('try_number', '=', try_number)
+      .set({ renewal_stopped: reason, updated_at: now })
+      .where('renewal_stopped', 'is', null)
+      .execute();
   }
 
   async noteUndeclaredReads(

@@ -40,11 +40,14 @@ export interface AttemptRecordStore {
     modes: { scoping: string; liveness: string },
     now: number,
   ): Promise<void>;
-  /** A renewal (new exp, renewals + 1) or a stop (reason; renewals unchanged). */
-  noteAttemptRenewal(
+  /**
+   * Renewal stopped (ceiling, revoked, expired); the first reason is kept. Renewals themselves
+   * are recorded by the renewing heartbeat's own write (TaskInstanceStore.recordHeartbeat).
+   */
+  noteRenewalStopped(
     task_instance_id: string,
     try_number: number,
-    outcome: { exp: number } | { stopped: string },
+    reason: string,
     now: number,
   ): Promise<void>;
   /** D5: records the undeclared reads once per attempt; false when already recorded. */
