@@ -32,6 +32,27 @@ function probing(e: RecordingExecutor, answer: { current: ClaimProbe }): void {
   (e as RecordingExecutor & { probeClaim: () => ClaimProbe }).probeClaim = () => answer.current;
 }
 
+/**
+ * A running attempt whose claim records a second executor, `other`, as if that had been the
+ * default when the claim was made; the recording executor is the default now.
+ */
+async function runningOnOther() {
+  const other = new RecordingExecutor('other');
+  const fixture = await setup({ moreExecutors: [other] });
+  const { h, ti } = fixture;
+  await h.scheduler.tick();
+  const [launch] = h.executor.take();
+  await h.agent(launch!.token).register({ agentVersion: 't', hostname: 'h', pid: 1 });
+  const row = await ti();
+  await h.store.updateTaskInstance(
+    row.id,
+    { states: ['running'], try_number: 1 },
+    { executor: 'other' },
+    h.clock.now(),
+  );
+  return { ...fixture, other, row };
+}
+
 describe('executor port v2: the scheduler', () => {
   it('records the dispatching executor on the claim, and that executor minted the token', async () => {
     const { h, ti } = await setup();
@@ -49,19 +70,7 @@ describe('executor port v2: the scheduler', () => {
   });
 
   it('terminates through the executor recorded on the claim, not the default', async () => {
-    const other = new RecordingExecutor('other');
-    const { h, ti } = await setup({ moreExecutors: [other] });
-    await h.scheduler.tick();
-    const [launch] = h.executor.take();
-    await h.agent(launch!.token).register({ agentVersion: 't', hostname: 'h', pid: 1 });
-    // As if `other` had been the default when this claim was made.
-    const row = await ti();
-    await h.store.updateTaskInstance(
-      row.id,
-      { states: ['running'], try_number: 1 },
-      { executor: 'other' },
-      h.clock.now(),
-    );
+    const { h, other, row } = await runningOnOther();
     h.clock.advance(91_000); // past agent-lost
     await h.scheduler.tick();
     expect(other.terminated).toEqual([`${row.id}#1`]);
@@ -69,18 +78,7 @@ describe('executor port v2: the scheduler', () => {
   });
 
   it('revoke with terminate goes to the claim’s executor', async () => {
-    const other = new RecordingExecutor('other');
-    const { h, ti } = await setup({ moreExecutors: [other] });
-    await h.scheduler.tick();
-    const [launch] = h.executor.take();
-    await h.agent(launch!.token).register({ agentVersion: 't', hostname: 'h', pid: 1 });
-    const row = await ti();
-    await h.store.updateTaskInstance(
-      row.id,
-      { states: ['running'], try_number: 1 },
-      { executor: 'other' },
-      h.clock.now(),
-    );
+    const { h, ti, other, row } = await runningOnOther();
     await revokeAttemptCredential(
       {
         store: h.store,
