@@ -75,6 +75,7 @@ function partitionable(inner: LeaseStore) {
     acquire: (...a) => (state.cut ? fail() : inner.acquire(...a)),
     renew: (...a) => (state.cut ? fail() : inner.renew(...a)),
     release: (...a) => (state.cut ? fail() : inner.release(...a)),
+    current: (...a) => (state.cut ? fail() : inner.current(...a)),
   };
   return { leases, state };
 }
