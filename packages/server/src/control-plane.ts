@@ -207,7 +207,7 @@ export async function startControlPlane(
     leadership = new SoleLeadership();
   } else {
     // Every role reads the lease (readiness); only scheduling roles contend for it.
-    lease = await openLeaseStore(cfg.database);
+    lease = await openLeaseStore(cfg.database, pro.lease.renewIntervalMs);
     if (schedules) {
       elector = new LeaseElector({
         leases: lease.leases,

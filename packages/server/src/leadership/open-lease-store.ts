@@ -9,10 +9,12 @@ import { PostgresLeaseStore, type LeaseStore } from './lease-store.js';
  */
 export async function openLeaseStore(
   database: ServerConfig['database'],
+  /** a renewal with no answer gives up after this long, so the next attempt is not delayed */
+  queryTimeoutMs: number,
 ): Promise<{ leases: LeaseStore; close(): Promise<void> }> {
   if (database.kind !== 'postgres') {
     throw new Error('the scheduler lease needs PostgreSQL; Lite uses SoleLeadership');
   }
-  const store = (await openStore({ ...database, poolSize: 2 })) as KyselyStore;
+  const store = (await openStore({ ...database, poolSize: 2, queryTimeoutMs })) as KyselyStore;
   return { leases: new PostgresLeaseStore(store.kysely), close: () => store.close() };
 }

@@ -17,6 +17,8 @@ export type OpenStoreOptions =
       schema?: string;
       /** connections in the pool (default 10); the scheduler lease keeps its own small one */
       poolSize?: number;
+      /** a query with no answer after this long fails (client side); default none */
+      queryTimeoutMs?: number;
     };
 
 /**
@@ -26,7 +28,7 @@ export type OpenStoreOptions =
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
   return opts.kind === 'sqlite'
     ? openSqlite(opts.file)
-    : openPostgres(opts.url, opts.schema, opts.poolSize ?? 10);
+    : openPostgres(opts.url, opts.schema, opts.poolSize ?? 10, opts.queryTimeoutMs);
 }
 
 function openSqlite(file: string): KyselyStore {
@@ -100,10 +102,12 @@ async function openPostgres(
   url: string,
   schema: string | undefined,
   poolSize: number,
+  queryTimeoutMs: number | undefined,
 ): Promise<KyselyStore> {
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
+    ...(queryTimeoutMs !== undefined ? { query_timeout: queryTimeoutMs } : {}),
     types: pgTypes,
     // Fail a request instead of hanging forever when the server is unreachable.
     connectionTimeoutMillis: 10_000,
