@@ -19,6 +19,7 @@ import * as heartbeatRenewal from './heartbeat-renewal.mjs';
 import * as interTaskLatency from './inter-task-latency.mjs';
 import * as logThroughput from './log-throughput.mjs';
 import * as memory from './memory.mjs';
+import * as proFailover from './pro-failover.mjs';
 import * as secretRpc from './secret-rpc.mjs';
 import * as throughput from './throughput.mjs';
 
@@ -31,6 +32,7 @@ const MEASUREMENTS = {
   api_auth: apiAuth,
   agent_port_bomb: agentPortBomb,
   log_throughput: logThroughput,
+  pro_failover: proFailover,
 };
 
 // A measurement that runs longer than this is abandoned (its cleanup still runs).

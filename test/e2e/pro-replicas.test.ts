@@ -255,8 +255,9 @@ describe('Pro replicas on one PostgreSQL', () => {
         'chain',
         `chain-${chains++}`,
       );
-      // The killed replica comes back as a follower, on its own ports and data dir.
-      await start(leader.spec.name, 'all', leader);
+      // The killed replica comes back as a follower on its data dir but new ports, as a
+      // replaced pod gets a new address: its agents can only reach it through the agent URL.
+      await start(leader.spec.name, 'all');
     }
     polling = false;
     await poller;

@@ -155,8 +155,8 @@ export async function startReplica(
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  proc.stdout!.on('data', (b: Buffer) => (out += b.toString()));
-  proc.stderr!.on('data', (b: Buffer) => (out += b.toString()));
+  proc.stdout.on('data', (b: Buffer) => (out += b.toString()));
+  proc.stderr.on('data', (b: Buffer) => (out += b.toString()));
   const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
   await new Promise<void>((res, rej) => {
     const timer = setTimeout(
@@ -169,7 +169,7 @@ export async function startReplica(
         res();
       }
     };
-    proc.stdout!.on('data', check);
+    proc.stdout.on('data', check);
     void exited.then((code) => {
       clearTimeout(timer);
       rej(new Error(`replica ${spec.name} exited with ${code}:\n${out}`));
