@@ -40,6 +40,10 @@ async function runAll(argLists: string[][]): Promise<CliResult[]> {
   return results;
 }
 
+// One real CLI process per leaf command, four at a time: the tree grows with every command, so
+// these cases get more than the suite's default time.
+const PER_LEAF_BUDGET_MS = 3_000;
+
 describe('exit codes (real CLI process)', () => {
   const all = leaves(buildProgram());
 
@@ -51,32 +55,40 @@ describe('exit codes (real CLI process)', () => {
     expect(all.length).toBeGreaterThan(30);
   });
 
-  it('exits 2 with a message for an unknown option on every leaf command', async () => {
-    const results = await runAll(all.map((l) => [...l.path, '--definitely-not-an-option']));
-    const wrong = all
-      .map((l, i) => ({ cmd: l.path.join(' '), res: results[i] }))
-      .filter(
-        ({ res }) =>
-          // A command with a required option reports that one first; either way it is usage.
-          res?.code !== 2 ||
-          !/unknown option '--definitely-not-an-option'|required option .* not specified/.test(
-            res.stderr,
-          ),
-      )
-      .map(({ cmd, res }) => `${cmd}: exit ${res?.code} ${res?.stderr.slice(0, 200)}`);
-    expect(wrong).toEqual([]);
-  });
+  it(
+    'exits 2 with a message for an unknown option on every leaf command',
+    async () => {
+      const results = await runAll(all.map((l) => [...l.path, '--definitely-not-an-option']));
+      const wrong = all
+        .map((l, i) => ({ cmd: l.path.join(' '), res: results[i] }))
+        .filter(
+          ({ res }) =>
+            // A command with a required option reports that one first; either way it is usage.
+            res?.code !== 2 ||
+            !/unknown option '--definitely-not-an-option'|required option .* not specified/.test(
+              res.stderr,
+            ),
+        )
+        .map(({ cmd, res }) => `${cmd}: exit ${res?.code} ${res?.stderr.slice(0, 200)}`);
+      expect(wrong).toEqual([]);
+    },
+    all.length * PER_LEAF_BUDGET_MS,
+  );
 
-  it('exits 2 when a required argument is missing', async () => {
-    const needing = all.filter((l) => l.cmd.registeredArguments.some((a) => a.required));
-    expect(needing.length).toBeGreaterThan(10);
-    const results = await runAll(needing.map((l) => l.path));
-    const wrong = needing
-      .map((l, i) => ({ cmd: l.path.join(' '), res: results[i] }))
-      .filter(({ res }) => res?.code !== 2 || !/missing required argument/.test(res.stderr))
-      .map(({ cmd, res }) => `${cmd}: exit ${res?.code} ${res?.stderr.slice(0, 200)}`);
-    expect(wrong).toEqual([]);
-  });
+  it(
+    'exits 2 when a required argument is missing',
+    async () => {
+      const needing = all.filter((l) => l.cmd.registeredArguments.some((a) => a.required));
+      expect(needing.length).toBeGreaterThan(10);
+      const results = await runAll(needing.map((l) => l.path));
+      const wrong = needing
+        .map((l, i) => ({ cmd: l.path.join(' '), res: results[i] }))
+        .filter(({ res }) => res?.code !== 2 || !/missing required argument/.test(res.stderr))
+        .map(({ cmd, res }) => `${cmd}: exit ${res?.code} ${res?.stderr.slice(0, 200)}`);
+      expect(wrong).toEqual([]);
+    },
+    all.length * PER_LEAF_BUDGET_MS,
+  );
 
   it('exits 2 for unknown commands, bad choices and missing option values; 0 for help', async () => {
     const [unknown, unknownSub, badOutput, noProfileName, badShell, help] = await runAll([
