@@ -389,6 +389,11 @@ export const ERROR_CATALOGUE = {
     null,
     'Read the cause in the message, fix the database, and start again; the migration resumes.',
   ),
+  LF_STORE_SCHEMA_NEWER: c(
+    'store',
+    null,
+    'Upgrade this replica to the release that wrote the newest migration; never roll the schema back.',
+  ),
   LF_STORE_SCHEMA_INVALID: c(
     'store',
     null,

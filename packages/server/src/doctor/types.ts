@@ -32,7 +32,7 @@ export interface FileInfo {
 
 /** What doctor needs of a store: read-only questions, then close. */
 export interface DoctorStore {
-  migrationStatus(): Promise<{ applied: string[]; pending: string[] }>;
+  migrationStatus(): Promise<{ applied: string[]; pending: string[]; unknown?: string[] }>;
   /** SQLite: this connection's `PRAGMA secure_delete` (0 off, 1 on, 2 fast); absent elsewhere */
   secureDelete?(): Promise<number>;
   /** D5: per DAG, names read through the SDK without a declaration (absent: not reported) */
