@@ -383,6 +383,12 @@ export const ERROR_CATALOGUE = {
     400,
     'Use 1-63 lowercase letters, digits and -, starting with a letter or digit.',
   ),
+  LF_AGENT_PROTOCOL_INCOMPATIBLE: c(
+    'auth',
+    null,
+    'Run agents of a protocol the control plane accepts: upgrade the control plane first, then the agents (docs/agent.md, "Compatibility").',
+    'failed_precondition',
+  ),
   // ── store ─────────────────────────────────────────────────────────────────────────────
   LF_STORE_MIGRATION_FAILED: c(
     'store',
