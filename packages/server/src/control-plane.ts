@@ -30,6 +30,7 @@ import {
 import { Executors } from './executor/executors.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
 import { agentChannelMode, startAgentRpcServer } from './rpc/agent-server.js';
+import { loadAgentTls, reloadAgentTlsOnChange } from './rpc/agent-tls.js';
 import type { RunOperations } from './scheduler/run-operations.js';
 import type { Scheduler, SchedulerTimings } from './scheduler/scheduler.js';
 import { openStore } from './store/index.js';
@@ -200,16 +201,19 @@ export async function startControlPlane(
   const adminTokenFile = join(cfg.dataDir, ADMIN_TOKEN_FILE);
   await ensureAdminToken(adminTokenFile, apiTokens, cfg.tenantId, logger);
 
+  const tlsFiles = cfg.agent.tls;
+  const initialTls = tlsFiles ? await loadAgentTls(tlsFiles) : null;
   const rpc = await startAgentRpcServer({
     impl: parts.agentService,
     host: cfg.agent.host,
     port: cfg.agent.port,
-    tls: cfg.agent.tls
-      ? { cert: readFileSync(cfg.agent.tls.certFile), key: readFileSync(cfg.agent.tls.keyFile) }
-      : null,
+    tls: initialTls?.tls ?? null,
     auth: parts.agentAuth,
     onInternalError: (err) => logger.error({ err }, 'agent RPC failed'),
   });
+  // The operator's certificate files may be replaced while we run (renewal, a Secret update).
+  const tlsReloader =
+    tlsFiles && initialTls ? reloadAgentTlsOnChange(rpc, tlsFiles, initialTls, logger) : null;
   agentUrl = agentUrlOf(cfg, rpc.port);
 
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
@@ -274,6 +278,7 @@ export async function startControlPlane(
       await scheduler.stop();
       await api.close();
       await executors.close();
+      tlsReloader?.stop();
       await rpc.close();
       await metricsServer?.close();
       await store.close();

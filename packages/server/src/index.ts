@@ -11,3 +11,4 @@ export type { Store } from './store/store.js';
 export * from './store/types.js';
 export * from './doctor/index.js';
 export * from './store/schema-status.js';
+export * from './rpc/agent-tls.js';

@@ -94,6 +94,11 @@ export const ERROR_CATALOGUE = {
     null,
     'Widen execution.attempt_uid_range or run fewer attempts at once; kill processes dead attempts left.',
   ),
+  LF_AGENT_TLS_INVALID: c(
+    'config',
+    null,
+    'Provide a matching PEM certificate and key for the agent port, replacing both at once; the serving pair stays until then.',
+  ),
   // ── dag ───────────────────────────────────────────────────────────────────────────────
   LF_DAG_INVALID: c(
     'dag',

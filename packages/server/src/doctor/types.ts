@@ -52,6 +52,8 @@ export interface DoctorDeps {
   /** the uid doctor runs as (taken to be the uid standalone runs as); null without uids */
   uid: number | null;
   env: Readonly<Record<string, string | undefined>>;
+  /** the time, epoch ms (certificate expiry); Date.now when absent */
+  now?(): number;
   /** opens (never creates, never migrates) the configured datastore */
   openStore(db: ServerConfig['database']): Promise<DoctorStore>;
 }
