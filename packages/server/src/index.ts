@@ -12,3 +12,4 @@ export * from './store/types.js';
 export * from './doctor/index.js';
 export * from './store/schema-status.js';
 export * from './rpc/agent-tls.js';
+export * from './credentials/key-reload.js';

@@ -1,9 +1,9 @@
 import { createHash, createPrivateKey, X509Certificate } from 'node:crypto';
-import { watch, type FSWatcher } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { createSecureContext } from 'node:tls';
 import { ConfigError } from '@leoflow/core';
+import { watchDirectories, type DirectoryWatch } from '../util/watch-directories.js';
 import type { AgentRpcServer, AgentTls } from './agent-server.js';
 
 /** The operator's certificate files for the agent port (config `agent.tls`). */
@@ -105,10 +105,9 @@ export interface AgentTlsReloaderOptions {
  */
 export class AgentTlsReloader {
   readonly #opts: AgentTlsReloaderOptions;
-  readonly #watchers: FSWatcher[] = [];
+  #watch: DirectoryWatch | undefined;
   #fingerprint: string | undefined;
   #poll: NodeJS.Timeout | undefined;
-  #debounce: NodeJS.Timeout | undefined;
   #running: Promise<AgentTlsReloadOutcome> | undefined;
   #again = false;
 
@@ -119,19 +118,21 @@ export class AgentTlsReloader {
 
   /** Starts watching (and polling, when configured). */
   start(): void {
-    const dirs = new Set([dirname(this.#opts.files.certFile), dirname(this.#opts.files.keyFile)]);
-    for (const dir of dirs) {
-      const w = watch(dir, { persistent: false }, () => this.#schedule());
-      w.on('error', (err) =>
-        this.#opts.onError(
-          invalid(
-            this.#opts.files,
-            `its directory ${dir} can no longer be watched (${err.message})`,
+    const { certFile, keyFile } = this.#opts.files;
+    this.#watch = watchDirectories(
+      [dirname(certFile), dirname(keyFile)],
+      () => void this.reloadNow(),
+      {
+        debounceMs: this.#opts.debounceMs ?? 200,
+        onError: (dir, err) =>
+          this.#opts.onError(
+            invalid(
+              this.#opts.files,
+              `its directory ${dir} can no longer be watched (${err.message})`,
+            ),
           ),
-        ),
-      );
-      this.#watchers.push(w);
-    }
+      },
+    );
     const every = this.#opts.pollIntervalMs ?? 0;
     if (every > 0) {
       this.#poll = setInterval(() => void this.reloadNow(), every);
@@ -140,9 +141,8 @@ export class AgentTlsReloader {
   }
 
   stop(): void {
-    for (const w of this.#watchers.splice(0)) w.close();
+    this.#watch?.close();
     clearInterval(this.#poll);
-    clearTimeout(this.#debounce);
   }
 
   /**
@@ -189,12 +189,6 @@ export class AgentTlsReloader {
     this.#fingerprint = loaded.fingerprint;
     this.#opts.onApplied?.(loaded);
     return 'applied';
-  }
-
-  #schedule(): void {
-    clearTimeout(this.#debounce);
-    this.#debounce = setTimeout(() => void this.reloadNow(), this.#opts.debounceMs ?? 200);
-    this.#debounce.unref();
   }
 }
 
