@@ -31,6 +31,7 @@ import { Executors } from './executor/executors.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
 import { agentChannelMode, startAgentRpcServer } from './rpc/agent-server.js';
 import { loadAgentTls, reloadAgentTlsOnChange } from './rpc/agent-tls.js';
+import { reloadSigningKeyringOnChange, VaultKeyringReloader } from './credentials/key-reload.js';
 import type { RunOperations } from './scheduler/run-operations.js';
 import type { Scheduler, SchedulerTimings } from './scheduler/scheduler.js';
 import { openStore } from './store/index.js';
@@ -171,7 +172,12 @@ export async function startControlPlane(
     );
   }
   let agentUrl = '';
+  // Created once the vault exists; a value under an unknown key id asks it for one reload.
+  let vaultReloader: VaultKeyringReloader | null = null;
   const parts = assemblePlane({
+    onVaultUnknownKey: async (ids) => {
+      await vaultReloader?.onUnknownKey(ids);
+    },
     store,
     clock,
     logger,
@@ -197,6 +203,26 @@ export async function startControlPlane(
     faults,
   });
   const { vault, runs, verifier, scheduler } = parts;
+  // Rotations by another process (a replica, the CLI) reach this one without a restart.
+  if (keyringSource !== 'env' && keyringFile !== undefined) {
+    const watchedFile = keyringFile;
+    vaultReloader = new VaultKeyringReloader({
+      vault,
+      load: async () =>
+        (await loadKeyring({ edition: 'lite', dataDir: cfg.dataDir, env: process.env })).keyring,
+      clock,
+      onError: (err) => logger.error({ code: err.code, file: watchedFile }, err.message),
+      onApplied: (c) => logger.info({ ...c, file: watchedFile }, 'vault keyring reloaded'),
+    });
+    vaultReloader.watch(watchedFile);
+  }
+  const signingWatches = [agentKeys, userKeys].map((ring) =>
+    reloadSigningKeyringOnChange(ring, {
+      onError: (err) =>
+        logger.error({ err, purpose: ring.purpose }, 'signing keyring reload failed'),
+      onApplied: (kid) => logger.info({ kid, purpose: ring.purpose }, 'signing keyring reloaded'),
+    }),
+  );
   if (cfg.vaultSeedDir) await seedVault(vault, cfg.tenantId, cfg.vaultSeedDir, clock.now(), logger);
   const adminTokenFile = join(cfg.dataDir, ADMIN_TOKEN_FILE);
   await ensureAdminToken(adminTokenFile, apiTokens, cfg.tenantId, logger);
@@ -279,6 +305,8 @@ export async function startControlPlane(
       await api.close();
       await executors.close();
       tlsReloader?.stop();
+      vaultReloader?.stop();
+      for (const w of signingWatches) w.close();
       await rpc.close();
       await metricsServer?.close();
       await store.close();

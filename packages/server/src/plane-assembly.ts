@@ -31,6 +31,8 @@ export interface PlaneInputs {
   agentTokenTtlSeconds: number;
   vaultKeyring: Keyring;
   onVaultUnreadable?: (v: UnreadableValue) => void;
+  /** a value needs a key id the vault keyring lacks: reload it (VaultKeyringReloader) */
+  onVaultUnknownKey?: (keyIds: string[]) => Promise<void>;
   /** the configured executors; dispatch uses their default */
   executors: Executors;
   /** the URL agents dial; read at each dispatch (known only once the agent port listens) */
@@ -87,6 +89,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
   const vault = new VaultService(store, input.vaultKeyring, {
     clock,
     ...(input.onVaultUnreadable ? { onUnreadable: input.onVaultUnreadable } : {}),
+    ...(input.onVaultUnknownKey ? { onUnknownKey: input.onVaultUnknownKey } : {}),
   });
   // The scheduler does not exist yet when the lifecycle is built; poke reaches it once it does.
   let scheduler: Scheduler | null = null;
