@@ -8,6 +8,7 @@ import { registerDags } from './commands/dags.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerRuns } from './commands/runs.js';
 import { registerSecrets } from './commands/secrets.js';
+import { registerServer } from './commands/server.js';
 import { registerStandalone } from './commands/standalone.js';
 import { registerTasks } from './commands/tasks.js';
 import { registerTenants } from './commands/tenants.js';
@@ -34,6 +35,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .exitOverride();
   registerStandalone(program);
+  registerServer(program);
   registerDags(program);
   registerRuns(program);
   registerTasks(program);

@@ -1,7 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { join } from 'node:path';
 import {
   agentTokenTtlSeconds,
+  ConfigError,
   dagSpecHash,
   formatDiagnostic,
   settlingGraceSeconds,
@@ -42,6 +45,13 @@ import { buildRestApi } from './tenancy/rest-api.js';
 import { faultsFromEnv, type FaultInjector } from './util/test-faults.js';
 import { uiForControlPlane } from './ui/setup.js';
 import { assemblePlane } from './plane-assembly.js';
+import type { ServerRole } from './config/pro-config.js';
+import { NeverLeads, SoleLeadership, type Leadership } from './leadership/leadership.js';
+import { LeaseElector } from './leadership/lease-elector.js';
+import { openLeaseStore } from './leadership/open-lease-store.js';
+import { SCHEDULER_LEASE } from './store/ports/leader-fence.js';
+import { checkReadiness, type Readiness } from './probes/readiness.js';
+import { startProbeServer } from './probes/probe-server.js';
 
 export const LEOFLOW_VERSION = '0.1.0';
 
@@ -80,7 +90,20 @@ export interface ControlPlane {
   /** the default executor (the only one Lite configures) */
   executor: Executor;
   executors: Executors;
+  /** Lite's standalone, or the `leoflow server` role */
+  role: ServerRole | 'standalone';
+  /** whether this process schedules now (Lite: always; an `api` replica: never) */
+  leading(): boolean;
+  /** what /readyz answers */
+  readiness(): Promise<Readiness>;
+  /** Lite: stops everything, running attempts included */
   close(): Promise<void>;
+  /**
+   * Pro's SIGTERM: /readyz turns 503, scheduling stops and the lease is released, in-flight
+   * requests finish, and running agents are handed over (left running) rather than stopped.
+   * Resolves true when all of it finished within graceMs, false when the grace ran out first.
+   */
+  drain(graceMs: number): Promise<boolean>;
 }
 
 export interface ControlPlaneOptions {
@@ -106,6 +129,8 @@ export async function startControlPlane(
   // Before anything is written: a uid range that overlaps an account refuses boot.
   const isolation = resolveTaskIsolation(cfg.subprocess);
   const faults = opts.faults ?? faultsFromEnv(process.env, logger);
+  const pro = cfg.pro;
+  if (pro) checkProConfig(cfg);
   prepareDataDir(cfg.dataDir);
 
   const store = await openStore(cfg.database);
@@ -114,12 +139,14 @@ export async function startControlPlane(
 
   const credentialCfg = cfg.credentials;
   const ttlSeconds = agentTokenTtlSeconds(cfg.execution.heartbeatIntervalMs / 1000);
-  const agentKeys = await loadSigningKeyring(cfg.dataDir, 'agent', {
+  // Pro: one keys directory every replica shares, so a token one signs verifies on all.
+  const keysDir = pro?.keysDir ?? cfg.dataDir;
+  const agentKeys = await loadSigningKeyring(keysDir, 'agent', {
     retainSeconds: keyRetentionSeconds(ttlSeconds, AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS),
     clock: () => clock.now(),
   });
   // Retained forever: the admin token has no exp.
-  const userKeys = await loadSigningKeyring(cfg.dataDir, 'user');
+  const userKeys = await loadSigningKeyring(keysDir, 'user');
   const users = new UserTokenIssuer(userKeys);
   const apiTokens = new ApiTokens(store, users, clock);
   const metrics = new CredentialMetrics();
@@ -131,7 +158,7 @@ export async function startControlPlane(
     created: keyringCreated,
     source: keyringSource,
   } = await loadKeyring({
-    edition: 'lite',
+    edition: pro ? 'pro' : 'lite',
     dataDir: cfg.dataDir,
     env: process.env,
   });
@@ -174,6 +201,43 @@ export async function startControlPlane(
   let agentUrl = '';
   // Created once the vault exists; a value under an unknown key id asks it for one reload.
   let vaultReloader: VaultKeyringReloader | null = null;
+  const role: ServerRole | 'standalone' = pro?.role ?? 'standalone';
+  const schedules = role !== 'api';
+  const serves = role !== 'scheduler';
+  let lease: Awaited<ReturnType<typeof openLeaseStore>> | null = null;
+  let elector: LeaseElector | null = null;
+  let leadership: Leadership;
+  if (!pro) {
+    leadership = new SoleLeadership();
+  } else {
+    // Every role reads the lease (readiness); only scheduling roles contend for it.
+    lease = await openLeaseStore(cfg.database);
+    if (schedules) {
+      elector = new LeaseElector({
+        leases: lease.leases,
+        // Fresh per process start: a restarted replica must not renew its predecessor's term.
+        holder: `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`,
+        ttlMs: pro.lease.ttlMs,
+        renewIntervalMs: pro.lease.renewIntervalMs,
+        safetyMarginMs: pro.lease.safetyMarginMs,
+        logger: logger.child({ component: 'leadership' }),
+      });
+      leadership = elector;
+    } else {
+      leadership = new NeverLeads();
+    }
+  }
+  let draining = false;
+  const leaseRead = lease?.leases;
+  const readiness = () =>
+    checkReadiness({
+      migrationStatus: () => store.migrationStatus(),
+      leaseHolder: leaseRead ? () => leaseRead.current(SCHEDULER_LEASE) : null,
+      leading: () => leadership.fence() !== null,
+      leaderGates: schedules && pro !== undefined,
+      takeoverMs: pro ? pro.lease.ttlMs + pro.lease.renewIntervalMs : 0,
+      draining: () => draining,
+    });
   const parts = assemblePlane({
     onVaultUnknownKey: async (ids) => {
       await vaultReloader?.onUnknownKey(ids);
@@ -201,6 +265,7 @@ export async function startControlPlane(
     metrics,
     logLimits: cfg.logs,
     faults,
+    leadership,
   });
   const { vault, runs, verifier, scheduler } = parts;
   // Rotations by another process (a replica, the CLI) reach this one without a restart.
@@ -209,7 +274,13 @@ export async function startControlPlane(
     vaultReloader = new VaultKeyringReloader({
       vault,
       load: async () =>
-        (await loadKeyring({ edition: 'lite', dataDir: cfg.dataDir, env: process.env })).keyring,
+        (
+          await loadKeyring({
+            edition: pro ? 'pro' : 'lite',
+            dataDir: cfg.dataDir,
+            env: process.env,
+          })
+        ).keyring,
       clock,
       onError: (err) => logger.error({ code: err.code, file: watchedFile }, err.message),
       onApplied: (c) => logger.info({ ...c, file: watchedFile }, 'vault keyring reloaded'),
@@ -224,7 +295,7 @@ export async function startControlPlane(
     }),
   );
   if (cfg.vaultSeedDir) await seedVault(vault, cfg.tenantId, cfg.vaultSeedDir, clock.now(), logger);
-  const adminTokenFile = join(cfg.dataDir, ADMIN_TOKEN_FILE);
+  const adminTokenFile = join(keysDir, ADMIN_TOKEN_FILE);
   await ensureAdminToken(adminTokenFile, apiTokens, cfg.tenantId, logger);
 
   const tlsFiles = cfg.agent.tls;
@@ -247,39 +318,58 @@ export async function startControlPlane(
   const bound = { http: cfg.http.port, agent: rpc.port, metrics: cfg.metrics.port };
   const ui = uiForControlPlane(cfg, clock, process.env);
   // Doctor reports the ports this process really bound.
-  const api = buildRestApi({
-    store,
-    vault,
-    runs,
-    clock,
-    logger,
-    tokens: apiTokens,
-    userKeys,
-    revocation: { executors, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },
-    vaultKeyring: { dataDir: cfg.dataDir, source: keyringSource, file: keyringFile ?? null },
-    doctorConfig: () => ({
-      ...cfg,
-      subprocess: { ...cfg.subprocess, workDir: workRoot },
-      http: { ...cfg.http, port: bound.http },
-      agent: { ...cfg.agent, port: bound.agent },
-      metrics: { ...cfg.metrics, port: bound.metrics },
-    }),
-    platformTenantId: cfg.tenantId,
-    version: LEOFLOW_VERSION,
-    onChange: parts.poke,
-    ui: ui.deps,
-  });
-  await api.listen({ host: cfg.http.host, port: cfg.http.port });
-  const addr = api.server.address();
-  const httpPort = typeof addr === 'object' && addr ? addr.port : cfg.http.port;
+  const api = !serves
+    ? null
+    : buildRestApi({
+        store,
+        vault,
+        runs,
+        clock,
+        logger,
+        tokens: apiTokens,
+        userKeys,
+        revocation: { executors, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },
+        vaultKeyring: { dataDir: cfg.dataDir, source: keyringSource, file: keyringFile ?? null },
+        doctorConfig: () => ({
+          ...cfg,
+          subprocess: { ...cfg.subprocess, workDir: workRoot },
+          http: { ...cfg.http, port: bound.http },
+          agent: { ...cfg.agent, port: bound.agent },
+          metrics: { ...cfg.metrics, port: bound.metrics },
+        }),
+        platformTenantId: cfg.tenantId,
+        version: LEOFLOW_VERSION,
+        onChange: parts.poke,
+        ui: ui.deps,
+        readiness,
+      });
+  let httpPort: number;
+  let probeServer: Awaited<ReturnType<typeof startProbeServer>> | null = null;
+  if (api) {
+    await api.listen({ host: cfg.http.host, port: cfg.http.port });
+    const addr = api.server.address();
+    httpPort = typeof addr === 'object' && addr ? addr.port : cfg.http.port;
+  } else {
+    // A scheduler replica serves no API, but Kubernetes probes it on the HTTP port.
+    probeServer = await startProbeServer({
+      host: cfg.http.host,
+      port: cfg.http.port,
+      readiness,
+      logger,
+    });
+    httpPort = probeServer.port;
+  }
   bound.http = httpPort;
   let metricsServer: MetricsServer | null = null;
   if (cfg.metrics.port !== null) {
     metricsServer = await startMetricsServer(metrics.registry, cfg.metrics.host, cfg.metrics.port);
     bound.metrics = metricsServer.port;
   }
-  executors.warm({ agentUrl, heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs });
-  scheduler.start();
+  if (schedules) {
+    executors.warm({ agentUrl, heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs });
+    scheduler.start();
+    elector?.start();
+  }
 
   return {
     httpUrl: `http://${cfg.http.host}:${httpPort}`,
@@ -289,29 +379,75 @@ export async function startControlPlane(
     adminTokenFile,
     isolation,
     workRoot,
-    ui: ui.deps.staticDir
-      ? {
-          url: `http://${cfg.http.host}:${httpPort}/`,
-          signInUrl: ui.signInUrl(`http://${cfg.http.host}:${httpPort}`, adminTokenFile),
-        }
-      : null,
+    ui:
+      api && ui.deps.staticDir
+        ? {
+            url: `http://${cfg.http.host}:${httpPort}/`,
+            signInUrl: ui.signInUrl(`http://${cfg.http.host}:${httpPort}`, adminTokenFile),
+          }
+        : null,
     store,
     runs,
     scheduler,
     executor,
     executors,
+    role,
+    leading: () => leadership.fence() !== null,
+    readiness,
     async close() {
+      draining = true;
       await scheduler.stop();
-      await api.close();
+      await elector?.stop();
+      await api?.close();
+      await probeServer?.close();
       await executors.close();
       tlsReloader?.stop();
       vaultReloader?.stop();
       for (const w of signingWatches) w.close();
       await rpc.close();
       await metricsServer?.close();
+      await lease?.close();
       await store.close();
     },
+    async drain(graceMs: number) {
+      draining = true;
+      const steps = (async () => {
+        // Stop taking work first; releasing the lease lets another replica take over at once.
+        await scheduler.stop();
+        await elector?.stop();
+        // Fastify's close waits for the requests it is serving.
+        await api?.close();
+        await probeServer?.close();
+        await executors.release();
+        // Agents' streams are let finish; they reconnect to another replica through the agent URL.
+        await rpc.close();
+        await metricsServer?.close();
+        await lease?.close();
+        await store.close();
+      })();
+      let timer: NodeJS.Timeout | undefined;
+      const graceOver = new Promise<false>((r) => (timer = setTimeout(() => r(false), graceMs)));
+      const finished = await Promise.race([steps.then(() => true as const), graceOver]);
+      clearTimeout(timer);
+      return finished;
+    },
   };
+}
+
+/** `leoflow server`'s refusals, before anything is opened or written. */
+function checkProConfig(cfg: ServerConfig): void {
+  if (cfg.database.kind !== 'postgres') {
+    throw new ConfigError(
+      'LF_CONFIG_PRO_NEEDS_POSTGRES',
+      '`leoflow server` runs replicas on one PostgreSQL: pass --database-url postgres://… (or LEOFLOW_DATABASE_URL); for one process on SQLite run `leoflow standalone`',
+    );
+  }
+  if (agentChannelMode(cfg.agent) === 'cleartext-non-loopback') {
+    throw new ConfigError(
+      'LF_CONFIG_AGENT_TLS_REQUIRED',
+      `the agent channel listens on ${cfg.agent.host}, not loopback, without TLS: agents would receive Variables and Connections in cleartext. Give --agent-tls-cert and --agent-tls-key (LEOFLOW_AGENT_TLS_CERT / LEOFLOW_AGENT_TLS_KEY), or --agent-host 127.0.0.1`,
+    );
+  }
 }
 
 function prepareDataDir(dir: string): void {
@@ -348,7 +484,13 @@ async function ensureAdminToken(
     name: 'admin',
     created_by: 'system:first-start',
   });
-  writeFileSync(file, `${token}\n`, { mode: 0o600 });
+  try {
+    // Exclusive: Pro replicas sharing a keys directory race to mint the first one; one wins.
+    writeFileSync(file, `${token}\n`, { mode: 0o600, flag: 'wx' });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    await tokens.adopt(readFileSync(file, 'utf8').trim(), 'admin');
+  }
 }
 
 export async function loadDagsFolder(

@@ -13,3 +13,4 @@ export * from './doctor/index.js';
 export * from './store/schema-status.js';
 export * from './rpc/agent-tls.js';
 export * from './credentials/key-reload.js';
+export * from './config/pro-config.js';

@@ -74,6 +74,16 @@ export const ERROR_CATALOGUE = {
     400,
     'Create the named account (useradd --system) or name an existing unprivileged user.',
   ),
+  LF_CONFIG_PRO_NEEDS_POSTGRES: c(
+    'config',
+    400,
+    'Pass --database-url postgres://… (or LEOFLOW_DATABASE_URL); for one process on SQLite run `leoflow standalone`.',
+  ),
+  LF_CONFIG_AGENT_TLS_REQUIRED: c(
+    'config',
+    400,
+    'Give --agent-tls-cert and --agent-tls-key (a mounted Secret), or listen on loopback only (--agent-host 127.0.0.1).',
+  ),
   LF_INSTALL_ID: c(
     'config',
     400,

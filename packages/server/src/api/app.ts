@@ -28,6 +28,8 @@ import { registerVaultRoutes } from './vault-routes.js';
 import { authenticateRequest, type UiDeps } from '../ui/guard.js';
 import { registerUiRoutes, rememberAuthentication, UI_ROUTE_PERMISSIONS } from '../ui/routes.js';
 import { loadAssets, pageServer, securityHeaders } from '../ui/static.js';
+import { registerProbeRoutes } from '../probes/probe-routes.js';
+import type { Readiness } from '../probes/readiness.js';
 
 /**
  * What the REST API is built from. Deliberately no Store: request handlers reach data only
@@ -50,6 +52,8 @@ export interface ApiDeps {
   timeouts?: Partial<RestTimeouts>;
   /** the web app: pages at `/`, the session cookie, the live stream (absent: API only) */
   ui?: UiDeps;
+  /** /healthz and /readyz (probes/probe-routes.ts); absent: no probe routes */
+  readiness?: () => Promise<Readiness>;
 }
 
 export interface RestTimeouts {
@@ -247,6 +251,14 @@ export function buildApi(deps: ApiDeps) {
     },
     () => Promise.resolve({ status: 'ok', version: deps.version }),
   );
+
+  const readiness = deps.readiness;
+  if (readiness) {
+    void app.register((probes, _opts, done) => {
+      registerProbeRoutes(probes, readiness);
+      done();
+    });
+  }
 
   let openApi: ReturnType<typeof buildOpenApiDocument> | null = null;
   const document = () => (openApi ??= buildOpenApiDocument(documented, deps.version));

@@ -7,6 +7,7 @@ import {
 import { defaultSdkBundle } from '../executor/work-root.js';
 import { join, resolve } from 'node:path';
 import { DEFAULT_LOG_LIMITS, type LogLimits } from '../rpc/log-limits.js';
+import type { ProServerConfig } from './pro-config.js';
 
 /**
  * The effective configuration of a control-plane process. Operator-scoped: nothing here is
@@ -49,6 +50,8 @@ export interface ServerConfig {
   /** caps on what agents' PushLogs store */
   logs: LogLimits;
   logLevel: string;
+  /** `leoflow server` (Pro): role, scheduler lease, drain; absent for Lite's standalone */
+  pro?: ProServerConfig;
 }
 
 export interface SubprocessExecutorConfig {

@@ -1,6 +1,7 @@
+import { statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { LeoflowError, VaultError, type Clock } from '@leoflow/core';
-import type { FileSigningKeyring } from '../auth/signing-keys.js';
+import { keyringFile, type FileSigningKeyring } from '../auth/signing-keys.js';
 import { watchDirectories, type DirectoryWatch } from '../util/watch-directories.js';
 import type { Keyring } from '../vault/keyring.js';
 import type { VaultService } from '../vault/vault-service.js';
@@ -124,16 +125,24 @@ function sameIds(a: readonly string[], b: readonly string[]): boolean {
  * first unknown kid (FileSigningKeyring.refresh, which stays as the backstop).
  */
 export function reloadSigningKeyringOnChange(
-  ring: Pick<FileSigningKeyring, 'dataDir' | 'reload' | 'current'>,
+  ring: Pick<FileSigningKeyring, 'dataDir' | 'purpose' | 'reload' | 'current'>,
   opts: {
     onError: (err: unknown) => void;
     onApplied?: (kid: string) => void;
     debounceMs?: number;
   },
 ): DirectoryWatch {
+  const file = keyringFile(ring.dataDir, ring.purpose);
+  // Only a new file (a rotation renames one into place) or new content is a change: a chmod
+  // or a lock file beside it is not, and reloading on those would re-tighten a loosened mode
+  // before `leoflow doctor` could report it.
+  let seen = fileIdentity(file);
   return watchDirectories(
     [join(ring.dataDir, 'keys')],
     () => {
+      const now = fileIdentity(file);
+      if (now === seen) return;
+      seen = now;
       const before = ring.current().kid;
       ring.reload().then(
         () => {
@@ -145,4 +154,13 @@ export function reloadSigningKeyringOnChange(
     },
     { debounceMs: opts.debounceMs ?? 200, onError: (_dir, err) => opts.onError(err) },
   );
+}
+
+function fileIdentity(file: string): string {
+  try {
+    const st = statSync(file);
+    return `${st.ino}:${st.size}:${st.mtimeMs}`;
+  } catch {
+    return 'absent';
+  }
 }

@@ -89,4 +89,10 @@ export interface Executor {
   running(): number;
   /** stop every agent it holds */
   close(): Promise<void>;
+  /**
+   * Let go of every agent it holds without stopping them (a draining Pro replica: its running
+   * attempts go on and report to the other replicas). Executors whose agents cannot outlive
+   * them omit it and are closed instead.
+   */
+  release?(): Promise<void>;
 }

@@ -55,4 +55,9 @@ export class Executors {
   async close(): Promise<void> {
     await Promise.all([...this.byName.values()].map((e) => e.close()));
   }
+
+  /** A draining replica hands its agents over: released where an executor can, closed otherwise. */
+  async release(): Promise<void> {
+    await Promise.all([...this.byName.values()].map((e) => (e.release ?? e.close).call(e)));
+  }
 }

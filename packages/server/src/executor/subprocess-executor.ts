@@ -256,6 +256,18 @@ export class SubprocessExecutor implements Executor {
     return this.children.size;
   }
 
+  /**
+   * Agents are detached: forgetting them leaves them running, heartbeating to whichever replica
+   * the agent URL reaches. Standby agents hold no attempt and are told to exit.
+   */
+  release(): Promise<void> {
+    this.closed = true;
+    for (const s of this.standby.splice(0))
+      (s.child.stdio[3] as NodeJS.WritableStream | null)?.end();
+    this.children.clear();
+    return Promise.resolve();
+  }
+
   async close(): Promise<void> {
     this.closed = true;
     // Standby agents hold nothing; an empty assignment tells them to exit.

@@ -30,3 +30,14 @@ export class SoleLeadership implements Leadership {
     // Never changes.
   }
 }
+
+/** An `api` replica: it never schedules, so it never contends for the lease. */
+export class NeverLeads implements Leadership {
+  fence(): null {
+    return null;
+  }
+
+  onChange(): void {
+    // Never changes.
+  }
+}

@@ -11,7 +11,8 @@ export interface ElectorTimers {
 }
 
 export interface LeaseElectorOptions {
-  leases: LeaseStore;
+  /** the elector only contends; reading the holder (current) is the probes' */
+  leases: Omit<LeaseStore, 'current'>;
   /** unique per process start: a restarted replica must not renew its predecessor's lease */
   holder: string;
   /** the lease row; the scheduler's unless a test says otherwise */

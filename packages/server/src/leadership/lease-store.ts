@@ -32,6 +32,16 @@ export interface LeaseStore {
   ): Promise<LeaseGrant | undefined>;
   /** Expires the lease now if this holder still has it with this epoch, so another takes over at once. */
   release(name: string, holder: string, epoch: number): Promise<void>;
+  /** Read-only: who holds the lease and for how much longer, by the database's clock. */
+  current(name: string): Promise<LeaseHolder | undefined>;
+}
+
+/** The lease as the database sees it now (readiness probes and `leoflow doctor`). */
+export interface LeaseHolder {
+  holder: string;
+  epoch: number;
+  /** ms until the grant expires by the database's clock; ≤ 0 when it has expired */
+  remainingMs: number;
 }
 
 /**
@@ -102,6 +112,17 @@ export class PostgresLeaseStore implements LeaseStore {
       .where('holder', '=', holder)
       .where('epoch', '=', epoch)
       .execute();
+  }
+
+  async current(name: string): Promise<LeaseHolder | undefined> {
+    const row = await this.db
+      .selectFrom('scheduler_lease')
+      .select((eb) => ['holder', 'epoch', eb(eb.ref('expires_at'), '-', DB_NOW_MS).as('remaining')])
+      .where('name', '=', name)
+      .executeTakeFirst();
+    return (
+      row && { holder: row.holder, epoch: Number(row.epoch), remainingMs: Number(row.remaining) }
+    );
   }
 }
 

@@ -1,6 +1,7 @@
 import { ACTIVE_STATES, afterFailure, isActive, type Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentExit } from '../executor/executor.js';
+import type { LeaderFence } from '../store/ports/leader-fence.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import { TASK_INSTANCE_RESET } from '../store/task-instance-reset.js';
@@ -12,6 +13,8 @@ export interface FailureInput {
   reason: string;
   /** the reporting credential's dispatch generation; omitted by reapers (any dispatch) */
   dispatchGen?: number;
+  /** a reaper's leader fence: the attempt's first write checks it (a deposed reaper fails nothing) */
+  leader?: LeaderFence;
 }
 
 /**
@@ -112,7 +115,7 @@ export class AttemptLifecycle {
       // The history row is a copy of the live row, so the attempt's outcome goes on it first.
       const recorded = await this.store.updateTaskInstance(
         tiId,
-        expect,
+        { ...expect, ...(input.leader ? { leader: input.leader } : {}) },
         { ended_at: now, ...outcome },
         now,
       );
@@ -132,7 +135,7 @@ export class AttemptLifecycle {
     } else {
       applied = await this.store.updateTaskInstance(
         tiId,
-        expect,
+        { ...expect, ...(input.leader ? { leader: input.leader } : {}) },
         { state: 'failed', ended_at: now, ...outcome },
         now,
       );

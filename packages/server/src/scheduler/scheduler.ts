@@ -187,9 +187,16 @@ export class Scheduler {
       // Not TASK_INSTANCE_RESET, on purpose: this undoes only the claim (the try is kept, and
       // its start and end times with it), and terminate_requested is left as it is, so a stop
       // asked for since the row was read is not erased.
+      const fence = this.leadership.fence();
+      if (fence === null) return;
       const reset = await store.updateTaskInstance(
         ti.id,
-        { states: ['queued'], try_number: ti.try_number, dispatch_gen: ti.dispatch_gen },
+        {
+          states: ['queued'],
+          try_number: ti.try_number,
+          dispatch_gen: ti.dispatch_gen,
+          leader: fence,
+        },
         { state: 'scheduled', queued_at: null, hostname: null, pid: null, last_heartbeat_at: null },
         now,
       );
@@ -293,11 +300,16 @@ export class Scheduler {
         const key = dagKey(run);
         if ((runningPerDag.get(key) ?? 0) >= spec.max_active_runs) continue;
         const now = clock.now();
+        const fence = this.leadership.fence();
+        if (fence === null) return;
         if (
-          await store.setRunState(run.id, ['queued'], 'running', {
-            started_at: run.started_at ?? now,
-            ended_at: null,
-          })
+          await store.setRunState(
+            run.id,
+            ['queued'],
+            'running',
+            { started_at: run.started_at ?? now, ended_at: null },
+            fence,
+          )
         ) {
           inc(runningPerDag, key);
           run.state = 'running';
@@ -305,11 +317,14 @@ export class Scheduler {
           continue;
         }
       }
-      await this.advanceRun(run);
+      const fence = this.leadership.fence();
+      if (fence === null) return;
+      await this.advanceRun(run, fence);
     }
   }
 
-  private async advanceRun(run: DagRunRow): Promise<void> {
+  /** Every move is fenced: a leader deposed mid-pass retries, skips and finishes nothing. */
+  private async advanceRun(run: DagRunRow, fence: LeaderFence): Promise<void> {
     const { store, specs, clock } = this.deps;
     const spec = await specs.get(run.tenant_id, run.dag_id, run.dag_version);
     const tis = await store.listTaskInstances(run.id);
@@ -321,7 +336,7 @@ export class Scheduler {
         if (
           await store.updateTaskInstance(
             ti.id,
-            { states: ['up_for_retry'], try_number: ti.try_number },
+            { states: ['up_for_retry'], try_number: ti.try_number, leader: fence },
             { state: 'scheduled', retry_at: null },
             now,
           )
@@ -347,7 +362,7 @@ export class Scheduler {
         if (
           await store.updateTaskInstance(
             ti.id,
-            { states: ['none'], try_number: ti.try_number },
+            { states: ['none'], try_number: ti.try_number, leader: fence },
             terminal ? { state: to, ended_at: now } : { state: to },
             now,
           )
@@ -359,7 +374,7 @@ export class Scheduler {
 
     const outcome = runOutcome(spec, states);
     if (outcome !== 'running') {
-      if (await store.setRunState(run.id, ['running'], outcome, { ended_at: now })) {
+      if (await store.setRunState(run.id, ['running'], outcome, { ended_at: now }, fence)) {
         this.deps.logger.info(
           { dag_id: run.dag_id, run_id: run.run_id, state: outcome },
           'run finished',
@@ -461,9 +476,13 @@ export class Scheduler {
       if (reaped >= REAP_BATCH) break;
       const reason = await this.reapReason(ti, now);
       if (reason === null) continue;
+      const fence = this.leadership.fence();
+      if (fence === null) return;
       reaped++;
-      await this.deps.executors.owner(ti.executor)?.terminate(ti.id, ti.try_number);
-      await this.deps.lifecycle.fail(ti.id, ti.try_number, { reason });
+      // Failed first, under the fence: a deposed leader must not stop an agent it cannot fail.
+      if (await this.deps.lifecycle.fail(ti.id, ti.try_number, { reason, leader: fence })) {
+        await this.deps.executors.owner(ti.executor)?.terminate(ti.id, ti.try_number);
+      }
     }
   }
 

@@ -10,14 +10,23 @@ import { SqliteHotReads } from './sqlite-hot-reads.js';
 import type { Store } from './store.js';
 
 export type OpenStoreOptions =
-  { kind: 'sqlite'; file: string } | { kind: 'postgres'; url: string; schema?: string };
+  | { kind: 'sqlite'; file: string }
+  | {
+      kind: 'postgres';
+      url: string;
+      schema?: string;
+      /** connections in the pool (default 10); the scheduler lease keeps its own small one */
+      poolSize?: number;
+    };
 
 /**
  * Opens (does not migrate) a store. Call `migrate()` before first use; it is cheap and
  * idempotent, so every process may call it at boot.
  */
 export async function openStore(opts: OpenStoreOptions): Promise<Store> {
-  return opts.kind === 'sqlite' ? openSqlite(opts.file) : openPostgres(opts.url, opts.schema);
+  return opts.kind === 'sqlite'
+    ? openSqlite(opts.file)
+    : openPostgres(opts.url, opts.schema, opts.poolSize ?? 10);
 }
 
 function openSqlite(file: string): KyselyStore {
@@ -87,10 +96,14 @@ const pgTypes: pg.CustomTypesConfig = {
   },
 };
 
-async function openPostgres(url: string, schema: string | undefined): Promise<KyselyStore> {
+async function openPostgres(
+  url: string,
+  schema: string | undefined,
+  poolSize: number,
+): Promise<KyselyStore> {
   const pool = new pg.Pool({
     connectionString: url,
-    max: 10,
+    max: poolSize,
     types: pgTypes,
     // Fail a request instead of hanging forever when the server is unreachable.
     connectionTimeoutMillis: 10_000,

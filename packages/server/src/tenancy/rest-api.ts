@@ -33,6 +33,7 @@ export interface RestApiDeps {
   onReply?: ApiDeps['onReply'];
   timeouts?: ApiDeps['timeouts'];
   ui?: ApiDeps['ui'];
+  readiness?: ApiDeps['readiness'];
 }
 
 /**
@@ -87,5 +88,6 @@ export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
     ...(d.onReply ? { onReply: d.onReply } : {}),
     ...(d.timeouts ? { timeouts: d.timeouts } : {}),
     ...(d.ui ? { ui: d.ui } : {}),
+    ...(d.readiness ? { readiness: d.readiness } : {}),
   });
 }

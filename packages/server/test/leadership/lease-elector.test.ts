@@ -59,7 +59,7 @@ function deferred<T>(): Deferred<T> {
 }
 
 /** A lease store whose every answer the test gives by hand. */
-class ScriptedLeases implements LeaseStore {
+class ScriptedLeases implements Omit<LeaseStore, 'current'> {
   readonly calls: {
     op: 'acquire' | 'renew' | 'release';
     epoch?: number;

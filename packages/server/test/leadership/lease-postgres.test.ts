@@ -75,6 +75,7 @@ function partitionable(inner: LeaseStore) {
     acquire: (...a) => (state.cut ? fail() : inner.acquire(...a)),
     renew: (...a) => (state.cut ? fail() : inner.renew(...a)),
     release: (...a) => (state.cut ? fail() : inner.release(...a)),
+    current: (...a) => (state.cut ? fail() : inner.current(...a)),
   };
   return { leases, state };
 }
@@ -282,6 +283,95 @@ forPostgres('scheduler leadership', () => {
       expect(h.executor.take().length).toBeGreaterThan(0);
       const after = await store.listRuns('default', { dag_id: 'hourly' }, { limit: 10, offset: 0 });
       expect(after.some((r) => r.run_type === 'scheduled')).toBe(true);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it('a deposed leader moves nothing: no retry promoted, no downstream scheduled, no run started or finished, no attempt reaped, no orphan reset', async () => {
+    const h = await createHarness({ dialect: 'postgres', leadership: lying() });
+    try {
+      const store = h.store as KyselyStore;
+      const leases = new PostgresLeaseStore(store.kysely);
+      const deposed = await leases.acquire('scheduler', 'deposed', 60_000);
+      const deposedFence: LeaderFence = { kind: 'lease', name: 'scheduler', epoch: deposed!.epoch };
+      believed.fence = deposedFence;
+      const dag = (dag_id: string, tasks: ReturnType<typeof task>[]) =>
+        store.putDagVersion('default', spec({ dag_id, tasks }), `h-${dag_id}`, T0);
+      await dag('chain', [task('a'), task('b', { depends_on: ['a'] })]);
+      await dag('retry', [task('r', { retries: 1 })]);
+      await dag('lost', [task('x')]);
+      await dag('done', [task('y')]);
+      await dag('fresh', [task('z')]);
+      const runs = {
+        chain: await h.runs.trigger('default', 'chain', {}),
+        retry: await h.runs.trigger('default', 'retry', {}),
+        lost: await h.runs.trigger('default', 'lost', {}),
+        done: await h.runs.trigger('default', 'done', {}),
+      };
+      // While it still leads: every run starts and every root is claimed.
+      await h.scheduler.tick();
+      expect(h.executor.take()).toHaveLength(4);
+      const ti = async (run: { id: string }, task_id: string) =>
+        (await store.listTaskInstances(run.id)).find((t) => t.task_id === task_id)!;
+      const now = h.clock.now();
+      const move = async (run: { id: string }, task_id: string, patch: object) => {
+        const row = await ti(run, task_id);
+        expect(await store.updateTaskInstance(row.id, { states: [row.state] }, patch, now)).toBe(
+          true,
+        );
+      };
+      await move(runs.chain, 'a', { state: 'success', ended_at: now });
+      await move(runs.retry, 'r', { state: 'up_for_retry', retry_at: now });
+      await move(runs.lost, 'x', { state: 'running', started_at: now, last_heartbeat_at: now });
+      await move(runs.done, 'y', { state: 'success', ended_at: now });
+      // An orphan: a claim made before this scheduler's term began, no agent recorded.
+      const fresh = await h.runs.trigger('default', 'fresh', {});
+      const orphanRun = await h.runs.trigger('default', 'fresh', { runId: 'orphaned' });
+      await store.setRunState(orphanRun.id, ['queued'], 'running', { started_at: now });
+      await move(orphanRun, 'z', { state: 'queued', queued_at: now - 1 });
+
+      // Another replica takes over; this one still believes its old epoch holds.
+      await leases.release('scheduler', 'deposed', deposed!.epoch);
+      const current = await leases.acquire('scheduler', 'current', 60_000);
+      h.clock.advance(100_000); // past agent-lost (90 s) and past the retry's time
+      const snapshot = async () => ({
+        b: (await ti(runs.chain, 'b')).state,
+        r: (await ti(runs.retry, 'r')).state,
+        x: (await ti(runs.lost, 'x')).state,
+        done: (await store.getRunById(runs.done.id))?.state,
+        fresh: (await store.getRunById(fresh.id))?.state,
+        orphan: `${(await ti(orphanRun, 'z')).state}/gen ${(await ti(orphanRun, 'z')).dispatch_gen}`,
+      });
+      const before = await snapshot();
+      expect(before).toEqual({
+        b: 'none',
+        r: 'up_for_retry',
+        x: 'running',
+        done: 'running',
+        fresh: 'queued',
+        orphan: 'queued/gen 0',
+      });
+      const restarted = h.restart();
+      for (const s of [h.scheduler, restarted]) {
+        await s.tick();
+        await s.tick();
+      }
+      expect(await snapshot()).toEqual(before);
+      expect(h.executor.take()).toEqual([]);
+
+      // The same schedulers with the current epoch make every one of those moves.
+      believed.fence = { kind: 'lease', name: 'scheduler', epoch: current!.epoch };
+      await restarted.tick();
+      await restarted.tick();
+      const after = await snapshot();
+      expect(after.b).not.toBe('none');
+      expect(after.r).not.toBe('up_for_retry');
+      expect(after.x).toBe('failed');
+      expect(after.done).toBe('success');
+      expect(after.fresh).toBe('running');
+      // Reset (try kept) and claimed again by the current leader: a new dispatch generation.
+      expect(after.orphan).toBe('queued/gen 1');
     } finally {
       await h.close();
     }

@@ -18,6 +18,7 @@ import { RecordingExecutor, T0 } from './harness.js';
 import { Executors } from '../../src/executor/executors.js';
 import { spec, task } from './spec-builders.js';
 import { buildRestApi, type RestApiDeps } from '../../src/tenancy/rest-api.js';
+import { checkReadiness } from '../../src/probes/readiness.js';
 import type { UiDeps } from '../../src/ui/guard.js';
 
 export const PLATFORM_TENANT = 'default';
@@ -138,6 +139,16 @@ export async function createApiHarness(
     onReply: (r) => replies.push(r),
     ...(opts.timeouts ? { timeouts: opts.timeouts } : {}),
     ...(opts.ui ? { ui: opts.ui(clock) } : {}),
+    // As standalone's: the probes of one process that is always its own scheduler.
+    readiness: () =>
+      checkReadiness({
+        migrationStatus: () => store.migrationStatus(),
+        leaseHolder: null,
+        leading: () => true,
+        leaderGates: false,
+        takeoverMs: 0,
+        draining: () => false,
+      }),
   });
   await app.ready();
 

@@ -174,17 +174,20 @@ export class KyselyRunStore extends KyselySeam implements RunStore {
     from: readonly DagRunState[],
     to: DagRunState,
     times: { started_at?: number | null; ended_at?: number | null },
+    fence?: LeaderFence,
   ): Promise<boolean> {
     if (from.length === 0) return false;
     const set: Updateable<DagRunsTable> = { state: to };
     if (times.started_at !== undefined) set.started_at = times.started_at;
     if (times.ended_at !== undefined) set.ended_at = times.ended_at;
-    const res = await this.db
+    let q = this.db
       .updateTable('dag_runs')
       .set(set)
       .where('id', '=', id)
-      .where('state', 'in', from)
-      .executeTakeFirst();
+      .where('state', 'in', from);
+    const fenceHolds = leaderFenceHolds(this.dialect, fence);
+    if (fenceHolds !== undefined) q = q.where(fenceHolds);
+    const res = await q.executeTakeFirst();
     return changed(res.numUpdatedRows);
   }
 

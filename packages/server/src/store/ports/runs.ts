@@ -61,6 +61,8 @@ export interface RunStore {
     from: readonly DagRunState[],
     to: DagRunState,
     times: { started_at?: number | null; ended_at?: number | null },
+    /** the scheduler's moves carry its leader fence (a deposed leader's move changes nothing) */
+    fence?: LeaderFence,
   ): Promise<boolean>;
   setRunVersion(id: string, dag_version: number): Promise<void>;
 }
