@@ -1,8 +1,14 @@
 import { chownSync, mkdirSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { Code } from '@connectrpc/connect';
-import { LogStream, ReportedState, TaskType, type TaskSpec } from '@leoflow/protocol';
+import { Code, ConnectError } from '@connectrpc/connect';
+import {
+  AGENT_PROTOCOL_VERSION,
+  LogStream,
+  ReportedState,
+  TaskType,
+  type TaskSpec,
+} from '@leoflow/protocol';
 import type { AgentConfig } from './config.js';
 import type { Diagnostics } from './diag.js';
 import type { AttemptIsolation } from './isolation.js';
@@ -178,6 +184,7 @@ export class Agent {
         this.#client.register(
           {
             agentVersion: AGENT_VERSION,
+            protocolVersion: AGENT_PROTOCOL_VERSION,
             hostname: os.hostname(),
             pid: process.pid,
             sessionKey: this.#tokens.sessionKey,
@@ -568,7 +575,13 @@ export class Agent {
         },
       });
     } catch (err) {
-      throw new Error(`${name} failed: ${codeName(err)}`);
+      // A precondition refusal (an incompatible agent protocol, say) carries the server's
+      // explanation and fix; the operator reads it in the agent's diagnostics.
+      const why =
+        err instanceof ConnectError && err.code === Code.FailedPrecondition
+          ? `: ${err.rawMessage}`
+          : '';
+      throw new Error(`${name} failed: ${codeName(err)}${why}`);
     }
   }
 

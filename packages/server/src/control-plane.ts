@@ -33,6 +33,8 @@ import {
 import { Executors } from './executor/executors.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
 import { agentChannelMode, startAgentRpcServer } from './rpc/agent-server.js';
+import { loadAgentTls, reloadAgentTlsOnChange } from './rpc/agent-tls.js';
+import { reloadSigningKeyringOnChange, VaultKeyringReloader } from './credentials/key-reload.js';
 import type { RunOperations } from './scheduler/run-operations.js';
 import type { Scheduler, SchedulerTimings } from './scheduler/scheduler.js';
 import { openStore } from './store/index.js';
@@ -197,6 +199,8 @@ export async function startControlPlane(
     );
   }
   let agentUrl = '';
+  // Created once the vault exists; a value under an unknown key id asks it for one reload.
+  let vaultReloader: VaultKeyringReloader | null = null;
   const role: ServerRole | 'standalone' = pro?.role ?? 'standalone';
   const schedules = role !== 'api';
   const serves = role !== 'scheduler';
@@ -235,6 +239,9 @@ export async function startControlPlane(
       draining: () => draining,
     });
   const parts = assemblePlane({
+    onVaultUnknownKey: async (ids) => {
+      await vaultReloader?.onUnknownKey(ids);
+    },
     store,
     clock,
     logger,
@@ -261,20 +268,49 @@ export async function startControlPlane(
     leadership,
   });
   const { vault, runs, verifier, scheduler } = parts;
+  // Rotations by another process (a replica, the CLI) reach this one without a restart.
+  if (keyringSource !== 'env' && keyringFile !== undefined) {
+    const watchedFile = keyringFile;
+    vaultReloader = new VaultKeyringReloader({
+      vault,
+      load: async () =>
+        (
+          await loadKeyring({
+            edition: pro ? 'pro' : 'lite',
+            dataDir: cfg.dataDir,
+            env: process.env,
+          })
+        ).keyring,
+      clock,
+      onError: (err) => logger.error({ code: err.code, file: watchedFile }, err.message),
+      onApplied: (c) => logger.info({ ...c, file: watchedFile }, 'vault keyring reloaded'),
+    });
+    vaultReloader.watch(watchedFile);
+  }
+  const signingWatches = [agentKeys, userKeys].map((ring) =>
+    reloadSigningKeyringOnChange(ring, {
+      onError: (err) =>
+        logger.error({ err, purpose: ring.purpose }, 'signing keyring reload failed'),
+      onApplied: (kid) => logger.info({ kid, purpose: ring.purpose }, 'signing keyring reloaded'),
+    }),
+  );
   if (cfg.vaultSeedDir) await seedVault(vault, cfg.tenantId, cfg.vaultSeedDir, clock.now(), logger);
   const adminTokenFile = join(keysDir, ADMIN_TOKEN_FILE);
   await ensureAdminToken(adminTokenFile, apiTokens, cfg.tenantId, logger);
 
+  const tlsFiles = cfg.agent.tls;
+  const initialTls = tlsFiles ? await loadAgentTls(tlsFiles) : null;
   const rpc = await startAgentRpcServer({
     impl: parts.agentService,
     host: cfg.agent.host,
     port: cfg.agent.port,
-    tls: cfg.agent.tls
-      ? { cert: readFileSync(cfg.agent.tls.certFile), key: readFileSync(cfg.agent.tls.keyFile) }
-      : null,
+    tls: initialTls?.tls ?? null,
     auth: parts.agentAuth,
     onInternalError: (err) => logger.error({ err }, 'agent RPC failed'),
   });
+  // The operator's certificate files may be replaced while we run (renewal, a Secret update).
+  const tlsReloader =
+    tlsFiles && initialTls ? reloadAgentTlsOnChange(rpc, tlsFiles, initialTls, logger) : null;
   agentUrl = agentUrlOf(cfg, rpc.port);
 
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
@@ -365,6 +401,9 @@ export async function startControlPlane(
       await api?.close();
       await probeServer?.close();
       await executors.close();
+      tlsReloader?.stop();
+      vaultReloader?.stop();
+      for (const w of signingWatches) w.close();
       await rpc.close();
       await metricsServer?.close();
       await lease?.close();

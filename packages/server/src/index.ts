@@ -10,4 +10,7 @@ export * from './util/system-clock.js';
 export type { Store } from './store/store.js';
 export * from './store/types.js';
 export * from './doctor/index.js';
+export * from './store/schema-status.js';
+export * from './rpc/agent-tls.js';
+export * from './credentials/key-reload.js';
 export * from './config/pro-config.js';

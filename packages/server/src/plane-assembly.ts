@@ -8,6 +8,7 @@ import { SecretDelivery, type SecretMetrics } from './credentials/secret-deliver
 import type { Executors } from './executor/executors.js';
 import { SoleLeadership, type Leadership } from './leadership/leadership.js';
 import { createAgentAuthentication, type AgentAuthentication } from './rpc/agent-auth.js';
+import type { AgentProtocolRange } from '@leoflow/protocol';
 import { createAgentService } from './rpc/agent-service.js';
 import type { LogLimits } from './rpc/log-limits.js';
 import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
@@ -30,6 +31,8 @@ export interface PlaneInputs {
   agentTokenTtlSeconds: number;
   vaultKeyring: Keyring;
   onVaultUnreadable?: (v: UnreadableValue) => void;
+  /** a value needs a key id the vault keyring lacks: reload it (VaultKeyringReloader) */
+  onVaultUnknownKey?: (keyIds: string[]) => Promise<void>;
   /** the configured executors; dispatch uses their default */
   executors: Executors;
   /** the URL agents dial; read at each dispatch (known only once the agent port listens) */
@@ -50,6 +53,8 @@ export interface PlaneInputs {
   faults?: FaultInjector;
   /** who may schedule: Pro's lease elector; Lite's SoleLeadership when absent */
   leadership?: Leadership;
+  /** agent protocol versions Register accepts; this build's SUPPORTED_AGENT_PROTOCOLS when absent */
+  agentProtocols?: AgentProtocolRange;
 }
 
 /** The control plane's parts, wired once; listeners (agent port, REST, metrics) are the caller's. */
@@ -84,6 +89,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
   const vault = new VaultService(store, input.vaultKeyring, {
     clock,
     ...(input.onVaultUnreadable ? { onUnreadable: input.onVaultUnreadable } : {}),
+    ...(input.onVaultUnknownKey ? { onUnknownKey: input.onVaultUnknownKey } : {}),
   });
   // The scheduler does not exist yet when the lifecycle is built; poke reaches it once it does.
   let scheduler: Scheduler | null = null;
@@ -120,6 +126,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     ...(input.logLimits ? { logLimits: input.logLimits } : {}),
     ...(input.faults ? { faults: input.faults } : {}),
     ...(records ? { records } : {}),
+    ...(input.agentProtocols ? { agentProtocols: input.agentProtocols } : {}),
   });
   const agentAuth = createAgentAuthentication({ verifier, clock, ...(records ? { records } : {}) });
   const newScheduler = () =>

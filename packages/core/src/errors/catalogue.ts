@@ -104,6 +104,11 @@ export const ERROR_CATALOGUE = {
     null,
     'Widen execution.attempt_uid_range or run fewer attempts at once; kill processes dead attempts left.',
   ),
+  LF_AGENT_TLS_INVALID: c(
+    'config',
+    null,
+    'Provide a matching PEM certificate and key for the agent port, replacing both at once; the serving pair stays until then.',
+  ),
   // ── dag ───────────────────────────────────────────────────────────────────────────────
   LF_DAG_INVALID: c(
     'dag',
@@ -393,11 +398,22 @@ export const ERROR_CATALOGUE = {
     400,
     'Use 1-63 lowercase letters, digits and -, starting with a letter or digit.',
   ),
+  LF_AGENT_PROTOCOL_INCOMPATIBLE: c(
+    'auth',
+    null,
+    'Run agents of a protocol the control plane accepts: upgrade the control plane first, then the agents (docs/agent.md, "Compatibility").',
+    'failed_precondition',
+  ),
   // ── store ─────────────────────────────────────────────────────────────────────────────
   LF_STORE_MIGRATION_FAILED: c(
     'store',
     null,
     'Read the cause in the message, fix the database, and start again; the migration resumes.',
+  ),
+  LF_STORE_SCHEMA_NEWER: c(
+    'store',
+    null,
+    'Upgrade this replica to the release that wrote the newest migration; never roll the schema back.',
   ),
   LF_STORE_SCHEMA_INVALID: c(
     'store',

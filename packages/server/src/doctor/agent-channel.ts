@@ -1,4 +1,5 @@
 import { agentChannelMode } from '../rpc/agent-server.js';
+import { AGENT_CERT_WARN_DAYS, certificateExpiry } from '../rpc/agent-tls.js';
 import type { SectionContext } from './findings.js';
 import type { Posture } from './types.js';
 
@@ -42,16 +43,58 @@ export async function agentChannel(ctx: SectionContext): Promise<Posture['agent_
         'fail',
         `${missing.join(', ')} does not exist: fix --agent-tls-cert / --agent-tls-ca`,
       );
-    else
+    else {
       check(
         'agent.tls_files',
         'ok',
         `certificate ${cfg.agent.tls.certFile}${cfg.agent.tls.caFile ? `, CA ${cfg.agent.tls.caFile}` : ''} present`,
       );
+      await certificateExpiryCheck(ctx, cfg.agent.tls.certFile);
+    }
   }
   return {
     mode: channel,
     address: agentAddress,
     secrets_delivered: channel !== 'cleartext-non-loopback',
   };
+}
+
+/**
+ * `agent.tls_expiry`: days left on the agent port's certificate, read from the file the server
+ * serves (and reloads: a renewed file is what the next doctor run reads). Fails once expired —
+ * agents refuse the handshake — and warns inside the last AGENT_CERT_WARN_DAYS.
+ */
+async function certificateExpiryCheck(ctx: SectionContext, certFile: string): Promise<void> {
+  const text = await ctx.deps.readText(certFile);
+  if (text === null) {
+    ctx.check('agent.tls_expiry', 'fail', `cannot read ${certFile} to check its expiry`);
+    return;
+  }
+  let expiry: ReturnType<typeof certificateExpiry>;
+  try {
+    expiry = certificateExpiry(text, ctx.deps.now?.() ?? Date.now());
+  } catch {
+    ctx.check('agent.tls_expiry', 'fail', `${certFile} holds no PEM certificate`);
+    return;
+  }
+  const until = expiry.notAfter.toISOString();
+  if (expiry.notAfter.getTime() <= (ctx.deps.now?.() ?? Date.now())) {
+    ctx.check(
+      'agent.tls_expiry',
+      'fail',
+      `the agent certificate ${certFile} expired on ${until}: agents cannot connect; replace the certificate and key (the server reloads them without a restart)`,
+    );
+  } else if (expiry.daysLeft < AGENT_CERT_WARN_DAYS) {
+    ctx.check(
+      'agent.tls_expiry',
+      'warn',
+      `the agent certificate ${certFile} expires on ${until} (${expiry.daysLeft} day(s) left): renew it; the server reloads it without a restart`,
+    );
+  } else {
+    ctx.check(
+      'agent.tls_expiry',
+      'ok',
+      `the agent certificate ${certFile} expires on ${until} (${expiry.daysLeft} days left)`,
+    );
+  }
 }

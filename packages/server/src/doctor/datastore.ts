@@ -48,8 +48,14 @@ export async function datastore(
   }
   if (store !== null) {
     try {
-      const { applied, pending } = await store.migrationStatus();
-      if (pending.length === 0) {
+      const { applied, pending, unknown = [] } = await store.migrationStatus();
+      if (unknown.length > 0) {
+        check(
+          'datastore.migrations',
+          'fail',
+          `the database has ${unknown.length} migration(s) this build does not know (${unknown.join(', ')}): a newer release migrated it; upgrade this installation to that release (never roll the schema back)`,
+        );
+      } else if (pending.length === 0) {
         check(
           'datastore.migrations',
           'ok',
@@ -62,7 +68,7 @@ export async function datastore(
           `${pending.length} migration(s) pending (${pending.join(', ')}): start \`leoflow standalone\` with this configuration once, it migrates at start (doctor never migrates)`,
         );
       }
-      if (pending.length === 0 && store.undeclaredUse !== undefined) {
+      if (pending.length === 0 && unknown.length === 0 && store.undeclaredUse !== undefined) {
         await undeclaredSecretUse(ctx, store.undeclaredUse.bind(store));
       }
     } catch (err) {

@@ -32,7 +32,7 @@ export interface FileInfo {
 
 /** What doctor needs of a store: read-only questions, then close. */
 export interface DoctorStore {
-  migrationStatus(): Promise<{ applied: string[]; pending: string[] }>;
+  migrationStatus(): Promise<{ applied: string[]; pending: string[]; unknown?: string[] }>;
   /** SQLite: this connection's `PRAGMA secure_delete` (0 off, 1 on, 2 fast); absent elsewhere */
   secureDelete?(): Promise<number>;
   /** D5: per DAG, names read through the SDK without a declaration (absent: not reported) */
@@ -52,6 +52,8 @@ export interface DoctorDeps {
   /** the uid doctor runs as (taken to be the uid standalone runs as); null without uids */
   uid: number | null;
   env: Readonly<Record<string, string | undefined>>;
+  /** the time, epoch ms (certificate expiry); Date.now when absent */
+  now?(): number;
   /** opens (never creates, never migrates) the configured datastore */
   openStore(db: ServerConfig['database']): Promise<DoctorStore>;
 }

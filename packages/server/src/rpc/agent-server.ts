@@ -24,6 +24,12 @@ export const AGENT_MAX_MESSAGE_BYTES = 4 * 1024 * 1024;
 
 export interface AgentRpcServer {
   port: number;
+  /**
+   * TLS only: serves connections accepted from now on with this pair; open connections keep
+   * theirs. Throws when the pair does not build a context (the serving one stays). Use it through
+   * AgentTlsReloader (agent-tls.ts), which checks the pair first.
+   */
+  setTls?(tls: AgentTls): void;
   close(): Promise<void>;
 }
 
@@ -121,12 +127,13 @@ export async function startAgentRpcServer(opts: AgentRpcServerOptions): Promise<
       },
     );
   };
-  const server = opts.tls
+  const secure = opts.tls
     ? http2.createSecureServer(
         { cert: opts.tls.cert, key: opts.tls.key, minVersion: 'TLSv1.2' },
         handler,
       )
-    : http2.createServer(handler);
+    : undefined;
+  const server = secure ?? http2.createServer(handler);
   const sessions = new Set<http2.ServerHttp2Session>();
   // Both server kinds emit 'session' with an Http2Session.
   server.on('session', (s) => {
@@ -142,6 +149,12 @@ export async function startAgentRpcServer(opts: AgentRpcServerOptions): Promise<
   });
   return {
     port: (server.address() as AddressInfo).port,
+    ...(secure
+      ? {
+          setTls: (tls: AgentTls) =>
+            secure.setSecureContext({ cert: tls.cert, key: tls.key, minVersion: 'TLSv1.2' }),
+        }
+      : {}),
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sessions) s.close();

@@ -2,6 +2,8 @@ import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, type ServiceImpl } from '@connectrpc/connect';
 import {
   AgentService,
+  agentProtocolRefusal,
+  checkAgentProtocol,
   FetchXComResponseSchema,
   GetConnectionsResponseSchema,
   GetTaskSpecResponseSchema,
@@ -15,6 +17,8 @@ import {
   ReportStateResponseSchema,
   TaskSpecSchema,
   TaskType,
+  SUPPORTED_AGENT_PROTOCOLS,
+  type AgentProtocolRange,
 } from '@leoflow/protocol';
 import {
   ACTIVE_STATES,
@@ -68,6 +72,8 @@ export interface AgentServiceDeps {
   faults?: FaultInjector;
   /** The per-try record (session binding at Register, renewals). */
   records?: AttemptRecorder;
+  /** agent protocol versions Register accepts; SUPPORTED_AGENT_PROTOCOLS when absent */
+  agentProtocols?: AgentProtocolRange;
 }
 
 const TASK_TYPES: Record<AuthoredTaskType, TaskType> = {
@@ -150,6 +156,23 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
   return {
     async register(req, ctx) {
       const { claims } = attemptPrincipal(ctx);
+      // Before anything is written: an agent that would misread the protocol runs nothing.
+      const supported = deps.agentProtocols ?? SUPPORTED_AGENT_PROTOCOLS;
+      const verdict = checkAgentProtocol(req.protocolVersion, supported);
+      if (!verdict.compatible) {
+        const message = agentProtocolRefusal(verdict, supported, req.agentVersion);
+        logger.warn(
+          {
+            code: 'LF_AGENT_PROTOCOL_INCOMPATIBLE',
+            task_instance_id: claims.task_instance_id,
+            try_number: claims.try_number,
+            agent_protocol: verdict.version,
+            supported,
+          },
+          message,
+        );
+        throw new ConnectError(message, Code.FailedPrecondition);
+      }
       const ti = await ownTaskInstance(claims);
       // Not gated: the FENCE is the queued -> running write, and an attempt whose write does not
       // land is told to stop (in either liveness mode) instead of being refused.

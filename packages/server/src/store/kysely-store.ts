@@ -1,6 +1,6 @@
 import { StoreError } from '@leoflow/core';
-import { Migrator } from 'kysely';
-import type { Kysely } from 'kysely';
+import { Migrator, sql } from 'kysely';
+import type { Kysely, MigrationProvider } from 'kysely';
 import type { Database } from './db-types.js';
 import { KyselyApiTokenStore } from './kysely/api-tokens.js';
 import { KyselyAttemptCredentialStore } from './kysely/attempt-credentials.js';
@@ -17,6 +17,7 @@ import { KyselyTenantStore } from './kysely/tenants.js';
 import { KyselyVariableStore } from './kysely/variables.js';
 import { KyselyXComStore } from './kysely/xcom.js';
 import { migrationProvider, type StoreDialect } from './migrations.js';
+import { compareSchema, schemaNewerError } from './schema-status.js';
 import type { SqliteHotReads } from './sqlite-hot-reads.js';
 import type { Store } from './store.js';
 
@@ -34,6 +35,17 @@ export interface KyselyStoreOptions {
    * (sqlite-hot-reads.ts). The store owns it from here on and closes it.
    */
   hotReads?: SqliteHotReads;
+  /** Tests only: another migration list in place of the build's (migrations.ts). */
+  migrations?: MigrationProvider;
+}
+
+/**
+ * The text PostgreSQL hashes (`hashtextextended(name, 0)`) into the advisory-lock key replicas
+ * serialise their migration on: one per schema, so two schemas in one database migrate
+ * independently, and the same key whatever the client.
+ */
+export function migrationLockName(schema: string): string {
+  return `leoflow.migrate:${schema}`;
 }
 
 /**
@@ -64,6 +76,7 @@ export class KyselyStore
   readonly #db: Kysely<Database>;
   readonly #schema: string | undefined;
   readonly #hot: SqliteHotReads | undefined;
+  readonly #migrations: MigrationProvider;
   #closed = false;
 
   constructor(db: Kysely<Database>, opts: KyselyStoreOptions) {
@@ -72,6 +85,7 @@ export class KyselyStore
     this.dialect = opts.dialect;
     this.#schema = opts.schema;
     this.#hot = opts.hotReads;
+    this.#migrations = opts.migrations ?? migrationProvider(opts.dialect);
   }
 
   /** Escape hatch for tests and tooling; production code goes through the Store methods. */
@@ -79,10 +93,10 @@ export class KyselyStore
     return this.#db;
   }
 
-  #migrator(): Migrator {
+  #migrator(db: Kysely<Database> = this.#db): Migrator {
     return new Migrator({
-      db: this.#db,
-      provider: migrationProvider(this.dialect),
+      db,
+      provider: this.#migrations,
       migrationTableName: MIGRATION_TABLE,
       migrationLockTableName: MIGRATION_LOCK_TABLE,
       // Without an explicit schema Kysely's "does the table exist" probe matches the table in
@@ -91,8 +105,44 @@ export class KyselyStore
     });
   }
 
+  /**
+   * Applies every pending migration, once, however many replicas call it at the same moment.
+   *
+   * On PostgreSQL the whole step — reading the bookkeeping, refusing a newer schema, creating
+   * the bookkeeping tables and applying — runs on one connection holding a session advisory
+   * lock keyed on the schema: the first replica migrates, the others wait on the lock and then
+   * find nothing pending. A replica that dies mid-migration ends its session, which releases
+   * the lock; its migration's transaction rolls back and the next waiter applies it. SQLite
+   * (Lite) is one process and needs no lock.
+   *
+   * A database that has applied a migration this build does not know was migrated by a newer
+   * release: this refuses to start (LF_STORE_SCHEMA_NEWER) rather than run old code on it.
+   */
   async migrate(): Promise<void> {
-    const { error, results } = await this.#migrator().migrateToLatest();
+    if (this.dialect !== 'postgres') {
+      await this.#migrateOn(this.#db);
+      return;
+    }
+    const schema = this.#schema ?? 'public';
+    await this.#db.connection().execute(async (conn) => {
+      await sql`select pg_advisory_lock(hashtextextended(${migrationLockName(schema)}, 0))`.execute(
+        conn,
+      );
+      try {
+        await this.#migrateOn(conn);
+      } finally {
+        await sql`select pg_advisory_unlock(hashtextextended(${migrationLockName(schema)}, 0))`.execute(
+          conn,
+        );
+      }
+    });
+  }
+
+  async #migrateOn(db: Kysely<Database>): Promise<void> {
+    const status = compareSchema(await this.#knownNames(), await this.#appliedNames(db));
+    if (status.unknown.length > 0) throw schemaNewerError(status, this.dialect);
+    if (status.pending.length === 0) return;
+    const { error, results } = await this.#migrator(db).migrateToLatest();
     if (error !== undefined) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
       const cause = error instanceof Error ? error.message : JSON.stringify(error);
@@ -105,13 +155,40 @@ export class KyselyStore
     }
   }
 
-  async migrationStatus(): Promise<{ applied: string[]; pending: string[] }> {
-    // Same bookkeeping tables (and schema) as migrate(); getMigrations() only reads them and
-    // reports everything pending when they do not exist yet.
-    const all = await this.#migrator().getMigrations();
+  async #knownNames(): Promise<string[]> {
+    return Object.keys(await this.#migrations.getMigrations()).sort();
+  }
+
+  /** Every name in the bookkeeping table, known to this build or not; [] before the first run. */
+  async #appliedNames(db: Kysely<Database>): Promise<string[]> {
+    const exists =
+      this.dialect === 'postgres'
+        ? await sql<{
+            found: boolean;
+          }>`select to_regclass(${`${quoteIdent(this.#schema ?? 'public')}.${MIGRATION_TABLE}`}) is not null as found`.execute(
+            db,
+          )
+        : await sql<{
+            found: number;
+          }>`select count(*) as found from sqlite_master where type = 'table' and name = ${MIGRATION_TABLE}`.execute(
+            db,
+          );
+    if (!exists.rows[0]?.found) return [];
+    const table =
+      this.#schema !== undefined
+        ? sql.table(`${this.#schema}.${MIGRATION_TABLE}`)
+        : sql.table(MIGRATION_TABLE);
+    const { rows } = await sql<{ name: string }>`select name from ${table}`.execute(db);
+    return rows.map((r) => r.name).sort();
+  }
+
+  async migrationStatus(): Promise<{ applied: string[]; pending: string[]; unknown: string[] }> {
+    // Read-only: the bookkeeping table is read if it exists and never created here.
+    const status = compareSchema(await this.#knownNames(), await this.#appliedNames(this.#db));
     return {
-      applied: all.filter((m) => m.executedAt !== undefined).map((m) => m.name),
-      pending: all.filter((m) => m.executedAt === undefined).map((m) => m.name),
+      applied: status.applied.filter((n) => !status.unknown.includes(n)),
+      pending: status.pending,
+      unknown: status.unknown,
     };
   }
 
@@ -125,4 +202,8 @@ export class KyselyStore
     // the pg pool.
     await this.#db.destroy();
   }
+}
+
+function quoteIdent(name: string): string {
+  return `"${name.replace(/"/g, '""')}"`;
 }

@@ -43,11 +43,16 @@ export interface Store
     AuditStore,
     AttemptCredentialStore {
   readonly dialect: 'sqlite' | 'postgres';
+  /**
+   * Applies pending migrations, once across replicas (PostgreSQL: under an advisory lock), and
+   * refuses a database migrated by a newer release (LF_STORE_SCHEMA_NEWER).
+   */
   migrate(): Promise<void>;
   /**
-   * Which migrations of this build the database has applied and which are still pending.
+   * Which migrations of this build the database has applied, which are still pending, and
+   * which it has applied that this build does not know (a newer release migrated it).
    * Read-only: it never creates the bookkeeping tables nor applies anything (`leoflow doctor`).
    */
-  migrationStatus(): Promise<{ applied: string[]; pending: string[] }>;
+  migrationStatus(): Promise<{ applied: string[]; pending: string[]; unknown: string[] }>;
   close(): Promise<void>;
 }

@@ -81,6 +81,13 @@ export interface VaultServiceOptions {
    * every task of the tenant over one bad row.
    */
   onUnreadable?: (v: UnreadableValue) => void;
+  /**
+   * Called (and awaited) before opening values sealed under key ids this keyring does not hold:
+   * another replica may have rotated, and the key is in the shared keyring source but not yet
+   * in memory. The callee reloads (VaultKeyringReloader, rate-limited) and replaces the keyring;
+   * if the key is still missing afterwards the open fails as before.
+   */
+  onUnknownKey?: (keyIds: string[]) => Promise<void>;
 }
 
 const MAX_NAME = 250;
@@ -98,16 +105,23 @@ export class VaultService {
   #keyring: Keyring;
   readonly #clock: Clock;
   readonly #onUnreadable: (v: UnreadableValue) => void;
+  readonly #onUnknownKey: ((keyIds: string[]) => Promise<void>) | undefined;
 
   constructor(store: VaultServiceStore, keyring: Keyring, opts: VaultServiceOptions = {}) {
     this.#store = store;
     this.#keyring = keyring;
     this.#clock = opts.clock ?? systemClock;
     this.#onUnreadable = opts.onUnreadable ?? (() => undefined);
+    this.#onUnknownKey = opts.onUnknownKey;
   }
 
   get currentKeyId(): string {
     return this.#keyring.currentKeyId;
+  }
+
+  /** The ids of the keys this process holds (no key material). */
+  get keyIds(): string[] {
+    return this.#keyring.keyIds();
   }
 
   /**
@@ -171,6 +185,7 @@ export class VaultService {
 
   async getVariable(tenant_id: string, key: string): Promise<VariableView | undefined> {
     const rec = await this.#store.getVariable(tenant_id, key);
+    if (rec) await this.#ensureKeys([rec.key_id]);
     return rec && { ...variableMeta(rec), value: this.#variableValue(rec) };
   }
 
@@ -223,6 +238,7 @@ export class VaultService {
   async getConnection(tenant_id: string, id: string): Promise<ConnectionView | undefined> {
     const rec = await this.#store.getConnection(tenant_id, id);
     if (rec === undefined) return undefined;
+    await this.#ensureKeys([rec.key_id]);
     return {
       id: rec.conn_id,
       conn: this.#connection(rec),
@@ -269,6 +285,7 @@ export class VaultService {
       keys === 'all'
         ? await this.#store.getAllVariables(tenant_id)
         : await this.#store.getVariablesByKeys(tenant_id, keys);
+    await this.#ensureKeys(recs.map((r) => r.key_id));
     for (const rec of recs) {
       const value = this.#readable(rec.tenant_id, 'variable', rec.key, rec.key_id, () =>
         this.#variableValue(rec),
@@ -288,6 +305,7 @@ export class VaultService {
       ids === 'all'
         ? await this.#store.getAllConnections(tenant_id)
         : await this.#store.getConnectionsByIds(tenant_id, ids);
+    await this.#ensureKeys(recs.map((r) => r.key_id));
     for (const rec of recs) {
       const conn = this.#readable(rec.tenant_id, 'connection', rec.conn_id, rec.key_id, () =>
         this.#connection(rec),
@@ -370,6 +388,7 @@ export class VaultService {
   }
 
   async #reseal(ref: SealedRef, current: string): Promise<boolean> {
+    await this.#ensureKeys([ref.key_id]);
     const aad = vaultAad(ref.kind, ref.tenant_id, ref.id);
     // Errors propagate: a value that cannot be opened is left exactly as it is, and the
     // error names the key id it needs.
@@ -383,6 +402,20 @@ export class VaultService {
   }
 
   // ---------------------------------------------------------------- helpers
+
+  /** One reload (through onUnknownKey) when a value needs a key id this keyring lacks. */
+  async #ensureKeys(keyIds: readonly (string | null)[]): Promise<void> {
+    if (this.#onUnknownKey === undefined) return;
+    const missing = [...new Set(keyIds)].filter(
+      (id): id is string => id !== null && !this.#keyring.has(id),
+    );
+    if (missing.length === 0) return;
+    try {
+      await this.#onUnknownKey(missing);
+    } catch {
+      // The reloader reports its own failures; the open below then fails with the key id.
+    }
+  }
 
   #variableValue(rec: VariableRecord): string {
     if (!rec.is_secret) return rec.value_text ?? '';

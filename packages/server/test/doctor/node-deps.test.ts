@@ -38,13 +38,13 @@ describe('Store.migrationStatus (SQLite)', () => {
     const file = join(root, 'status.db');
     const store = (await openStore({ kind: 'sqlite', file })) as KyselyStore;
     try {
-      expect(await store.migrationStatus()).toEqual({ applied: [], pending: ALL });
+      expect(await store.migrationStatus()).toEqual({ applied: [], pending: ALL, unknown: [] });
       const tables = await sql<{
         name: string;
       }>`select name from sqlite_master where type = 'table'`.execute(store.kysely);
       expect(tables.rows).toEqual([]);
       await store.migrate();
-      expect(await store.migrationStatus()).toEqual({ applied: ALL, pending: [] });
+      expect(await store.migrationStatus()).toEqual({ applied: ALL, pending: [], unknown: [] });
     } finally {
       await store.close();
     }

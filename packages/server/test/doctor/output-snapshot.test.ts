@@ -74,6 +74,7 @@ function machine(o: MachineOptions): DoctorDeps {
       `${part({ alg: 'EdDSA' })}.${part(o.adminExpires ? { sub: 'admin', exp: 2_000_000_000 } : { sub: 'admin' })}.c2ln\n`,
     ],
     [`${DIR}/install-id`, `${INSTALL_ID}\n`],
+    ['/etc/leoflow/agent.crt', `${AGENT_CERT}\n`],
   ]);
   if (o.cgroup) {
     texts.set('/proc/self/cgroup', '0::/system.slice/leoflow.service\n');
@@ -97,6 +98,8 @@ function machine(o: MachineOptions): DoctorDeps {
     stat: (p) => Promise.resolve(files.get(p) ?? null),
     readText: (p) => Promise.resolve(texts.get(p) ?? null),
     uid: o.uid,
+    // A fixed time, so the agent certificate's days left do not change between runs.
+    now: () => Date.parse('2026-12-01T00:00:00Z'),
     env: { PATH: '/usr/local/bin:/usr/bin', ...(o.env ?? {}) },
     openStore: (db) =>
       Promise.resolve<DoctorStore>(
@@ -136,6 +139,19 @@ function config(edit: (c: ServerConfig) => void = () => undefined): ServerConfig
   edit(c);
   return c;
 }
+
+/** A self-signed agent certificate valid until 2036-11-29 (made once with openssl). */
+const AGENT_CERT = `-----BEGIN CERTIFICATE-----
+MIIBljCCAT2gAwIBAgIUbLrPp4Ktg4WmqJGDNWj7+CGYTdUwCgYIKoZIzj0EAwIw
+ITEfMB0GA1UEAwwWYWdlbnQubGVvZmxvdy5pbnRlcm5hbDAeFw0yNjEyMDIwMzIy
+NTdaFw0zNjExMjkwMzIyNTdaMCExHzAdBgNVBAMMFmFnZW50Lmxlb2Zsb3cuaW50
+ZXJuYWwwWTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAATs+wkwSu2vF6Jenz8OmdMJ
+cDb1dj5ruhKjw2om0YxsE+K2c4sFbWgL9dwVZ7BPyNxlLB2yJdnTJkboXmWwaCPo
+o1MwUTAdBgNVHQ4EFgQU3/BmWMNC1uCDofgmMrhDqddEiJMwHwYDVR0jBBgwFoAU
+3/BmWMNC1uCDofgmMrhDqddEiJMwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQD
+AgNHADBEAiANRGb/pcbLSBP7hzvp1lxrROk+9/MXPLqlwBz3iAkYMAIgVA35mqnE
+nPX/WYWsYd+Ik4crRwufbGxqrS5sIhDsGF4=
+-----END CERTIFICATE-----`;
 
 const CASES: Record<string, { cfg: ServerConfig; deps: DoctorDeps; opts?: DoctorOptions }> = {
   // a developer's laptop: not root, SQLite, every default

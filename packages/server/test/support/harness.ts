@@ -11,7 +11,7 @@ import {
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ManualClock, type SecretLivenessMode, type SecretScopingMode } from '@leoflow/core';
 import pg from 'pg';
-import { AgentService } from '@leoflow/protocol';
+import { AgentService, type AgentProtocolRange } from '@leoflow/protocol';
 import { pino } from 'pino';
 import { loadOrCreateSigningKey } from '../../src/auth/signing-keys.js';
 import type {
@@ -97,6 +97,8 @@ export interface HarnessOptions {
   onInflate?: (bytes: number) => void;
   /** who may schedule (Lite's SoleLeadership when absent) */
   leadership?: Leadership;
+  /** agent protocol versions Register accepts (this build's range when absent) */
+  agentProtocols?: AgentProtocolRange;
 }
 
 export interface Harness {
@@ -153,6 +155,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     channelSecure: true,
     ...(opts.logLimits ? { logLimits: opts.logLimits } : {}),
     ...(opts.leadership ? { leadership: opts.leadership } : {}),
+    ...(opts.agentProtocols ? { agentProtocols: opts.agentProtocols } : {}),
   });
   const { tokens, verifier, vault, runs, agentService: service, agentAuth: auth } = parts;
   const records = parts.records!;
