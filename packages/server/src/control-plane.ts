@@ -419,6 +419,9 @@ export async function startControlPlane(
         await api?.close();
         await probeServer?.close();
         await executors.release();
+        tlsReloader?.stop();
+        vaultReloader?.stop();
+        for (const w of signingWatches) w.close();
         // Agents' streams are let finish; they reconnect to another replica through the agent URL.
         await rpc.close();
         await metricsServer?.close();

@@ -14,8 +14,11 @@ export interface Readiness {
 }
 
 export interface ReadinessDeps {
-  /** which migrations this build has that the database has not applied (throws: unreachable) */
-  migrationStatus(): Promise<{ pending: string[] }>;
+  /**
+   * Which migrations this build has that the database has not applied, and which the database
+   * has that this build does not know (throws: unreachable).
+   */
+  migrationStatus(): Promise<{ pending: string[]; unknown?: string[] }>;
   /**
    * The scheduler lease as the database sees it; null for Lite, whose one process is always
    * the scheduler.
@@ -52,17 +55,21 @@ export async function checkReadiness(d: ReadinessDeps): Promise<Readiness> {
   });
   let storeOk = false;
   try {
-    const { pending } = await within(d.migrationStatus(), timeout);
+    const { pending, unknown = [] } = await within(d.migrationStatus(), timeout);
     storeOk = true;
     checks.push({ name: 'store', ok: true, gating: true, detail: 'reachable' });
+    // A schema newer than this build does not gate: during a rolling upgrade the old replicas
+    // keep serving while the first new one has migrated (docs/pro.md, "Migrations").
     checks.push({
       name: 'schema',
       ok: pending.length === 0,
       gating: true,
       detail:
-        pending.length === 0
-          ? 'current'
-          : `${pending.length} migration(s) not applied yet (${pending.join(', ')}): a replica of this version migrates at start`,
+        pending.length > 0
+          ? `${pending.length} migration(s) not applied yet (${pending.join(', ')}): a replica of this version migrates at start`
+          : unknown.length > 0
+            ? `newer than this build (${unknown.join(', ')}): serving during a rolling upgrade; replace this replica`
+            : 'current',
     });
   } catch (err) {
     checks.push({

@@ -57,6 +57,17 @@ describe('/readyz', () => {
     expect(r.checks.find((c) => c.name === 'schema')?.detail).toContain('0009_x');
   });
 
+  it('a schema newer than this build is reported but does not gate (a rolling upgrade keeps old replicas serving)', async () => {
+    const d = deps({
+      migrationStatus: () => Promise.resolve({ pending: [], unknown: ['0099_x'] }),
+    });
+    const r = await checkReadiness(d);
+    expect(r.ready).toBe(true);
+    expect(r.checks.find((c) => c.name === 'schema')?.detail).toMatch(
+      /newer than this build \(0099_x\)/,
+    );
+  });
+
   it('no leader ever, or none for longer than a takeover takes, is not ready for a scheduling replica', async () => {
     expect(
       (await checkReadiness(deps({ leaseHolder: () => Promise.resolve(undefined) }))).ready,
