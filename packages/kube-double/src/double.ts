@@ -12,7 +12,7 @@ import type { AddressInfo, Socket } from 'node:net';
 import { KubeApiServer, ADMIN_USER } from './apiserver.js';
 import { systemClock, type Clock } from './clock.js';
 import { writeKubeconfig } from './kubeconfig.js';
-import type { OpenApiDocuments } from './openapi.js';
+import { servedOpenApi, type OpenApiDocuments } from './openapi.js';
 import { Scheduler } from './scheduler.js';
 import type { UserInfo } from './service-account-tokens.js';
 import { createServingCertificate } from './tls.js';
@@ -67,7 +67,7 @@ export async function startKubeDouble(options: KubeDoubleOptions = {}): Promise<
     bookmarkIntervalMs: options.bookmarkIntervalMs ?? 60_000,
     historyLimit: options.historyLimit,
     caCertificate: certificate?.caCertificate,
-    openapi: options.openapi,
+    openapi: options.openapi ?? servedOpenApi(),
   });
   const scheduler = new Scheduler(api);
   const log = options.log ?? process.env.KUBE_DOUBLE_LOG === '1';
