@@ -112,6 +112,11 @@ export class KubeApiServer {
   readonly rbac: RbacAuthorizer;
   readonly watches: WatchHub;
   readonly clock: Clock;
+  /** Container logs by node name (each kubelet registers how to read its pods' logs). */
+  readonly logSources = new Map<
+    string,
+    (namespace: string, name: string, container?: string) => string | undefined
+  >();
 
   constructor(private readonly options: ApiServerOptions) {
     this.clock = options.clock;
@@ -293,6 +298,22 @@ export class KubeApiServer {
         return;
       case 'get': {
         const object = this.store.mustGet(type, namespace, name ?? '');
+        if (subresource === 'log') {
+          const nodeName = (object as Pod).spec.nodeName ?? '';
+          const text = this.logSources.get(nodeName)?.(
+            namespace ?? '',
+            name ?? '',
+            query.get('container') ?? undefined,
+          );
+          if (text === undefined) {
+            throw badRequest(
+              `container in pod "${name ?? ''}" is waiting to start: ContainerCreating`,
+            );
+          }
+          response.writeHead(200, { 'Content-Type': 'text/plain' });
+          response.end(text);
+          return;
+        }
         this.send(response, 200, this.renderOne(type, object, request.headers.accept, query));
         return;
       }

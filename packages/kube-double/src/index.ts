@@ -17,3 +17,10 @@ export {
 export { RESOURCE_TYPES, findResourceType, type ResourceType } from './resources.js';
 export { writeKubeconfig, kubeconfigDocument } from './kubeconfig.js';
 export type * from './objects.js';
+export {
+  Kubelet,
+  startKubelet,
+  VOLUME_ROOT_ENV,
+  type ImageSpec,
+  type KubeletOptions,
+} from './kubelet.js';

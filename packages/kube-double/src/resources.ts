@@ -59,6 +59,7 @@ export const RESOURCE_TYPES: readonly ResourceType[] = [
     subresources: {
       ...STATUS('Pod'),
       binding: { kind: 'Binding', verbs: ['create'] },
+      log: { kind: 'Pod', verbs: ['get'] },
     },
   },
   {

@@ -171,8 +171,22 @@ export class ObjectStore {
       const dropped = this.history.shift();
       if (dropped !== undefined) this.compactedThrough = dropped.revision;
     }
-    for (const listener of [...this.listeners]) listener(cloneEvent(event));
+    // A listener may write (the scheduler binds, the kubelet reports status): its events queue
+    // behind this one, so every listener sees every event in revision order.
+    this.pending.push(event);
+    if (this.dispatching) return;
+    this.dispatching = true;
+    try {
+      for (let next = this.pending.shift(); next !== undefined; next = this.pending.shift()) {
+        for (const listener of [...this.listeners]) listener(cloneEvent(next));
+      }
+    } finally {
+      this.dispatching = false;
+    }
   }
+
+  private readonly pending: StoreEvent[] = [];
+  private dispatching = false;
 }
 
 function cloneEvent(event: StoreEvent): StoreEvent {

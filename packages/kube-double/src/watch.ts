@@ -64,6 +64,9 @@ export class WatchHub {
       'Cache-Control': 'no-cache, private',
       'Transfer-Encoding': 'chunked',
     });
+    // Headers go out at once, as the apiserver sends them: a client waiting for a quiet watch's
+    // response headers could not tell an open watch from a hung server.
+    response.flushHeaders();
     let lastRevision = after;
     let closed = false;
     const write = (event: { type: string; object: unknown }) => {
