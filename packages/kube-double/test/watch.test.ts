@@ -25,7 +25,7 @@ interface Seen {
 /** Opens a watch and collects its events until `until` says stop. */
 async function watchUntil(
   path: string,
-  query: Record<string, unknown>,
+  query: Record<string, string | number | boolean | undefined>,
   until: (seen: Seen[]) => boolean,
   afterOpen?: () => Promise<void>,
 ): Promise<Seen[]> {
