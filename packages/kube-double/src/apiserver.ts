@@ -862,7 +862,7 @@ export class KubeApiServer {
           `pod ${name} is already assigned to node "${pod.spec.nodeName}"`,
         );
       }
-      this.bindPod(pod, String(target.name ?? ''));
+      this.bindPod(pod, typeof target.name === 'string' ? target.name : '');
       return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', code: 201 };
     }
     throw methodNotAllowed();

@@ -63,8 +63,7 @@ export function containerEnvironment(
     ).envFrom ?? [];
   for (const source of envFrom) {
     if (source.secretRef) {
-      const secret = context.store.get(secretType, namespace, source.secretRef.name) as
-        Secret | undefined;
+      const secret = context.store.get<Secret>(secretType, namespace, source.secretRef.name);
       if (secret === undefined) {
         if (source.secretRef.optional) continue;
         throw new ContainerConfigError(`secret "${source.secretRef.name}" not found`);
@@ -74,8 +73,7 @@ export function containerEnvironment(
       }
     }
     if (source.configMapRef) {
-      const map = context.store.get(configMapType, namespace, source.configMapRef.name) as
-        ConfigMap | undefined;
+      const map = context.store.get<ConfigMap>(configMapType, namespace, source.configMapRef.name);
       if (map === undefined) {
         if (source.configMapRef.optional) continue;
         throw new ContainerConfigError(`configmap "${source.configMapRef.name}" not found`);
@@ -92,7 +90,7 @@ export function containerEnvironment(
     }
     if (from.secretKeyRef) {
       const ref = from.secretKeyRef;
-      const secret = context.store.get(secretType, namespace, ref.name) as Secret | undefined;
+      const secret = context.store.get<Secret>(secretType, namespace, ref.name);
       const value = secret?.data?.[ref.key];
       if (value === undefined) {
         if (ref.optional) continue;
@@ -105,7 +103,7 @@ export function containerEnvironment(
       env[variable.name] = Buffer.from(value, 'base64').toString('utf8');
     } else if (from.configMapKeyRef) {
       const ref = from.configMapKeyRef;
-      const map = context.store.get(configMapType, namespace, ref.name) as ConfigMap | undefined;
+      const map = context.store.get<ConfigMap>(configMapType, namespace, ref.name);
       const value = map?.data?.[ref.key];
       if (value === undefined) {
         if (ref.optional) continue;

@@ -601,11 +601,11 @@ export class Kubelet {
     name: string,
     optional?: boolean,
   ): Record<string, Buffer> | undefined {
-    const secret = this.options.double.store.get(
+    const secret = this.options.double.store.get<Secret>(
       this.options.double.api.type('', 'secrets'),
       namespace,
       name,
-    ) as Secret | undefined;
+    );
     if (secret === undefined) {
       if (optional) return undefined;
       throw new ContainerConfigError(`secret "${name}" not found`);
@@ -620,11 +620,11 @@ export class Kubelet {
     name: string,
     optional?: boolean,
   ): Record<string, Buffer> | undefined {
-    const map = this.options.double.store.get(
+    const map = this.options.double.store.get<ConfigMap>(
       this.options.double.api.type('', 'configmaps'),
       namespace,
       name,
-    ) as ConfigMap | undefined;
+    );
     if (map === undefined) {
       if (optional) return undefined;
       throw new ContainerConfigError(`configmap "${name}" not found`);
@@ -671,8 +671,7 @@ export class Kubelet {
   }
 
   private currentPod(run: PodRun): Pod | undefined {
-    const pod = this.options.double.store.get(this.podType(), run.namespace, run.name) as
-      Pod | undefined;
+    const pod = this.options.double.store.get<Pod>(this.podType(), run.namespace, run.name);
     return pod?.metadata.uid === run.uid ? pod : undefined;
   }
 

@@ -2,7 +2,6 @@
 // kube-root-ca.crt ConfigMap (as the service-account and root-CA controllers add them); a deleted
 // one turns Terminating, refuses new content, has its content deleted, and goes when it is empty.
 import type { ApiContext, ResourceBehaviour } from './behaviours.js';
-import type { KubeObject } from './objects.js';
 import { RESOURCE_TYPES } from './resources.js';
 import type { ObjectStore } from './store.js';
 import { podBehaviour } from './pods.js';
@@ -25,7 +24,7 @@ export const namespaceBehaviour: ResourceBehaviour = {
     context.store.create(context.type('', 'configmaps'), {
       metadata: { name: 'kube-root-ca.crt', namespace },
       data: { 'ca.crt': context.caCertificate ?? '' },
-    } as KubeObject);
+    });
   },
 
   delete(current, _options, context) {

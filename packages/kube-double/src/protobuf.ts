@@ -207,14 +207,14 @@ function decodeMessage(buffer: Buffer, schema: Schema): Record<string, unknown> 
     } else if ('map' in type) {
       const entry = decodeMessage(wire.bytes ?? Buffer.alloc(0), {
         1: { name: 'key', type: 'string' },
-        2: { name: 'value', type: type.map as Scalar },
+        2: { name: 'value', type: type.map },
       }) as { key?: string; value?: unknown };
       const map = (result[field.name] ?? {}) as Record<string, unknown>;
       map[entry.key ?? ''] = entry.value ?? (type.map === 'bytes' ? '' : '');
       result[field.name] = map;
       continue;
     } else {
-      value = decodeMessage(wire.bytes ?? Buffer.alloc(0), type as Schema);
+      value = decodeMessage(wire.bytes ?? Buffer.alloc(0), type);
     }
     // gogo-protobuf writes unset strings and times as empty values; JSON would omit them.
     if (!field.repeated && (value === '' || value === '1970-01-01T00:00:00Z')) continue;

@@ -108,10 +108,11 @@ export class RbacAuthorizer {
     name: string | undefined,
   ): PolicyRule[] {
     if (name === undefined) return [];
-    let role: KubeObject | undefined;
-    if (kind === 'ClusterRole') role = this.store.get(rbacType('clusterroles'), undefined, name);
-    else if (kind === 'Role') role = this.store.get(rbacType('roles'), namespace, name);
-    return (role as RoleObject | undefined)?.rules ?? [];
+    let role: RoleObject | undefined;
+    if (kind === 'ClusterRole')
+      role = this.store.get<RoleObject>(rbacType('clusterroles'), undefined, name);
+    else if (kind === 'Role') role = this.store.get<RoleObject>(rbacType('roles'), namespace, name);
+    return role?.rules ?? [];
   }
 }
 

@@ -40,9 +40,14 @@ export class ObjectStore {
     return this.revision;
   }
 
-  get(type: ResourceType, namespace: string | undefined, name: string): KubeObject | undefined {
+  /** The stored object, typed as the caller knows its kind to be. */
+  get<T extends KubeObject = KubeObject>(
+    type: ResourceType,
+    namespace: string | undefined,
+    name: string,
+  ): T | undefined {
     const found = this.objects.get(keyOf(type, namespace, name));
-    return found === undefined ? undefined : clone(found);
+    return found === undefined ? undefined : (clone(found) as T);
   }
 
   mustGet(type: ResourceType, namespace: string | undefined, name: string): KubeObject {

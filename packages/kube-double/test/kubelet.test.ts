@@ -25,7 +25,7 @@ const ns = 'kubelet';
 
 const podType = () => double.api.type('', 'pods');
 const admin = () => double.api.context(ADMIN_USER);
-const getPod = (name: string) => double.store.get(podType(), ns, name) as Pod | undefined;
+const getPod = (name: string) => double.store.get<Pod>(podType(), ns, name);
 
 function createPod(
   name: string,
