@@ -1,7 +1,12 @@
-// `kube-double --port N [--admin-token T] [--http] [--kubeconfig PATH]`: serves until SIGINT/SIGTERM.
-import { dirname, basename } from 'node:path';
+// `kube-double --port N [--admin-token T] [--http] [--kubeconfig PATH]
+//              [--node NAME --image-map FILE.json --work-root DIR]`
+// Serves until SIGINT/SIGTERM. With --node, a kubelet simulator registers that node and runs the
+// pods bound to it; the image map is a JSON object of image → ImageSpec (see kubelet.ts).
+import { readFileSync } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { parseArgs } from 'node:util';
 import { startKubeDouble } from './double.js';
+import { startKubelet, type ImageSpec } from './kubelet.js';
 
 const { values } = parseArgs({
   options: {
@@ -10,6 +15,9 @@ const { values } = parseArgs({
     'admin-token': { type: 'string' },
     http: { type: 'boolean', default: false },
     kubeconfig: { type: 'string' },
+    node: { type: 'string' },
+    'image-map': { type: 'string' },
+    'work-root': { type: 'string' },
   },
 });
 
@@ -22,12 +30,28 @@ const double = await startKubeDouble({
 if (values.kubeconfig !== undefined) {
   double.kubeconfig(dirname(values.kubeconfig), { file: basename(values.kubeconfig) });
 }
+const kubelet =
+  values.node === undefined
+    ? undefined
+    : startKubelet({
+        double,
+        nodeName: values.node,
+        workRoot: values['work-root'] ?? `${process.cwd()}/kube-double-pods`,
+        imageMap:
+          values['image-map'] === undefined
+            ? {}
+            : (JSON.parse(readFileSync(values['image-map'], 'utf8')) as Record<string, ImageSpec>),
+      });
 // One line on stdout a supervising process can parse; the admin token is not printed.
 process.stdout.write(
-  `${JSON.stringify({ url: double.url, kubeconfig: values.kubeconfig ?? null })}\n`,
+  `${JSON.stringify({ url: double.url, kubeconfig: values.kubeconfig ?? null, node: values.node ?? null })}\n`,
 );
 const stop = () => {
-  void double.close().then(() => process.exit(0));
+  void (async () => {
+    await kubelet?.stop();
+    await double.close();
+    process.exit(0);
+  })();
 };
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);
