@@ -4,6 +4,7 @@
 import { rfc3339 } from './clock.js';
 import type { ApiContext, DeleteOptions, ResourceBehaviour } from './behaviours.js';
 import type { KubeObject, Pod } from './objects.js';
+import { enforcedLevel, podSecurityViolations } from './pod-security.js';
 import { forbidden, invalid, type FieldError } from './status.js';
 
 const DEFAULT_GRACE_SECONDS = 30;
@@ -129,6 +130,24 @@ function admitServiceAccount(pod: Pod, context: ApiContext): void {
   }
 }
 
+/** Pod Security Admission in enforce mode, from the namespace's pod-security label. */
+function admitPodSecurity(pod: Pod, context: ApiContext): void {
+  const owner = context.store.get(
+    context.type('', 'namespaces'),
+    undefined,
+    pod.metadata.namespace ?? '',
+  );
+  const level = enforcedLevel(owner?.metadata.labels);
+  const violations = podSecurityViolations(pod, level);
+  if (violations.length > 0) {
+    throw forbidden(
+      context.type('', 'pods'),
+      pod.metadata.name,
+      `violates PodSecurity "${level}:latest": ${violations.join(', ')}`,
+    );
+  }
+}
+
 export const podBehaviour: ResourceBehaviour = {
   prepareCreate(object, context) {
     const pod = object as Pod;
@@ -136,6 +155,7 @@ export const podBehaviour: ResourceBehaviour = {
     if (errors.length > 0) throw invalid('Pod', '', pod.metadata.name ?? '', errors);
     applyDefaults(pod);
     admitServiceAccount(pod, context);
+    admitPodSecurity(pod, context);
   },
 
   delete(current: KubeObject, options: DeleteOptions, context: ApiContext): KubeObject {
