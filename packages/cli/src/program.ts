@@ -11,6 +11,8 @@ import { registerSecrets } from './commands/secrets.js';
 import { registerStandalone } from './commands/standalone.js';
 import { registerTasks } from './commands/tasks.js';
 import { registerTenants } from './commands/tenants.js';
+import { registerRunners } from './commands/runners.js';
+import { registerCells } from './commands/cells.js';
 import { registerVariables } from './commands/variables.js';
 
 export function buildProgram(): Command {
@@ -42,6 +44,8 @@ export function buildProgram(): Command {
   registerSecrets(program);
   registerAuth(program);
   registerTenants(program);
+  registerRunners(program);
+  registerCells(program);
   registerAudit(program);
   registerDoctor(program);
   registerConfig(program);

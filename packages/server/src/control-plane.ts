@@ -33,6 +33,7 @@ import { agentChannelMode, startAgentRpcServer } from './rpc/agent-server.js';
 import type { RunOperations } from './scheduler/run-operations.js';
 import type { Scheduler, SchedulerTimings } from './scheduler/scheduler.js';
 import { openStore } from './store/index.js';
+import { directoryOnStore, openDirectory } from './store/kysely-directory.js';
 import type { Store } from './store/store.js';
 import { createLogger } from './util/logger.js';
 import { systemClock } from './util/system-clock.js';
@@ -109,6 +110,16 @@ export async function startControlPlane(
   const store = await openStore(cfg.database);
   await store.migrate();
   await store.ensureTenant(cfg.tenantId, cfg.tenantId, clock.now());
+  // The directory the door reads: Lite's is the same SQLite file, Pro's a schema of its own.
+  const directory =
+    cfg.database.kind === 'sqlite'
+      ? await directoryOnStore(store)
+      : await openDirectory({
+          kind: 'postgres',
+          url: cfg.database.url,
+          schema: cfg.directory.schema,
+        });
+  await directory.migrate();
 
   const credentialCfg = cfg.credentials;
   const ttlSeconds = agentTokenTtlSeconds(cfg.execution.heartbeatIntervalMs / 1000);
@@ -235,6 +246,12 @@ export async function startControlPlane(
       metrics: { ...cfg.metrics, port: bound.metrics },
     }),
     platformTenantId: cfg.tenantId,
+    directory,
+    cellTopology:
+      cfg.database.kind === 'sqlite'
+        ? { kind: 'lite', url: `http://${cfg.http.host}:${cfg.http.port}` }
+        : { kind: 'directory' },
+    doorUrl: cfg.door.publicUrl,
     version: LEOFLOW_VERSION,
     onChange: parts.poke,
     ui: ui.deps,
@@ -276,6 +293,7 @@ export async function startControlPlane(
       await executors.close();
       await rpc.close();
       await metricsServer?.close();
+      await directory.close();
       await store.close();
     },
   };

@@ -383,6 +383,47 @@ export const ERROR_CATALOGUE = {
     400,
     'Use 1-63 lowercase letters, digits and -, starting with a letter or digit.',
   ),
+  LF_RUNNER_NOT_FOUND: c(
+    'auth',
+    404,
+    'List the runners (`leoflow runners list`) and use one of their names.',
+  ),
+  LF_RUNNER_EXISTS: c(
+    'auth',
+    409,
+    'Pick another name, or delete the old runner first (`leoflow runners delete <name>`): there is no in-place rotation.',
+  ),
+  LF_RUNNER_INVALID: c(
+    'auth',
+    400,
+    'Fix the named field of the runner as the message says (`leoflow runners register --help`).',
+  ),
+  LF_RUNNER_NO_TOKEN: c(
+    'auth',
+    409,
+    'An ssh runner has no token: the cell dials it. Register an inbound runner to get a launch command.',
+  ),
+  LF_CELL_NOT_FOUND: c(
+    'auth',
+    404,
+    'List the cells (`leoflow cells list`) and use one of their names.',
+  ),
+  LF_CELL_EXISTS: c('auth', 409, 'Pick another cell name.'),
+  LF_CELL_INVALID: c(
+    'auth',
+    400,
+    'Name the cell with 1-63 lowercase letters, digits and -, and give its internal http(s) base URL.',
+  ),
+  LF_CELL_DRAINING: c(
+    'auth',
+    409,
+    'The cell is draining and takes no new placements; place the tenant on an active cell.',
+  ),
+  LF_DIRECTORY_LITE: c(
+    'auth',
+    409,
+    'Lite is one implicit cell: cells and placements are managed on a Pro installation with a directory schema.',
+  ),
   // ── store ─────────────────────────────────────────────────────────────────────────────
   LF_STORE_MIGRATION_FAILED: c(
     'store',

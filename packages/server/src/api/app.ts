@@ -24,6 +24,7 @@ import {
   type RouteAccess,
 } from './route-permissions.js';
 import { registerRunRoutes } from './run-routes.js';
+import { registerRunnerRoutes, type RunnerRouteDeps } from './runner-routes.js';
 import { registerVaultRoutes } from './vault-routes.js';
 import { authenticateRequest, type UiDeps } from '../ui/guard.js';
 import { registerUiRoutes, rememberAuthentication, UI_ROUTE_PERMISSIONS } from '../ui/routes.js';
@@ -38,6 +39,8 @@ export interface ApiDeps {
   scopes: TenantScopes;
   tokens: ApiTokens;
   platform: PlatformAdmin;
+  /** runner records (tenant) and cells with placements (platform), in the directory */
+  directory: RunnerRouteDeps;
   /** the tenant whose admins hold the platform permissions (standalone: "default") */
   platformTenantId: string;
   clock: Clock;
@@ -270,6 +273,7 @@ export function buildApi(deps: ApiDeps) {
     registerDagRoutes(api, { onChange: deps.onChange });
     registerRunRoutes(api);
     registerVaultRoutes(api, { clock: deps.clock });
+    registerRunnerRoutes(api, deps.directory);
     registerAdminRoutes(api, {
       platform: deps.platform,
       scopes,

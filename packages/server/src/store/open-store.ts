@@ -21,6 +21,13 @@ export async function openStore(opts: OpenStoreOptions): Promise<Store> {
 }
 
 function openSqlite(file: string): KyselyStore {
+  const kysely = openSqliteKysely(file);
+  const hotReads = file === ':memory:' ? undefined : openHotReads(file);
+  return new KyselyStore(kysely, { dialect: 'sqlite', ...(hotReads ? { hotReads } : {}) });
+}
+
+/** The writer connection of a SQLite file, with the pragmas every Leoflow connection sets. */
+export function openSqliteKysely(file: string): Kysely<Database> {
   // ':memory:' stays usable for fast unit tests elsewhere; it has no file to protect.
   if (file !== ':memory:') createPrivateFile(file);
   const db = new BetterSqlite3(file);
@@ -40,9 +47,7 @@ function openSqlite(file: string): KyselyStore {
     db.close();
     throw err;
   }
-  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: db }) });
-  const hotReads = file === ':memory:' ? undefined : openHotReads(file);
-  return new KyselyStore(kysely, { dialect: 'sqlite', ...(hotReads ? { hotReads } : {}) });
+  return new Kysely<Database>({ dialect: new SqliteDialect({ database: db }) });
 }
 
 /**
@@ -88,6 +93,18 @@ const pgTypes: pg.CustomTypesConfig = {
 };
 
 async function openPostgres(url: string, schema: string | undefined): Promise<KyselyStore> {
+  const { kysely, schema: effective } = await openPostgresKysely(url, schema);
+  return new KyselyStore(kysely, { dialect: 'postgres', schema: effective });
+}
+
+/**
+ * A pool on `url` whose connections put `schema` (created if missing) first on the search
+ * path, and the schema in effect.
+ */
+export async function openPostgresKysely(
+  url: string,
+  schema: string | undefined,
+): Promise<{ kysely: Kysely<Database>; schema: string }> {
   const pool = new pg.Pool({
     connectionString: url,
     max: 10,
@@ -132,7 +149,7 @@ async function openPostgres(url: string, schema: string | undefined): Promise<Ky
         'postgres store: no schema on the search_path exists; pass `schema` or create one',
       );
     }
-    return new KyselyStore(kysely, { dialect: 'postgres', schema: effective });
+    return { kysely, schema: effective };
   } catch (err) {
     await kysely.destroy();
     throw err;
