@@ -403,6 +403,26 @@ export const ERROR_CATALOGUE = {
     409,
     'An ssh runner has no token: the cell dials it. Register an inbound runner to get a launch command.',
   ),
+  LF_RUNNER_UNAUTHORIZED: c(
+    'auth',
+    401,
+    "Register the runner again (`leoflow runners register`) and run the printed launch command; a deleted runner's token never works again.",
+  ),
+  LF_RUNNER_NOT_PLACED: c(
+    'auth',
+    503,
+    "Retry after Retry-After; a platform admin places the runner's tenant on a cell (`leoflow tenants place`).",
+  ),
+  LF_CELL_UNREACHABLE: c(
+    'auth',
+    503,
+    "Retry after Retry-After; if it persists, check that the tenant's cell is up and reachable from the door.",
+  ),
+  LF_CELL_REFUSED: c(
+    'auth',
+    502,
+    "Retry after Retry-After; if it persists, check that the cell trusts this door's public keys (door-public.jwks.json).",
+  ),
   LF_CELL_NOT_FOUND: c(
     'auth',
     404,

@@ -84,6 +84,12 @@ forEachDialect('directory store', (dialect) => {
       kind: 'inbound',
     });
     expect(await directory.runnerByTokenHash(`${'a'.repeat(63)}b`)).toBeUndefined();
+    expect(await directory.runnerById('rnr_1')).toEqual({
+      id: 'rnr_1',
+      tenant_id: 'team-a',
+      name: 'lin-1',
+      kind: 'inbound',
+    });
   });
 
   it('round-trips every field, ssh target included', async () => {
@@ -138,7 +144,7 @@ forEachDialect('directory store', (dialect) => {
     const gone = await directory.deleteRunner('team-a', 'lin-1');
     expect(gone?.id).toBe('rnr_1');
     expect(await directory.runnerByTokenHash('a'.repeat(64))).toBeUndefined();
-    expect(await directory.runnerExists('rnr_1')).toBe(false);
+    expect(await directory.runnerById('rnr_1')).toBeUndefined();
     expect(await directory.deleteRunner('team-a', 'lin-1')).toBeUndefined();
   });
 

@@ -85,13 +85,14 @@ export class KyselyRunnerStore extends KyselySeam implements RunnerStore {
     return { id: row.id, tenant_id: row.tenant_id, name: row.name, kind: row.kind as RunnerKind };
   }
 
-  async runnerExists(id: string): Promise<boolean> {
+  async runnerById(id: string): Promise<RunnerIdentity | undefined> {
     const row = await this.db
       .selectFrom('runners')
-      .select('id')
+      .select(['id', 'tenant_id', 'name', 'kind'])
       .where('id', '=', id)
       .executeTakeFirst();
-    return row !== undefined;
+    if (!row) return undefined;
+    return { id: row.id, tenant_id: row.tenant_id, name: row.name, kind: row.kind as RunnerKind };
   }
 }
 

@@ -14,6 +14,6 @@ export interface RunnerStore {
    * hash, so an ssh runner never matches.
    */
   runnerByTokenHash(token_hash: string): Promise<RunnerIdentity | undefined>;
-  /** whether a runner with this id still exists (a live session's re-check) */
-  runnerExists(id: string): Promise<boolean>;
+  /** by id: the cell's check before it mints a connection secret, a live session's re-check */
+  runnerById(id: string): Promise<RunnerIdentity | undefined>;
 }
