@@ -13,6 +13,7 @@ import { registerTasks } from './commands/tasks.js';
 import { registerTenants } from './commands/tenants.js';
 import { registerRunners } from './commands/runners.js';
 import { registerCells } from './commands/cells.js';
+import { registerDoor } from './commands/door.js';
 import { registerVariables } from './commands/variables.js';
 
 export function buildProgram(): Command {
@@ -46,6 +47,7 @@ export function buildProgram(): Command {
   registerTenants(program);
   registerRunners(program);
   registerCells(program);
+  registerDoor(program);
   registerAudit(program);
   registerDoctor(program);
   registerConfig(program);

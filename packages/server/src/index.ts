@@ -10,3 +10,4 @@ export * from './util/system-clock.js';
 export type { Store } from './store/store.js';
 export * from './store/types.js';
 export * from './doctor/index.js';
+export { startDoorProcess, doorPublicKeysFile } from './door/door-process.js';

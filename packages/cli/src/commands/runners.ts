@@ -6,7 +6,7 @@ import { parseOutput, print } from '../output.js';
 const COLUMNS = ['name', 'kind', 'capacity', 'labels', 'has_token', 'created_at'];
 
 interface RegisterFlags {
-  kind: string;
+  kind?: string;
   labels?: string;
   capacity?: string;
   host?: string;
@@ -37,7 +37,13 @@ function wholeNumber(v: string, flag: string): number {
 /** The request body for `runners register`, or a usage error (exit 2) before any request. */
 export function registerBody(name: string, f: RegisterFlags): Record<string, unknown> {
   if (f.kind !== 'inbound' && f.kind !== 'ssh') {
-    throw new CliError(`--kind must be inbound or ssh (got "${f.kind}")`, 2, 'LF_USAGE');
+    throw new CliError(
+      f.kind === undefined
+        ? '--kind is required: inbound or ssh'
+        : `--kind must be inbound or ssh (got "${f.kind}")`,
+      2,
+      'LF_USAGE',
+    );
   }
   const sshFlags = { host: f.host, user: f.user, credential: f.credential, hostKey: f.hostKey };
   const given = Object.entries(sshFlags).filter(([, v]) => v !== undefined);
@@ -91,9 +97,10 @@ export function registerRunners(program: Command): void {
     .description(
       'register a runner; an inbound one prints its launch command (the only thing the machine needs) on stdout',
     )
-    .requiredOption(
+    // checked in registerBody, so a missing <name> is reported first
+    .option(
       '--kind <kind>',
-      'inbound (connects in through the door) or ssh (the cell dials it)',
+      'required: inbound (connects in through the door) or ssh (the cell dials it)',
     )
     .option('--labels <k=v,...>', 'labels tasks select runners by')
     .option('--capacity <n>', 'attempts it runs at once (default 1)')

@@ -227,10 +227,14 @@ export function buildApi(deps: ApiDeps) {
   }
 
   app.setNotFoundHandler((req, reply) => {
-    if (servePage?.(req, reply)) return;
+    // Runner paths belong to the door alone (docs/runners.md): never the web app's page here.
+    const runnerPath = req.url === '/runners' || req.url.startsWith('/runners/');
+    if (!runnerPath && servePage?.(req, reply)) return;
     void reply.status(httpStatusOf('LF_ROUTE_NOT_FOUND')).send({
       code: 'LF_ROUTE_NOT_FOUND',
-      message: `no route ${req.method} ${req.url.split('?')[0] ?? ''}; the routes are listed at /api/v1/docs`,
+      message: runnerPath
+        ? 'runner paths are served by the door (its own port), not by the REST API'
+        : `no route ${req.method} ${req.url.split('?')[0] ?? ''}; the routes are listed at /api/v1/docs`,
       details: {},
     });
   });
