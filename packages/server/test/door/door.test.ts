@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SESSION_CLOSE } from '../../src/cells/runner-sessions.js';
+import { runnerTokenHash } from '../../src/runners/runner-token.js';
 import {
   closed,
   createDoorFixture,
@@ -236,6 +237,18 @@ describe('the door', () => {
     expect(await nextMessage(b.ws)).toBe(`cell-a:${other.id}:still`);
     expect((await rawGet(f.url, `/runners/${runner.token}/login`)).status).toBe(401);
     b.ws.close();
+  });
+
+  it('a runner deleted between the token check and the secret fetch gets no secret (502)', async () => {
+    // the door's view is stale (a cache, a race); the cell checks the runner itself
+    const stale = await f.directory.runnerByTokenHash(runnerTokenHash(runner.token));
+    await f.directory.deleteRunner('team-a', 'lin-1');
+    const original = f.directory.runnerByTokenHash.bind(f.directory);
+    f.directory.runnerByTokenHash = async (h) => (await original(h)) ?? stale;
+    const r = await wsAttempt(wsUrl(runner.token));
+    expect(r.open ? 101 : r.status).toBe(502);
+    expect(f.cells.get('cell-a')!.calls.secrets).toBe(1);
+    expect(f.cells.get('cell-a')!.sessions.count()).toBe(0);
   });
 
   it("a cell closing a deleted runner's sessions closes the runner's side too", async () => {

@@ -9,6 +9,7 @@ import {
   runnerTokenHash,
 } from '../../src/runners/runner-token.js';
 import { isPinnedHostKey } from '../../src/runners/runner-validation.js';
+import { runnerView } from '../../src/runners/runner-registry.js';
 import { loadKeyring, VaultService } from '../../src/vault/index.js';
 import type { VaultServiceStore } from '../../src/vault/vault-service.js';
 
@@ -78,5 +79,40 @@ describe('runner tokens in the vault', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('runnerView (the one redaction point)', () => {
+  it('carries every field a reader may see and nothing of the token', () => {
+    const token = mintRunnerToken();
+    const view = runnerView({
+      id: 'rnr_1',
+      tenant_id: 'team-a',
+      name: 'lin-1',
+      kind: 'inbound',
+      labels: { a: 'b' },
+      capacity: 1,
+      ssh: null,
+      token_hash: runnerTokenHash(token),
+      token_cipher: new Uint8Array([1, 2]),
+      token_key_id: 'k1',
+      created_by: 'u',
+      created_at: 1,
+    });
+    expect(Object.keys(view).sort()).toEqual(
+      [
+        'capacity',
+        'created_at',
+        'created_by',
+        'has_token',
+        'id',
+        'kind',
+        'labels',
+        'name',
+        'ssh',
+      ].sort(),
+    );
+    expect(JSON.stringify(view)).not.toContain(runnerTokenHash(token));
+    expect(view.has_token).toBe(true);
   });
 });
