@@ -21,7 +21,10 @@ export class CellCallError extends Error {
 export interface CellClient {
   /** a fresh per-connection secret for the runner (every connection attempt; never cached) */
   fetchSecret(cellUrl: string, runner_id: string): Promise<string>;
-  /** opens the upstream session with the secret injected; resolves once the cell accepted */
+  /**
+   * Opens the upstream session with the secret injected; resolves once the cell accepted, with
+   * the socket paused, so nothing the cell sends first is lost before the relay is attached.
+   */
   openSession(cellUrl: string, secret: string): Promise<WebSocket>;
 }
 
@@ -64,6 +67,7 @@ export function httpCellClient(credential: DoorCredentialIssuer, timeoutMs: numb
           perMessageDeflate: false,
         });
         ws.once('open', () => {
+          ws.pause();
           ws.removeAllListeners('error');
           resolve(ws);
         });

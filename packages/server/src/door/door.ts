@@ -203,6 +203,8 @@ export function createDoor(o: DoorOptions): Door {
     wss.handleUpgrade(req, socket, head, (client) => {
       record(req, m.action, { status: 101 });
       relay(client, upstream, sessions.add(runner.id, closePair(client, upstream)));
+      // openSession left it paused: the cell may speak first (HTTP/2's SETTINGS)
+      upstream.resume();
     });
   };
 

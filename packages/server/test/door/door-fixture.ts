@@ -10,7 +10,7 @@ import {
   startCellDoorEndpoint,
   type CellDoorEndpoint,
 } from '../../src/cells/cell-door-endpoint.js';
-import { ConnectionSecrets } from '../../src/cells/connection-secrets.js';
+import { ConnectionSecrets, type ConnectionGrant } from '../../src/cells/connection-secrets.js';
 import { RunnerSessions } from '../../src/cells/runner-sessions.js';
 import { httpCellClient, type CellClient } from '../../src/door/cell-client.js';
 import { DoorCredentialIssuer, DoorCredentialVerifier } from '../../src/door/door-credential.js';
@@ -53,6 +53,8 @@ export async function createDoorFixture(
   opts: {
     topology?: (cells: Map<string, Cell>) => CellTopology;
     throttle?: { limit: number; windowMs: number };
+    /** what a cell runs in an accepted session (default: echo, prefixed with the cell's name) */
+    onSession?: (cell: string, grant: ConnectionGrant, ws: WebSocket) => void;
   } = {},
 ): Promise<DoorFixture> {
   const dir = mkdtempSync(join(tmpdir(), 'leoflow-door-'));
@@ -123,6 +125,10 @@ export async function createDoorFixture(
       sessions,
       logger,
       onSession: (grant, ws) => {
+        if (opts.onSession) {
+          opts.onSession(name, grant, ws);
+          return;
+        }
         ws.on('message', (data) =>
           ws.send(`${name}:${grant.runner_id}:${(data as Buffer).toString('utf8')}`),
         );
