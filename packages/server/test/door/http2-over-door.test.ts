@@ -55,20 +55,17 @@ describe('spike: HTTP/2 over the door session carries the agent service', () => 
   });
   afterEach(() => f.close());
 
-  // NOT PROVEN YET (skipped, kept as the spike's record): through the door's frame relay the
-  // first call fails with an HTTP/2 PROTOCOL_ERROR (ERR_HTTP2_ERROR -505, the cell's session
-  // closes with code 2), while the same HTTP/2 client and server over a WebSocket stream
-  // without the door in between work. The relay (door.ts relay()) is the suspect; see
-  // docs/runners.md, "Not built yet".
-  it.skip('unary calls, headers, big replies and errors go through unchanged', async () => {
+  it('unary calls, headers, big replies and errors go through unchanged', async () => {
     const { token } = await f.addRunner('team-a', 'lin-1');
     // the runner: a WebSocket to the door, HTTP/2 on top of it
     const ws = new WebSocket(`${f.url.replace('http:', 'ws:')}/runners/${token}/session`);
-    await new Promise<void>((res, rej) => {
-      ws.once('open', () => res());
+    // The stream must exist by the time 'open' returns: the cell speaks first (HTTP/2's
+    // SETTINGS) and a frame that arrives before a listener is attached is gone — awaiting a
+    // promise before attaching it is already too late (the runner daemon must do the same).
+    const stream = await new Promise<ReturnType<typeof createWebSocketStream>>((res, rej) => {
+      ws.once('open', () => res(createWebSocketStream(ws)));
       ws.once('error', rej);
     });
-    const stream = createWebSocketStream(ws);
     let connections = 0;
     const sessionManager = new Http2SessionManager('http://runner-session', undefined, {
       createConnection: () => {
