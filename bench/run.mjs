@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { CLI, REPO, abortMeasurement, cleanupAll, log, resetAbort } from './lib.mjs';
 import * as agentPortBomb from './agent-port-bomb.mjs';
 import * as apiAuth from './api-auth.mjs';
+import * as door401 from './door-401.mjs';
 import * as heartbeatRenewal from './heartbeat-renewal.mjs';
 import * as interTaskLatency from './inter-task-latency.mjs';
 import * as logThroughput from './log-throughput.mjs';
@@ -30,6 +31,7 @@ const MEASUREMENTS = {
   heartbeat_renewal: heartbeatRenewal,
   secret_rpc: secretRpc,
   api_auth: apiAuth,
+  door_401: door401,
   agent_port_bomb: agentPortBomb,
   log_throughput: logThroughput,
   pro_failover: proFailover,

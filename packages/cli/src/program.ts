@@ -12,6 +12,9 @@ import { registerServer } from './commands/server.js';
 import { registerStandalone } from './commands/standalone.js';
 import { registerTasks } from './commands/tasks.js';
 import { registerTenants } from './commands/tenants.js';
+import { registerRunners } from './commands/runners.js';
+import { registerCells } from './commands/cells.js';
+import { registerDoor } from './commands/door.js';
 import { registerVariables } from './commands/variables.js';
 
 export function buildProgram(): Command {
@@ -44,6 +47,9 @@ export function buildProgram(): Command {
   registerSecrets(program);
   registerAuth(program);
   registerTenants(program);
+  registerRunners(program);
+  registerCells(program);
+  registerDoor(program);
   registerAudit(program);
   registerDoctor(program);
   registerConfig(program);

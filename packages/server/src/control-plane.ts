@@ -38,6 +38,13 @@ import { reloadSigningKeyringOnChange, VaultKeyringReloader } from './credential
 import type { RunOperations } from './scheduler/run-operations.js';
 import type { Scheduler, SchedulerTimings } from './scheduler/scheduler.js';
 import { openStore } from './store/index.js';
+import { directoryOnStore, openDirectory, type Directory } from './store/kysely-directory.js';
+import type { CellTopology } from './cells/cell-admin.js';
+import { startCellDoorEndpoint, type CellDoorEndpoint } from './cells/cell-door-endpoint.js';
+import { ConnectionSecrets } from './cells/connection-secrets.js';
+import { RunnerSessions, SESSION_CLOSE } from './cells/runner-sessions.js';
+import { DoorCredentialVerifier } from './door/door-credential.js';
+import { runDoor, trustedDoorKeys, type RunningDoor } from './door/door-process.js';
 import type { Store } from './store/store.js';
 import { createLogger } from './util/logger.js';
 import { systemClock } from './util/system-clock.js';
@@ -72,6 +79,10 @@ export function schedulerTimings(e: ServerConfig['execution']): SchedulerTimings
 export { ADMIN_TOKEN_FILE };
 
 export interface ControlPlane {
+  /** the door's base URL when this process runs one (Lite, --door-port), else null */
+  doorUrl: string | null;
+  /** this cell's internal endpoint for doors, when it has one */
+  cellEndpointUrl: string | null;
   httpUrl: string;
   metricsUrl: string | null;
   keyringFile: string | null;
@@ -136,6 +147,17 @@ export async function startControlPlane(
   const store = await openStore(cfg.database);
   await store.migrate();
   await store.ensureTenant(cfg.tenantId, cfg.tenantId, clock.now());
+  // The directory the door reads: Lite's is the same SQLite file, Pro's a schema of its own.
+  const directory =
+    cfg.database.kind === 'sqlite'
+      ? await directoryOnStore(store)
+      : await openDirectory({
+          kind: 'postgres',
+          url: cfg.database.url,
+          schema: cfg.directory.schema,
+        });
+  await directory.migrate();
+  const runnerPlane = await startRunnerPlane(cfg, directory, clock, logger);
 
   const credentialCfg = cfg.credentials;
   const ttlSeconds = agentTokenTtlSeconds(cfg.execution.heartbeatIntervalMs / 1000);
@@ -338,6 +360,10 @@ export async function startControlPlane(
           metrics: { ...cfg.metrics, port: bound.metrics },
         }),
         platformTenantId: cfg.tenantId,
+        directory,
+        cellTopology: runnerPlane.topology,
+        doorUrl: runnerPlane.doorUrl,
+        onRunnerDeleted: runnerPlane.closeRunner,
         version: LEOFLOW_VERSION,
         onChange: parts.poke,
         ui: ui.deps,
@@ -373,6 +399,8 @@ export async function startControlPlane(
 
   return {
     httpUrl: `http://${cfg.http.host}:${httpPort}`,
+    doorUrl: runnerPlane.doorUrl,
+    cellEndpointUrl: runnerPlane.cellEndpointUrl,
     metricsUrl: metricsServer ? `http://${cfg.metrics.host}:${metricsServer.port}/metrics` : null,
     keyringFile: keyringFile ?? null,
     agentUrl,
@@ -407,6 +435,8 @@ export async function startControlPlane(
       await rpc.close();
       await metricsServer?.close();
       await lease?.close();
+      await runnerPlane.close();
+      await directory.close();
       await store.close();
     },
     async drain(graceMs: number) {
@@ -425,6 +455,8 @@ export async function startControlPlane(
         // Agents' streams are let finish; they reconnect to another replica through the agent URL.
         await rpc.close();
         await metricsServer?.close();
+        await runnerPlane.close();
+        await directory.close();
         await lease?.close();
         await store.close();
       })();
@@ -451,6 +483,76 @@ function checkProConfig(cfg: ServerConfig): void {
       `the agent channel listens on ${cfg.agent.host}, not loopback, without TLS: agents would receive Variables and Connections in cleartext. Give --agent-tls-cert and --agent-tls-key (LEOFLOW_AGENT_TLS_CERT / LEOFLOW_AGENT_TLS_KEY), or --agent-host 127.0.0.1`,
     );
   }
+}
+
+/**
+ * The cell's side of runners (its internal endpoint for doors) and, in Lite with a door port,
+ * the door itself on its own port, so nothing else ever answers under /runners/.
+ */
+async function startRunnerPlane(
+  cfg: ServerConfig,
+  directory: Directory,
+  clock: Clock,
+  logger: Logger,
+): Promise<{
+  topology: CellTopology;
+  doorUrl: string | null;
+  cellEndpointUrl: string | null;
+  closeRunner: (runner: { id: string }) => void;
+  close(): Promise<void>;
+}> {
+  const lite = cfg.database.kind === 'sqlite';
+  const sessions = new RunnerSessions();
+  const ownDoor = cfg.door.port !== null;
+  // Lite's own door signs with keys in the data dir; a cell behind a separate door trusts that
+  // door's public keys (its door-public.jwks.json).
+  const doorKeys = ownDoor ? await loadSigningKeyring(cfg.dataDir, 'door') : null;
+  const trusted =
+    cfg.door.trustedKeysFile !== null ? await trustedDoorKeys(cfg.door.trustedKeysFile) : doorKeys;
+  let endpoint: CellDoorEndpoint | null = null;
+  if (trusted !== null && (ownDoor || cfg.door.cellPort !== null)) {
+    endpoint = await startCellDoorEndpoint({
+      host: ownDoor && cfg.door.cellPort === null ? '127.0.0.1' : cfg.door.cellHost,
+      port: cfg.door.cellPort ?? 0,
+      verifier: new DoorCredentialVerifier(trusted, clock),
+      runners: directory,
+      secrets: new ConnectionSecrets(clock),
+      sessions,
+      logger,
+    });
+  }
+  const topology: CellTopology =
+    lite && endpoint !== null
+      ? { kind: 'lite', url: endpoint.url }
+      : lite
+        ? { kind: 'lite', url: 'http://127.0.0.1:0' }
+        : { kind: 'directory' };
+  let door: RunningDoor | null = null;
+  if (ownDoor && cfg.door.port !== null) {
+    door = await runDoor({
+      dataDir: cfg.dataDir,
+      directory,
+      topology,
+      host: cfg.door.host,
+      port: cfg.door.port,
+      bundleFile: cfg.subprocess.agentEntry,
+      clock,
+      logger,
+    });
+  }
+  return {
+    topology,
+    doorUrl: cfg.door.publicUrl ?? door?.url ?? null,
+    cellEndpointUrl: endpoint?.url ?? null,
+    closeRunner: (runner) => {
+      sessions.closeRunner(runner.id, SESSION_CLOSE.runnerDeleted);
+      door?.door.sessions.closeRunner(runner.id, SESSION_CLOSE.runnerDeleted);
+    },
+    async close() {
+      await door?.close();
+      await endpoint?.close();
+    },
+  };
 }
 
 function prepareDataDir(dir: string): void {

@@ -14,3 +14,4 @@ export * from './store/schema-status.js';
 export * from './rpc/agent-tls.js';
 export * from './credentials/key-reload.js';
 export * from './config/pro-config.js';
+export { startDoorProcess, doorPublicKeysFile } from './door/door-process.js';

@@ -32,6 +32,12 @@ export interface StandaloneFlags {
   logMaxLineBytes?: string;
   logMaxBytesPerAttempt?: string;
   logWriteGrace?: string;
+  doorPort?: string;
+  doorHost?: string;
+  doorUrl?: string;
+  cellPort?: string;
+  doorKeysFile?: string;
+  directorySchema?: string;
 }
 
 /** defaults < env (LEOFLOW_…) < flags */
@@ -124,6 +130,28 @@ export async function standaloneConfig(
       caFile: ca ? resolve(ca) : null,
     };
   }
+  const doorPort = pick(flags.doorPort, 'LEOFLOW_DOOR_PORT');
+  if (doorPort !== undefined) cfg.door.port = port(doorPort, '--door-port / LEOFLOW_DOOR_PORT', 0);
+  const doorHost = pick(flags.doorHost, 'LEOFLOW_DOOR_HOST');
+  if (doorHost) cfg.door.host = doorHost;
+  const doorUrl = pick(flags.doorUrl, 'LEOFLOW_DOOR_URL');
+  if (doorUrl !== undefined) {
+    if (!/^https?:\/\/[^/]+\/?$/.test(doorUrl)) {
+      throw new CliError(
+        `--door-url must be the door's public base URL, e.g. https://door.example.com (got "${doorUrl}")`,
+        2,
+        'LF_CONFIG_INVALID',
+      );
+    }
+    cfg.door.publicUrl = doorUrl.replace(/\/$/, '');
+  }
+  const cellPort = pick(flags.cellPort, 'LEOFLOW_CELL_PORT');
+  if (cellPort !== undefined)
+    cfg.door.cellPort = port(cellPort, '--cell-port / LEOFLOW_CELL_PORT', 0);
+  const doorKeys = pick(flags.doorKeysFile, 'LEOFLOW_DOOR_KEYS_FILE');
+  if (doorKeys !== undefined) cfg.door.trustedKeysFile = resolve(doorKeys);
+  const dirSchema = pick(flags.directorySchema, 'LEOFLOW_DIRECTORY_SCHEMA');
+  if (dirSchema) cfg.directory.schema = dirSchema;
   cfg.metrics.port = port(
     pick(flags.metricsPort, 'LEOFLOW_METRICS_PORT'),
     '--metrics-port / LEOFLOW_METRICS_PORT',
@@ -276,6 +304,24 @@ export function addStandaloneOptions(cmd: Command): Command {
       '--vault-seed <dir>',
       'at start, import connections.json / variables.json (Airflow export format) from <dir> for names not yet defined',
     )
+    .option(
+      '--door-port <port>',
+      'run the runner door on its own port (0 picks a free one); nothing else answers under /runners/',
+    )
+    .option('--door-host <host>', 'the door listen address (default 127.0.0.1)')
+    .option(
+      '--door-url <url>',
+      "the door's public base URL that launch commands name (default: http://<door host>:<port>)",
+    )
+    .option(
+      '--cell-port <port>',
+      "this cell's internal endpoint for a separate `leoflow door` (needs --door-keys-file)",
+    )
+    .option('--door-keys-file <file>', 'the door-public.jwks.json of the doors this cell trusts')
+    .option(
+      '--directory-schema <schema>',
+      'PostgreSQL: the schema of the directory (runners, cells, placements); default leoflow_directory',
+    )
     .option('--agent-tls-cert <pem>', 'serve the agent RPC over TLS with this certificate')
     .option('--agent-tls-key <pem>', 'the private key for --agent-tls-cert')
     .option(
@@ -304,6 +350,7 @@ export function registerStandalone(program: Command): void {
             ]
           : []),
         `  API docs     ${cp.httpUrl}/api/v1/docs (OpenAPI 3.1: /api/v1/openapi.json)`,
+        ...(cp.doorUrl !== null ? [`  runner door  ${cp.doorUrl}/runners/<token>/`] : []),
         `  agent RPC    ${cp.agentUrl} (gRPC over HTTP/2${cfg.agent.tls ? ', TLS' : ', cleartext on loopback'})`,
         `  data dir     ${cfg.dataDir}`,
         `  admin token  ${cp.adminTokenFile} (mode 0600; the CLI reads it from ./.leoflow, or set LEOFLOW_TOKEN)`,

@@ -42,4 +42,22 @@ export function registerTenants(program: Command): void {
         columns: ['id', 'name', 'created_at'],
       });
     });
+
+  tenants
+    .command('place <tenant> <cell>')
+    .description(
+      "send the tenant's runners' next sessions to <cell>; moves no data (DAGs, vault, history stay; docs/runners.md)",
+    )
+    .action(async (tenant: string, cell: string, _f: unknown, cmd: Command) => {
+      const g = globalOpts(cmd);
+      const res = await new ApiClient(g).request<Record<string, unknown>>(
+        'PUT',
+        `/api/v1/tenants/${encodeURIComponent(tenant)}/placement`,
+        { cell },
+      );
+      print(parseOutput(g.output), res, {
+        rows: [res],
+        columns: ['tenant_id', 'cell', 'placed_by', 'placed_at'],
+      });
+    });
 }

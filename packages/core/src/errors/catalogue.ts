@@ -404,6 +404,67 @@ export const ERROR_CATALOGUE = {
     'Run agents of a protocol the control plane accepts: upgrade the control plane first, then the agents (docs/agent.md, "Compatibility").',
     'failed_precondition',
   ),
+  LF_RUNNER_NOT_FOUND: c(
+    'auth',
+    404,
+    'List the runners (`leoflow runners list`) and use one of their names.',
+  ),
+  LF_RUNNER_EXISTS: c(
+    'auth',
+    409,
+    'Pick another name, or delete the old runner first (`leoflow runners delete <name>`): there is no in-place rotation.',
+  ),
+  LF_RUNNER_INVALID: c(
+    'auth',
+    400,
+    'Fix the named field of the runner as the message says (`leoflow runners register --help`).',
+  ),
+  LF_RUNNER_NO_TOKEN: c(
+    'auth',
+    409,
+    'An ssh runner has no token: the cell dials it. Register an inbound runner to get a launch command.',
+  ),
+  LF_RUNNER_UNAUTHORIZED: c(
+    'auth',
+    401,
+    "Register the runner again (`leoflow runners register`) and run the printed launch command; a deleted runner's token never works again.",
+  ),
+  LF_RUNNER_NOT_PLACED: c(
+    'auth',
+    503,
+    "Retry after Retry-After; a platform admin places the runner's tenant on a cell (`leoflow tenants place`).",
+  ),
+  LF_CELL_UNREACHABLE: c(
+    'auth',
+    503,
+    "Retry after Retry-After; if it persists, check that the tenant's cell is up and reachable from the door.",
+  ),
+  LF_CELL_REFUSED: c(
+    'auth',
+    502,
+    "Retry after Retry-After; if it persists, check that the cell trusts this door's public keys (door-public.jwks.json).",
+  ),
+  LF_CELL_NOT_FOUND: c(
+    'auth',
+    404,
+    'List the cells (`leoflow cells list`) and use one of their names.',
+  ),
+  LF_CELL_EXISTS: c('auth', 409, 'Pick another cell name.'),
+  LF_CELL_INVALID: c(
+    'auth',
+    400,
+    'Name the cell with 1-63 lowercase letters, digits and -, and give its internal http(s) base URL.',
+  ),
+  LF_CELL_DRAINING: c(
+    'auth',
+    409,
+    'The cell is draining and takes no new placements; place the tenant on an active cell.',
+  ),
+  LF_DIRECTORY_LITE: c(
+    'auth',
+    409,
+    'Lite is one implicit cell: cells and placements are managed on a Pro installation with a directory schema.',
+  ),
   // ── store ─────────────────────────────────────────────────────────────────────────────
   LF_STORE_MIGRATION_FAILED: c(
     'store',

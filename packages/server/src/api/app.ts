@@ -24,6 +24,7 @@ import {
   type RouteAccess,
 } from './route-permissions.js';
 import { registerRunRoutes } from './run-routes.js';
+import { registerRunnerRoutes, type RunnerRouteDeps } from './runner-routes.js';
 import { registerVaultRoutes } from './vault-routes.js';
 import { authenticateRequest, type UiDeps } from '../ui/guard.js';
 import { registerUiRoutes, rememberAuthentication, UI_ROUTE_PERMISSIONS } from '../ui/routes.js';
@@ -40,6 +41,8 @@ export interface ApiDeps {
   scopes: TenantScopes;
   tokens: ApiTokens;
   platform: PlatformAdmin;
+  /** runner records (tenant) and cells with placements (platform), in the directory */
+  directory: RunnerRouteDeps;
   /** the tenant whose admins hold the platform permissions (standalone: "default") */
   platformTenantId: string;
   clock: Clock;
@@ -228,10 +231,14 @@ export function buildApi(deps: ApiDeps) {
   }
 
   app.setNotFoundHandler((req, reply) => {
-    if (servePage?.(req, reply)) return;
+    // Runner paths belong to the door alone (docs/runners.md): never the web app's page here.
+    const runnerPath = req.url === '/runners' || req.url.startsWith('/runners/');
+    if (!runnerPath && servePage?.(req, reply)) return;
     void reply.status(httpStatusOf('LF_ROUTE_NOT_FOUND')).send({
       code: 'LF_ROUTE_NOT_FOUND',
-      message: `no route ${req.method} ${req.url.split('?')[0] ?? ''}; the routes are listed at /api/v1/docs`,
+      message: runnerPath
+        ? 'runner paths are served by the door (its own port), not by the REST API'
+        : `no route ${req.method} ${req.url.split('?')[0] ?? ''}; the routes are listed at /api/v1/docs`,
       details: {},
     });
   });
@@ -282,6 +289,7 @@ export function buildApi(deps: ApiDeps) {
     registerDagRoutes(api, { onChange: deps.onChange });
     registerRunRoutes(api);
     registerVaultRoutes(api, { clock: deps.clock });
+    registerRunnerRoutes(api, deps.directory);
     registerAdminRoutes(api, {
       platform: deps.platform,
       scopes,

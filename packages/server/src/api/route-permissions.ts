@@ -65,9 +65,21 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
 
   'GET /api/v1/audit': 'audit:read',
 
+  'GET /api/v1/runners': 'runners:read',
+  'POST /api/v1/runners': 'runners:create',
+  'GET /api/v1/runners/:name': 'runners:read',
+  // the token again: only a caller who could register the runner may read it (audited)
+  'POST /api/v1/runners/:name/reveal-token': 'runners:create',
+  'DELETE /api/v1/runners/:name': 'runners:delete',
+
   'GET /api/v1/tokens': 'tokens:read',
   'POST /api/v1/tokens': 'tokens:create',
   'DELETE /api/v1/tokens/:jti': 'tokens:revoke',
+
+  'GET /api/v1/cells': 'tenants:admin',
+  'POST /api/v1/cells': 'tenants:admin',
+  'PUT /api/v1/tenants/:tenant_id/placement': 'tenants:admin',
+  'POST /api/v1/cells/:cell/drain': 'tenants:admin',
 
   'GET /api/v1/tenants': 'tenants:admin',
   'POST /api/v1/tenants': 'tenants:admin',

@@ -6,7 +6,7 @@ import { LeoflowError, AuthError } from '@leoflow/core';
 import { exportJWK, generateKeyPair, importJWK, type CryptoKey, type JWK } from 'jose';
 
 /** Which audience a key signs for: agent and user tokens never share a key. */
-export type KeyPurpose = 'agent' | 'user';
+export type KeyPurpose = 'agent' | 'user' | 'door';
 
 /**
  * Ed25519 so that a verify-only component can hold the public half alone and mint nothing.

@@ -47,6 +47,26 @@ export interface ServerConfig {
    * compatibility; they mean nothing to any other executor.
    */
   subprocess: SubprocessExecutorConfig;
+  /**
+   * The runner door (docs/runners.md). Lite runs it in-process on its own port when port is not
+   * null, so nothing else ever answers under /runners/. publicUrl is what launch commands name
+   * (default: http://<host>:<bound port>).
+   */
+  door: {
+    host: string;
+    port: number | null;
+    publicUrl: string | null;
+    /**
+     * A cell's internal endpoint for doors (connection secrets, session upgrades), on its own
+     * port; null: only when Lite runs its own door, on an ephemeral loopback port.
+     */
+    cellPort: number | null;
+    cellHost: string;
+    /** the public keys of the doors this cell trusts (a door's door-public.jwks.json) */
+    trustedKeysFile: string | null;
+  };
+  /** Pro: the PostgreSQL schema of the directory (runners, cells, placements); never a cell's */
+  directory: { schema: string };
   /** caps on what agents' PushLogs store */
   logs: LogLimits;
   logLevel: string;
@@ -109,6 +129,15 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       taskNodeModules: resolve(new URL('.', import.meta.url).pathname, '../../../../node_modules'),
       keepWorkDirs: false,
     },
+    door: {
+      host: '127.0.0.1',
+      port: null,
+      publicUrl: null,
+      cellPort: null,
+      cellHost: '127.0.0.1',
+      trustedKeysFile: null,
+    },
+    directory: { schema: 'leoflow_directory' },
     logs: { ...DEFAULT_LOG_LIMITS },
     logLevel: 'info',
   };

@@ -204,6 +204,46 @@ export interface SchedulerLeaseTable {
   renewed_at: number;
 }
 
+/**
+ * The directory (directory-migrations.ts): what the door reads before it may contact a cell.
+ * Lite keeps it in the same SQLite file; Pro in a PostgreSQL schema of its own.
+ */
+export interface RunnersTable {
+  id: string;
+  tenant_id: string;
+  name: string;
+  kind: string;
+  labels_json: string;
+  capacity: number;
+  ssh_host: string | null;
+  ssh_port: number | null;
+  ssh_user: string | null;
+  ssh_credential: string | null;
+  ssh_host_key: string | null;
+  /** SHA-256 (hex) of an inbound runner's token; null for ssh runners */
+  token_hash: string | null;
+  /** the token sealed by the registering cell's vault (AAD binds it to tenant and runner id) */
+  token_cipher: Uint8Array | null;
+  token_key_id: string | null;
+  created_by: string;
+  created_at: number;
+}
+
+export interface CellsTable {
+  name: string;
+  url: string;
+  state: string;
+  created_at: number;
+  updated_at: number;
+}
+
+export interface TenantPlacementsTable {
+  tenant_id: string;
+  cell: string;
+  placed_by: string;
+  placed_at: number;
+}
+
 export interface Database {
   tenants: TenantsTable;
   dags: DagsTable;
@@ -219,4 +259,7 @@ export interface Database {
   api_tokens: ApiTokensTable;
   attempt_records: AttemptRecordsTable;
   scheduler_lease: SchedulerLeaseTable;
+  runners: RunnersTable;
+  cells: CellsTable;
+  tenant_placements: TenantPlacementsTable;
 }

@@ -32,6 +32,13 @@ export async function openStore(opts: OpenStoreOptions): Promise<Store> {
 }
 
 function openSqlite(file: string): KyselyStore {
+  const kysely = openSqliteKysely(file);
+  const hotReads = file === ':memory:' ? undefined : openHotReads(file);
+  return new KyselyStore(kysely, { dialect: 'sqlite', ...(hotReads ? { hotReads } : {}) });
+}
+
+/** The writer connection of a SQLite file, with the pragmas every Leoflow connection sets. */
+export function openSqliteKysely(file: string): Kysely<Database> {
   // ':memory:' stays usable for fast unit tests elsewhere; it has no file to protect.
   if (file !== ':memory:') createPrivateFile(file);
   const db = new BetterSqlite3(file);
@@ -51,9 +58,7 @@ function openSqlite(file: string): KyselyStore {
     db.close();
     throw err;
   }
-  const kysely = new Kysely<Database>({ dialect: new SqliteDialect({ database: db }) });
-  const hotReads = file === ':memory:' ? undefined : openHotReads(file);
-  return new KyselyStore(kysely, { dialect: 'sqlite', ...(hotReads ? { hotReads } : {}) });
+  return new Kysely<Database>({ dialect: new SqliteDialect({ database: db }) });
 }
 
 /**
@@ -104,6 +109,24 @@ async function openPostgres(
   poolSize: number,
   queryTimeoutMs: number | undefined,
 ): Promise<KyselyStore> {
+  const { kysely, schema: effective } = await openPostgresKysely(url, schema, {
+    poolSize,
+    queryTimeoutMs,
+  });
+  return new KyselyStore(kysely, { dialect: 'postgres', schema: effective });
+}
+
+/**
+ * A pool on `url` whose connections put `schema` (created if missing) first on the search
+ * path, and the schema in effect.
+ */
+export async function openPostgresKysely(
+  url: string,
+  schema: string | undefined,
+  poolOptions: { poolSize?: number; queryTimeoutMs?: number | undefined } = {},
+): Promise<{ kysely: Kysely<Database>; schema: string }> {
+  const poolSize = poolOptions.poolSize ?? 10;
+  const queryTimeoutMs = poolOptions.queryTimeoutMs;
   const pool = new pg.Pool({
     connectionString: url,
     max: poolSize,
@@ -149,7 +172,7 @@ async function openPostgres(
         'postgres store: no schema on the search_path exists; pass `schema` or create one',
       );
     }
-    return new KyselyStore(kysely, { dialect: 'postgres', schema: effective });
+    return { kysely, schema: effective };
   } catch (err) {
     await kysely.destroy();
     throw err;

@@ -11,6 +11,9 @@ import type { RunOperations } from '../scheduler/run-operations.js';
 import type { Store } from '../store/store.js';
 import type { KeyringSource } from '../vault/load-keyring.js';
 import type { VaultService } from '../vault/vault-service.js';
+import { CellAdmin, type CellTopology } from '../cells/cell-admin.js';
+import { RunnerRegistry } from '../runners/runner-registry.js';
+import type { Directory } from '../store/kysely-directory.js';
 import { PlatformAdmin } from './platform.js';
 import { TenantScopes } from './tenant-scope.js';
 
@@ -28,6 +31,13 @@ export interface RestApiDeps {
   /** the configuration doctor reports, read when asked (bound ports are known only later) */
   doctorConfig: () => ServerConfig;
   platformTenantId: string;
+  /** runners, cells and placements (Lite: the same SQLite file; Pro: its own schema) */
+  directory: Directory;
+  cellTopology: CellTopology;
+  /** the door's public base URL, for launch commands; null when none is configured */
+  doorUrl: string | null;
+  /** a runner was deleted: close its live sessions */
+  onRunnerDeleted?: (runner: { id: string; tenant_id: string }) => void;
   version: string;
   onChange: () => void;
   onReply?: ApiDeps['onReply'];
@@ -76,8 +86,19 @@ export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
         openStore: () => Promise.resolve(liveDoctorStore(store)),
       }),
   });
+  const runners = new RunnerRegistry({
+    runners: d.directory,
+    vault,
+    connectionExists: async (tenant_id, conn_id) =>
+      (await store.existingConnectionIds(tenant_id, [conn_id])).has(conn_id),
+    clock,
+    doorUrl: d.doorUrl,
+    ...(d.onRunnerDeleted ? { onDeleted: d.onRunnerDeleted } : {}),
+  });
+  const cells = new CellAdmin({ cells: d.directory, clock, topology: d.cellTopology });
   return buildApi({
     scopes,
+    directory: { runners, cells },
     tokens: d.tokens,
     platform,
     platformTenantId: d.platformTenantId,

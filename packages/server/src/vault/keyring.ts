@@ -29,11 +29,14 @@ const MIN_ENVELOPE = HEADER_BYTES + NONCE_BYTES + TAG_BYTES;
 
 const KEY_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
+/** What a ciphertext can be bound to: the rotating kinds, and an inbound runner's token. */
+export type VaultAadKind = SealedKind | 'runner_token';
+
 /**
  * The additional authenticated data that binds a ciphertext to its row: a value copied into
  * another row (another tenant, another name, a variable into a connection) fails to open.
  */
-export function vaultAad(kind: SealedKind, tenant_id: string, id: string): string {
+export function vaultAad(kind: VaultAadKind, tenant_id: string, id: string): string {
   // NUL separates the parts, so a NUL inside one would let two different rows share an AAD.
   if (tenant_id.includes('\0') || id.includes('\0')) {
     throw new LeoflowError('LF_INVALID_ARGUMENT', 'tenant ids and vault names cannot contain NUL.');

@@ -10,7 +10,7 @@ import type {
   VariableRecord,
 } from '../store/vault-types.js';
 import { systemClock } from '../util/system-clock.js';
-import { vaultAad, type Keyring } from './keyring.js';
+import { vaultAad, type Keyring, type Sealed } from './keyring.js';
 
 /** What the vault keeps in the store: the values themselves, and their sealing for rotation. */
 export type VaultServiceStore = VariableStore & ConnectionStore & SealedValueStore;
@@ -313,6 +313,40 @@ export class VaultService {
       if (conn !== undefined) out.set(rec.conn_id, conn);
     }
     return out;
+  }
+
+  // ---------------------------------------------------------------- runner tokens
+
+  /**
+   * Seals an inbound runner's token for the directory, bound (AAD) to its tenant and runner id,
+   * so a ciphertext copied onto another runner's row does not open.
+   */
+  sealRunnerToken(tenant_id: string, runner_id: string, token: string): Sealed {
+    const plain = Buffer.from(token, 'utf8');
+    try {
+      return this.#keyring.seal(plain, vaultAad('runner_token', tenant_id, runner_id));
+    } finally {
+      plain.fill(0);
+    }
+  }
+
+  /** Opens a token sealed by sealRunnerToken; errors name the key id, never the value. */
+  openRunnerToken(
+    tenant_id: string,
+    runner_id: string,
+    cipher: Uint8Array,
+    key_id: string,
+  ): string {
+    const plain = this.#keyring.open(
+      cipher,
+      key_id,
+      vaultAad('runner_token', tenant_id, runner_id),
+    );
+    try {
+      return Buffer.from(plain.buffer, plain.byteOffset, plain.byteLength).toString('utf8');
+    } finally {
+      plain.fill(0);
+    }
   }
 
   // ---------------------------------------------------------------- key rotation

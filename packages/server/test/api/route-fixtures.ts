@@ -1,5 +1,5 @@
 import { ROUTE_PERMISSIONS } from '../../src/api/route-permissions.js';
-import type { SeededTenant } from '../support/api-harness.js';
+import { SEEDED_CELL, type SeededTenant } from '../support/api-harness.js';
 import { spec, task } from '../support/spec-builders.js';
 
 export interface RouteCase {
@@ -43,6 +43,8 @@ function fillPath(pattern: string, t: SeededTenant): string {
       id: t.connection,
       jti: t.tokenJti,
       tenant_id: t.tenant,
+      name: t.runner,
+      cell: SEEDED_CELL,
     };
     const value = v[name];
     if (value === undefined) throw new Error(`route-fixtures: no value for :${name} in ${pattern}`);
@@ -73,6 +75,17 @@ function bodyFor(key: string, t: SeededTenant): unknown {
     'POST /api/v1/tokens': { role: 'viewer' },
     'POST /api/v1/tenants': { id: `t-${Math.random().toString(36).slice(2, 8)}` },
     'POST /api/v1/tenants/:tenant_id/tokens': { role: 'viewer' },
+    'POST /api/v1/runners': {
+      name: `r-${Math.random().toString(36).slice(2, 8)}`,
+      kind: 'inbound',
+    },
+    'POST /api/v1/runners/:name/reveal-token': undefined,
+    'POST /api/v1/cells': {
+      name: `c-${Math.random().toString(36).slice(2, 8)}`,
+      url: 'http://127.0.0.1:1',
+    },
+    'POST /api/v1/cells/:cell/drain': undefined,
+    'PUT /api/v1/tenants/:tenant_id/placement': { cell: SEEDED_CELL },
     'POST /api/v1/secrets/rotate-key': {},
     'POST /api/v1/auth/signing-keys/rotate': {},
   };

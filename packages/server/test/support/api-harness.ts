@@ -12,6 +12,11 @@ import { defaultServerConfig } from '../../src/config/server-config.js';
 import { RunOperations } from '../../src/scheduler/run-operations.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/store.js';
+import {
+  directoryOnStore,
+  openDirectory,
+  type Directory,
+} from '../../src/store/kysely-directory.js';
 import { loadKeyring, VaultService } from '../../src/vault/index.js';
 import { postgresTestUrl } from './databases.js';
 import { RecordingExecutor, T0 } from './harness.js';
@@ -22,6 +27,8 @@ import { checkReadiness } from '../../src/probes/readiness.js';
 import type { UiDeps } from '../../src/ui/guard.js';
 
 export const PLATFORM_TENANT = 'default';
+/** the cell every harness directory holds (cells and placements have something to name) */
+export const SEEDED_CELL = 'cell-a';
 
 /**
  * The error replies among `replies` whose code is not in the error catalogue
@@ -66,6 +73,9 @@ export interface SeededTenant {
   variableValue: string;
   connection: string;
   connectionPassword: string;
+  /** an inbound runner of the tenant, and its token */
+  runner: string;
+  runnerToken: string;
   tokenJti: string;
   adminToken: string;
 }
@@ -73,6 +83,7 @@ export interface SeededTenant {
 export interface ApiHarness {
   app: ReturnType<typeof buildApi>;
   store: Store;
+  directory: Directory;
   clock: ManualClock;
   tokens: ApiTokens;
   users: UserTokenIssuer;
@@ -94,7 +105,11 @@ export interface ApiHarness {
  */
 export async function createApiHarness(
   dialect: 'sqlite' | 'postgres',
-  opts: { timeouts?: RestApiDeps['timeouts']; ui?: (clock: ManualClock) => UiDeps } = {},
+  opts: {
+    timeouts?: RestApiDeps['timeouts'];
+    ui?: (clock: ManualClock) => UiDeps;
+    cellTopology?: RestApiDeps['cellTopology'];
+  } = {},
 ): Promise<ApiHarness> {
   const dir = mkdtempSync(join(tmpdir(), 'leoflow-api-'));
   const pgSchema = `lf_api_${process.pid}_${randomBytes(4).toString('hex')}`;
@@ -103,7 +118,19 @@ export async function createApiHarness(
       ? await openStore({ kind: 'postgres', url: postgresTestUrl(), schema: pgSchema })
       : await openStore({ kind: 'sqlite', file: join(dir, 'leoflow.db') });
   await store.migrate();
+  const directory =
+    dialect === 'postgres'
+      ? await openDirectory({ kind: 'postgres', url: postgresTestUrl(), schema: `${pgSchema}_dir` })
+      : await directoryOnStore(store);
+  await directory.migrate();
   const clock = new ManualClock(T0);
+  await directory.insertCell({
+    name: SEEDED_CELL,
+    url: 'http://127.0.0.1:1',
+    state: 'active',
+    created_at: clock.now(),
+    updated_at: clock.now(),
+  });
   await store.ensureTenant(PLATFORM_TENANT, PLATFORM_TENANT, clock.now());
   const logger = pino({ level: 'silent' });
   const userKeys = await loadSigningKeyring(dir, 'user', { clock: () => clock.now() });
@@ -134,6 +161,9 @@ export async function createApiHarness(
       return cfg;
     },
     platformTenantId: PLATFORM_TENANT,
+    directory,
+    cellTopology: opts.cellTopology ?? { kind: 'directory' },
+    doorUrl: 'https://door.test',
     version: '0.0.0-test',
     onChange: () => undefined,
     onReply: (r) => replies.push(r),
@@ -233,13 +263,24 @@ export async function createApiHarness(
       content_type: 'text/plain',
       created_at: clock.now(),
     });
+    const runner = `rnr-${s}`;
+    const registered = (await ok('POST', '/api/v1/runners', { name: runner, kind: 'inbound' })) as {
+      token: string;
+    };
     const tokenRows = await store.listApiTokens(tenant, {}, { limit: 10, offset: 0 });
-    return { ...seeded, tokenJti: tokenRows[0]?.jti ?? '', adminToken };
+    return {
+      ...seeded,
+      runner,
+      runnerToken: registered.token,
+      tokenJti: tokenRows[0]?.jti ?? '',
+      adminToken,
+    };
   };
 
   return {
     app,
     store,
+    directory,
     clock,
     tokens,
     users,
@@ -249,6 +290,7 @@ export async function createApiHarness(
     request,
     async close() {
       await app.close();
+      await directory.close();
       await store.close();
       rmSync(dir, { recursive: true, force: true });
       // Every suite on this harness checks that each error reply it saw is catalogued.
