@@ -122,17 +122,14 @@ export async function authenticateRequest(
   if (session === null) return null;
   const refusal = checkBrowserRequest(req, ui);
   if (refusal) return refusal;
-  const token = ui.sessions.tokenOf(session);
-  const principal = token ? await tokens.authenticate(token) : null;
-  if (!principal) return null;
-  return {
-    principal,
-    session,
-    stillValid: async () => {
-      const t = ui.sessions.tokenOf(session);
-      return t !== null && (await tokens.authenticate(t)) !== null;
-    },
+  // The session names its token by jti; the token's record decides, as for a bearer.
+  const live = async () => {
+    const held = await ui.sessions.principalOf(session);
+    return held ? tokens.stillOnRecord(held) : null;
   };
+  const principal = await live();
+  if (!principal) return null;
+  return { principal, session, stillValid: async () => (await live()) !== null };
 }
 
 export function sessionCookie(ui: UiDeps, id: string, maxAgeSeconds: number): string {

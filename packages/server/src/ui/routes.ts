@@ -97,7 +97,7 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
           details: {},
         });
       }
-      const s = ui.sessions.open(token);
+      const s = await ui.sessions.open(principal, await tokens.expiryOf(token));
       req.principal = principal;
       req.scope = d.scopes.forTenant(principal.tenant_id);
       await auditRequest(
@@ -108,7 +108,7 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
           via: body.code !== undefined ? 'sign-in-code' : 'token',
         },
       );
-      void reply.header('set-cookie', sessionCookie(ui, s.id, ui.sessions.sessionTtlMs / 1000));
+      void reply.header('set-cookie', sessionCookie(ui, s.id, s.maxAgeMs / 1000));
       return {
         subject: principal.subject,
         tenant_id: principal.tenant_id,
@@ -128,7 +128,7 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
     },
     async (req, reply) => {
       const session = live.get(req)?.session ?? null;
-      const closed = session !== null && ui.sessions.close(session);
+      const closed = session !== null && (await ui.sessions.close(session));
       if (closed)
         await auditRequest(req, 'ui.sign_out', { type: 'api_token', id: req.principal.jti });
       void reply.header('set-cookie', sessionCookie(ui, '', 0));

@@ -3,6 +3,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Clock } from '@leoflow/core';
 import type { ServerConfig } from '../config/server-config.js';
+import type { UiSessionStore } from '../store/ports/ui-sessions.js';
 import type { UiDeps } from './guard.js';
 import { UiSessions } from './sessions.js';
 
@@ -30,10 +31,15 @@ export function allowedUiHosts(listenHost: string, env: NodeJS.ProcessEnv): stri
   return [...names];
 }
 
-export function uiForControlPlane(cfg: ServerConfig, clock: Clock, env: NodeJS.ProcessEnv) {
+export function uiForControlPlane(
+  cfg: ServerConfig,
+  clock: Clock,
+  env: NodeJS.ProcessEnv,
+  store: UiSessionStore,
+) {
   const dir = env.LEOFLOW_UI_DIR ?? defaultUiDir();
   const deps: UiDeps = {
-    sessions: new UiSessions(clock),
+    sessions: new UiSessions(store, clock),
     allowedHosts: allowedUiHosts(cfg.http.host, env),
     // Set when a TLS-terminating proxy fronts the API (it does not speak TLS itself).
     secureCookies: env.LEOFLOW_UI_SECURE_COOKIES === '1',

@@ -93,7 +93,10 @@ export interface ApiHarness {
  */
 export async function createApiHarness(
   dialect: 'sqlite' | 'postgres',
-  opts: { timeouts?: RestApiDeps['timeouts']; ui?: (clock: ManualClock) => UiDeps } = {},
+  opts: {
+    timeouts?: RestApiDeps['timeouts'];
+    ui?: (clock: ManualClock, store: Store) => UiDeps;
+  } = {},
 ): Promise<ApiHarness> {
   const dir = mkdtempSync(join(tmpdir(), 'leoflow-api-'));
   const pgSchema = `lf_api_${process.pid}_${randomBytes(4).toString('hex')}`;
@@ -137,7 +140,7 @@ export async function createApiHarness(
     onChange: () => undefined,
     onReply: (r) => replies.push(r),
     ...(opts.timeouts ? { timeouts: opts.timeouts } : {}),
-    ...(opts.ui ? { ui: opts.ui(clock) } : {}),
+    ...(opts.ui ? { ui: opts.ui(clock, store) } : {}),
   });
   await app.ready();
 

@@ -25,8 +25,11 @@ describe('web app sessions (real API, real tokens, injectable clock)', () => {
     writeFileSync(join(staticDir, 'index.html'), '<!doctype html><div id="root"></div>');
     writeFileSync(join(staticDir, 'assets', 'app-1.js'), 'console.log(1)');
     h = await createApiHarness('sqlite', {
-      ui: (clock) => ({
-        sessions: (sessions = new UiSessions(clock, { sessionMs: 60 * 60_000, codeMs: 60_000 })),
+      ui: (clock, store) => ({
+        sessions: (sessions = new UiSessions(store, clock, {
+          sessionMs: 60 * 60_000,
+          codeMs: 60_000,
+        })),
         allowedHosts: ['127.0.0.1', 'localhost'],
         secureCookies: false,
         staticDir,
@@ -308,8 +311,8 @@ describe('web app sessions (real API, real tokens, injectable clock)', () => {
 describe('security headers behind TLS', () => {
   it('pins HTTPS (HSTS) only when the deployment says it speaks TLS', async () => {
     const h = await createApiHarness('sqlite', {
-      ui: (clock) => ({
-        sessions: new UiSessions(clock),
+      ui: (clock, store) => ({
+        sessions: new UiSessions(store, clock),
         allowedHosts: ['127.0.0.1'],
         secureCookies: true,
         staticDir: null,
