@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { ApiTokens } from '../auth/api-tokens.js';
 import type { UserPrincipal } from '../auth/user-token.js';
 import type { UiSessions } from './sessions.js';
+import type { SignInThrottle } from './sign-in-throttle.js';
 
 export const SESSION_COOKIE = 'leoflow_session';
 /** The header the web app sends on every state-changing request (a CSRF defence). */
@@ -10,6 +11,10 @@ export const CSRF_HEADER = 'x-leoflow-csrf';
 /** What the REST API needs to serve the web app and accept its session cookie. */
 export interface UiDeps {
   sessions: UiSessions;
+  /** failed sign-ins per source address (ui/sign-in-throttle.ts) */
+  throttle: SignInThrottle;
+  /** proxy addresses whose X-Forwarded-For names the client (LEOFLOW_UI_TRUSTED_PROXIES); none by default */
+  trustedProxies: readonly string[];
   /** host names (no port) browsers may use to reach this server; anything else is refused */
   allowedHosts: readonly string[];
   /** mark the cookie Secure (the server, or the proxy in front of it, speaks TLS) */

@@ -3,6 +3,7 @@ import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SignInThrottle } from '../../src/ui/sign-in-throttle.js';
 import { UiSessions } from '../../src/ui/sessions.js';
 import { UI_CONTENT_SECURITY_POLICY } from '../../src/ui/static.js';
 import { createApiHarness, PLATFORM_TENANT, type ApiHarness } from '../support/api-harness.js';
@@ -30,6 +31,8 @@ describe('web app sessions (real API, real tokens, injectable clock)', () => {
           sessionMs: 60 * 60_000,
           codeMs: 60_000,
         })),
+        throttle: new SignInThrottle(clock),
+        trustedProxies: [],
         allowedHosts: ['127.0.0.1', 'localhost'],
         secureCookies: false,
         staticDir,
@@ -313,6 +316,8 @@ describe('security headers behind TLS', () => {
     const h = await createApiHarness('sqlite', {
       ui: (clock, store) => ({
         sessions: new UiSessions(store, clock),
+        throttle: new SignInThrottle(clock),
+        trustedProxies: [],
         allowedHosts: ['127.0.0.1'],
         secureCookies: true,
         staticDir: null,

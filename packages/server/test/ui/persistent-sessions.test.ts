@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sessionDigest, UiSessions } from '../../src/ui/sessions.js';
+import { SignInThrottle } from '../../src/ui/sign-in-throttle.js';
 import type { KyselyStore } from '../../src/store/kysely-store.js';
 import { createApiHarness, PLATFORM_TENANT, type ApiHarness } from '../support/api-harness.js';
 import { forEachDialect } from '../support/dialects.js';
@@ -20,6 +21,8 @@ forEachDialect('web app sessions in the store', (dialect) => {
     h = await createApiHarness(dialect, {
       ui: (clock, store) => ({
         sessions: (sessions = new UiSessions(store, clock, { sessionMs: HOUR, codeMs: 60_000 })),
+        throttle: new SignInThrottle(clock),
+        trustedProxies: [],
         allowedHosts: ['127.0.0.1'],
         secureCookies: false,
         staticDir: null,
