@@ -1,3 +1,4 @@
+import { fileURLToPath } from 'node:url';
 import { defaultServerConditions, defineConfig } from 'vite';
 
 // Tests import workspace packages from their TypeScript sources (the "source" export
@@ -5,7 +6,15 @@ import { defaultServerConditions, defineConfig } from 'vite';
 const conditions = ['source', ...defaultServerConditions];
 
 export default defineConfig({
-  resolve: { conditions },
+  resolve: {
+    conditions,
+    // The web app's one subpath into the core (packages/ui/vite.config.ts has the same alias).
+    alias: {
+      '@leoflow/core/connections-import': fileURLToPath(
+        new URL('./packages/core/src/connections/import.ts', import.meta.url),
+      ),
+    },
+  },
   ssr: { resolve: { conditions, externalConditions: conditions } },
   test: {
     include: [

@@ -3,13 +3,19 @@ import { defineConfig } from 'vite';
 
 // No React plugin: esbuild compiles the JSX (the production build needs no Fast Refresh), which
 // keeps the install small and the build fast. Only the core's timetable is bundled (the same
-// code the scheduler runs, for "next run"), never the whole core package.
+// code the scheduler runs, for "next run") and, lazily, its connections-file parser; never the
+// whole core package.
 export default defineConfig({
   esbuild: { jsx: 'automatic' },
   resolve: {
     alias: {
       '@leoflow/core/timetable': fileURLToPath(
         new URL('../core/src/schedule/timetable.ts', import.meta.url),
+      ),
+      // The CLI's own parser of `airflow connections export` files, loaded when the Connections
+      // import form opens (it brings a YAML parser along).
+      '@leoflow/core/connections-import': fileURLToPath(
+        new URL('../core/src/connections/import.ts', import.meta.url),
       ),
     },
   },

@@ -325,7 +325,7 @@ describe.runIf(availability === 'run').sequential('web app in chromium', () => {
     await imp.getByLabel(/^Variables/).fill('{"ui_imported_a": "one", "ui_imported_n": 5}');
     await imp.getByText('2 Variables to import').waitFor();
     await imp.getByRole('button', { name: 'Import' }).click();
-    await imp.getByRole('status').getByText('Imported 2 Variables').waitFor();
+    await imp.getByRole('status').getByText('Imported 2 of 2 Variables.').waitFor();
     await page
       .getByRole('row', { name: /ui_imported_n/ })
       .getByText('5', { exact: true })

@@ -338,7 +338,7 @@ export async function startControlPlane(
   if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
 
   const bound = { http: cfg.http.port, agent: rpc.port, metrics: cfg.metrics.port };
-  const ui = uiForControlPlane(cfg, clock, process.env);
+  const ui = uiForControlPlane(cfg, clock, process.env, store);
   // Doctor reports the ports this process really bound.
   const api = !serves
     ? null

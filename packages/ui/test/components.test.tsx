@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { Run, TaskInstance } from '../src/api';
 import { Delivery, type DeliveryRecord } from '../src/components/Delivery';
 import { Gantt } from '../src/components/Gantt';
-import { layout } from '../src/components/Graph';
+import { layout, neighbour, readingOrder } from '../src/components/Graph';
 import { Grid } from '../src/components/Grid';
 import { Time } from '../src/components/Time';
 import { lineDiff } from '../src/diff';
@@ -224,5 +224,41 @@ describe('parseVariablesExport', () => {
     ]);
     expect(parseVariablesExport('[1]')).toMatch(/expected one JSON object/);
     expect(parseVariablesExport('{')).toMatch(/^not JSON/);
+  });
+});
+
+describe('graph keyboard moves', () => {
+  // a → b, a → c, b → d, c → d: two columns in the middle
+  const t = (task_id: string, depends_on: string[] = []) => ({
+    task_id,
+    type: 'command',
+    depends_on,
+    trigger_rule: 'all_success',
+    retries: 0,
+    variables: [],
+    connections: [],
+  });
+  const tasks = [t('d', ['b', 'c']), t('b', ['a']), t('a'), t('c', ['a'])];
+  const pos = layout(tasks);
+
+  it('Tab order reads the picture left to right, then top to bottom', () => {
+    const order = readingOrder(tasks, pos);
+    expect(order[0]).toBe('a');
+    expect(order[3]).toBe('d');
+    expect(order.slice(1, 3).sort()).toEqual(['b', 'c']);
+  });
+
+  it('right goes downstream, left upstream, up and down within a column, Home and End to the ends', () => {
+    const [upper, lower] = ['b', 'c'].sort((x, y) => pos[x]!.y - pos[y]!.y) as [string, string];
+    expect(['b', 'c']).toContain(neighbour(tasks, pos, 'a', 'ArrowRight'));
+    expect(neighbour(tasks, pos, upper, 'ArrowRight')).toBe('d');
+    expect(neighbour(tasks, pos, upper, 'ArrowLeft')).toBe('a');
+    expect(neighbour(tasks, pos, upper, 'ArrowDown')).toBe(lower);
+    expect(neighbour(tasks, pos, lower, 'ArrowUp')).toBe(upper);
+    expect(neighbour(tasks, pos, lower, 'ArrowDown')).toBeNull();
+    expect(neighbour(tasks, pos, 'a', 'ArrowLeft')).toBeNull();
+    expect(neighbour(tasks, pos, 'd', 'ArrowRight')).toBeNull();
+    expect(neighbour(tasks, pos, upper, 'Home')).toBe('a');
+    expect(neighbour(tasks, pos, 'a', 'End')).toBe('d');
   });
 });

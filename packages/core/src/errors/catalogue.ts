@@ -382,6 +382,11 @@ export const ERROR_CATALOGUE = {
     'Retry; remove the lock file only if no Leoflow process is running.',
   ),
   LF_CSRF: c('auth', 403, 'Use the web app itself; cross-site requests are refused.'),
+  LF_SIGN_IN_THROTTLED: c(
+    'auth',
+    429,
+    'Wait the Retry-After seconds, then sign in with a valid token or a fresh sign-in link.',
+  ),
   LF_HOST_NOT_ALLOWED: c(
     'auth',
     403,

@@ -28,7 +28,14 @@ import { registerRunnerRoutes, type RunnerRouteDeps } from './runner-routes.js';
 import { registerVaultRoutes } from './vault-routes.js';
 import { authenticateRequest, type UiDeps } from '../ui/guard.js';
 import { registerUiRoutes, rememberAuthentication, UI_ROUTE_PERMISSIONS } from '../ui/routes.js';
-import { loadAssets, pageServer, securityHeaders } from '../ui/static.js';
+import fastifyHelmet from '@fastify/helmet';
+import {
+  API_ROUTE_HELMET,
+  extraSecurityHeaders,
+  helmetOptions,
+  loadAssets,
+  pageServer,
+} from '../ui/static.js';
 import { registerProbeRoutes } from '../probes/probe-routes.js';
 import type { Readiness } from '../probes/readiness.js';
 
@@ -129,6 +136,10 @@ export function buildApi(deps: ApiDeps) {
     void parseJson(req, text, done);
   });
 
+  // Security headers (the web app's CSP on pages) before any hook below can answer, so a 401
+  // carries them too: Fastify applies hooks and plugins in the order they are declared.
+  if (deps.ui) void app.register(fastifyHelmet, helmetOptions(deps.ui.secureCookies));
+
   app.decorateRequest('principal', null as unknown as UserPrincipal);
   app.decorateRequest('scope', null as unknown as TenantScope);
   app.decorateRequest('authz', null as unknown as AuthzContext);
@@ -145,7 +156,11 @@ export function buildApi(deps: ApiDeps) {
           `route ${key} has no entry in ROUTE_PERMISSIONS (api/route-permissions.ts)`,
         );
       }
-      route.config = { ...(route.config ?? {}), access };
+      route.config = {
+        ...(route.config ?? {}),
+        access,
+        ...(deps.ui && route.url.startsWith('/api') ? { helmet: API_ROUTE_HELMET } : {}),
+      };
       if (ROUTE_PERMISSIONS[key] === undefined) continue;
       documented.push({
         method,
@@ -225,7 +240,7 @@ export function buildApi(deps: ApiDeps) {
   if (deps.ui) {
     servePage = pageServer(deps.ui.staticDir ? loadAssets(deps.ui.staticDir) : null);
     app.addHook('onSend', (req, reply, payload, done) => {
-      securityHeaders(req, reply);
+      extraSecurityHeaders(req, reply);
       done(null, payload);
     });
   }
@@ -234,6 +249,8 @@ export function buildApi(deps: ApiDeps) {
     // Runner paths belong to the door alone (docs/runners.md): never the web app's page here.
     const runnerPath = req.url === '/runners' || req.url.startsWith('/runners/');
     if (!runnerPath && servePage?.(req, reply)) return;
+    // A not-found answer has no route (so no API_ROUTE_HELMET): helmet gave it the page's CSP.
+    if (deps.ui) reply.raw.removeHeader('content-security-policy');
     void reply.status(httpStatusOf('LF_ROUTE_NOT_FOUND')).send({
       code: 'LF_ROUTE_NOT_FOUND',
       message: runnerPath

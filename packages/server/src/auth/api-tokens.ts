@@ -99,6 +99,30 @@ export class ApiTokens {
     return principal;
   }
 
+  /** The token's own expiry (epoch ms; null when it has none or does not verify). */
+  async expiryOf(token: string): Promise<number | null> {
+    return (await this.issuer.verifyWithExpiry(token, this.clock.now()))?.expiresAtMs ?? null;
+  }
+
+  /**
+   * A principal whose token authenticated earlier (a web app session, which keeps the jti and
+   * never the token): it still acts only while the token's record is there, unrevoked,
+   * unexpired, for the same tenant and role.
+   */
+  async stillOnRecord(principal: UserPrincipal): Promise<UserPrincipal | null> {
+    const row = await this.store.getApiToken(principal.jti);
+    if (
+      !row ||
+      row.revoked_at !== null ||
+      (row.expires_at !== null && this.clock.now() >= row.expires_at) ||
+      row.tenant_id !== principal.tenant_id ||
+      row.role !== principal.role
+    ) {
+      return null;
+    }
+    return principal;
+  }
+
   /**
    * Puts a token minted outside create() on record (standalone's first-start admin token, and
    * one written by a version that kept no records), so it authenticates and can be revoked.

@@ -1,5 +1,5 @@
 import type { Generated } from 'kysely';
-import type { ApiTokenRow } from './types.js';
+import type { ApiTokenRow, UiSessionRow } from './types.js';
 
 /**
  * Column-level shapes as the drivers hand them to Kysely. They differ from the row types in
@@ -167,6 +167,9 @@ export interface AuditLogTable {
 /** Every column is a plain text or number on both dialects: the table is the row type. */
 export type ApiTokensTable = ApiTokenRow;
 
+/** Plain text and numbers too (migration 0009). */
+export type UiSessionsTable = UiSessionRow;
+
 export interface AttemptRecordsTable {
   task_instance_id: string;
   try_number: number;
@@ -262,4 +265,5 @@ export interface Database {
   runners: RunnersTable;
   cells: CellsTable;
   tenant_placements: TenantPlacementsTable;
+  ui_sessions: UiSessionsTable;
 }

@@ -14,6 +14,7 @@ import { KyselyRunStore } from './kysely/runs.js';
 import { KyselySealedValueStore } from './kysely/sealed-values.js';
 import { KyselyTaskInstanceStore } from './kysely/task-instances.js';
 import { KyselyTenantStore } from './kysely/tenants.js';
+import { KyselyUiSessionStore } from './kysely/ui-sessions.js';
 import { KyselyVariableStore } from './kysely/variables.js';
 import { KyselyXComStore } from './kysely/xcom.js';
 import { migrationProvider, type StoreDialect } from './migrations.js';
@@ -69,6 +70,7 @@ export class KyselyStore
     KyselySealedValueStore,
     KyselyAuditStore,
     KyselyAttemptCredentialStore,
+    KyselyUiSessionStore,
   )
   implements Store
 {

@@ -9,6 +9,7 @@ import type { RunStore } from './ports/runs.js';
 import type { SealedValueStore } from './ports/sealed-values.js';
 import type { TaskInstanceStore } from './ports/task-instances.js';
 import type { TenantStore } from './ports/tenants.js';
+import type { UiSessionStore } from './ports/ui-sessions.js';
 import type { VariableStore } from './ports/variables.js';
 import type { XComStore } from './ports/xcom.js';
 
@@ -41,7 +42,8 @@ export interface Store
     ConnectionStore,
     SealedValueStore,
     AuditStore,
-    AttemptCredentialStore {
+    AttemptCredentialStore,
+    UiSessionStore {
   readonly dialect: 'sqlite' | 'postgres';
   /**
    * Applies pending migrations, once across replicas (PostgreSQL: under an advisory lock), and

@@ -147,6 +147,21 @@ export interface ApiTokenRow {
   revoked_by: string | null;
 }
 
+/** A web app session (migration 0009): the cookie's digest and the API token it stands for. */
+export interface UiSessionRow {
+  /** SHA-256 (base64url) of the cookie value; the value itself is never stored */
+  id_hash: string;
+  tenant_id: string;
+  /** the API token behind the session, by jti */
+  token_jti: string;
+  /** the token's subject and role when the session was opened (the token's record must still agree) */
+  subject: string;
+  role: string;
+  created_at: number;
+  /** epoch ms; never later than the token's own expiry */
+  expires_at: number;
+}
+
 /** The identity part of an attempt record (from the attempt's verified credential). */
 export interface AttemptRecordKey {
   tenant_id: string;

@@ -2,6 +2,7 @@ import type { FastifyRequest } from 'fastify';
 import type { ApiTokens } from '../auth/api-tokens.js';
 import type { UserPrincipal } from '../auth/user-token.js';
 import type { UiSessions } from './sessions.js';
+import type { SignInThrottle } from './sign-in-throttle.js';
 
 export const SESSION_COOKIE = 'leoflow_session';
 /** The header the web app sends on every state-changing request (a CSRF defence). */
@@ -10,6 +11,10 @@ export const CSRF_HEADER = 'x-leoflow-csrf';
 /** What the REST API needs to serve the web app and accept its session cookie. */
 export interface UiDeps {
   sessions: UiSessions;
+  /** failed sign-ins per source address (ui/sign-in-throttle.ts) */
+  throttle: SignInThrottle;
+  /** proxy addresses whose X-Forwarded-For names the client (LEOFLOW_UI_TRUSTED_PROXIES); none by default */
+  trustedProxies: readonly string[];
   /** host names (no port) browsers may use to reach this server; anything else is refused */
   allowedHosts: readonly string[];
   /** mark the cookie Secure (the server, or the proxy in front of it, speaks TLS) */
@@ -122,17 +127,14 @@ export async function authenticateRequest(
   if (session === null) return null;
   const refusal = checkBrowserRequest(req, ui);
   if (refusal) return refusal;
-  const token = ui.sessions.tokenOf(session);
-  const principal = token ? await tokens.authenticate(token) : null;
-  if (!principal) return null;
-  return {
-    principal,
-    session,
-    stillValid: async () => {
-      const t = ui.sessions.tokenOf(session);
-      return t !== null && (await tokens.authenticate(t)) !== null;
-    },
+  // The session names its token by jti; the token's record decides, as for a bearer.
+  const live = async () => {
+    const held = await ui.sessions.principalOf(session);
+    return held ? tokens.stillOnRecord(held) : null;
   };
+  const principal = await live();
+  if (!principal) return null;
+  return { principal, session, stillValid: async () => (await live()) !== null };
 }
 
 export function sessionCookie(ui: UiDeps, id: string, maxAgeSeconds: number): string {

@@ -8,6 +8,7 @@ import { errorSchema } from '../api/schemas.js';
 import { logLineOut } from '../api/serialize.js';
 import type { TenantScopes } from '../tenancy/tenant-scope.js';
 import { ChangeFeed, type UiEvent } from './events.js';
+import { signInSource } from './sign-in-throttle.js';
 import {
   authenticateRequest,
   checkBrowserRequest,
@@ -78,16 +79,35 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
           400: errorSchema,
           401: errorSchema,
           403: errorSchema,
+          429: errorSchema,
         },
       },
     },
     async (req, reply) => {
       const refusal = checkBrowserRequest(req, ui);
       if (refusal) return reply.status(refusal.status).send(refusal.body);
+      // Throttled before the token or code is looked at: a refused guess learns nothing and
+      // spends no code.
+      const source = signInSource(req, ui.trustedProxies);
+      const wait = ui.throttle.retryAfterSeconds(source);
+      if (wait > 0) {
+        return reply
+          .status(429)
+          .header('retry-after', String(wait))
+          .send({
+            code: 'LF_SIGN_IN_THROTTLED',
+            message: `too many failed sign-ins from this address; try again in ${wait} seconds`,
+            details: { retry_after_seconds: wait },
+          });
+      }
       const body = (req.body ?? {}) as { token?: string; code?: string };
       const token = body.code !== undefined ? ui.sessions.redeem(body.code) : (body.token ?? null);
       const principal = token ? await tokens.authenticate(token) : null;
       if (!principal || !token) {
+        ui.throttle.recordFailure(source);
+        if (ui.throttle.retryAfterSeconds(source) > 0) {
+          d.logger.warn({ source }, 'web app sign-in throttled after repeated failures');
+        }
         return reply.status(401).send({
           code: 'LF_UNAUTHENTICATED',
           message:
@@ -97,7 +117,7 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
           details: {},
         });
       }
-      const s = ui.sessions.open(token);
+      const s = await ui.sessions.open(principal, await tokens.expiryOf(token));
       req.principal = principal;
       req.scope = d.scopes.forTenant(principal.tenant_id);
       await auditRequest(
@@ -108,7 +128,7 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
           via: body.code !== undefined ? 'sign-in-code' : 'token',
         },
       );
-      void reply.header('set-cookie', sessionCookie(ui, s.id, ui.sessions.sessionTtlMs / 1000));
+      void reply.header('set-cookie', sessionCookie(ui, s.id, s.maxAgeMs / 1000));
       return {
         subject: principal.subject,
         tenant_id: principal.tenant_id,
@@ -128,7 +148,7 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
     },
     async (req, reply) => {
       const session = live.get(req)?.session ?? null;
-      const closed = session !== null && ui.sessions.close(session);
+      const closed = session !== null && (await ui.sessions.close(session));
       if (closed)
         await auditRequest(req, 'ui.sign_out', { type: 'api_token', id: req.principal.jti });
       void reply.header('set-cookie', sessionCookie(ui, '', 0));

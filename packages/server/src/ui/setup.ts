@@ -3,8 +3,10 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Clock } from '@leoflow/core';
 import type { ServerConfig } from '../config/server-config.js';
+import type { UiSessionStore } from '../store/ports/ui-sessions.js';
 import type { UiDeps } from './guard.js';
 import { UiSessions } from './sessions.js';
+import { normaliseAddress, SignInThrottle } from './sign-in-throttle.js';
 
 /** Where the monorepo builds the web app: packages/ui/dist beside packages/server. */
 export function defaultUiDir(): string {
@@ -30,10 +32,22 @@ export function allowedUiHosts(listenHost: string, env: NodeJS.ProcessEnv): stri
   return [...names];
 }
 
-export function uiForControlPlane(cfg: ServerConfig, clock: Clock, env: NodeJS.ProcessEnv) {
+export function uiForControlPlane(
+  cfg: ServerConfig,
+  clock: Clock,
+  env: NodeJS.ProcessEnv,
+  store: UiSessionStore,
+) {
   const dir = env.LEOFLOW_UI_DIR ?? defaultUiDir();
   const deps: UiDeps = {
-    sessions: new UiSessions(clock),
+    sessions: new UiSessions(store, clock),
+    throttle: new SignInThrottle(clock),
+    // Only a proxy the operator names may say where a sign-in comes from.
+    trustedProxies: (env.LEOFLOW_UI_TRUSTED_PROXIES ?? '')
+      .split(',')
+      .map((a) => a.trim())
+      .filter((a) => a !== '')
+      .map(normaliseAddress),
     allowedHosts: allowedUiHosts(cfg.http.host, env),
     // Set when a TLS-terminating proxy fronts the API (it does not speak TLS itself).
     secureCookies: env.LEOFLOW_UI_SECURE_COOKIES === '1',

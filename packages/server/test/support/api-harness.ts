@@ -107,7 +107,7 @@ export async function createApiHarness(
   dialect: 'sqlite' | 'postgres',
   opts: {
     timeouts?: RestApiDeps['timeouts'];
-    ui?: (clock: ManualClock) => UiDeps;
+    ui?: (clock: ManualClock, store: Store) => UiDeps;
     cellTopology?: RestApiDeps['cellTopology'];
   } = {},
 ): Promise<ApiHarness> {
@@ -168,7 +168,7 @@ export async function createApiHarness(
     onChange: () => undefined,
     onReply: (r) => replies.push(r),
     ...(opts.timeouts ? { timeouts: opts.timeouts } : {}),
-    ...(opts.ui ? { ui: opts.ui(clock) } : {}),
+    ...(opts.ui ? { ui: opts.ui(clock, store) } : {}),
     // As standalone's: the probes of one process that is always its own scheduler.
     readiness: () =>
       checkReadiness({

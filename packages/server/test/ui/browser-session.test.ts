@@ -3,6 +3,7 @@ import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SignInThrottle } from '../../src/ui/sign-in-throttle.js';
 import { UiSessions } from '../../src/ui/sessions.js';
 import { UI_CONTENT_SECURITY_POLICY } from '../../src/ui/static.js';
 import { createApiHarness, PLATFORM_TENANT, type ApiHarness } from '../support/api-harness.js';
@@ -25,8 +26,13 @@ describe('web app sessions (real API, real tokens, injectable clock)', () => {
     writeFileSync(join(staticDir, 'index.html'), '<!doctype html><div id="root"></div>');
     writeFileSync(join(staticDir, 'assets', 'app-1.js'), 'console.log(1)');
     h = await createApiHarness('sqlite', {
-      ui: (clock) => ({
-        sessions: (sessions = new UiSessions(clock, { sessionMs: 60 * 60_000, codeMs: 60_000 })),
+      ui: (clock, store) => ({
+        sessions: (sessions = new UiSessions(store, clock, {
+          sessionMs: 60 * 60_000,
+          codeMs: 60_000,
+        })),
+        throttle: new SignInThrottle(clock),
+        trustedProxies: [],
         allowedHosts: ['127.0.0.1', 'localhost'],
         secureCookies: false,
         staticDir,
@@ -57,6 +63,26 @@ describe('web app sessions (real API, real tokens, injectable clock)', () => {
     });
 
   const browser = { 'x-leoflow-csrf': '1', origin: ORIGIN };
+
+  /** What @fastify/helmet (and the one extra header) put on every answer, page or REST. */
+  const expectSecurityHeaders = (headers: Record<string, unknown>, what: string) => {
+    expect(headers['x-content-type-options'], what).toBe('nosniff');
+    expect(headers['referrer-policy'], what).toBe('no-referrer');
+    expect(headers['x-frame-options'], what).toBe('DENY');
+    expect(headers['cross-origin-opener-policy'], what).toBe('same-origin');
+    expect(headers['cross-origin-resource-policy'], what).toBe('same-origin');
+    expect(headers['origin-agent-cluster'], what).toBe('?1');
+    expect(headers['x-dns-prefetch-control'], what).toBe('off');
+    expect(headers['x-download-options'], what).toBe('noopen');
+    expect(headers['x-permitted-cross-domain-policies'], what).toBe('none');
+    expect(headers['x-xss-protection'], what).toBe('0');
+    expect(headers['permissions-policy'], what).toBe(
+      'camera=(), microphone=(), geolocation=(), payment=(), usb=()',
+    );
+    expect(headers['x-powered-by'], what).toBeUndefined();
+    // Plain HTTP here (secureCookies false): no HSTS pin.
+    expect(headers['strict-transport-security'], what).toBeUndefined();
+  };
 
   async function signIn(body: { token: string } | { code: string }) {
     const res = await inject('POST', '/api/ui/session', { body, headers: browser });
@@ -206,13 +232,28 @@ describe('web app sessions (real API, real tokens, injectable clock)', () => {
     const page = await inject('GET', '/dags/etl_python/runs/x');
     expect(page.statusCode).toBe(200);
     expect(page.headers['content-type']).toMatch(/text\/html/);
+    // Spelled out, not derived from the constant: a laxer policy must turn this red.
+    expect(page.headers['content-security-policy']).toBe(
+      "default-src 'self';script-src 'self';style-src 'self';img-src 'self' data:;" +
+        "font-src 'self';connect-src 'self';object-src 'none';base-uri 'none';" +
+        "form-action 'self';frame-ancestors 'none'",
+    );
     expect(page.headers['content-security-policy']).toBe(UI_CONTENT_SECURITY_POLICY);
-    expect(UI_CONTENT_SECURITY_POLICY).toContain("script-src 'self'");
-    expect(UI_CONTENT_SECURITY_POLICY).toContain("frame-ancestors 'none'");
     expect(UI_CONTENT_SECURITY_POLICY).not.toContain('unsafe');
-    expect(page.headers['x-content-type-options']).toBe('nosniff');
-    expect(page.headers['referrer-policy']).toBe('no-referrer');
-    expect(page.headers['x-frame-options']).toBe('DENY');
+    expectSecurityHeaders(page.headers, 'page');
+    // REST replies (a success, a refusal answered by the auth hook, a 404, the docs page that
+    // styles itself inline) carry every header but the page's CSP.
+    for (const [url, status] of [
+      ['/api/v1/health', 200],
+      ['/api/v1/dags', 401],
+      ['/api/v1/nope', 404],
+      ['/api/v1/docs', 200],
+    ] as const) {
+      const r = await inject('GET', url);
+      expect(r.statusCode, url).toBe(status);
+      expectSecurityHeaders(r.headers, url);
+      expect(r.headers['content-security-policy'], url).toBeUndefined();
+    }
     const asset = await inject('GET', '/assets/app-1.js');
     expect(asset.headers['content-type']).toMatch(/javascript/);
     expect(asset.headers['cache-control']).toMatch(/immutable/);
@@ -267,5 +308,26 @@ describe('web app sessions (real API, real tokens, injectable clock)', () => {
     expect(out.statusCode).toBe(200);
     await expect.poll(() => received.join(''), { timeout: 5000 }).toContain('event: signed-out');
     req.destroy();
+  });
+});
+
+describe('security headers behind TLS', () => {
+  it('pins HTTPS (HSTS) only when the deployment says it speaks TLS', async () => {
+    const h = await createApiHarness('sqlite', {
+      ui: (clock, store) => ({
+        sessions: new UiSessions(store, clock),
+        throttle: new SignInThrottle(clock),
+        trustedProxies: [],
+        allowedHosts: ['127.0.0.1'],
+        secureCookies: true,
+        staticDir: null,
+      }),
+    });
+    try {
+      const r = await h.app.inject({ method: 'GET', url: '/api/v1/health' });
+      expect(r.headers['strict-transport-security']).toBe('max-age=31536000');
+    } finally {
+      await h.close();
+    }
   });
 });

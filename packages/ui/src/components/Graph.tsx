@@ -1,7 +1,7 @@
 import dagre from '@dagrejs/dagre';
 import { Background, Controls, Position, ReactFlow, type Edge, type Node } from '@xyflow/react';
 import '@xyflow/react/dist/style.css';
-import { useMemo } from 'react';
+import { useMemo, useRef, type KeyboardEvent } from 'react';
 import { useNavigate } from 'react-router';
 import type { SpecTask } from '../api';
 import { stateClass } from '../format';
@@ -31,6 +31,79 @@ export function layout(tasks: readonly SpecTask[]): Record<string, { x: number; 
     out[t.task_id] = { x: n.x - W / 2, y: n.y - H / 2 };
   }
   return out;
+}
+
+export type GraphKey = 'ArrowRight' | 'ArrowLeft' | 'ArrowUp' | 'ArrowDown' | 'Home' | 'End';
+
+/**
+ * Where a key moves the focus from task `from`, following the picture: right to a downstream
+ * task and left to an upstream one (the one nearest in height), up and down within the
+ * column, Home and End to the first and last task in reading order. null: nowhere to go.
+ */
+export function neighbour(
+  tasks: readonly SpecTask[],
+  pos: Readonly<Record<string, { x: number; y: number }>>,
+  from: string,
+  key: GraphKey,
+): string | null {
+  const here = pos[from];
+  if (!here) return null;
+  const nearest = (ids: string[]) =>
+    ids
+      .filter((id) => pos[id])
+      .sort((a, b) => Math.abs(pos[a]!.y - here.y) - Math.abs(pos[b]!.y - here.y))[0] ?? null;
+  const order = readingOrder(tasks, pos);
+  switch (key) {
+    case 'ArrowRight':
+      return nearest(tasks.filter((t) => t.depends_on.includes(from)).map((t) => t.task_id));
+    case 'ArrowLeft':
+      return nearest([...(tasks.find((t) => t.task_id === from)?.depends_on ?? [])]);
+    case 'ArrowUp':
+    case 'ArrowDown': {
+      const column = order
+        .filter((id) => Math.abs(pos[id]!.x - here.x) < 1)
+        .sort((a, b) => pos[a]!.y - pos[b]!.y);
+      const i = column.indexOf(from) + (key === 'ArrowDown' ? 1 : -1);
+      return column[i] ?? null;
+    }
+    case 'Home':
+      return order[0] ?? null;
+    case 'End':
+      return order[order.length - 1] ?? null;
+  }
+}
+
+/** Left to right, then top to bottom: the order Tab follows (the nodes' order in the page). */
+export function readingOrder(
+  tasks: readonly SpecTask[],
+  pos: Readonly<Record<string, { x: number; y: number }>>,
+): string[] {
+  return tasks
+    .map((t) => t.task_id)
+    .filter((id) => pos[id])
+    .sort((a, b) => pos[a]!.x - pos[b]!.x || pos[a]!.y - pos[b]!.y);
+}
+
+const GRAPH_KEYS = new Set<string>([
+  'ArrowRight',
+  'ArrowLeft',
+  'ArrowUp',
+  'ArrowDown',
+  'Home',
+  'End',
+]);
+
+/** What a screen reader says about a task node. */
+function nodeLabel(t: SpecTask, state: string | undefined): string {
+  return [
+    `task ${t.task_id}`,
+    ...(state ? [state] : []),
+    t.type,
+    `trigger rule ${t.trigger_rule}`,
+    t.depends_on.length > 0 ? `after ${t.depends_on.join(', ')}` : 'no upstream task',
+    ...(t.variables.length > 0 ? [`Variables ${t.variables.join(', ')}`] : []),
+    ...(t.connections.length > 0 ? [`Connections ${t.connections.join(', ')}`] : []),
+  ].join('; ');
 }
 
 function TaskLabel({ t, state }: { t: SpecTask; state: string | undefined }) {
@@ -63,26 +136,52 @@ function TaskLabel({ t, state }: { t: SpecTask; state: string | undefined }) {
 
 export default function Graph({ tasks, states, hrefOf }: GraphProps) {
   const navigate = useNavigate();
-  const { nodes, edges } = useMemo(() => {
+  const box = useRef<HTMLDivElement>(null);
+  const { nodes, edges, pos } = useMemo(() => {
     const pos = layout(tasks);
-    const nodes: Node[] = tasks.map((t) => ({
-      id: t.task_id,
-      position: pos[t.task_id] ?? { x: 0, y: 0 },
-      data: { label: <TaskLabel t={t} state={states?.[t.task_id]} /> },
-      className: `task-node ${states ? stateClass(states[t.task_id]) : ''}`,
-      style: { width: W },
-      draggable: false,
-      connectable: false,
-      sourcePosition: Position.Right,
-      targetPosition: Position.Left,
-    }));
+    const byId = new Map(tasks.map((t) => [t.task_id, t]));
+    // Nodes in reading order, so Tab walks the picture left to right.
+    const nodes: Node[] = readingOrder(tasks, pos).map((id) => {
+      const t = byId.get(id)!;
+      return {
+        id,
+        position: pos[id] ?? { x: 0, y: 0 },
+        data: { label: <TaskLabel t={t} state={states?.[id]} /> },
+        ariaLabel: nodeLabel(t, states?.[id]),
+        className: `task-node ${states ? stateClass(states[id]) : ''}`,
+        style: { width: W },
+        draggable: false,
+        connectable: false,
+        sourcePosition: Position.Right,
+        targetPosition: Position.Left,
+      };
+    });
     const edges: Edge[] = tasks.flatMap((t) =>
       t.depends_on.map((up) => ({ id: `${up}->${t.task_id}`, source: up, target: t.task_id })),
     );
-    return { nodes, edges };
+    return { nodes, edges, pos };
   }, [tasks, states]);
+
+  const onKeyDown = (e: KeyboardEvent<HTMLDivElement>) => {
+    const node = (e.target as HTMLElement).closest<HTMLElement>('.react-flow__node');
+    const id = node?.dataset.id;
+    if (!id) return;
+    if (e.key === 'Enter' && hrefOf) {
+      e.preventDefault();
+      void navigate(hrefOf(id));
+      return;
+    }
+    if (!GRAPH_KEYS.has(e.key)) return;
+    e.preventDefault();
+    const next = neighbour(tasks, pos, id, e.key as GraphKey);
+    if (next === null) return;
+    box.current
+      ?.querySelector<HTMLElement>(`.react-flow__node[data-id="${CSS.escape(next)}"]`)
+      ?.focus();
+  };
+
   return (
-    <div className="graph" aria-label="task graph">
+    <div className="graph" role="group" aria-label="task graph" ref={box} onKeyDown={onKeyDown}>
       <ReactFlow
         nodes={nodes}
         edges={edges}
@@ -90,6 +189,17 @@ export default function Graph({ tasks, states, hrefOf }: GraphProps) {
         fitViewOptions={{ maxZoom: 1 }}
         nodesDraggable={false}
         nodesConnectable={false}
+        // Focus moves between tasks, not edges; Enter opens a task rather than selecting it.
+        nodesFocusable
+        edgesFocusable={false}
+        elementsSelectable={false}
+        deleteKeyCode={null}
+        autoPanOnNodeFocus
+        ariaLabelConfig={{
+          'node.a11yDescription.default': hrefOf
+            ? 'Arrow keys move between tasks: right to a downstream task, left to an upstream one, up and down within a column. Enter opens the task.'
+            : 'Arrow keys move between tasks: right to a downstream task, left to an upstream one, up and down within a column.',
+        }}
         onNodeClick={(_e, n) => hrefOf && void navigate(hrefOf(n.id))}
       >
         <Background />

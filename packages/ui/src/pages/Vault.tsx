@@ -1,6 +1,14 @@
 import { useMutation, useQuery, useQueryClient } from '@tanstack/react-query';
 import { useState, type FormEvent } from 'react';
 import { api, enc, get, type Reply } from '../api';
+import {
+  connectionsAsAirflowJson,
+  connectionsWithoutSecrets,
+  downloadJson,
+  importEach,
+  variablesWithoutSecrets,
+  type ImportOutcome,
+} from '../transfer';
 import { Time } from '../components/Time';
 import { useCan } from '../session';
 import { ErrorNote } from './Layout';
@@ -120,18 +128,61 @@ export function parseVariablesExport(text: string): { key: string; value: string
   }));
 }
 
-/** Paste an `airflow variables export` file; each name's sensitivity follows its key. */
+/** What an import did, one row per Variable or Connection, as each request came back. */
+function ImportOutcomes({ outcomes, noun }: { outcomes: ImportOutcome[]; noun: string }) {
+  const failed = outcomes.filter((o) => !o.ok).length;
+  return (
+    <>
+      <p role="status">
+        Imported {outcomes.length - failed} of {outcomes.length} {noun}
+        {failed > 0 ? `; ${failed} refused (see below)` : ''}.
+      </p>
+      <table className="list" aria-label={`${noun} import results`}>
+        <thead>
+          <tr>
+            <th scope="col">Name</th>
+            <th scope="col">Result</th>
+          </tr>
+        </thead>
+        <tbody>
+          {outcomes.map((o) => (
+            <tr key={o.name}>
+              <th scope="row">{o.name}</th>
+              <td className={o.ok ? undefined : 'error'}>{o.ok ? 'imported' : o.message}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  );
+}
+
+/**
+ * Paste an `airflow variables export` file; each name's sensitivity follows its key. One
+ * request per Variable (each audited by the server), so every one gets its own result.
+ */
 function ImportVariables({ onDone }: { onDone: () => void }) {
   const qc = useQueryClient();
   const [text, setText] = useState('');
+  const [outcomes, setOutcomes] = useState<ImportOutcome[]>([]);
   const parsed = text.trim() === '' ? [] : parseVariablesExport(text);
   const run = useMutation({
     mutationFn: (variables: { key: string; value: string }[]) =>
-      api<{ imported: number }>('POST', '/api/v1/variables/import', { variables }),
-    onSuccess: () => void qc.invalidateQueries({ queryKey: ['variables'] }),
+      importEach(
+        variables,
+        (v) => v.key,
+        (v) =>
+          api('PUT', `/api/v1/variables/${enc(v.key)}`, {
+            value: v.value,
+            description: '',
+          }),
+        setOutcomes,
+      ),
+    onSettled: () => void qc.invalidateQueries({ queryKey: ['variables'] }),
   });
   const submit = (e: FormEvent) => {
     e.preventDefault();
+    setOutcomes([]);
     if (typeof parsed !== 'string') run.mutate(parsed);
   };
   return (
@@ -159,9 +210,160 @@ function ImportVariables({ onDone }: { onDone: () => void }) {
           Close
         </button>
       </div>
-      {run.data && <p role="status">Imported {run.data.imported} Variables.</p>}
+      {outcomes.length > 0 && <ImportOutcomes outcomes={outcomes} noun="Variables" />}
+    </form>
+  );
+}
+
+type ConnFormat = 'json' | 'yaml' | 'env';
+interface ParsedConnection {
+  id: string;
+  conn: Record<string, unknown>;
+  description?: string;
+}
+
+/**
+ * Paste an `airflow connections export` file (json, yaml or env), read by the very parser the
+ * CLI uses (loaded when this form opens); one request per Connection, each with its result.
+ */
+function ImportConnections({ onDone }: { onDone: () => void }) {
+  const qc = useQueryClient();
+  const [text, setText] = useState('');
+  const [format, setFormat] = useState<ConnFormat>('json');
+  const [outcomes, setOutcomes] = useState<ImportOutcome[]>([]);
+  const [problem, setProblem] = useState<string | null>(null);
+  const run = useMutation({
+    mutationFn: async () => {
+      const { parseAirflowConnectionsExport } = await import('@leoflow/core/connections-import');
+      let items: ParsedConnection[];
+      try {
+        items = parseAirflowConnectionsExport(text, format) as unknown as ParsedConnection[];
+      } catch (e) {
+        setProblem(e instanceof Error ? e.message : String(e));
+        return [];
+      }
+      setProblem(null);
+      return importEach(
+        items,
+        (c) => c.id,
+        (c) =>
+          api('PUT', `/api/v1/connections/${enc(c.id)}`, {
+            connection: c.conn,
+            description: c.description ?? '',
+          }),
+        setOutcomes,
+      );
+    },
+    onSettled: () => void qc.invalidateQueries({ queryKey: ['connections'] }),
+  });
+  const submit = (e: FormEvent) => {
+    e.preventDefault();
+    setOutcomes([]);
+    run.mutate();
+  };
+  return (
+    <form className="form" onSubmit={submit} aria-label="Import Connections">
+      <label>
+        Format
+        <select value={format} onChange={(e) => setFormat(e.target.value as ConnFormat)}>
+          <option value="json">json</option>
+          <option value="yaml">yaml</option>
+          <option value="env">env</option>
+        </select>
+      </label>
+      <label>
+        Connections (as `airflow connections export` writes)
+        <textarea rows={6} value={text} onChange={(e) => setText(e.target.value)} />
+      </label>
+      {problem !== null && (
+        <p className="error" role="alert">
+          {problem}
+        </p>
+      )}
+      <div className="actions">
+        <button type="submit" disabled={text.trim() === '' || run.isPending}>
+          Import
+        </button>
+        <button type="button" onClick={onDone}>
+          Close
+        </button>
+      </div>
+      {outcomes.length > 0 && <ImportOutcomes outcomes={outcomes} noun="Connections" />}
       {run.isError && <ErrorNote error={run.error} />}
     </form>
+  );
+}
+
+/**
+ * Export: with the reveal permission, the server's full export (values included; one audited
+ * request); without it, a file built from the list, which never carries a secret value.
+ */
+function ExportVariables({ list }: { list: Reply<'get_variables'>['variables'] }) {
+  const can = useCan();
+  const [note, setNote] = useState<string | null>(null);
+  const full = useMutation({
+    mutationFn: () => api<Reply<'post_variables_export'>>('POST', '/api/v1/variables/export', {}),
+    onSuccess: (r) => {
+      downloadJson('variables.json', r.variables);
+      setNote(`Exported ${Object.keys(r.variables).length} Variables, values included (audited).`);
+    },
+  });
+  const partial = () => {
+    const { doc, omitted } = variablesWithoutSecrets(list);
+    downloadJson('variables.json', doc);
+    setNote(
+      `Exported ${Object.keys(doc).length} Variables without secret values` +
+        (omitted.length > 0 ? `; left out (secret): ${omitted.join(', ')}.` : '.'),
+    );
+  };
+  return (
+    <>
+      {can('variables:reveal') ? (
+        <button type="button" onClick={() => full.mutate()} disabled={full.isPending}>
+          Export with values (audited)
+        </button>
+      ) : (
+        <button type="button" onClick={partial}>
+          Export without secret values
+        </button>
+      )}
+      {note !== null && <p role="status">{note}</p>}
+      {full.isError && <ErrorNote error={full.error} />}
+    </>
+  );
+}
+
+function ExportConnections({ list }: { list: Reply<'get_connections'>['connections'] }) {
+  const can = useCan();
+  const [note, setNote] = useState<string | null>(null);
+  const full = useMutation({
+    mutationFn: () =>
+      api<Reply<'post_connections_export'>>('POST', '/api/v1/connections/export', {}),
+    onSuccess: (r) => {
+      downloadJson('connections.json', connectionsAsAirflowJson(r.connections));
+      setNote(
+        `Exported ${Object.keys(r.connections).length} Connections, secrets included (audited).`,
+      );
+    },
+  });
+  const partial = () => {
+    downloadJson('connections.json', connectionsWithoutSecrets(list));
+    setNote(`Exported ${list.length} Connections without passwords or extra.`);
+  };
+  return (
+    <>
+      {can('connections:reveal') ? (
+        <button type="button" onClick={() => full.mutate()} disabled={full.isPending}>
+          Export with secrets (audited)
+        </button>
+      ) : (
+        <button type="button" onClick={partial}>
+          Export without secrets
+        </button>
+      )}
+      {note !== null && <p role="status">{note}</p>}
+      {full.isError && <ErrorNote error={full.error} />}
+    </>
   );
 }
 
@@ -296,16 +498,21 @@ export function Variables() {
   return (
     <>
       <h1>Variables</h1>
-      {writable && editing === null && (
-        <div className="actions">
-          <button type="button" onClick={() => setEditing('')}>
-            New Variable
-          </button>
-          <button type="button" onClick={() => setImporting(true)}>
-            Import…
-          </button>
-        </div>
-      )}
+      <div className="actions">
+        {writable && editing === null && (
+          <>
+            <button type="button" onClick={() => setEditing('')}>
+              New Variable
+            </button>
+            <button type="button" onClick={() => setImporting(true)}>
+              Import…
+            </button>
+          </>
+        )}
+        {list.data && list.data.variables.length > 0 && (
+          <ExportVariables list={list.data.variables} />
+        )}
+      </div>
       {importing && <ImportVariables onDone={() => setImporting(false)} />}
       {editing !== null && (
         <VariableForm
@@ -402,6 +609,7 @@ export function Connections() {
   });
   const qc = useQueryClient();
   const [editing, setEditing] = useState<string | null>(null);
+  const [importing, setImporting] = useState(false);
   const remove = useMutation({
     mutationFn: (id: string) => api('DELETE', `/api/v1/connections/${enc(id)}`),
     onSettled: () => qc.invalidateQueries({ queryKey: ['connections'] }),
@@ -412,11 +620,22 @@ export function Connections() {
   return (
     <>
       <h1>Connections</h1>
-      {writable && editing === null && (
-        <button type="button" onClick={() => setEditing('')}>
-          New Connection
-        </button>
-      )}
+      <div className="actions">
+        {writable && editing === null && (
+          <>
+            <button type="button" onClick={() => setEditing('')}>
+              New Connection
+            </button>
+            <button type="button" onClick={() => setImporting(true)}>
+              Import…
+            </button>
+          </>
+        )}
+        {list.data && list.data.connections.length > 0 && (
+          <ExportConnections list={list.data.connections} />
+        )}
+      </div>
+      {importing && <ImportConnections onDone={() => setImporting(false)} />}
       {editing !== null && (
         <ConnectionForm
           key={editing}
