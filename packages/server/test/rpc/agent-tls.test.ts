@@ -151,7 +151,8 @@ describe('agent channel TLS: reload of operator certificates', () => {
   async function serve(volume: SecretVolume) {
     const initial = await loadAgentTls(volume.files);
     server = await startAgentRpcServer({
-      impl: {},
+      // The handshake is what is tested: no RPC is ever served.
+      impl: {} as Parameters<typeof startAgentRpcServer>[0]['impl'],
       host: '127.0.0.1',
       port: 0,
       tls: initial.tls,

@@ -16,6 +16,7 @@ import { openStore } from '../../src/store/index.js';
 import { KyselyStore, MIGRATION_TABLE, migrationLockName } from '../../src/store/kysely-store.js';
 import { migrationProvider } from '../../src/store/migrations.js';
 import { compareSchema, schemaStatus } from '../../src/store/schema-status.js';
+import type { Database } from '../../src/store/db-types.js';
 import type { Store } from '../../src/store/store.js';
 import { forEachDialect, forPostgres } from '../support/dialects.js';
 import { postgresTestUrl, useFreshPostgresSchema } from '../support/databases.js';
@@ -196,7 +197,7 @@ forPostgres('migration lock', () => {
 function openWith(schema: string, provider: MigrationProvider): KyselyStore {
   const pool = new pg.Pool({ connectionString: postgresTestUrl(), max: 2 });
   const quoted = `"${schema.replace(/"/g, '""')}"`;
-  const db = new Kysely<never>({
+  const db = new Kysely<Database>({
     dialect: new PostgresDialect({
       pool,
       onCreateConnection: async (conn) => {
