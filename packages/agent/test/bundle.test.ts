@@ -141,6 +141,21 @@ describe('agent bundle and its V8 code cache', () => {
     expect(text).not.toContain('google/protobuf/descriptor.proto');
   });
 
+  it('carries only the parts of @leoflow/core it uses (no DAG compiler, YAML, cron or JSON Schema)', () => {
+    // esbuild heads each bundled module with a `// <path>` comment; every module in the bundle
+    // is source V8 reads, hashes and deserializes at each agent start (the core index once
+    // pulled yaml and croner in, doubling the bundle and its code cache).
+    const modules = readFileSync(CJS, 'utf8')
+      .split('\n')
+      .filter((l) => /^\/\/ \S+\.(?:[cm]?js|ts|json)$/.test(l))
+      .map((l) => l.slice(3));
+    expect(modules.some((m) => m.includes('core/src/config/'))).toBe(true);
+    const unwanted = modules.filter((m) =>
+      /node_modules\/(?:yaml|croner|ajv)\/|core\/src\/(?:dag|schedule|connections)\//.test(m),
+    );
+    expect(unwanted).toEqual([]);
+  });
+
   it('the entry runs the bundle (which refuses an empty environment with exit 2)', () => {
     const r = spawnSync(process.execPath, [ENTRY], { encoding: 'utf8', env: {} });
     expect(r.status).toBe(2);
