@@ -122,6 +122,27 @@ describe('agent bundle and its V8 code cache', () => {
     expect(out).toEqual({ found: true, rejected: false });
   });
 
+  it('the cache holds the functions start-up never runs (it was compiled eagerly)', () => {
+    // What a lazily compiled bundle caches after the same empty-environment start: top-level
+    // code and start-up's functions only. The build's cache must hold far more (the RPC path
+    // and the attempt's code), or every agent compiles those on its first call.
+    const lazy = probe(`
+      const wrapped = wrapSource(readFileSync(file, 'utf8'));
+      const s = new Script(wrapped, { filename: file,
+        importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER });
+      process.exitCode = 0;
+      process.exit = () => {
+        console.log(JSON.stringify({ bytes: s.createCachedData().length }));
+        process.reallyExit(0);
+      };
+      const { createRequire } = await import('node:module');
+      const module = { exports: {} };
+      s.runInThisContext()(module.exports, createRequire(file), module, file, '.');
+    `);
+    const built = readFileSync(`${CJS}.cache`).length;
+    expect(built).toBeGreaterThan(2 * Number(lazy['bytes']));
+  });
+
   it('a cache made for other source (even of the same length) is not used', () => {
     const out = probe(`
       const source = readFileSync(file, 'utf8');
