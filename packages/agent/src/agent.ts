@@ -179,19 +179,23 @@ export class Agent {
 
     // --- bootstrap: Register + GetTaskSpec, bounded by the bootstrap deadline ---------------
     let spec: TaskSpec;
+    const registering = this.#bootstrapCall('Register', bootstrapDeadline, () =>
+      this.#client.register(
+        {
+          agentVersion: AGENT_VERSION,
+          protocolVersion: AGENT_PROTOCOL_VERSION,
+          hostname: os.hostname(),
+          pid: process.pid,
+          sessionKey: this.#tokens.sessionKey,
+        },
+        { timeoutMs: this.#callTimeout(bootstrapDeadline) },
+      ),
+    );
+    const acquiring = this.#acquireUidMeanwhile();
+    // awaited in the preparation step, which reports a failure as the attempt's
+    acquiring.catch(() => undefined);
     try {
-      const reg = await this.#bootstrapCall('Register', bootstrapDeadline, () =>
-        this.#client.register(
-          {
-            agentVersion: AGENT_VERSION,
-            protocolVersion: AGENT_PROTOCOL_VERSION,
-            hostname: os.hostname(),
-            pid: process.pid,
-            sessionKey: this.#tokens.sessionKey,
-          },
-          { timeoutMs: this.#callTimeout(bootstrapDeadline) },
-        ),
-      );
+      const reg = await registering;
       if (reg.shouldTerminate) {
         // The attempt was superseded or finished before this agent started: run nothing.
         throw new Error(`the server says stop before starting: ${reg.terminateReason}`);
@@ -209,9 +213,14 @@ export class Agent {
         'error',
         `bootstrap failed: ${err instanceof Error ? err.message : String(err)}`,
       );
+      // settled before returning, so the caller's isolation.end() releases a uid taken meanwhile
+      await acquiring.catch(() => undefined);
       return EXIT.BOOTSTRAP;
     }
-    if (this.#stop) return EXIT.SIGNALLED;
+    if (this.#stop) {
+      await acquiring.catch(() => undefined);
+      return EXIT.SIGNALLED;
+    }
     if (spec.taskInstanceId !== '' && spec.taskInstanceId !== this.#cfg.taskInstanceId) {
       // The token decides which attempt this is; the env value is only a label for diagnostics.
       this.#diag.log(
@@ -244,7 +253,7 @@ export class Agent {
     let env: EnvMap;
     try {
       if (this.#isolation) {
-        runAs = await this.#isolation.acquire();
+        runAs = await acquiring;
         const nproc = this.#isolation.nprocProblem();
         if (nproc !== undefined) this.#diag.log('warn', nproc);
       }
@@ -561,6 +570,20 @@ export class Agent {
         return this.#stop === undefined;
       },
     };
+  }
+
+  /**
+   * The attempt's uid is allocated while Register is on its way (the allocation scans /proc,
+   * milliseconds of synchronous work per attempt that otherwise sat between GetTaskSpec and the
+   * secret fetches): it waits one turn of the event loop first, so the Register request is on
+   * the wire before the scan blocks the loop. Nothing runs as the uid before the bootstrap
+   * succeeded.
+   */
+  async #acquireUidMeanwhile(): Promise<RunAs | undefined> {
+    const isolation = this.#isolation;
+    if (!isolation) return undefined;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    return isolation.acquire();
   }
 
   async #bootstrapCall<T>(name: string, deadline: number, fn: () => Promise<T>): Promise<T> {

@@ -122,6 +122,27 @@ describe('agent bundle and its V8 code cache', () => {
     expect(out).toEqual({ found: true, rejected: false });
   });
 
+  it('the cache holds the functions start-up never runs (it was compiled eagerly)', () => {
+    // What a lazily compiled bundle caches after the same empty-environment start: top-level
+    // code and start-up's functions only. The build's cache must hold far more (the RPC path
+    // and the attempt's code), or every agent compiles those on its first call.
+    const lazy = probe(`
+      const wrapped = wrapSource(readFileSync(file, 'utf8'));
+      const s = new Script(wrapped, { filename: file,
+        importModuleDynamically: constants.USE_MAIN_CONTEXT_DEFAULT_LOADER });
+      process.exitCode = 0;
+      process.exit = () => {
+        console.log(JSON.stringify({ bytes: s.createCachedData().length }));
+        process.reallyExit(0);
+      };
+      const { createRequire } = await import('node:module');
+      const module = { exports: {} };
+      s.runInThisContext()(module.exports, createRequire(file), module, file, '.');
+    `);
+    const built = readFileSync(`${CJS}.cache`).length;
+    expect(built).toBeGreaterThan(2 * Number(lazy['bytes']));
+  });
+
   it('a cache made for other source (even of the same length) is not used', () => {
     const out = probe(`
       const source = readFileSync(file, 'utf8');
@@ -139,6 +160,21 @@ describe('agent bundle and its V8 code cache', () => {
     const text = readFileSync(CJS, 'utf8');
     expect(text).toContain('predecoded');
     expect(text).not.toContain('google/protobuf/descriptor.proto');
+  });
+
+  it('carries only the parts of @leoflow/core it uses (no DAG compiler, YAML, cron or JSON Schema)', () => {
+    // esbuild heads each bundled module with a `// <path>` comment; every module in the bundle
+    // is source V8 reads, hashes and deserializes at each agent start (the core index once
+    // pulled yaml and croner in, doubling the bundle and its code cache).
+    const modules = readFileSync(CJS, 'utf8')
+      .split('\n')
+      .filter((l) => /^\/\/ \S+\.(?:[cm]?js|ts|json)$/.test(l))
+      .map((l) => l.slice(3));
+    expect(modules.some((m) => m.includes('core/src/config/'))).toBe(true);
+    const unwanted = modules.filter((m) =>
+      /node_modules\/(?:yaml|croner|ajv)\/|core\/src\/(?:dag|schedule|connections)\//.test(m),
+    );
+    expect(unwanted).toEqual([]);
   });
 
   it('the entry runs the bundle (which refuses an empty environment with exit 2)', () => {

@@ -23,7 +23,13 @@ type ReportInit = MessageInitShape<typeof ReportStateResponseSchema>;
 /** Each hook gets the 1-based call number; throwing (e.g. a ConnectError) fails the RPC. */
 export interface Script {
   spec: SpecInit;
-  register?: (n: number) => { shouldTerminate?: boolean; terminateReason?: string } | void;
+  /** may answer later (a promise): Register stays in flight until it settles */
+  register?: (
+    n: number,
+  ) =>
+    | { shouldTerminate?: boolean; terminateReason?: string }
+    | void
+    | Promise<{ shouldTerminate?: boolean; terminateReason?: string } | void>;
   getTaskSpec?: (n: number) => void;
   variables?: Record<string, string> | Code;
   /** runs before GetVariables answers (e.g. to cut the call) */
@@ -123,9 +129,9 @@ export class FakeAgentService {
   #routes = (router: ConnectRouter): void => {
     const s = this.script;
     router.service(AgentService, {
-      register: (req, ctx) => {
+      register: async (req, ctx) => {
         const n = this.#record('Register', ctx);
-        const extra = s.register?.(n) ?? {};
+        const extra = (await s.register?.(n)) ?? {};
         this.registers.push(req);
         return { sessionId: 'ti-1', serverTimeMs: BigInt(Date.now()), ...extra };
       },
