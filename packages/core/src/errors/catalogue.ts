@@ -192,6 +192,16 @@ export const ERROR_CATALOGUE = {
     400,
     'Drop the empty list, or list the names the task needs.',
   ),
+  LF_DAG_KUBERNETES: c(
+    'dag',
+    400,
+    "Set only image, service_account and resources (requests/limits of cpu, memory, ephemeral-storage as quoted quantities) under a task's kubernetes:.",
+  ),
+  LF_DAG_KUBERNETES_NOT_ALLOWED: c(
+    'dag',
+    400,
+    "Choose an image, service account and resources within the tenant's allowlist (executor.kubernetes.tenants), or ask the operator to extend it.",
+  ),
   LF_DAG_CATCHUP_WITHOUT_START: c('dag', 400, 'Set start_date, or turn catchup off.'),
   LF_UNKNOWN_TRIGGER_RULE: c(
     'dag',
