@@ -99,7 +99,7 @@ describe('the attempt pod', () => {
 
   it('passes Pod Security Admission restricted: non-root, no escalation, no capabilities, RuntimeDefault seccomp, read-only root with writable emptyDirs, no host paths', () => {
     const pod = buildAttemptPod(input());
-    expect(restrictedViolations(pod.spec as Record<string, unknown>)).toEqual([]);
+    expect(restrictedViolations(pod.spec as unknown as Record<string, unknown>)).toEqual([]);
     const c = pod.spec!.containers[0]!;
     expect(c.securityContext!.readOnlyRootFilesystem).toBe(true);
     expect(pod.spec!.volumes!.filter((v) => v.emptyDir).map((v) => v.name)).toEqual([
