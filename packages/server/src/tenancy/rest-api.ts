@@ -5,6 +5,7 @@ import type { ApiTokens } from '../auth/api-tokens.js';
 import type { FileSigningKeyring } from '../auth/signing-keys.js';
 import type { ServerConfig } from '../config/server-config.js';
 import { rotateVaultKey } from '../credentials/key-rotation.js';
+import type { ExecutorPolicy } from '../dags/registration.js';
 import { revokeAttemptCredential, type RevocationDeps } from '../credentials/revocation.js';
 import { buildDoctorReport, liveDoctorStore, nodeDoctorDeps } from '../doctor/index.js';
 import type { RunOperations } from '../scheduler/run-operations.js';
@@ -28,6 +29,8 @@ export interface RestApiDeps {
   /** the configuration doctor reports, read when asked (bound ports are known only later) */
   doctorConfig: () => ServerConfig;
   platformTenantId: string;
+  /** what DAG registration checks tasks' executor choices against */
+  executorPolicy?: ExecutorPolicy;
   version: string;
   onChange: () => void;
   onReply?: ApiDeps['onReply'];
@@ -48,6 +51,7 @@ export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
     runs: d.runs,
     clock,
     revoke: (request) => revokeAttemptCredential({ store, clock, ...d.revocation }, request),
+    ...(d.executorPolicy ? { executorPolicy: d.executorPolicy } : {}),
   });
   const platform = new PlatformAdmin({
     store,

@@ -3,7 +3,7 @@ import { dirname, join } from 'node:path';
 import { pino } from 'pino';
 import { SubprocessExecutor } from '../../src/executor/subprocess-executor.js';
 import type { TaskInstanceRow } from '../../src/store/types.js';
-import { executorContract, type ContractSubject } from './contract.js';
+import { executorContract, type ContractSubject, type Exposure } from './contract.js';
 
 /** pid → parent pid, for every process on this host. */
 function parents(): Map<number, number> {
@@ -89,16 +89,18 @@ const subprocess: ContractSubject = {
       logger: pino({ level: 'silent' }),
     }),
   exposure: (cp, ti: TaskInstanceRow) => {
-    const seen: string[] = [];
+    const seen: Exposure[] = [];
     for (const pid of processTree(ti.pid!)) {
-      seen.push(readOr(`/proc/${pid}/environ`), readOr(`/proc/${pid}/cmdline`));
+      seen.push(
+        { site: `/proc/${pid}/environ`, text: readOr(`/proc/${pid}/environ`) },
+        { site: `/proc/${pid}/cmdline`, text: readOr(`/proc/${pid}/cmdline`) },
+      );
     }
     // The work root (every attempt's work dir and the SDK copy) and the agents' own output.
-    seen.push(
-      ...filesBelow(cp.workRoot),
-      ...filesBelow(join(dirname(cp.adminTokenFile), 'agents')),
-    );
-    return Promise.resolve(seen.filter((t) => t !== ''));
+    for (const text of filesBelow(cp.workRoot)) seen.push({ site: 'work root', text });
+    for (const text of filesBelow(join(dirname(cp.adminTokenFile), 'agents')))
+      seen.push({ site: 'agent diagnostics', text });
+    return Promise.resolve(seen.filter((e) => e.text !== ''));
   },
   killAgent: (_cp, ti) => {
     process.kill(ti.pid!, 'SIGKILL');

@@ -1,4 +1,5 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
+import type { ExecutorPosture } from '../executor.js';
 
 /** The environment variable the envvar transport puts the attempt's credential in. */
 export const AGENT_TOKEN_ENV = 'LEOFLOW_AGENT_TOKEN';
@@ -28,10 +29,15 @@ export const envvarTransport: PodTokenTransport = {
   name: 'envvar',
   description: `literal env value ${AGENT_TOKEN_ENV} on the Pod object (auth.agent_token_transport=envvar)`,
   exposure: {
-    what: "The Kubernetes executor puts each attempt token as a plaintext env value on its Pod: any principal that can get pods in the task namespace reads it (kubectl get pod -o yaml, the API, audit logs or controllers that record pod specs), and task code in the pod can read it from the agent's initial environment (/proc/<agent pid>/environ, same uid). It stops working when its attempt ends only under --secret-liveness-mode enforce.",
+    what: "The Kubernetes executor puts each attempt token as a plaintext env value on its Pod, where any principal that can get pods in the task namespace reads it (kubectl get pod -o yaml, the API, audit logs and controllers that record pod specs) and task code in the pod can read it from the agent's initial environment (/proc/<agent pid>/environ, same uid), until the attempt ends under enforced liveness or the token expires.",
     fix: 'Restrict get/list/watch on pods in the task namespaces to the control plane, run with --secret-liveness-mode enforce, and move to auth.agent_token_transport=exchange (a projected service-account token exchanged once at Register; not in this build yet).',
   },
   apply(_pod, container, token) {
     container.env = [...(container.env ?? []), { name: AGENT_TOKEN_ENV, value: token }];
   },
 };
+
+/** The Kubernetes executor's posture: the transport it uses (envvar in this build). */
+export function kubernetesPosture(): ExecutorPosture {
+  return { tokenTransport: envvarTransport.description };
+}
