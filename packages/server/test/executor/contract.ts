@@ -175,11 +175,14 @@ export function executorContract(subject: ContractSubject): void {
       expect([row.state, row.exit_code]).toEqual(['failed', 3]);
     });
 
-    it('heartbeats while the task runs, and each heartbeat renews the credential', async () => {
+    it('heartbeats while the task runs, and each heartbeat renews the credential; a finished attempt leaves nothing behind', async () => {
       const run = await runOne('sleep 3');
       const started = await running(run);
+      const attempt = await subject.watchAttempt(cp, started);
       const row = await ended(run);
       expect(row.state).toBe('success');
+      // Its processes exit and whatever was created for it (a pod) is cleaned up.
+      await waitFor('nothing of the finished attempt to be left', () => attempt.gone());
       expect(row.last_heartbeat_at!).toBeGreaterThan(started.started_at!);
       const [record] = await cp.store.listAttemptRecords(run.id, 'work');
       expect(record?.renewals).toBeGreaterThanOrEqual(1);
@@ -268,9 +271,9 @@ export function executorContract(subject: ContractSubject): void {
           expect(found.length, site).toBeGreaterThan(0);
           expect(found.some(holding), site).toBe(true);
         }
-        expect(seen.filter((e) => !sites.includes(e.site) && holding(e)).map((e) => e.site)).toEqual(
-          [],
-        );
+        expect(
+          seen.filter((e) => !sites.includes(e.site) && holding(e)).map((e) => e.site),
+        ).toEqual([]);
       },
     );
   });

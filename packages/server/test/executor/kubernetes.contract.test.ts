@@ -15,7 +15,7 @@ import {
   type Kubelet,
 } from '@leoflow/kube-double';
 import { pino } from 'pino';
-import { afterAll, beforeAll } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import type { KubernetesExecutorConfig, ServerConfig } from '../../src/config/server-config.js';
 import { KubernetesExecutor } from '../../src/executor/kubernetes/kubernetes-executor.js';
 import { LABEL } from '../../src/executor/kubernetes/labels.js';
@@ -195,7 +195,11 @@ const kubernetes: ContractSubject = {
         return row?.try_number === id.try_number && row.dispatch_gen === id.dispatch_gen;
       },
     }),
-  exposure: (_cp, ti) => {
+  exposure: async (_cp, ti) => {
+    // The agent registers before it starts the task: wait for the task's process, so its
+    // environment is really read.
+    for (let i = 0; i < 100 && processTree(ti.pid!).length < 2; i++)
+      await new Promise((r) => setTimeout(r, 50));
     const seen: Exposure[] = [];
     for (const pod of podsOf(ti)) {
       // The transport's one env value, and the whole Pod without it: a token anywhere else on
@@ -236,7 +240,8 @@ const kubernetes: ContractSubject = {
     // The pod's directory on the node: its volumes, work dir and container logs.
     for (const text of filesBelow(join(dir, 'kubelet')))
       seen.push({ site: 'files on the node', text });
-    return Promise.resolve(seen.filter((e) => e.text !== ''));
+    expect(below.length, 'the task process is running').toBeGreaterThan(0);
+    return seen.filter((e) => e.text !== '');
   },
   killAgent: (_cp, ti) => {
     process.kill(ti.pid!, 'SIGKILL');

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pino } from 'pino';
+import { expect } from 'vitest';
 import { SubprocessExecutor } from '../../src/executor/subprocess-executor.js';
 import type { TaskInstanceRow } from '../../src/store/types.js';
 import { executorContract, type ContractSubject, type Exposure } from './contract.js';
@@ -88,7 +89,11 @@ const subprocess: ContractSubject = {
       standbyAgents: 0,
       logger: pino({ level: 'silent' }),
     }),
-  exposure: (cp, ti: TaskInstanceRow) => {
+  exposure: async (cp, ti: TaskInstanceRow) => {
+    // The agent registers before it starts the task: wait for the task's process, so its
+    // environment is really read.
+    for (let i = 0; i < 100 && processTree(ti.pid!).length < 2; i++)
+      await new Promise((r) => setTimeout(r, 50));
     const seen: Exposure[] = [];
     for (const pid of processTree(ti.pid!)) {
       seen.push(
@@ -100,7 +105,8 @@ const subprocess: ContractSubject = {
     for (const text of filesBelow(cp.workRoot)) seen.push({ site: 'work root', text });
     for (const text of filesBelow(join(dirname(cp.adminTokenFile), 'agents')))
       seen.push({ site: 'agent diagnostics', text });
-    return Promise.resolve(seen.filter((e) => e.text !== ''));
+    expect(processTree(ti.pid!).length, 'the task process is running').toBeGreaterThan(1);
+    return seen.filter((e) => e.text !== '');
   },
   killAgent: (_cp, ti) => {
     process.kill(ti.pid!, 'SIGKILL');
