@@ -1,13 +1,20 @@
 /**
  * Process entry: `node packages/agent/dist/main.js`. The executor passes the per-attempt bearer
- * on fd 3 and everything else in a minimal env (see docs/agent.md for the full contract).
+ * on fd 3 (subprocess) or as LEOFLOW_AGENT_TOKEN (the Kubernetes executor's envvar transport),
+ * and everything else in a minimal env (see docs/agent.md for the full contract).
  */
 import { Agent, EXIT } from './agent.js';
 import { ConfigError, readConfig } from './config.js';
 import { stderrDiagnostics } from './diag.js';
 import { AttemptIsolation } from './isolation.js';
 import { createAgentConnection } from './rpc.js';
-import { parseAssignment, readTokenFromFd, TokenHolder, TokenReadError } from './token.js';
+import {
+  parseAssignment,
+  readTokenFromFd,
+  takeEnvToken,
+  TokenHolder,
+  TokenReadError,
+} from './token.js';
 
 const TOKEN_FD = 3;
 /** How long a standby agent waits for an assignment (the longest timer Node allows). */
@@ -57,12 +64,21 @@ async function main(): Promise<number> {
   }
 
   let assignment;
+  // The Kubernetes executor's envvar transport: the token is an env value of the pod. It is
+  // taken out of this process's environment at once, so nothing the agent starts inherits it
+  // (the task's env is stripped of every LEOFLOW_* name besides); the value stays in the pod's
+  // initial environment, which is that transport's documented exposure.
+  const envToken = takeEnvToken(process.env);
   try {
-    const payload = await readTokenFromFd(
-      TOKEN_FD,
-      config.standby ? STANDBY_WAIT_MS : config.bootstrapDeadlineMs,
-    );
-    assignment = parseAssignment(payload);
+    if (envToken !== undefined && !config.standby) {
+      assignment = { token: envToken };
+    } else {
+      const payload = await readTokenFromFd(
+        TOKEN_FD,
+        config.standby ? STANDBY_WAIT_MS : config.bootstrapDeadlineMs,
+      );
+      assignment = parseAssignment(payload);
+    }
   } catch (err) {
     // A standby whose pipe closes empty was released by its executor (shutdown, pool shrink).
     if (config.standby && err instanceof TokenReadError && err.reason === 'empty') {

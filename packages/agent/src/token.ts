@@ -173,3 +173,17 @@ export function parseAssignment(payload: string): Assignment {
     ...(workdir !== undefined ? { workdir } : {}),
   };
 }
+
+/** The env variable the Kubernetes executor's envvar transport sets on the pod. */
+export const AGENT_TOKEN_ENV = 'LEOFLOW_AGENT_TOKEN';
+
+/**
+ * Takes the envvar transport's token out of `env` (deleting it, so no child inherits it) and
+ * returns it trimmed; undefined when the variable is absent or empty (the fd 3 pipe then).
+ */
+export function takeEnvToken(env: Record<string, string | undefined>): string | undefined {
+  const raw = env[AGENT_TOKEN_ENV];
+  delete env[AGENT_TOKEN_ENV];
+  const token = raw?.trim();
+  return token ? token : undefined;
+}

@@ -1,6 +1,7 @@
 import { inspect } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { Code, ConnectError } from '@connectrpc/connect';
+import { takeEnvToken } from '../src/token.js';
 import {
   backoffMs,
   buildTaskEnv,
@@ -399,5 +400,19 @@ describe('exitCodeOf', () => {
     expect(exitCodeOf({ code: null, signal: 'SIGKILL' })).toBe(137);
     expect(exitCodeOf({ code: null, signal: null, spawnError: 'ENOENT' })).toBe(127);
     expect(exitCodeOf({ code: null, signal: null, spawnError: 'EACCES' })).toBe(126);
+  });
+});
+
+describe('takeEnvToken (the Kubernetes envvar transport)', () => {
+  it('takes the token out of the environment, trimmed, so nothing the agent starts inherits it', () => {
+    const env: Record<string, string | undefined> = { LEOFLOW_AGENT_TOKEN: ' tok\n', PATH: '/bin' };
+    expect(takeEnvToken(env)).toBe('tok');
+    expect(env).toEqual({ PATH: '/bin' });
+  });
+  it('is undefined when absent or empty (the fd 3 pipe then), and still removes an empty one', () => {
+    expect(takeEnvToken({ PATH: '/bin' })).toBeUndefined();
+    const env: Record<string, string | undefined> = { LEOFLOW_AGENT_TOKEN: '  ' };
+    expect(takeEnvToken(env)).toBeUndefined();
+    expect('LEOFLOW_AGENT_TOKEN' in env).toBe(false);
   });
 });

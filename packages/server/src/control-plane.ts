@@ -7,6 +7,7 @@ import {
   ConfigError,
   dagSpecHash,
   formatDiagnostic,
+  LeoflowError,
   settlingGraceSeconds,
   type Clock,
 } from '@leoflow/core';
@@ -21,7 +22,12 @@ import { ApiTokens } from './auth/api-tokens.js';
 import { ADMIN_TOKEN_FILE } from './config/data-dir-layout.js';
 import { agentUrl as agentUrlOf, type ServerConfig } from './config/server-config.js';
 import { compileDagFolder, findDagFolders } from './dags/compile-folder.js';
-import { checkDeclarations } from './dags/registration.js';
+import {
+  checkDeclarations,
+  checkExecutorChoices,
+  type ExecutorPolicy,
+} from './dags/registration.js';
+import { createKubernetesExecutor, executorPolicy } from './executor/kubernetes/configured.js';
 import type { Executor } from './executor/executor.js';
 import { resolveTaskIsolation, type TaskIsolation } from './executor/run-as-user.js';
 import {
@@ -196,21 +202,41 @@ export async function startControlPlane(
       'no @leoflow/sdk bundle (packages/sdk/dist/leoflow-sdk.mjs): node tasks import it from the installation, which task uids cannot reach when it sits in a 0700 directory; run `npm run build`',
     );
   }
-  const configured =
-    opts.executor ??
-    new SubprocessExecutor({
-      agentEntry: cfg.subprocess.agentEntry,
-      workDir: workRoot,
-      diagnosticsDir: join(cfg.dataDir, 'agents'),
-      isolation,
-      keepWorkDirs: cfg.subprocess.keepWorkDirs,
-      agentCaFile: cfg.agent.tls?.caFile ?? null,
-      taskNodeModules,
-      standbyAgents: cfg.subprocess.standbyAgents,
-      logger,
-    });
+  // Every configured executor by name; the test's own executor stands in for its kind.
+  const built = new Map<string, Executor>();
+  if (opts.executor) built.set(opts.executor.name, opts.executor);
+  if (!built.has('subprocess')) {
+    built.set(
+      'subprocess',
+      new SubprocessExecutor({
+        agentEntry: cfg.subprocess.agentEntry,
+        workDir: workRoot,
+        diagnosticsDir: join(cfg.dataDir, 'agents'),
+        isolation,
+        keepWorkDirs: cfg.subprocess.keepWorkDirs,
+        agentCaFile: cfg.agent.tls?.caFile ?? null,
+        taskNodeModules,
+        standbyAgents: cfg.subprocess.standbyAgents,
+        logger,
+      }),
+    );
+  }
+  if (cfg.kubernetes && !built.has('kubernetes')) {
+    built.set('kubernetes', await createKubernetesExecutor(cfg.kubernetes, store, logger));
+  }
+  const defaultName = opts.executor?.name ?? cfg.defaultExecutor;
+  const configured = built.get(defaultName);
+  if (!configured) {
+    throw new LeoflowError(
+      'LF_CONFIG_INVALID',
+      `executor.default is "${defaultName}", which is not configured (configured: ${[...built.keys()].join(', ')})`,
+    );
+  }
   const executor = opts.decorateExecutor ? opts.decorateExecutor(configured) : configured;
-  const executors = new Executors([executor]);
+  const executors = new Executors(
+    [executor, ...[...built.values()].filter((e) => e !== configured)],
+    executor.name,
+  );
 
   // Secrets travel in cleartext only over loopback; anywhere else the channel must be TLS.
   const channelSecure = agentChannelMode(cfg.agent) !== 'cleartext-non-loopback';
@@ -335,7 +361,10 @@ export async function startControlPlane(
     tlsFiles && initialTls ? reloadAgentTlsOnChange(rpc, tlsFiles, initialTls, logger) : null;
   agentUrl = agentUrlOf(cfg, rpc.port);
 
-  if (cfg.dagsFolder) await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger);
+  if (cfg.dagsFolder)
+    await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger, {
+      policy: executorPolicy(executors.names(), cfg.kubernetes),
+    });
 
   const bound = { http: cfg.http.port, agent: rpc.port, metrics: cfg.metrics.port };
   const ui = uiForControlPlane(cfg, clock, process.env, store);
@@ -360,6 +389,7 @@ export async function startControlPlane(
           metrics: { ...cfg.metrics, port: bound.metrics },
         }),
         platformTenantId: cfg.tenantId,
+        executorPolicy: executorPolicy(executors.names(), cfg.kubernetes),
         directory,
         cellTopology: runnerPlane.topology,
         doorUrl: runnerPlane.doorUrl,
@@ -604,6 +634,7 @@ export async function loadDagsFolder(
   tenantId: string,
   clock: Clock,
   logger: Logger,
+  opts: { policy?: ExecutorPolicy } = {},
 ): Promise<{ loaded: string[]; failed: string[] }> {
   const loaded: string[] = [];
   const failed: string[] = [];
@@ -619,6 +650,7 @@ export async function loadDagsFolder(
       continue;
     }
     try {
+      if (opts.policy) checkExecutorChoices(opts.policy, tenantId, result.spec);
       await checkDeclarations(store, tenantId, result.spec);
     } catch (err) {
       failed.push(dir);

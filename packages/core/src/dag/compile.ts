@@ -97,6 +97,8 @@ export const TASK_KEYS = [
   'variables',
   'connections',
   'do_xcom_push',
+  'executor',
+  'kubernetes',
 ] as const;
 
 export const DEFAULTS_KEYS = [
@@ -1103,6 +1105,16 @@ class Compiler {
 
     const xcom = get('do_xcom_push');
     if (xcom !== undefined) task.do_xcom_push = this.readBool(xcom, p('do_xcom_push')) ?? false;
+
+    const executor = get('executor');
+    if (executor !== undefined) {
+      const name = this.readString(executor, p('executor'), { nonEmpty: true });
+      if (name !== undefined) task.executor = name;
+    }
+    const kube = get('kubernetes');
+    // Read as plain JSON; checkDagSemantics checks its shape (with positions, via record()).
+    if (kube !== undefined)
+      task.kubernetes = this.readJson(kube, p('kubernetes'), 0) as TaskSpecDef['kubernetes'];
 
     return task;
   }

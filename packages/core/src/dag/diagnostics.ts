@@ -44,6 +44,14 @@ export const DAG_ERROR_CODES = {
   ENV_COERCED: 'LF_DAG_ENV_COERCED',
   /** Warning: an explicitly empty task list inherits the DAG-level declaration. */
   EMPTY_DECLARATION_INHERITS: 'LF_DAG_EMPTY_DECLARATION_INHERITS',
+  /** A task's `kubernetes:` or `executor:` value is malformed (unknown key, bad name or quantity). */
+  KUBERNETES: 'LF_DAG_KUBERNETES',
+  /**
+   * A task's Kubernetes choice is outside its tenant's operator allowlist (image, service
+   * account, resource ceiling), or it names an executor this control plane does not run.
+   * Checked at registration, where the tenant is known.
+   */
+  KUBERNETES_NOT_ALLOWED: 'LF_DAG_KUBERNETES_NOT_ALLOWED',
   /** Warning: catchup is on but there is no start_date to catch up from. */
   CATCHUP_WITHOUT_START: 'LF_DAG_CATCHUP_WITHOUT_START',
 } as const;

@@ -9,3 +9,18 @@ export {
   type CompileDiagnostic,
   type DagErrorCode,
 } from './diagnostics.js';
+export {
+  checkKubernetesAllowed,
+  checkKubernetesShape,
+  parseQuantity,
+  resolveKubernetesChoices,
+  KubernetesChoiceError,
+  KUBERNETES_RESOURCE_NAMES,
+  type KubernetesAllowlist,
+  type KubernetesIssue,
+  type KubernetesResourceName,
+  type ResolvedKubernetes,
+  type ResourceList,
+  type TaskKubernetes,
+  type TaskResources,
+} from './kubernetes.js';

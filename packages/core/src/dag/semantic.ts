@@ -2,6 +2,7 @@ import { validateSchedule } from '../schedule/timetable.js';
 import { isCanonicalTimestamp } from './dates.js';
 import { DAG_ERROR_CODES as C, childPath, didYouMean, indexPath } from './diagnostics.js';
 import { checkTimezone, normalizeSchedule } from './schedule.js';
+import { checkKubernetesShape } from './kubernetes.js';
 import { ID_PATTERN, type DagSpec } from './spec.js';
 
 /**
@@ -226,6 +227,19 @@ export function checkDagSemantics(
           'remove the \\0 from the value',
         );
       }
+    }
+
+    if (task.executor !== undefined && !ID_PATTERN.test(task.executor)) {
+      err(
+        C.KUBERNETES,
+        childPath(base, 'executor'),
+        `executor "${task.executor}" is not an executor name`,
+        'name a configured executor, e.g. executor: kubernetes (or remove the key for the default)',
+      );
+    }
+    if (task.kubernetes !== undefined) {
+      for (const issue of checkKubernetesShape(task.kubernetes, childPath(base, 'kubernetes')))
+        err(C.KUBERNETES, issue.path, issue.message, issue.hint);
     }
 
     checkDeclarations(task.variables, childPath(base, 'variables'), 'variable key', checkId, err);

@@ -4,6 +4,8 @@
  */
 export const DAG_SCHEMA_VERSION = '1.0';
 
+import type { TaskKubernetes } from './kubernetes.js';
+
 export type TaskType = 'bash' | 'python' | 'node';
 export const TASK_TYPES: readonly TaskType[] = ['bash', 'python', 'node'];
 
@@ -39,6 +41,14 @@ export interface TaskSpecDef {
   /** declared Connection ids; empty = the DAG-level list applies */
   connections: string[];
   do_xcom_push: boolean;
+  /**
+   * The executor that runs this task (a configured executor's name, e.g. "kubernetes"); absent =
+   * the control plane's default. Absent rather than filled in, so DAGs written before the key
+   * existed keep their spec hash.
+   */
+  executor?: string;
+  /** the task's Kubernetes choices within its tenant's allowlist; absent = the tenant's defaults */
+  kubernetes?: TaskKubernetes;
 }
 
 export interface DagSpec {

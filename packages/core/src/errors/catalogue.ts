@@ -207,6 +207,16 @@ export const ERROR_CATALOGUE = {
     400,
     'Drop the empty list, or list the names the task needs.',
   ),
+  LF_DAG_KUBERNETES: c(
+    'dag',
+    400,
+    "Set only image, service_account and resources (requests/limits of cpu, memory, ephemeral-storage as quoted quantities) under a task's kubernetes:.",
+  ),
+  LF_DAG_KUBERNETES_NOT_ALLOWED: c(
+    'dag',
+    400,
+    "Choose an image, service account and resources within the tenant's allowlist (executor.kubernetes.tenants), or ask the operator to extend it.",
+  ),
   LF_DAG_CATCHUP_WITHOUT_START: c('dag', 400, 'Set start_date, or turn catchup off.'),
   LF_UNKNOWN_TRIGGER_RULE: c(
     'dag',
@@ -227,6 +237,52 @@ export const ERROR_CATALOGUE = {
   ),
   LF_RUN_AMBIGUOUS: c('run', null, 'Pass the DAG id as well, or the full run id.'),
   LF_TASK_NOT_FOUND: c('run', 404, "List the run's tasks and use one of their ids.", 'not_found'),
+  // Why an attempt's pod ended or never started (the Kubernetes executor), on the task's error.
+  LF_POD_OOM_KILLED: c(
+    'run',
+    null,
+    "Raise the task's kubernetes.resources.limits.memory within the tenant's ceiling, or use less memory.",
+  ),
+  LF_POD_IMAGE_PULL: c(
+    'run',
+    null,
+    "Fix the image name/tag in the tenant's allowlist, or let the nodes pull it (imagePullSecrets on the service account).",
+  ),
+  LF_POD_UNSCHEDULABLE: c(
+    'run',
+    null,
+    "Lower the task's resource requests, or add cluster capacity; the message quotes the scheduler.",
+  ),
+  LF_POD_DEADLINE_EXCEEDED: c(
+    'run',
+    null,
+    "Raise the task's execution_timeout_seconds if it legitimately needs longer.",
+  ),
+  LF_POD_START_TIMEOUT: c(
+    'run',
+    null,
+    'Raise executor.kubernetes.pod_start_timeout for slow image pulls, or pre-pull the image.',
+  ),
+  LF_POD_CONFIG: c(
+    'run',
+    null,
+    'Check that the image runs as a non-root numeric user and that the agent CA ConfigMap exists.',
+  ),
+  LF_POD_EVICTED: c(
+    'run',
+    null,
+    'Retries apply; request the resources the task really uses so the node does not evict it.',
+  ),
+  LF_POD_CREATE_FAILED: c(
+    'run',
+    null,
+    "Check the control plane's RBAC (create pods in the tenant namespace) and that the namespace exists; the message gives the API status.",
+  ),
+  LF_EXECUTOR_NOT_CONFIGURED: c(
+    'run',
+    null,
+    "Configure the executor the task names (e.g. an executor.kubernetes section), or change the task's executor:.",
+  ),
   LF_TASK_ACTIVE: c(
     'run',
     409,

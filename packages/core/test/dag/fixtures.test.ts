@@ -211,6 +211,16 @@ const BAD: Record<string, Expected[]> = {
       hint: /did you mean "Europe\/Paris"\?/,
     },
   ],
+  kubernetes_bad_key: [
+    {
+      code: 'LF_DAG_KUBERNETES',
+      line: 7,
+      column: 18,
+      path: 'tasks[0].kubernetes.namespace',
+      message: /not a key a task may set/,
+      hint: /operator's choice/,
+    },
+  ],
   reserved_env: [
     {
       code: 'LF_DAG_RESERVED_ENV',
@@ -411,6 +421,9 @@ it('every documented code is produced by at least one fixture on disk', () => {
     'LF_DAG_FILE_OUTSIDE_FOLDER',
     'LF_DAG_FILE_TOO_LARGE',
     'LF_DAG_FILE_NOT_REGULAR',
+    // Needs the tenant's allowlist, so it is a registration-time refusal (server/dags/
+    // registration.ts), asserted in packages/server/test/dags/kubernetes-registration.test.ts.
+    'LF_DAG_KUBERNETES_NOT_ALLOWED',
   ])
     seen.add(code);
   expect([...seen].sort()).toEqual(Object.values(DAG_ERROR_CODES).sort());

@@ -3,6 +3,8 @@ import {
   DEFAULT_ATTEMPT_UID_RANGE,
   DEFAULT_CREDENTIAL_PLANE_CONFIG,
   type CredentialPlaneConfig,
+  type ResourceList,
+  type TaskResources,
 } from '@leoflow/core';
 import { defaultSdkBundle } from '../executor/work-root.js';
 import { join, resolve } from 'node:path';
@@ -67,6 +69,13 @@ export interface ServerConfig {
   };
   /** Pro: the PostgreSQL schema of the directory (runners, cells, placements); never a cell's */
   directory: { schema: string };
+  /**
+   * The Kubernetes executor's section (executor.kubernetes): one pod per attempt. null = not
+   * configured; tasks that name `executor: kubernetes` are then refused at registration.
+   */
+  kubernetes: KubernetesExecutorConfig | null;
+  /** which configured executor starts tasks that name none (executor.default) */
+  defaultExecutor: string;
   /** caps on what agents' PushLogs store */
   logs: LogLimits;
   logLevel: string;
@@ -97,6 +106,43 @@ export interface SubprocessExecutorConfig {
   /** pre-started, credential-less agents waiting for an attempt; 0 starts each on demand */
   standbyAgents: number;
   keepWorkDirs: boolean;
+}
+
+export interface KubernetesTenantConfig {
+  /** the namespace this tenant's pods run in (the operator's choice, never the DAG's) */
+  namespace: string;
+  /** images its tasks may choose; the first is the default (the agent image when empty) */
+  images: string[];
+  /** service accounts its tasks may choose; the first is the default */
+  serviceAccounts: string[];
+  /** ceilings on one task's requests and limits; a resource without a ceiling cannot be set */
+  maxResources: ResourceList;
+  defaultResources: TaskResources;
+}
+
+export interface KubernetesExecutorConfig {
+  /** a kubeconfig file; null = in-cluster (the control plane's own service account) */
+  kubeconfig: string | null;
+  /** the agent's image (deploy/agent.Dockerfile); the default image of every tenant */
+  agentImage: string;
+  /**
+   * The URL task pods dial to reach the agent port (the agent Service), e.g.
+   * https://leoflow-agent.leoflow.svc:8793; null = the control plane's own agent URL.
+   */
+  agentUrl: string | null;
+  /** a pod not running by then (scheduling, image pull) fails its attempt; until then its claim is kept */
+  podStartTimeoutMs: number;
+  /** names this control plane on its pods (leoflow.io/instance), so installations sharing a namespace never adopt each other's */
+  instance: string;
+  /** the non-root uid the agent runs as (the agent image's user) */
+  runAsUser: number;
+  terminationGracePeriodSeconds: number;
+  /** a ConfigMap with the agent channel's CA certificate (public), mounted into task pods */
+  agentCaConfigMap: { name: string; key: string } | null;
+  /** keep finished pods (for debugging) instead of deleting them once their outcome is recorded */
+  keepFinishedPods: boolean;
+  /** per-tenant placement and allowlist, by tenant id */
+  tenants: Record<string, KubernetesTenantConfig>;
 }
 
 export function defaultServerConfig(dataDir: string): ServerConfig {
@@ -138,6 +184,8 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       trustedKeysFile: null,
     },
     directory: { schema: 'leoflow_directory' },
+    kubernetes: null,
+    defaultExecutor: 'subprocess',
     logs: { ...DEFAULT_LOG_LIMITS },
     logLevel: 'info',
   };

@@ -1,4 +1,10 @@
-import { declaredUnion, type DagSpec, DagError } from '@leoflow/core';
+import {
+  checkKubernetesAllowed,
+  declaredUnion,
+  type DagSpec,
+  DagError,
+  type KubernetesAllowlist,
+} from '@leoflow/core';
 import type { ConnectionStore } from '../store/ports/connections.js';
 import type { VariableStore } from '../store/ports/variables.js';
 
@@ -36,6 +42,56 @@ export async function checkDeclarations(
   }
   if (problems.length > 0) {
     throw new DagError('LF_DAG_UNKNOWN_DECLARATION', problems.join('; '), {
+      dag_id: spec.dag_id,
+    });
+  }
+}
+
+/** What a DAG's executor choices are checked against: the executors and allowlists configured. */
+export interface ExecutorPolicy {
+  /** the configured executors' names */
+  executors: readonly string[];
+  /** the Kubernetes executor's name, when it is configured */
+  kubernetesExecutor: string | null;
+  /** the tenant's Kubernetes allowlist; undefined when the tenant has no Kubernetes placement */
+  kubernetesAllowlist(tenantId: string): KubernetesAllowlist | undefined;
+}
+
+/**
+ * Refuses a DAG whose tasks name an executor this control plane does not run, or whose
+ * Kubernetes choices (service account, image, resources) fall outside the tenant's operator
+ * allowlist — before anything is written, so a DAG author can never get a pod created under a
+ * service account the operator did not allow for the tenant (the confused deputy).
+ */
+export function checkExecutorChoices(
+  policy: ExecutorPolicy,
+  tenantId: string,
+  spec: DagSpec,
+): void {
+  const problems: string[] = [];
+  spec.tasks.forEach((task, i) => {
+    const base = `tasks[${i}]`;
+    if (task.executor !== undefined && !policy.executors.includes(task.executor)) {
+      problems.push(
+        `${base}.executor: task "${task.task_id}" names executor "${task.executor}", which this control plane does not run (configured: ${policy.executors.join(', ')})`,
+      );
+    }
+    const onKubernetes =
+      policy.kubernetesExecutor !== null && task.executor === policy.kubernetesExecutor;
+    if (!onKubernetes && task.kubernetes === undefined) return;
+    const allowlist = policy.kubernetesAllowlist(tenantId);
+    if (!allowlist) {
+      if (onKubernetes)
+        problems.push(
+          `${base}.executor: tenant "${tenantId}" has no Kubernetes placement (executor.kubernetes.tenants.${tenantId}); ask the operator to add one`,
+        );
+      return;
+    }
+    for (const issue of checkKubernetesAllowed(task.kubernetes, allowlist, `${base}.kubernetes`))
+      problems.push(`${issue.path}: ${issue.message}; ${issue.hint}`);
+  });
+  if (problems.length > 0) {
+    throw new DagError('LF_DAG_KUBERNETES_NOT_ALLOWED', problems.join('; '), {
       dag_id: spec.dag_id,
     });
   }

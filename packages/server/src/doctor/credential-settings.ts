@@ -1,6 +1,7 @@
 import { agentTokenTtlSeconds, formatDuration } from '@leoflow/core';
 import type { ServerConfig } from '../config/server-config.js';
 import { EXECUTOR_KINDS } from '../executor/catalog.js';
+import { envvarTransport } from '../executor/kubernetes/token-transport.js';
 import type { SectionContext } from './findings.js';
 import type { Posture } from './types.js';
 
@@ -56,6 +57,10 @@ export function credentialSettings(ctx: SectionContext): CredentialPosture {
       "The credential renewal ceiling is disabled: a live attempt's token keeps being renewed for as long as the attempt heartbeats.",
       'Set --max-attempt-credential-lifetime (default 24h) to bound it.',
     );
+  }
+  if (cfg.kubernetes && envvarTransport.exposure) {
+    // The Kubernetes executor is configured and this build has only the envvar transport.
+    expose('token_transport.envvar', envvarTransport.exposure.what, envvarTransport.exposure.fix);
   }
   return {
     secret_scoping: cred.secretScoping,

@@ -1,5 +1,6 @@
 import type { ServerConfig } from '../config/server-config.js';
 import type { ExecutorPosture } from './executor.js';
+import { kubernetesPosture } from './kubernetes/token-transport.js';
 import { SubprocessExecutor } from './subprocess-executor.js';
 
 /**
@@ -18,7 +19,13 @@ const subprocess: ExecutorKind = {
   posture: () => ({ tokenTransport: SubprocessExecutor.tokenTransport }),
 };
 
+const kubernetes: ExecutorKind = {
+  name: 'kubernetes',
+  posture: () => kubernetesPosture(),
+};
+
 /** Every executor kind in this build, by name. */
 export const EXECUTOR_KINDS: ReadonlyMap<string, ExecutorKind> = new Map([
   [subprocess.name, subprocess],
+  [kubernetes.name, kubernetes],
 ]);

@@ -1,3 +1,4 @@
+import type { TaskSpecDef } from '@leoflow/core';
 import type { AttemptIdentity } from '../auth/agent-token.js';
 
 /**
@@ -13,8 +14,14 @@ export interface AttemptCredentialSource {
 /** Everything an executor needs to start one attempt's agent. */
 export interface AttemptLaunch {
   identity: AttemptIdentity;
-  /** an executor must never put what this mints in env, argv or a file */
+  /**
+   * An executor puts what this mints only where its token transport says (its posture names
+   * it, and doctor the exposure): the subprocess executor in a pipe, never in env, argv or a
+   * file; the Kubernetes executor's envvar transport in one env value on the Pod.
+   */
   credential: AttemptCredentialSource;
+  /** the task's compiled spec (its timeout, executor choices); absent when a test starts one by hand */
+  task?: TaskSpecDef;
   agentUrl: string;
   heartbeatIntervalMs: number;
 }
@@ -59,6 +66,8 @@ export interface AgentExit {
   identity: AttemptIdentity;
   exitCode: number | null;
   signal: string | null;
+  /** why it ended, when the executor knows better than an exit code (a pod OOM-killed, never pulled) */
+  cause?: { code: string; message: string };
 }
 
 /**
@@ -81,7 +90,7 @@ export interface Executor {
    * after a restart (for a predecessor's claims) and by the dispatch-lost reaper before it fails
    * a claim. Executors that cannot tell may omit it (treated as `unknown`).
    */
-  probeClaim?(claim: PendingClaim, now: number): ClaimProbe;
+  probeClaim?(claim: PendingClaim, now: number): ClaimProbe | Promise<ClaimProbe>;
   /** Stop an attempt's agent if this executor still holds it (the agent kills its task group). */
   terminate(taskInstanceId: string, tryNumber: number): Promise<void>;
   onAgentExit(listener: (exit: AgentExit) => void): void;

@@ -20,9 +20,13 @@ export class Executors {
     this.default = chosen;
   }
 
-  /** The executor that starts new attempts. */
-  forDispatch(): Executor {
-    return this.default;
+  /**
+   * The executor that starts a task's attempts: the one the task names (`executor:` in its
+   * spec), else the default. Undefined when the task names one this control plane does not run
+   * (registration refuses such a DAG; a configuration change since can still get here).
+   */
+  forDispatch(taskExecutor?: string): Executor | undefined {
+    return taskExecutor === undefined ? this.default : this.byName.get(taskExecutor);
   }
 
   /**
@@ -32,6 +36,10 @@ export class Executors {
    */
   owner(name: string | null): Executor | undefined {
     return name === null ? this.default : this.byName.get(name);
+  }
+
+  names(): string[] {
+    return [...this.byName.keys()];
   }
 
   all(): readonly Executor[] {

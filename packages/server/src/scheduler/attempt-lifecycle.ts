@@ -84,7 +84,9 @@ export class AttemptLifecycle {
     if (!ti || ti.try_number !== exit.identity.try_number || !isActive(ti.state)) return false;
     const how = exit.signal ? `signal ${exit.signal}` : `code ${exit.exitCode ?? '?'}`;
     return this.fail(ti.id, ti.try_number, {
-      reason: `agent exited (${how}) without reporting the task's outcome`,
+      reason: exit.cause
+        ? `${exit.cause.code}: ${exit.cause.message}`
+        : `agent exited (${how}) without reporting the task's outcome`,
       dispatchGen: exit.identity.dispatch_gen,
     });
   }

@@ -177,7 +177,7 @@ export class Scheduler {
     for (const ti of queued) {
       if (!this.inherited(ti)) continue;
       const now = clock.now();
-      const probe = this.probeClaim(ti, now);
+      const probe = await this.probeClaim(ti, now);
       const waited = now - (ti.queued_at ?? now);
       const starting = probe.state === 'starting' && probe.until > now;
       if (probe.state !== 'gone' && (starting || waited <= timings.dispatchLostThresholdMs)) {
@@ -214,7 +214,7 @@ export class Scheduler {
    * What the claim's own executor says of its unregistered agent. An executor that cannot tell
    * leaves it unknown, unless the claim records no placement at all: then no agent was started.
    */
-  private probeClaim(ti: TaskInstanceRow, now: number): ClaimProbe {
+  private async probeClaim(ti: TaskInstanceRow, now: number): Promise<ClaimProbe> {
     const owner = this.deps.executors.owner(ti.executor);
     if (owner?.probeClaim === undefined) {
       return { state: ti.pid === null && ti.hostname === null ? 'gone' : 'unknown' };
@@ -385,7 +385,6 @@ export class Scheduler {
 
   private async dispatch(): Promise<void> {
     const { store, specs, clock, tokens, logger, timings } = this.deps;
-    const executor = this.deps.executors.forDispatch();
     const scheduled = await store.listTaskInstancesInStates(['scheduled'], 500);
     if (scheduled.length === 0) return;
     const activePerDag = new Map<string, number>();
@@ -410,6 +409,12 @@ export class Scheduler {
       const fence = this.leadership.fence();
       if (fence === null) return;
       const now = clock.now();
+      const taskSpec = spec.tasks.find((t) => t.task_id === ti.task_id);
+      const executor = this.deps.executors.forDispatch(taskSpec?.executor);
+      if (!executor) {
+        await this.failUnroutable(ti, taskSpec?.executor ?? '', fence);
+        continue;
+      }
       // Every claim is a new dispatch generation; the token carries it (see adoptOrphans).
       const gen = ti.dispatch_gen + 1;
       const claimed = await store.updateTaskInstance(
@@ -442,6 +447,7 @@ export class Scheduler {
           identity,
           // The executor mints when it hands the credential over; each mint is stamped now.
           credential: { mint: () => tokens.mint(identity, clock.now()) },
+          ...(taskSpec ? { task: taskSpec } : {}),
           agentUrl: this.deps.agentUrl(),
           heartbeatIntervalMs: timings.heartbeatIntervalMs,
         });
@@ -464,6 +470,36 @@ export class Scheduler {
         });
       }
     }
+  }
+
+  /**
+   * A task naming an executor this control plane does not run: claimed and failed at once with
+   * the fix, rather than left scheduled forever or started somewhere its author did not choose.
+   */
+  private async failUnroutable(
+    ti: TaskInstanceRow,
+    name: string,
+    fence: LeaderFence,
+  ): Promise<void> {
+    const { store, clock } = this.deps;
+    const now = clock.now();
+    const gen = ti.dispatch_gen + 1;
+    const claimed = await store.updateTaskInstance(
+      ti.id,
+      {
+        states: ['scheduled'],
+        try_number: ti.try_number,
+        dispatch_gen: ti.dispatch_gen,
+        leader: fence,
+      },
+      { state: 'queued', queued_at: now, dispatch_gen: gen },
+      now,
+    );
+    if (!claimed) return;
+    await this.deps.lifecycle.fail(ti.id, ti.try_number, {
+      reason: `LF_EXECUTOR_NOT_CONFIGURED: the task names executor "${name}", which this control plane does not run (configured: ${this.deps.executors.names().join(', ')}); configure it or change the task's executor:`,
+      dispatchGen: gen,
+    });
   }
 
   private async reap(): Promise<void> {
@@ -508,7 +544,7 @@ export class Scheduler {
     if (ti.queued_at !== null && now - ti.queued_at > t.dispatchLostThresholdMs) {
       // A claim its executor is still starting (a pod Pending, a runner connecting) is kept up to
       // that executor's own start timeout: failing it now would start a twin beside it.
-      const probe = this.probeClaim(ti, now);
+      const probe = await this.probeClaim(ti, now);
       if (probe.state === 'starting') {
         if (probe.until > now) return null;
         return `dispatch_lost: the ${ti.executor ?? 'default'} executor did not start the agent by its start timeout`;

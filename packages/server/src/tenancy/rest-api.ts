@@ -5,6 +5,7 @@ import type { ApiTokens } from '../auth/api-tokens.js';
 import type { FileSigningKeyring } from '../auth/signing-keys.js';
 import type { ServerConfig } from '../config/server-config.js';
 import { rotateVaultKey } from '../credentials/key-rotation.js';
+import type { ExecutorPolicy } from '../dags/registration.js';
 import { revokeAttemptCredential, type RevocationDeps } from '../credentials/revocation.js';
 import { buildDoctorReport, liveDoctorStore, nodeDoctorDeps } from '../doctor/index.js';
 import type { RunOperations } from '../scheduler/run-operations.js';
@@ -38,6 +39,8 @@ export interface RestApiDeps {
   doorUrl: string | null;
   /** a runner was deleted: close its live sessions */
   onRunnerDeleted?: (runner: { id: string; tenant_id: string }) => void;
+  /** what DAG registration checks tasks' executor choices against */
+  executorPolicy?: ExecutorPolicy;
   version: string;
   onChange: () => void;
   onReply?: ApiDeps['onReply'];
@@ -59,6 +62,7 @@ export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
     runs: d.runs,
     clock,
     revoke: (request) => revokeAttemptCredential({ store, clock, ...d.revocation }, request),
+    ...(d.executorPolicy ? { executorPolicy: d.executorPolicy } : {}),
   });
   const platform = new PlatformAdmin({
     store,

@@ -7,7 +7,11 @@ import {
   DagError,
   AuthError,
 } from '@leoflow/core';
-import { checkDeclarations } from '../dags/registration.js';
+import {
+  checkDeclarations,
+  checkExecutorChoices,
+  type ExecutorPolicy,
+} from '../dags/registration.js';
 import type { RevocationRequest } from '../credentials/revocation.js';
 import type { RunOperations, TriggerInput } from '../scheduler/run-operations.js';
 import type { ApiTokenStore } from '../store/ports/api-tokens.js';
@@ -83,6 +87,8 @@ export interface TenantScopeDeps {
   runs: RunOperations;
   clock: Clock;
   revoke: RevokeCredential;
+  /** the executors and Kubernetes allowlists registration checks tasks against; absent = not checked (tests) */
+  executorPolicy?: ExecutorPolicy;
 }
 
 export interface AuditEntry {
@@ -154,6 +160,8 @@ export class TenantScope {
   }
 
   async registerDag(spec: DagSpec): Promise<{ version: number; created: boolean }> {
+    if (this.deps.executorPolicy)
+      checkExecutorChoices(this.deps.executorPolicy, this.tenantId, spec);
     await checkDeclarations(this.deps.store, this.tenantId, spec);
     return this.deps.store.putDagVersion(
       this.tenantId,

@@ -161,7 +161,8 @@ describe('doctor report: a healthy Lite install', () => {
       max_attempt_credential_lifetime: '24h',
       token_transport: {
         subprocess: 'inherited pipe fd 3, memory only',
-        kubernetes: 'not available in this build',
+        kubernetes:
+          'literal env value LEOFLOW_AGENT_TOKEN on the Pod object (auth.agent_token_transport=envvar)',
         configured: 'envvar',
       },
       key_storage: {
@@ -179,7 +180,10 @@ describe('doctor report: a healthy Lite install', () => {
     });
     // What the executors say of themselves, and the running executor agrees with its kind.
     expect(tokenTransportOf('subprocess', config())).toBe('inherited pipe fd 3, memory only');
-    expect(tokenTransportOf('kubernetes', config())).toBe(NOT_IN_THIS_BUILD);
+    expect(tokenTransportOf('kubernetes', config())).toMatch(
+      /^literal env value LEOFLOW_AGENT_TOKEN/,
+    );
+    expect(tokenTransportOf('runner', config())).toBe(NOT_IN_THIS_BUILD);
     expect(r.posture.token_transport.subprocess).toBe('inherited pipe fd 3, memory only');
   });
 
@@ -207,6 +211,33 @@ describe('doctor report: a healthy Lite install', () => {
     expect(text('vault_key.beside_database')).toContain(FILES.vault);
     expect(text('admin_token.no_expiry')).toContain('no expiry');
   });
+});
+
+it('with the Kubernetes executor configured, names the envvar exposure (the Pod object) and its fix', async () => {
+  const cfg = config();
+  cfg.kubernetes = {
+    kubeconfig: null,
+    agentImage: 'leoflow-agent:1',
+    agentUrl: null,
+    podStartTimeoutMs: 300_000,
+    instance: 'leoflow',
+    runAsUser: 65532,
+    terminationGracePeriodSeconds: 30,
+    agentCaConfigMap: null,
+    keepFinishedPods: false,
+    tenants: {},
+  };
+  const r = await buildDoctorReport(cfg, machine().deps);
+  const e = r.posture.exposures.find((x) => x.id === 'token_transport.envvar');
+  expect(e?.sentence).toContain('plaintext env value on its Pod');
+  expect(e?.sentence).toContain('get pods');
+  expect(e?.sentence).toMatch(/^[A-Z].*\.$/);
+  expect(e?.sentence.split(/\.\s+[A-Z]/).length).toBe(1);
+  expect(e?.remedy).toContain('auth.agent_token_transport=exchange');
+  // Without the section nothing is exposed through it.
+  expect(
+    (await buildDoctorReport(config(), machine().deps)).posture.exposures.map((x) => x.id),
+  ).not.toContain('token_transport.envvar');
 });
 
 describe('doctor checks: data directory', () => {

@@ -25,14 +25,28 @@ export interface ContractSubject {
   fresh(cp: ControlPlane, cfg: ServerConfig): Executor;
   /**
    * Everything a reader of the host (or the cluster) could see of a running attempt: the
-   * environment and argv of its processes, files it was given, objects created for it.
-   * Must be non-empty for a running attempt.
+   * environment and argv of its processes, files it was given, objects created for it, each
+   * named by where it was found. Must be non-empty for a running attempt.
    */
-  exposure(cp: ControlPlane, ti: TaskInstanceRow): Promise<string[]>;
+  exposure(cp: ControlPlane, ti: TaskInstanceRow): Promise<Exposure[]>;
+  /**
+   * Where this executor's token transport puts the credential by design (its posture and
+   * doctor name the exposure): each of these sites must hold the attempt's credential, and no
+   * other site may. Empty or absent: the credential is in none (the subprocess pipe).
+   */
+  credentialSites?: readonly string[];
+  /** the agent URL the attempt's agent is given, when it is not the control plane's own */
+  podAgentUrl?: string;
   /** kills the attempt's agent without letting it report (kill -9, a lost node) */
   killAgent(cp: ControlPlane, ti: TaskInstanceRow): Promise<void>;
   /** notes what of the running attempt exists now (agent, task), to ask later if all is gone */
   watchAttempt(cp: ControlPlane, ti: TaskInstanceRow): Promise<{ gone(): Promise<boolean> }>;
+}
+
+/** One thing a reader could see of an attempt, and where it was found. */
+export interface Exposure {
+  site: string;
+  text: string;
 }
 
 /** An executor that records every credential the inner one mints, changing nothing else. */
@@ -161,11 +175,14 @@ export function executorContract(subject: ContractSubject): void {
       expect([row.state, row.exit_code]).toEqual(['failed', 3]);
     });
 
-    it('heartbeats while the task runs, and each heartbeat renews the credential', async () => {
+    it('heartbeats while the task runs, and each heartbeat renews the credential; a finished attempt leaves nothing behind', async () => {
       const run = await runOne('sleep 3');
       const started = await running(run);
+      const attempt = await subject.watchAttempt(cp, started);
       const row = await ended(run);
       expect(row.state).toBe('success');
+      // Its processes exit and whatever was created for it (a pod) is cleaned up.
+      await waitFor('nothing of the finished attempt to be left', () => attempt.gone());
       expect(row.last_heartbeat_at!).toBeGreaterThan(started.started_at!);
       const [record] = await cp.store.listAttemptRecords(run.id, 'work');
       expect(record?.renewals).toBeGreaterThanOrEqual(1);
@@ -219,32 +236,45 @@ export function executorContract(subject: ContractSubject): void {
           pid: live.pid,
           queued_at: live.queued_at!,
         };
-        expect(fresh.probeClaim!(claim, Date.now()).state).toBe('alive');
+        expect((await fresh.probeClaim!(claim, Date.now())).state).toBe('alive');
         expect((await ended(run)).state).toBe('success');
         await waitFor('the agent to be gone', async () =>
-          fresh.probeClaim!(claim, Date.now()).state === 'gone' ? true : undefined,
+          (await fresh.probeClaim!(claim, Date.now())).state === 'gone' ? true : undefined,
         );
       } finally {
         await fresh.close();
       }
     });
 
-    it('never puts the credential in the env, argv or files of the attempt', async () => {
-      const before = minted.length;
-      const run = await runOne('sleep 2');
-      const live = await running(run);
-      const seen = await subject.exposure(cp, live);
-      expect((await ended(run)).state).toBe('success');
-      const tokens = minted.slice(before);
-      expect(tokens.length).toBeGreaterThanOrEqual(1);
-      // The exposure really covers the running agent (its env names the agent port).
-      expect(seen.some((text) => text.includes(cp.agentUrl))).toBe(true);
-      for (const token of tokens) {
-        const signature = token.split('.')[2]!;
-        for (const text of seen) {
-          expect(text.includes(token) || text.includes(signature)).toBe(false);
+    const sites = subject.credentialSites ?? [];
+    it(
+      sites.length === 0
+        ? 'never puts the credential in the env, argv or files of the attempt'
+        : `puts the credential only where its transport says (${sites.join(', ')})`,
+      async () => {
+        const before = minted.length;
+        const run = await runOne('sleep 2');
+        const live = await running(run);
+        const seen = await subject.exposure(cp, live);
+        expect((await ended(run)).state).toBe('success');
+        const tokens = minted.slice(before);
+        expect(tokens.length).toBeGreaterThanOrEqual(1);
+        // The exposure really covers the running agent (its env names the agent URL).
+        const agentUrl = subject.podAgentUrl ?? cp.agentUrl;
+        expect(seen.some((e) => e.text.includes(agentUrl))).toBe(true);
+        const holding = (e: Exposure) =>
+          tokens.some((t) => e.text.includes(t) || e.text.includes(t.split('.')[2]!));
+        // Two-sided: every declared site holds the credential (the transport really is the one
+        // named), and no other site does.
+        for (const site of sites) {
+          const found = seen.filter((e) => e.site === site);
+          expect(found.length, site).toBeGreaterThan(0);
+          expect(found.some(holding), site).toBe(true);
         }
-      }
-    });
+        expect(
+          seen.filter((e) => !sites.includes(e.site) && holding(e)).map((e) => e.site),
+        ).toEqual([]);
+      },
+    );
   });
 }

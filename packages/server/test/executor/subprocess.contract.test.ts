@@ -1,9 +1,10 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pino } from 'pino';
+import { expect } from 'vitest';
 import { SubprocessExecutor } from '../../src/executor/subprocess-executor.js';
 import type { TaskInstanceRow } from '../../src/store/types.js';
-import { executorContract, type ContractSubject } from './contract.js';
+import { executorContract, type ContractSubject, type Exposure } from './contract.js';
 
 /** pid → parent pid, for every process on this host. */
 function parents(): Map<number, number> {
@@ -88,17 +89,24 @@ const subprocess: ContractSubject = {
       standbyAgents: 0,
       logger: pino({ level: 'silent' }),
     }),
-  exposure: (cp, ti: TaskInstanceRow) => {
-    const seen: string[] = [];
+  exposure: async (cp, ti: TaskInstanceRow) => {
+    // The agent registers before it starts the task: wait for the task's process, so its
+    // environment is really read.
+    for (let i = 0; i < 100 && processTree(ti.pid!).length < 2; i++)
+      await new Promise((r) => setTimeout(r, 50));
+    const seen: Exposure[] = [];
     for (const pid of processTree(ti.pid!)) {
-      seen.push(readOr(`/proc/${pid}/environ`), readOr(`/proc/${pid}/cmdline`));
+      seen.push(
+        { site: `/proc/${pid}/environ`, text: readOr(`/proc/${pid}/environ`) },
+        { site: `/proc/${pid}/cmdline`, text: readOr(`/proc/${pid}/cmdline`) },
+      );
     }
     // The work root (every attempt's work dir and the SDK copy) and the agents' own output.
-    seen.push(
-      ...filesBelow(cp.workRoot),
-      ...filesBelow(join(dirname(cp.adminTokenFile), 'agents')),
-    );
-    return Promise.resolve(seen.filter((t) => t !== ''));
+    for (const text of filesBelow(cp.workRoot)) seen.push({ site: 'work root', text });
+    for (const text of filesBelow(join(dirname(cp.adminTokenFile), 'agents')))
+      seen.push({ site: 'agent diagnostics', text });
+    expect(processTree(ti.pid!).length, 'the task process is running').toBeGreaterThan(1);
+    return seen.filter((e) => e.text !== '');
   },
   killAgent: (_cp, ti) => {
     process.kill(ti.pid!, 'SIGKILL');

@@ -166,4 +166,41 @@ describe('executor port v2: the scheduler', () => {
     expect([row.try_number, (await history()).length]).toEqual([1, 0]);
     expect(h.executor.take().length).toBe(1); // dispatched again, same try
   });
+
+  it('a task naming an executor is dispatched to it, with its spec; the others go to the default', async () => {
+    const other = new RecordingExecutor('other');
+    h = await createHarness({ moreExecutors: [other] });
+    const s = spec({
+      dag_id: 'per_task',
+      tasks: [task('on_other', { executor: 'other', execution_timeout_seconds: 7 }), task('plain')],
+    });
+    const hash = createHash('sha256').update(JSON.stringify(s)).digest('hex');
+    await h.store.putDagVersion('default', s, hash, h.clock.now());
+    const run = await h.runs.trigger('default', 'per_task', {});
+    await h.scheduler.tick();
+    const [routed] = other.take();
+    expect(routed?.identity.task_id).toBe('on_other');
+    expect(routed?.task?.execution_timeout_seconds).toBe(7);
+    expect(h.executor.take().map((l) => l.identity.task_id)).toEqual(['plain']);
+    const rows = await h.store.listTaskInstances(run.id);
+    expect(Object.fromEntries(rows.map((r) => [r.task_id, r.executor]))).toEqual({
+      on_other: 'other',
+      plain: 'recording',
+    });
+  });
+
+  it('a task naming an executor that is not configured fails at once with the fix, and starts nothing', async () => {
+    h = await createHarness();
+    const s = spec({ dag_id: 'unroutable', tasks: [task('t', { executor: 'kubernetes' })] });
+    const hash = createHash('sha256').update(JSON.stringify(s)).digest('hex');
+    await h.store.putDagVersion('default', s, hash, h.clock.now());
+    const run = await h.runs.trigger('default', 'unroutable', {});
+    await h.scheduler.tick();
+    expect(h.executor.take()).toEqual([]);
+    const [row] = await h.store.listTaskInstances(run.id);
+    expect(row?.state).toBe('failed');
+    expect(row?.error_message).toMatch(
+      /^LF_EXECUTOR_NOT_CONFIGURED: the task names executor "kubernetes", which this control plane does not run \(configured: recording\)/,
+    );
+  });
 });

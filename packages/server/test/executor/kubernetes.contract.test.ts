@@ -1,0 +1,259 @@
+/**
+ * The executor contract against the Kubernetes executor, with @kubernetes/client-node talking
+ * over HTTPS to the kube-apiserver double and its kubelet simulator running each pod's agent as
+ * a local process (packages/kube-double). What only a real cluster proves (image pulls, PSA
+ * admission, NetworkPolicy, a real kubelet's env handling) is listed in docs/kubernetes.md.
+ */
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ADMIN_USER,
+  startKubeDouble,
+  startKubelet,
+  type KubeDouble,
+  type Kubelet,
+} from '@leoflow/kube-double';
+import { pino } from 'pino';
+import { afterAll, beforeAll, expect } from 'vitest';
+import type { KubernetesExecutorConfig, ServerConfig } from '../../src/config/server-config.js';
+import { KubernetesExecutor } from '../../src/executor/kubernetes/kubernetes-executor.js';
+import { LABEL } from '../../src/executor/kubernetes/labels.js';
+import { AGENT_TOKEN_ENV } from '../../src/executor/kubernetes/token-transport.js';
+import type { TaskInstanceRow } from '../../src/store/types.js';
+import { executorContract, type ContractSubject, type Exposure } from './contract.js';
+
+const NAMESPACE = 'leoflow-tasks';
+const AGENT_IMAGE = 'leoflow-agent:contract';
+const POD_SITE = 'the Pod env value LEOFLOW_AGENT_TOKEN';
+const POD_REST_SITE = 'the rest of the Pod object';
+const ENV_SITE = "the agent container's initial environment";
+
+let double: KubeDouble;
+let kubelet: Kubelet;
+let dir: string;
+let kubeconfigPath: string;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'leoflow-kube-contract-'));
+  double = await startKubeDouble();
+  kubeconfigPath = double.kubeconfig(dir);
+  const api = double.api;
+  const admin = api.context(ADMIN_USER);
+  api.createObject(api.type('', 'namespaces'), undefined, { metadata: { name: NAMESPACE } }, admin);
+  api.createObject(
+    api.type('', 'serviceaccounts'),
+    NAMESPACE,
+    { metadata: { name: 'leoflow-task' } },
+    admin,
+  );
+  // The agent image's entrypoint, in local terms: the image's filesystem is the pod's mounts
+  // (the simulator roots each volumeMount under LEOFLOW_KUBELET_VOLUME_ROOT), then the agent
+  // bundle runs in this same process, as the image's ENTRYPOINT would.
+  const shim = join(dir, 'agent-image-entrypoint.mjs');
+  writeFileSync(
+    shim,
+    [
+      "const root = process.env.LEOFLOW_KUBELET_VOLUME_ROOT ?? '';",
+      'delete process.env.LEOFLOW_KUBELET_VOLUME_ROOT;',
+      "for (const k of ['LEOFLOW_WORKDIR', 'HOME', 'TMPDIR', 'NODE_EXTRA_CA_CERTS'])",
+      "  if (process.env[k]?.startsWith('/')) process.env[k] = root + process.env[k];",
+      `await import(${JSON.stringify(agentBundle())});`,
+      '',
+    ].join('\n'),
+  );
+  kubelet = startKubelet({
+    double,
+    nodeName: 'node-a',
+    workRoot: join(dir, 'kubelet'),
+    imageMap: { [AGENT_IMAGE]: { entrypoint: [process.execPath, shim] } },
+    allocatable: { cpu: '8', memory: '16Gi' },
+    tickIntervalMs: 100,
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await kubelet?.stop();
+  await double?.close();
+  rmSync(dir, { recursive: true, force: true });
+}, 60_000);
+
+function agentBundle(): string {
+  return new URL('../../../agent/dist/leoflow-agent.mjs', import.meta.url).pathname;
+}
+
+function kubernetesConfig(): KubernetesExecutorConfig {
+  return {
+    kubeconfig: kubeconfigPath,
+    agentImage: AGENT_IMAGE,
+    agentUrl: null,
+    podStartTimeoutMs: 30_000,
+    instance: 'contract',
+    runAsUser: 65532,
+    terminationGracePeriodSeconds: 5,
+    agentCaConfigMap: null,
+    keepFinishedPods: false,
+    tenants: {
+      default: {
+        namespace: NAMESPACE,
+        images: [],
+        serviceAccounts: ['leoflow-task'],
+        maxResources: { cpu: '1', memory: '1Gi' },
+        defaultResources: {},
+      },
+    },
+  };
+}
+
+/** The pods of an attempt as the apiserver double stores them. */
+function podsOf(ti: TaskInstanceRow): Record<string, unknown>[] {
+  return (double.store.list(double.api.type('', 'pods')) as Record<string, unknown>[]).filter(
+    (p) =>
+      (p.metadata as { labels?: Record<string, string> }).labels?.[LABEL.taskInstance] === ti.id,
+  );
+}
+
+function parents(): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const name of readdirSync('/proc')) {
+    if (!/^\d+$/.test(name)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
+      out.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+function processTree(root: number): number[] {
+  const ppid = parents();
+  const tree = [root];
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const [pid, parent] of ppid) {
+      if (tree.includes(parent) && !tree.includes(pid)) {
+        tree.push(pid);
+        grew = true;
+      }
+    }
+  }
+  return tree.filter((pid) => ppid.has(pid));
+}
+
+function readOr(file: string): string {
+  try {
+    return readFileSync(file, 'latin1');
+  } catch {
+    return '';
+  }
+}
+
+function filesBelow(root: string, out: string[] = []): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return out;
+  }
+  for (const name of names) {
+    const path = join(root, name);
+    try {
+      const st = statSync(path);
+      if (st.isDirectory()) filesBelow(path, out);
+      else if (st.isFile() && st.size <= 8 * 1024 * 1024) out.push(readOr(path));
+    } catch {
+      // gone meanwhile
+    }
+  }
+  return out;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const kubernetes: ContractSubject = {
+  kind: 'kubernetes',
+  credentialSites: [POD_SITE, ENV_SITE],
+  configure: (cfg: ServerConfig) => {
+    cfg.kubernetes = kubernetesConfig();
+    cfg.defaultExecutor = 'kubernetes';
+  },
+  fresh: (cp, cfg) =>
+    new KubernetesExecutor({
+      config: cfg.kubernetes!,
+      logger: pino({ level: 'silent' }),
+      attemptLive: async (id) => {
+        const row = await cp.store.getTaskInstanceById(id.task_instance_id);
+        return row?.try_number === id.try_number && row.dispatch_gen === id.dispatch_gen;
+      },
+    }),
+  exposure: async (_cp, ti) => {
+    // The agent registers before it starts the task: wait for the task's process, so its
+    // environment is really read.
+    for (let i = 0; i < 100 && processTree(ti.pid!).length < 2; i++)
+      await new Promise((r) => setTimeout(r, 50));
+    const seen: Exposure[] = [];
+    for (const pod of podsOf(ti)) {
+      // The transport's one env value, and the whole Pod without it: a token anywhere else on
+      // the Pod (an annotation, another env var, a label) is not where the transport says.
+      const rest = structuredClone(pod) as {
+        spec: { containers: { env?: { name: string; value?: string }[] }[] };
+      };
+      for (const c of rest.spec.containers) {
+        for (const e of c.env ?? []) {
+          if (e.name === AGENT_TOKEN_ENV) {
+            seen.push({ site: POD_SITE, text: e.value ?? '' });
+            e.value = '';
+          }
+        }
+      }
+      seen.push({ site: POD_REST_SITE, text: JSON.stringify(rest) });
+    }
+    // Every other object in the namespace (secrets, configmaps, service accounts, events).
+    for (const type of ['secrets', 'configmaps', 'serviceaccounts', 'events']) {
+      try {
+        for (const o of double.store.list(double.api.type('', type)))
+          seen.push({ site: `${type} in the cluster`, text: JSON.stringify(o) });
+      } catch {
+        // a kind the double does not serve
+      }
+    }
+    const [agent, ...below] = processTree(ti.pid!);
+    seen.push(
+      { site: ENV_SITE, text: readOr(`/proc/${agent}/environ`) },
+      { site: 'agent argv', text: readOr(`/proc/${agent}/cmdline`) },
+    );
+    for (const pid of below) {
+      seen.push(
+        { site: `task process ${pid} environ`, text: readOr(`/proc/${pid}/environ`) },
+        { site: `task process ${pid} argv`, text: readOr(`/proc/${pid}/cmdline`) },
+      );
+    }
+    // The pod's directory on the node: its volumes, work dir and container logs.
+    for (const text of filesBelow(join(dir, 'kubelet')))
+      seen.push({ site: 'files on the node', text });
+    expect(below.length, 'the task process is running').toBeGreaterThan(0);
+    return seen.filter((e) => e.text !== '');
+  },
+  killAgent: (_cp, ti) => {
+    process.kill(ti.pid!, 'SIGKILL');
+    return Promise.resolve();
+  },
+  watchAttempt: (_cp, ti) => {
+    const tree = processTree(ti.pid!);
+    return Promise.resolve({
+      // Nothing left: no process of the pod, and the pod itself garbage-collected.
+      gone: () => Promise.resolve(tree.every((pid) => !alive(pid)) && podsOf(ti).length === 0),
+    });
+  },
+};
+
+executorContract(kubernetes);
