@@ -1,4 +1,4 @@
-/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-assignment, @typescript-eslint/no-unsafe-call, @typescript-eslint/no-unsafe-argument, @typescript-eslint/no-unsafe-return -- rendered YAML is untyped; the assertions are the checks */
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-return -- rendered YAML is untyped; the assertions are the checks */
 /**
  * deploy/ rendered by the real `kubectl kustomize` (offline): the default install holds no
  * cluster-scoped object, every pod template passes Pod Security Admission `restricted`, and the
