@@ -157,7 +157,8 @@ describe('leoflow doctor against a real standalone (SQLite)', () => {
       secret_liveness_mode: 'observe',
       token_transport: {
         subprocess: 'inherited pipe fd 3, memory only',
-        kubernetes: 'not available in this build',
+        kubernetes:
+          'literal env value LEOFLOW_AGENT_TOKEN on the Pod object (auth.agent_token_transport=envvar)',
       },
       key_storage: {
         vault: {
