@@ -22,7 +22,7 @@ const ROOT = resolve(fileURLToPath(import.meta.url), '../../..');
 const cache = mkdtempSync(join(tmpdir(), 'leoflow-kustomize-'));
 afterAll(() => rmSync(cache, { recursive: true, force: true }));
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- rendered YAML is untyped: the assertions walk it by path, and a wrong path fails them
 type Obj = Record<string, any>;
 
 function render(dir: string): Obj[] {

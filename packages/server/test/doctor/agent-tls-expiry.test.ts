@@ -1,9 +1,9 @@
-import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { selfSignedPair } from '../support/self-signed.js';
 import { defaultServerConfig } from '../../src/config/server-config.js';
 import { agentChannel } from '../../src/doctor/agent-channel.js';
 import { safeStat } from '../../src/doctor/facts.js';
@@ -15,29 +15,7 @@ const root = mkdtempSync(join(tmpdir(), 'leoflow-doctor-tls-'));
 afterAll(() => rmSync(root, { recursive: true, force: true }));
 
 const DAY = 86_400_000;
-const cert = join(root, 'tls.crt');
-const key = join(root, 'tls.key');
-execFileSync(
-  'openssl',
-  [
-    'req',
-    '-x509',
-    '-newkey',
-    'ec',
-    '-pkeyopt',
-    'ec_paramgen_curve:prime256v1',
-    '-nodes',
-    '-keyout',
-    key,
-    '-out',
-    cert,
-    '-days',
-    '90',
-    '-subj',
-    '/CN=doctor',
-  ],
-  { stdio: 'ignore' },
-);
+const { cert, key } = selfSignedPair(root, { name: 'doctor' });
 const notAfter = Date.parse(new X509Certificate(readFileSync(cert)).validTo);
 
 /** The agent section of doctor over the real certificate file, at an injected time. */

@@ -1,4 +1,3 @@
-import { execFileSync } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import {
   mkdirSync,
@@ -16,6 +15,7 @@ import type { TLSSocket } from 'node:tls';
 import type { ConfigError } from '@leoflow/core';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
+import { selfSignedPair } from '../support/self-signed.js';
 import type { AgentAuthentication } from '../../src/rpc/agent-auth.js';
 import {
   AgentTlsReloader,
@@ -36,32 +36,7 @@ interface Pair {
 
 /** A self-signed EC pair for 127.0.0.1, made by the machine's openssl. */
 function makePair(name: string, days = 90): Pair {
-  const dir = join(root, 'made', name);
-  mkdirSync(dir, { recursive: true });
-  const [cert, key] = [join(dir, 'tls.crt'), join(dir, 'tls.key')];
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      String(days),
-      '-subj',
-      `/CN=${name}`,
-      '-addext',
-      'subjectAltName=IP:127.0.0.1',
-    ],
-    { stdio: 'ignore' },
-  );
+  const { cert, key } = selfSignedPair(join(root, 'made', name), { name, days });
   const pem = readFileSync(cert, 'utf8');
   return {
     cert: pem,
