@@ -4,7 +4,7 @@
  * a local process (packages/kube-double). What only a real cluster proves (image pulls, PSA
  * admission, NetworkPolicy, a real kubelet's env handling) is listed in docs/kubernetes.md.
  */
-import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -22,6 +22,7 @@ import { LABEL } from '../../src/executor/kubernetes/labels.js';
 import { AGENT_TOKEN_ENV } from '../../src/executor/kubernetes/token-transport.js';
 import type { TaskInstanceRow } from '../../src/store/types.js';
 import { executorContract, type ContractSubject, type Exposure } from './contract.js';
+import { alive, filesBelow, processTree, readOr } from './host-exposure.js';
 
 const NAMESPACE = 'leoflow-tasks';
 const AGENT_IMAGE = 'leoflow-agent:contract';
@@ -111,72 +112,6 @@ function podsOf(ti: TaskInstanceRow): Record<string, unknown>[] {
     (p) =>
       (p.metadata as { labels?: Record<string, string> }).labels?.[LABEL.taskInstance] === ti.id,
   );
-}
-
-function parents(): Map<number, number> {
-  const out = new Map<number, number>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      out.set(Number(name), Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
-
-function processTree(root: number): number[] {
-  const ppid = parents();
-  const tree = [root];
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const [pid, parent] of ppid) {
-      if (tree.includes(parent) && !tree.includes(pid)) {
-        tree.push(pid);
-        grew = true;
-      }
-    }
-  }
-  return tree.filter((pid) => ppid.has(pid));
-}
-
-function readOr(file: string): string {
-  try {
-    return readFileSync(file, 'latin1');
-  } catch {
-    return '';
-  }
-}
-
-function filesBelow(root: string, out: string[] = []): string[] {
-  let names: string[];
-  try {
-    names = readdirSync(root);
-  } catch {
-    return out;
-  }
-  for (const name of names) {
-    const path = join(root, name);
-    try {
-      const st = statSync(path);
-      if (st.isDirectory()) filesBelow(path, out);
-      else if (st.isFile() && st.size <= 8 * 1024 * 1024) out.push(readOr(path));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 const kubernetes: ContractSubject = {

@@ -1,79 +1,10 @@
-import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { pino } from 'pino';
 import { expect } from 'vitest';
 import { SubprocessExecutor } from '../../src/executor/subprocess-executor.js';
 import type { TaskInstanceRow } from '../../src/store/types.js';
 import { executorContract, type ContractSubject, type Exposure } from './contract.js';
-
-/** pid → parent pid, for every process on this host. */
-function parents(): Map<number, number> {
-  const out = new Map<number, number>();
-  for (const name of readdirSync('/proc')) {
-    if (!/^\d+$/.test(name)) continue;
-    try {
-      const stat = readFileSync(`/proc/${name}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      out.set(Number(name), ppid);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
-
-/** The agent and every process below it (the task and what it started). */
-function processTree(root: number): number[] {
-  const ppid = parents();
-  const tree = [root];
-  for (let grew = true; grew;) {
-    grew = false;
-    for (const [pid, parent] of ppid) {
-      if (tree.includes(parent) && !tree.includes(pid)) {
-        tree.push(pid);
-        grew = true;
-      }
-    }
-  }
-  return tree.filter((pid) => ppid.has(pid));
-}
-
-function readOr(file: string): string {
-  try {
-    return readFileSync(file, 'latin1');
-  } catch {
-    return '';
-  }
-}
-
-function filesBelow(dir: string, out: string[] = []): string[] {
-  let names: string[];
-  try {
-    names = readdirSync(dir);
-  } catch {
-    return out;
-  }
-  for (const name of names) {
-    const path = join(dir, name);
-    try {
-      const st = statSync(path);
-      if (st.isDirectory()) filesBelow(path, out);
-      else if (st.isFile() && st.size <= 8 * 1024 * 1024) out.push(readOr(path));
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return out;
-}
-
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+import { alive, filesBelow, processTree, readOr } from './host-exposure.js';
 
 const subprocess: ContractSubject = {
   kind: 'subprocess',
