@@ -77,6 +77,13 @@ export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>>
   pushLogs: { attempt: 'unexpired-or-session-bound' },
   getVariables: { attempt: 'unexpired' },
   getConnections: { attempt: 'unexpired' },
+  // Not served in this build (the handlers answer Unimplemented): the exchange carries its
+  // credential in the body and admits no Leoflow bearer; AwaitAssignment is for the worker
+  // principal that joins with warm pools and runners; AckAssignment is made with the attempt's
+  // own token.
+  exchangeToken: {},
+  awaitAssignment: {},
+  ackAssignment: { attempt: 'unexpired' },
 };
 
 /**

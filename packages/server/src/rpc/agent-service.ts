@@ -496,6 +496,28 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       );
       return create(GetConnectionsResponseSchema, { connectionUris });
     },
+
+    exchangeToken() {
+      throw new ConnectError(
+        'the token exchange is not enabled on this control plane (auth.agent_token_transport is not exchange)',
+        Code.Unimplemented,
+      );
+    },
+
+    // eslint-disable-next-line require-yield -- a stream that refuses before its first message
+    async *awaitAssignment() {
+      throw new ConnectError(
+        'this control plane has no warm pool or runner to assign attempts to',
+        Code.Unimplemented,
+      );
+    },
+
+    ackAssignment() {
+      throw new ConnectError(
+        'this control plane has no warm pool or runner to assign attempts to',
+        Code.Unimplemented,
+      );
+    },
   };
 }
 

@@ -209,6 +209,18 @@ describe('the authentication interceptor on the real agent port', () => {
   it('each of the nine RPCs, both sides: a live token always serves; past exp only the four reports serve, and only with the session key', async () => {
     // The contract (seed 001 + issue 11), written out rather than read from AGENT_RPC_ACCESS.
     const reports = ['heartbeat', 'reportState', 'pushXCom', 'pushLogs'];
+    const attemptRpcs = [
+      'register',
+      'getTaskSpec',
+      'heartbeat',
+      'reportState',
+      'pushXCom',
+      'fetchXCom',
+      'pushLogs',
+      'getVariables',
+      'getConnections',
+      'ackAssignment',
+    ];
     const s = await start({ sessionOk: true, everything: true });
     const token = await issuer.mint(identity, T0);
     const call = (t: string, session: string | undefined, name: string) =>
@@ -217,11 +229,16 @@ describe('the authentication interceptor on the real agent port', () => {
           {},
         ),
       );
-    for (const m of AgentService.methods) {
+    for (const m of AgentService.methods.filter((x) => attemptRpcs.includes(x.localName))) {
       expect([m.localName, await call(token, undefined, m.localName)]).toEqual([m.localName, 'ok']);
     }
+    // The exchange takes no Leoflow bearer: an attempt token opens nothing there.
+    expect(await call(token, undefined, 'exchangeToken')).toEqual([
+      Code.PermissionDenied,
+      'this RPC is not open to agents',
+    ]);
     s.clock.advance((TTL + 60) * 1000);
-    for (const m of AgentService.methods) {
+    for (const m of AgentService.methods.filter((x) => attemptRpcs.includes(x.localName))) {
       const expired: [Code, string] = [Code.Unauthenticated, 'agent token expired'];
       expect([m.localName, await call(token, undefined, m.localName)]).toEqual([
         m.localName,

@@ -15,7 +15,287 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file leoflow/agent/v1/agent.proto.
  */
 export const file_leoflow_agent_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChxsZW9mbG93L2FnZW50L3YxL2FnZW50LnByb3RvEhBsZW9mbG93LmFnZW50LnYxInYKD1JlZ2lzdGVyUmVxdWVzdBIVCg1hZ2VudF92ZXJzaW9uGAEgASgJEhAKCGhvc3RuYW1lGAIgASgJEgsKA3BpZBgDIAEoBRITCgtzZXNzaW9uX2tleRgEIAEoCRIYChBwcm90b2NvbF92ZXJzaW9uGAUgASgFIpYBChBSZWdpc3RlclJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSFgoOc2VydmVyX3RpbWVfbXMYAiABKAMSIgoaaGVhcnRiZWF0X2ludGVydmFsX3NlY29uZHMYAyABKAUSGAoQc2hvdWxkX3Rlcm1pbmF0ZRgEIAEoCBIYChB0ZXJtaW5hdGVfcmVhc29uGAUgASgJIhQKEkdldFRhc2tTcGVjUmVxdWVzdCI/ChNHZXRUYXNrU3BlY1Jlc3BvbnNlEigKBHNwZWMYASABKAsyGi5sZW9mbG93LmFnZW50LnYxLlRhc2tTcGVjIpIECghUYXNrU3BlYxIRCgl0ZW5hbnRfaWQYASABKAkSDgoGZGFnX2lkGAIgASgJEhMKC2RhZ192ZXJzaW9uGAMgASgFEg4KBnJ1bl9pZBgEIAEoCRIPCgd0YXNrX2lkGAUgASgJEhIKCnRyeV9udW1iZXIYBiABKAUSEQoJbWF4X3RyaWVzGAcgASgFEigKBHR5cGUYCCABKA4yGi5sZW9mbG93LmFnZW50LnYxLlRhc2tUeXBlEg8KB2NvbW1hbmQYCSABKAkSMAoDZW52GAogAygLMiMubGVvZmxvdy5hZ2VudC52MS5UYXNrU3BlYy5FbnZFbnRyeRIhChlleGVjdXRpb25fdGltZW91dF9zZWNvbmRzGAsgASgFEhQKDGRvX3hjb21fcHVzaBgMIAEoCBISCgpkZXBlbmRzX29uGA0gAygJEhQKDGxvZ2ljYWxfZGF0ZRgOIAEoCRIbChNkYXRhX2ludGVydmFsX3N0YXJ0GA8gASgJEhkKEWRhdGFfaW50ZXJ2YWxfZW5kGBAgASgJEhMKC3BhcmFtc19qc29uGBEgASgJEhEKCWNvbmZfanNvbhgSIAEoCRIQCghydW5fdHlwZRgTIAEoCRIYChB0YXNrX2luc3RhbmNlX2lkGBQgASgJGioKCEVudkVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiJgoQSGVhcnRiZWF0UmVxdWVzdBISCgpzZW50X2F0X21zGAEgASgDInYKEUhlYXJ0YmVhdFJlc3BvbnNlEhgKEHNob3VsZF90ZXJtaW5hdGUYASABKAgSFgoOc2VydmVyX3RpbWVfbXMYAiABKAMSFQoNcmVuZXdlZF90b2tlbhgDIAEoCRIYChB0ZXJtaW5hdGVfcmVhc29uGAQgASgJIssBChJSZXBvcnRTdGF0ZVJlcXVlc3QSLgoFc3RhdGUYASABKA4yHy5sZW9mbG93LmFnZW50LnYxLlJlcG9ydGVkU3RhdGUSEQoJZXhpdF9jb2RlGAIgASgFEhUKDWVycm9yX21lc3NhZ2UYAyABKAkSFgoOb2NjdXJyZWRfYXRfbXMYBCABKAMSEQoJdGltZWRfb3V0GAUgASgIEhYKDnZhcmlhYmxlc19yZWFkGAYgAygJEhgKEGNvbm5lY3Rpb25zX3JlYWQYByADKAkiRQoTUmVwb3J0U3RhdGVSZXNwb25zZRIUCgxhY2tub3dsZWRnZWQYASABKAgSGAoQc2hvdWxkX3Rlcm1pbmF0ZRgCIAEoCCJDCg9QdXNoWENvbVJlcXVlc3QSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgMEhQKDGNvbnRlbnRfdHlwZRgDIAEoCSI+ChBQdXNoWENvbVJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgIEhgKEHJlamVjdGlvbl9yZWFzb24YAiABKAkiOQoQRmV0Y2hYQ29tUmVxdWVzdBIYChB1cHN0cmVhbV90YXNrX2lkGAEgASgJEgsKA2tleRgCIAEoCSJHChFGZXRjaFhDb21SZXNwb25zZRINCgVmb3VuZBgBIAEoCBINCgV2YWx1ZRgCIAEoDBIUCgxjb250ZW50X3R5cGUYAyABKAkibQoHTG9nTGluZRITCgtsaW5lX251bWJlchgBIAEoAxIPCgd0aW1lX21zGAIgASgDEisKBnN0cmVhbRgDIAEoDjIbLmxlb2Zsb3cuYWdlbnQudjEuTG9nU3RyZWFtEg8KB21lc3NhZ2UYBCABKAkiOwoPUHVzaExvZ3NSZXF1ZXN0EigKBWxpbmVzGAEgAygLMhkubGVvZmxvdy5hZ2VudC52MS5Mb2dMaW5lIjUKEFB1c2hMb2dzUmVzcG9uc2USIQoZYWNrbm93bGVkZ2VkX3Rocm91Z2hfbGluZRgBIAEoAyIVChNHZXRWYXJpYWJsZXNSZXF1ZXN0IpIBChRHZXRWYXJpYWJsZXNSZXNwb25zZRJICgl2YXJpYWJsZXMYASADKAsyNS5sZW9mbG93LmFnZW50LnYxLkdldFZhcmlhYmxlc1Jlc3BvbnNlLlZhcmlhYmxlc0VudHJ5GjAKDlZhcmlhYmxlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEiFwoVR2V0Q29ubmVjdGlvbnNSZXF1ZXN0IqYBChZHZXRDb25uZWN0aW9uc1Jlc3BvbnNlElUKD2Nvbm5lY3Rpb25fdXJpcxgBIAMoCzI8Lmxlb2Zsb3cuYWdlbnQudjEuR2V0Q29ubmVjdGlvbnNSZXNwb25zZS5Db25uZWN0aW9uVXJpc0VudHJ5GjUKE0Nvbm5lY3Rpb25VcmlzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASpjCghUYXNrVHlwZRIZChVUQVNLX1RZUEVfVU5TUEVDSUZJRUQQABISCg5UQVNLX1RZUEVfQkFTSBABEhQKEFRBU0tfVFlQRV9QWVRIT04QAhISCg5UQVNLX1RZUEVfTk9ERRADKp4BCg1SZXBvcnRlZFN0YXRlEh4KGlJFUE9SVEVEX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWUkVQT1JURURfU1RBVEVfUlVOTklORxABEhoKFlJFUE9SVEVEX1NUQVRFX1NVQ0NFU1MQAhIZChVSRVBPUlRFRF9TVEFURV9GQUlMRUQQAxIaChZSRVBPUlRFRF9TVEFURV9TS0lQUEVEEAQqawoJTG9nU3RyZWFtEhoKFkxPR19TVFJFQU1fVU5TUEVDSUZJRUQQABIVChFMT0dfU1RSRUFNX1NURE9VVBABEhUKEUxPR19TVFJFQU1fU1RERVJSEAISFAoQTE9HX1NUUkVBTV9BR0VOVBADMq8GCgxBZ2VudFNlcnZpY2USUQoIUmVnaXN0ZXISIS5sZW9mbG93LmFnZW50LnYxLlJlZ2lzdGVyUmVxdWVzdBoiLmxlb2Zsb3cuYWdlbnQudjEuUmVnaXN0ZXJSZXNwb25zZRJaCgtHZXRUYXNrU3BlYxIkLmxlb2Zsb3cuYWdlbnQudjEuR2V0VGFza1NwZWNSZXF1ZXN0GiUubGVvZmxvdy5hZ2VudC52MS5HZXRUYXNrU3BlY1Jlc3BvbnNlElQKCUhlYXJ0YmVhdBIiLmxlb2Zsb3cuYWdlbnQudjEuSGVhcnRiZWF0UmVxdWVzdBojLmxlb2Zsb3cuYWdlbnQudjEuSGVhcnRiZWF0UmVzcG9uc2USWgoLUmVwb3J0U3RhdGUSJC5sZW9mbG93LmFnZW50LnYxLlJlcG9ydFN0YXRlUmVxdWVzdBolLmxlb2Zsb3cuYWdlbnQudjEuUmVwb3J0U3RhdGVSZXNwb25zZRJRCghQdXNoWENvbRIhLmxlb2Zsb3cuYWdlbnQudjEuUHVzaFhDb21SZXF1ZXN0GiIubGVvZmxvdy5hZ2VudC52MS5QdXNoWENvbVJlc3BvbnNlElQKCUZldGNoWENvbRIiLmxlb2Zsb3cuYWdlbnQudjEuRmV0Y2hYQ29tUmVxdWVzdBojLmxlb2Zsb3cuYWdlbnQudjEuRmV0Y2hYQ29tUmVzcG9uc2USUQoIUHVzaExvZ3MSIS5sZW9mbG93LmFnZW50LnYxLlB1c2hMb2dzUmVxdWVzdBoiLmxlb2Zsb3cuYWdlbnQudjEuUHVzaExvZ3NSZXNwb25zZRJdCgxHZXRWYXJpYWJsZXMSJS5sZW9mbG93LmFnZW50LnYxLkdldFZhcmlhYmxlc1JlcXVlc3QaJi5sZW9mbG93LmFnZW50LnYxLkdldFZhcmlhYmxlc1Jlc3BvbnNlEmMKDkdldENvbm5lY3Rpb25zEicubGVvZmxvdy5hZ2VudC52MS5HZXRDb25uZWN0aW9uc1JlcXVlc3QaKC5sZW9mbG93LmFnZW50LnYxLkdldENvbm5lY3Rpb25zUmVzcG9uc2ViBnByb3RvMw");
+  fileDesc("ChxsZW9mbG93L2FnZW50L3YxL2FnZW50LnByb3RvEhBsZW9mbG93LmFnZW50LnYxIn0KFEV4Y2hhbmdlVG9rZW5SZXF1ZXN0EjcKBGtpbmQYASABKA4yKS5sZW9mbG93LmFnZW50LnYxLkJvb3RzdHJhcENyZWRlbnRpYWxLaW5kEhIKCmNyZWRlbnRpYWwYAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoBSJxChVFeGNoYW5nZVRva2VuUmVzcG9uc2USDQoFdG9rZW4YASABKAkSMgoFc2NvcGUYAiABKA4yIy5sZW9mbG93LmFnZW50LnYxLkxlb2Zsb3dUb2tlblNjb3BlEhUKDWV4cGlyZXNfYXRfbXMYAyABKAMiXQoWQXdhaXRBc3NpZ25tZW50UmVxdWVzdBISCgpmcmVlX3Nsb3RzGAEgASgFEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoBSKIAgoXQXdhaXRBc3NpZ25tZW50UmVzcG9uc2USMgoKYXNzaWdubWVudBgBIAEoCzIcLmxlb2Zsb3cuYWdlbnQudjEuQXNzaWdubWVudEgAEjwKDHdvcmtlcl90b2tlbhgCIAEoCzIkLmxlb2Zsb3cuYWdlbnQudjEuV29ya2VyVG9rZW5SZW5ld2FsSAASQAoMY2FuY2VsbGF0aW9uGAMgASgLMigubGVvZmxvdy5hZ2VudC52MS5Bc3NpZ25tZW50Q2FuY2VsbGF0aW9uSAASMAoJa2VlcGFsaXZlGAQgASgLMhsubGVvZmxvdy5hZ2VudC52MS5LZWVwYWxpdmVIAEIHCgVldmVudCKhAQoKQXNzaWdubWVudBIVCg1hc3NpZ25tZW50X2lkGAEgASgJEhUKDWF0dGVtcHRfdG9rZW4YAiABKAkSKAoEc3BlYxgDIAEoCzIaLmxlb2Zsb3cuYWdlbnQudjEuVGFza1NwZWMSFwoPYWNrX2RlYWRsaW5lX21zGAQgASgDEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAUgASgFIjoKEldvcmtlclRva2VuUmVuZXdhbBINCgV0b2tlbhgBIAEoCRIVCg1leHBpcmVzX2F0X21zGAIgASgDIj8KFkFzc2lnbm1lbnRDYW5jZWxsYXRpb24SFQoNYXNzaWdubWVudF9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiIwoJS2VlcGFsaXZlEhYKDnNlcnZlcl90aW1lX21zGAEgASgDIi0KFEFja0Fzc2lnbm1lbnRSZXF1ZXN0EhUKDWFzc2lnbm1lbnRfaWQYASABKAkiXQoVQWNrQXNzaWdubWVudFJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgIEhgKEHNob3VsZF90ZXJtaW5hdGUYAiABKAgSGAoQdGVybWluYXRlX3JlYXNvbhgDIAEoCSJ2Cg9SZWdpc3RlclJlcXVlc3QSFQoNYWdlbnRfdmVyc2lvbhgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRILCgNwaWQYAyABKAUSEwoLc2Vzc2lvbl9rZXkYBCABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgFIAEoBSKWAQoQUmVnaXN0ZXJSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEhYKDnNlcnZlcl90aW1lX21zGAIgASgDEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAMgASgFEhgKEHNob3VsZF90ZXJtaW5hdGUYBCABKAgSGAoQdGVybWluYXRlX3JlYXNvbhgFIAEoCSIUChJHZXRUYXNrU3BlY1JlcXVlc3QiPwoTR2V0VGFza1NwZWNSZXNwb25zZRIoCgRzcGVjGAEgASgLMhoubGVvZmxvdy5hZ2VudC52MS5UYXNrU3BlYyKSBAoIVGFza1NwZWMSEQoJdGVuYW50X2lkGAEgASgJEg4KBmRhZ19pZBgCIAEoCRITCgtkYWdfdmVyc2lvbhgDIAEoBRIOCgZydW5faWQYBCABKAkSDwoHdGFza19pZBgFIAEoCRISCgp0cnlfbnVtYmVyGAYgASgFEhEKCW1heF90cmllcxgHIAEoBRIoCgR0eXBlGAggASgOMhoubGVvZmxvdy5hZ2VudC52MS5UYXNrVHlwZRIPCgdjb21tYW5kGAkgASgJEjAKA2VudhgKIAMoCzIjLmxlb2Zsb3cuYWdlbnQudjEuVGFza1NwZWMuRW52RW50cnkSIQoZZXhlY3V0aW9uX3RpbWVvdXRfc2Vjb25kcxgLIAEoBRIUCgxkb194Y29tX3B1c2gYDCABKAgSEgoKZGVwZW5kc19vbhgNIAMoCRIUCgxsb2dpY2FsX2RhdGUYDiABKAkSGwoTZGF0YV9pbnRlcnZhbF9zdGFydBgPIAEoCRIZChFkYXRhX2ludGVydmFsX2VuZBgQIAEoCRITCgtwYXJhbXNfanNvbhgRIAEoCRIRCgljb25mX2pzb24YEiABKAkSEAoIcnVuX3R5cGUYEyABKAkSGAoQdGFza19pbnN0YW5jZV9pZBgUIAEoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIiYKEEhlYXJ0YmVhdFJlcXVlc3QSEgoKc2VudF9hdF9tcxgBIAEoAyJ2ChFIZWFydGJlYXRSZXNwb25zZRIYChBzaG91bGRfdGVybWluYXRlGAEgASgIEhYKDnNlcnZlcl90aW1lX21zGAIgASgDEhUKDXJlbmV3ZWRfdG9rZW4YAyABKAkSGAoQdGVybWluYXRlX3JlYXNvbhgEIAEoCSLLAQoSUmVwb3J0U3RhdGVSZXF1ZXN0Ei4KBXN0YXRlGAEgASgOMh8ubGVvZmxvdy5hZ2VudC52MS5SZXBvcnRlZFN0YXRlEhEKCWV4aXRfY29kZRgCIAEoBRIVCg1lcnJvcl9tZXNzYWdlGAMgASgJEhYKDm9jY3VycmVkX2F0X21zGAQgASgDEhEKCXRpbWVkX291dBgFIAEoCBIWCg52YXJpYWJsZXNfcmVhZBgGIAMoCRIYChBjb25uZWN0aW9uc19yZWFkGAcgAygJIkUKE1JlcG9ydFN0YXRlUmVzcG9uc2USFAoMYWNrbm93bGVkZ2VkGAEgASgIEhgKEHNob3VsZF90ZXJtaW5hdGUYAiABKAgiQwoPUHVzaFhDb21SZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDBIUCgxjb250ZW50X3R5cGUYAyABKAkiPgoQUHVzaFhDb21SZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIYChByZWplY3Rpb25fcmVhc29uGAIgASgJIjkKEEZldGNoWENvbVJlcXVlc3QSGAoQdXBzdHJlYW1fdGFza19pZBgBIAEoCRILCgNrZXkYAiABKAkiRwoRRmV0Y2hYQ29tUmVzcG9uc2USDQoFZm91bmQYASABKAgSDQoFdmFsdWUYAiABKAwSFAoMY29udGVudF90eXBlGAMgASgJIm0KB0xvZ0xpbmUSEwoLbGluZV9udW1iZXIYASABKAMSDwoHdGltZV9tcxgCIAEoAxIrCgZzdHJlYW0YAyABKA4yGy5sZW9mbG93LmFnZW50LnYxLkxvZ1N0cmVhbRIPCgdtZXNzYWdlGAQgASgJIjsKD1B1c2hMb2dzUmVxdWVzdBIoCgVsaW5lcxgBIAMoCzIZLmxlb2Zsb3cuYWdlbnQudjEuTG9nTGluZSI1ChBQdXNoTG9nc1Jlc3BvbnNlEiEKGWFja25vd2xlZGdlZF90aHJvdWdoX2xpbmUYASABKAMiFQoTR2V0VmFyaWFibGVzUmVxdWVzdCKSAQoUR2V0VmFyaWFibGVzUmVzcG9uc2USSAoJdmFyaWFibGVzGAEgAygLMjUubGVvZmxvdy5hZ2VudC52MS5HZXRWYXJpYWJsZXNSZXNwb25zZS5WYXJpYWJsZXNFbnRyeRowCg5WYXJpYWJsZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhcKFUdldENvbm5lY3Rpb25zUmVxdWVzdCKmAQoWR2V0Q29ubmVjdGlvbnNSZXNwb25zZRJVCg9jb25uZWN0aW9uX3VyaXMYASADKAsyPC5sZW9mbG93LmFnZW50LnYxLkdldENvbm5lY3Rpb25zUmVzcG9uc2UuQ29ubmVjdGlvblVyaXNFbnRyeRo1ChNDb25uZWN0aW9uVXJpc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqswEKF0Jvb3RzdHJhcENyZWRlbnRpYWxLaW5kEikKJUJPT1RTVFJBUF9DUkVERU5USUFMX0tJTkRfVU5TUEVDSUZJRUQQABI9CjlCT09UU1RSQVBfQ1JFREVOVElBTF9LSU5EX1BST0pFQ1RFRF9TRVJWSUNFX0FDQ09VTlRfVE9LRU4QARIuCipCT09UU1RSQVBfQ1JFREVOVElBTF9LSU5EX0JPT1RTVFJBUF9TRUNSRVQQAip5ChFMZW9mbG93VG9rZW5TY29wZRIjCh9MRU9GTE9XX1RPS0VOX1NDT1BFX1VOU1BFQ0lGSUVEEAASHwobTEVPRkxPV19UT0tFTl9TQ09QRV9BVFRFTVBUEAESHgoaTEVPRkxPV19UT0tFTl9TQ09QRV9XT1JLRVIQAipjCghUYXNrVHlwZRIZChVUQVNLX1RZUEVfVU5TUEVDSUZJRUQQABISCg5UQVNLX1RZUEVfQkFTSBABEhQKEFRBU0tfVFlQRV9QWVRIT04QAhISCg5UQVNLX1RZUEVfTk9ERRADKp4BCg1SZXBvcnRlZFN0YXRlEh4KGlJFUE9SVEVEX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWUkVQT1JURURfU1RBVEVfUlVOTklORxABEhoKFlJFUE9SVEVEX1NUQVRFX1NVQ0NFU1MQAhIZChVSRVBPUlRFRF9TVEFURV9GQUlMRUQQAxIaChZSRVBPUlRFRF9TVEFURV9TS0lQUEVEEAQqawoJTG9nU3RyZWFtEhoKFkxPR19TVFJFQU1fVU5TUEVDSUZJRUQQABIVChFMT0dfU1RSRUFNX1NURE9VVBABEhUKEUxPR19TVFJFQU1fU1RERVJSEAISFAoQTE9HX1NUUkVBTV9BR0VOVBADMt0ICgxBZ2VudFNlcnZpY2USUQoIUmVnaXN0ZXISIS5sZW9mbG93LmFnZW50LnYxLlJlZ2lzdGVyUmVxdWVzdBoiLmxlb2Zsb3cuYWdlbnQudjEuUmVnaXN0ZXJSZXNwb25zZRJaCgtHZXRUYXNrU3BlYxIkLmxlb2Zsb3cuYWdlbnQudjEuR2V0VGFza1NwZWNSZXF1ZXN0GiUubGVvZmxvdy5hZ2VudC52MS5HZXRUYXNrU3BlY1Jlc3BvbnNlElQKCUhlYXJ0YmVhdBIiLmxlb2Zsb3cuYWdlbnQudjEuSGVhcnRiZWF0UmVxdWVzdBojLmxlb2Zsb3cuYWdlbnQudjEuSGVhcnRiZWF0UmVzcG9uc2USWgoLUmVwb3J0U3RhdGUSJC5sZW9mbG93LmFnZW50LnYxLlJlcG9ydFN0YXRlUmVxdWVzdBolLmxlb2Zsb3cuYWdlbnQudjEuUmVwb3J0U3RhdGVSZXNwb25zZRJRCghQdXNoWENvbRIhLmxlb2Zsb3cuYWdlbnQudjEuUHVzaFhDb21SZXF1ZXN0GiIubGVvZmxvdy5hZ2VudC52MS5QdXNoWENvbVJlc3BvbnNlElQKCUZldGNoWENvbRIiLmxlb2Zsb3cuYWdlbnQudjEuRmV0Y2hYQ29tUmVxdWVzdBojLmxlb2Zsb3cuYWdlbnQudjEuRmV0Y2hYQ29tUmVzcG9uc2USUQoIUHVzaExvZ3MSIS5sZW9mbG93LmFnZW50LnYxLlB1c2hMb2dzUmVxdWVzdBoiLmxlb2Zsb3cuYWdlbnQudjEuUHVzaExvZ3NSZXNwb25zZRJdCgxHZXRWYXJpYWJsZXMSJS5sZW9mbG93LmFnZW50LnYxLkdldFZhcmlhYmxlc1JlcXVlc3QaJi5sZW9mbG93LmFnZW50LnYxLkdldFZhcmlhYmxlc1Jlc3BvbnNlEmMKDkdldENvbm5lY3Rpb25zEicubGVvZmxvdy5hZ2VudC52MS5HZXRDb25uZWN0aW9uc1JlcXVlc3QaKC5sZW9mbG93LmFnZW50LnYxLkdldENvbm5lY3Rpb25zUmVzcG9uc2USYAoNRXhjaGFuZ2VUb2tlbhImLmxlb2Zsb3cuYWdlbnQudjEuRXhjaGFuZ2VUb2tlblJlcXVlc3QaJy5sZW9mbG93LmFnZW50LnYxLkV4Y2hhbmdlVG9rZW5SZXNwb25zZRJoCg9Bd2FpdEFzc2lnbm1lbnQSKC5sZW9mbG93LmFnZW50LnYxLkF3YWl0QXNzaWdubWVudFJlcXVlc3QaKS5sZW9mbG93LmFnZW50LnYxLkF3YWl0QXNzaWdubWVudFJlc3BvbnNlMAESYAoNQWNrQXNzaWdubWVudBImLmxlb2Zsb3cuYWdlbnQudjEuQWNrQXNzaWdubWVudFJlcXVlc3QaJy5sZW9mbG93LmFnZW50LnYxLkFja0Fzc2lnbm1lbnRSZXNwb25zZWIGcHJvdG8z");
+
+/**
+ * @generated from message leoflow.agent.v1.ExchangeTokenRequest
+ */
+export type ExchangeTokenRequest = Message<"leoflow.agent.v1.ExchangeTokenRequest"> & {
+  /**
+   * @generated from field: leoflow.agent.v1.BootstrapCredentialKind kind = 1;
+   */
+  kind: BootstrapCredentialKind;
+
+  /**
+   * @generated from field: string credential = 2;
+   */
+  credential: string;
+
+  /**
+   * as in RegisterRequest: the server refuses a version it does not support before exchanging
+   *
+   * @generated from field: int32 protocol_version = 3;
+   */
+  protocolVersion: number;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.ExchangeTokenRequest.
+ * Use `create(ExchangeTokenRequestSchema)` to create a new message.
+ */
+export const ExchangeTokenRequestSchema: GenMessage<ExchangeTokenRequest> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 0);
+
+/**
+ * @generated from message leoflow.agent.v1.ExchangeTokenResponse
+ */
+export type ExchangeTokenResponse = Message<"leoflow.agent.v1.ExchangeTokenResponse"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: leoflow.agent.v1.LeoflowTokenScope scope = 2;
+   */
+  scope: LeoflowTokenScope;
+
+  /**
+   * @generated from field: int64 expires_at_ms = 3;
+   */
+  expiresAtMs: bigint;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.ExchangeTokenResponse.
+ * Use `create(ExchangeTokenResponseSchema)` to create a new message.
+ */
+export const ExchangeTokenResponseSchema: GenMessage<ExchangeTokenResponse> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 1);
+
+/**
+ * @generated from message leoflow.agent.v1.AwaitAssignmentRequest
+ */
+export type AwaitAssignmentRequest = Message<"leoflow.agent.v1.AwaitAssignmentRequest"> & {
+  /**
+   * attempts the worker can take now (a warm pod: 1; a runner: its free capacity)
+   *
+   * @generated from field: int32 free_slots = 1;
+   */
+  freeSlots: number;
+
+  /**
+   * @generated from field: string agent_version = 2;
+   */
+  agentVersion: string;
+
+  /**
+   * @generated from field: int32 protocol_version = 3;
+   */
+  protocolVersion: number;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.AwaitAssignmentRequest.
+ * Use `create(AwaitAssignmentRequestSchema)` to create a new message.
+ */
+export const AwaitAssignmentRequestSchema: GenMessage<AwaitAssignmentRequest> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 2);
+
+/**
+ * @generated from message leoflow.agent.v1.AwaitAssignmentResponse
+ */
+export type AwaitAssignmentResponse = Message<"leoflow.agent.v1.AwaitAssignmentResponse"> & {
+  /**
+   * @generated from oneof leoflow.agent.v1.AwaitAssignmentResponse.event
+   */
+  event: {
+    /**
+     * @generated from field: leoflow.agent.v1.Assignment assignment = 1;
+     */
+    value: Assignment;
+    case: "assignment";
+  } | {
+    /**
+     * @generated from field: leoflow.agent.v1.WorkerTokenRenewal worker_token = 2;
+     */
+    value: WorkerTokenRenewal;
+    case: "workerToken";
+  } | {
+    /**
+     * @generated from field: leoflow.agent.v1.AssignmentCancellation cancellation = 3;
+     */
+    value: AssignmentCancellation;
+    case: "cancellation";
+  } | {
+    /**
+     * sent on an idle stream so proxies and the door keep it open, and so a worker notices a
+     * dead server
+     *
+     * @generated from field: leoflow.agent.v1.Keepalive keepalive = 4;
+     */
+    value: Keepalive;
+    case: "keepalive";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message leoflow.agent.v1.AwaitAssignmentResponse.
+ * Use `create(AwaitAssignmentResponseSchema)` to create a new message.
+ */
+export const AwaitAssignmentResponseSchema: GenMessage<AwaitAssignmentResponse> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 3);
+
+/**
+ * @generated from message leoflow.agent.v1.Assignment
+ */
+export type Assignment = Message<"leoflow.agent.v1.Assignment"> & {
+  /**
+   * @generated from field: string assignment_id = 1;
+   */
+  assignmentId: string;
+
+  /**
+   * the attempt's own token: the worker's agent code uses it for every call of this attempt
+   *
+   * @generated from field: string attempt_token = 2;
+   */
+  attemptToken: string;
+
+  /**
+   * @generated from field: leoflow.agent.v1.TaskSpec spec = 3;
+   */
+  spec?: TaskSpec | undefined;
+
+  /**
+   * ack with AckAssignment (attempt token) before this, or the attempt returns to the queue
+   *
+   * @generated from field: int64 ack_deadline_ms = 4;
+   */
+  ackDeadlineMs: bigint;
+
+  /**
+   * @generated from field: int32 heartbeat_interval_seconds = 5;
+   */
+  heartbeatIntervalSeconds: number;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.Assignment.
+ * Use `create(AssignmentSchema)` to create a new message.
+ */
+export const AssignmentSchema: GenMessage<Assignment> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 4);
+
+/**
+ * @generated from message leoflow.agent.v1.WorkerTokenRenewal
+ */
+export type WorkerTokenRenewal = Message<"leoflow.agent.v1.WorkerTokenRenewal"> & {
+  /**
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: int64 expires_at_ms = 2;
+   */
+  expiresAtMs: bigint;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.WorkerTokenRenewal.
+ * Use `create(WorkerTokenRenewalSchema)` to create a new message.
+ */
+export const WorkerTokenRenewalSchema: GenMessage<WorkerTokenRenewal> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 5);
+
+/**
+ * The attempt was terminated or revoked: the worker kills its processes now rather than at the
+ * next heartbeat.
+ *
+ * @generated from message leoflow.agent.v1.AssignmentCancellation
+ */
+export type AssignmentCancellation = Message<"leoflow.agent.v1.AssignmentCancellation"> & {
+  /**
+   * @generated from field: string assignment_id = 1;
+   */
+  assignmentId: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.AssignmentCancellation.
+ * Use `create(AssignmentCancellationSchema)` to create a new message.
+ */
+export const AssignmentCancellationSchema: GenMessage<AssignmentCancellation> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 6);
+
+/**
+ * @generated from message leoflow.agent.v1.Keepalive
+ */
+export type Keepalive = Message<"leoflow.agent.v1.Keepalive"> & {
+  /**
+   * @generated from field: int64 server_time_ms = 1;
+   */
+  serverTimeMs: bigint;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.Keepalive.
+ * Use `create(KeepaliveSchema)` to create a new message.
+ */
+export const KeepaliveSchema: GenMessage<Keepalive> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 7);
+
+/**
+ * @generated from message leoflow.agent.v1.AckAssignmentRequest
+ */
+export type AckAssignmentRequest = Message<"leoflow.agent.v1.AckAssignmentRequest"> & {
+  /**
+   * @generated from field: string assignment_id = 1;
+   */
+  assignmentId: string;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.AckAssignmentRequest.
+ * Use `create(AckAssignmentRequestSchema)` to create a new message.
+ */
+export const AckAssignmentRequestSchema: GenMessage<AckAssignmentRequest> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 8);
+
+/**
+ * @generated from message leoflow.agent.v1.AckAssignmentResponse
+ */
+export type AckAssignmentResponse = Message<"leoflow.agent.v1.AckAssignmentResponse"> & {
+  /**
+   * @generated from field: bool accepted = 1;
+   */
+  accepted: boolean;
+
+  /**
+   * the attempt moved on between assignment and ack: run nothing
+   *
+   * @generated from field: bool should_terminate = 2;
+   */
+  shouldTerminate: boolean;
+
+  /**
+   * @generated from field: string terminate_reason = 3;
+   */
+  terminateReason: string;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.AckAssignmentResponse.
+ * Use `create(AckAssignmentResponseSchema)` to create a new message.
+ */
+export const AckAssignmentResponseSchema: GenMessage<AckAssignmentResponse> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 9);
 
 /**
  * @generated from message leoflow.agent.v1.RegisterRequest
@@ -62,7 +342,7 @@ export type RegisterRequest = Message<"leoflow.agent.v1.RegisterRequest"> & {
  * Use `create(RegisterRequestSchema)` to create a new message.
  */
 export const RegisterRequestSchema: GenMessage<RegisterRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 0);
+  messageDesc(file_leoflow_agent_v1_agent, 10);
 
 /**
  * @generated from message leoflow.agent.v1.RegisterResponse
@@ -104,7 +384,7 @@ export type RegisterResponse = Message<"leoflow.agent.v1.RegisterResponse"> & {
  * Use `create(RegisterResponseSchema)` to create a new message.
  */
 export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 1);
+  messageDesc(file_leoflow_agent_v1_agent, 11);
 
 /**
  * @generated from message leoflow.agent.v1.GetTaskSpecRequest
@@ -117,7 +397,7 @@ export type GetTaskSpecRequest = Message<"leoflow.agent.v1.GetTaskSpecRequest"> 
  * Use `create(GetTaskSpecRequestSchema)` to create a new message.
  */
 export const GetTaskSpecRequestSchema: GenMessage<GetTaskSpecRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 2);
+  messageDesc(file_leoflow_agent_v1_agent, 12);
 
 /**
  * @generated from message leoflow.agent.v1.GetTaskSpecResponse
@@ -134,7 +414,7 @@ export type GetTaskSpecResponse = Message<"leoflow.agent.v1.GetTaskSpecResponse"
  * Use `create(GetTaskSpecResponseSchema)` to create a new message.
  */
 export const GetTaskSpecResponseSchema: GenMessage<GetTaskSpecResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 3);
+  messageDesc(file_leoflow_agent_v1_agent, 13);
 
 /**
  * @generated from message leoflow.agent.v1.TaskSpec
@@ -260,7 +540,7 @@ export type TaskSpec = Message<"leoflow.agent.v1.TaskSpec"> & {
  * Use `create(TaskSpecSchema)` to create a new message.
  */
 export const TaskSpecSchema: GenMessage<TaskSpec> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 4);
+  messageDesc(file_leoflow_agent_v1_agent, 14);
 
 /**
  * @generated from message leoflow.agent.v1.HeartbeatRequest
@@ -277,7 +557,7 @@ export type HeartbeatRequest = Message<"leoflow.agent.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 5);
+  messageDesc(file_leoflow_agent_v1_agent, 15);
 
 /**
  * @generated from message leoflow.agent.v1.HeartbeatResponse
@@ -311,7 +591,7 @@ export type HeartbeatResponse = Message<"leoflow.agent.v1.HeartbeatResponse"> & 
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 6);
+  messageDesc(file_leoflow_agent_v1_agent, 16);
 
 /**
  * @generated from message leoflow.agent.v1.ReportStateRequest
@@ -361,7 +641,7 @@ export type ReportStateRequest = Message<"leoflow.agent.v1.ReportStateRequest"> 
  * Use `create(ReportStateRequestSchema)` to create a new message.
  */
 export const ReportStateRequestSchema: GenMessage<ReportStateRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 7);
+  messageDesc(file_leoflow_agent_v1_agent, 17);
 
 /**
  * @generated from message leoflow.agent.v1.ReportStateResponse
@@ -383,7 +663,7 @@ export type ReportStateResponse = Message<"leoflow.agent.v1.ReportStateResponse"
  * Use `create(ReportStateResponseSchema)` to create a new message.
  */
 export const ReportStateResponseSchema: GenMessage<ReportStateResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 8);
+  messageDesc(file_leoflow_agent_v1_agent, 18);
 
 /**
  * @generated from message leoflow.agent.v1.PushXComRequest
@@ -410,7 +690,7 @@ export type PushXComRequest = Message<"leoflow.agent.v1.PushXComRequest"> & {
  * Use `create(PushXComRequestSchema)` to create a new message.
  */
 export const PushXComRequestSchema: GenMessage<PushXComRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 9);
+  messageDesc(file_leoflow_agent_v1_agent, 19);
 
 /**
  * @generated from message leoflow.agent.v1.PushXComResponse
@@ -434,7 +714,7 @@ export type PushXComResponse = Message<"leoflow.agent.v1.PushXComResponse"> & {
  * Use `create(PushXComResponseSchema)` to create a new message.
  */
 export const PushXComResponseSchema: GenMessage<PushXComResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 10);
+  messageDesc(file_leoflow_agent_v1_agent, 20);
 
 /**
  * @generated from message leoflow.agent.v1.FetchXComRequest
@@ -458,7 +738,7 @@ export type FetchXComRequest = Message<"leoflow.agent.v1.FetchXComRequest"> & {
  * Use `create(FetchXComRequestSchema)` to create a new message.
  */
 export const FetchXComRequestSchema: GenMessage<FetchXComRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 11);
+  messageDesc(file_leoflow_agent_v1_agent, 21);
 
 /**
  * @generated from message leoflow.agent.v1.FetchXComResponse
@@ -485,7 +765,7 @@ export type FetchXComResponse = Message<"leoflow.agent.v1.FetchXComResponse"> & 
  * Use `create(FetchXComResponseSchema)` to create a new message.
  */
 export const FetchXComResponseSchema: GenMessage<FetchXComResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 12);
+  messageDesc(file_leoflow_agent_v1_agent, 22);
 
 /**
  * @generated from message leoflow.agent.v1.LogLine
@@ -519,7 +799,7 @@ export type LogLine = Message<"leoflow.agent.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 13);
+  messageDesc(file_leoflow_agent_v1_agent, 23);
 
 /**
  * @generated from message leoflow.agent.v1.PushLogsRequest
@@ -536,7 +816,7 @@ export type PushLogsRequest = Message<"leoflow.agent.v1.PushLogsRequest"> & {
  * Use `create(PushLogsRequestSchema)` to create a new message.
  */
 export const PushLogsRequestSchema: GenMessage<PushLogsRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 14);
+  messageDesc(file_leoflow_agent_v1_agent, 24);
 
 /**
  * @generated from message leoflow.agent.v1.PushLogsResponse
@@ -553,7 +833,7 @@ export type PushLogsResponse = Message<"leoflow.agent.v1.PushLogsResponse"> & {
  * Use `create(PushLogsResponseSchema)` to create a new message.
  */
 export const PushLogsResponseSchema: GenMessage<PushLogsResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 15);
+  messageDesc(file_leoflow_agent_v1_agent, 25);
 
 /**
  * @generated from message leoflow.agent.v1.GetVariablesRequest
@@ -566,7 +846,7 @@ export type GetVariablesRequest = Message<"leoflow.agent.v1.GetVariablesRequest"
  * Use `create(GetVariablesRequestSchema)` to create a new message.
  */
 export const GetVariablesRequestSchema: GenMessage<GetVariablesRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 16);
+  messageDesc(file_leoflow_agent_v1_agent, 26);
 
 /**
  * @generated from message leoflow.agent.v1.GetVariablesResponse
@@ -583,7 +863,7 @@ export type GetVariablesResponse = Message<"leoflow.agent.v1.GetVariablesRespons
  * Use `create(GetVariablesResponseSchema)` to create a new message.
  */
 export const GetVariablesResponseSchema: GenMessage<GetVariablesResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 17);
+  messageDesc(file_leoflow_agent_v1_agent, 27);
 
 /**
  * @generated from message leoflow.agent.v1.GetConnectionsRequest
@@ -596,7 +876,7 @@ export type GetConnectionsRequest = Message<"leoflow.agent.v1.GetConnectionsRequ
  * Use `create(GetConnectionsRequestSchema)` to create a new message.
  */
 export const GetConnectionsRequestSchema: GenMessage<GetConnectionsRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 18);
+  messageDesc(file_leoflow_agent_v1_agent, 28);
 
 /**
  * @generated from message leoflow.agent.v1.GetConnectionsResponse
@@ -615,7 +895,67 @@ export type GetConnectionsResponse = Message<"leoflow.agent.v1.GetConnectionsRes
  * Use `create(GetConnectionsResponseSchema)` to create a new message.
  */
 export const GetConnectionsResponseSchema: GenMessage<GetConnectionsResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 19);
+  messageDesc(file_leoflow_agent_v1_agent, 29);
+
+/**
+ * @generated from enum leoflow.agent.v1.BootstrapCredentialKind
+ */
+export enum BootstrapCredentialKind {
+  /**
+   * @generated from enum value: BOOTSTRAP_CREDENTIAL_KIND_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * the kubelet-projected service-account token file (audience leoflow-control-plane)
+   *
+   * @generated from enum value: BOOTSTRAP_CREDENTIAL_KIND_PROJECTED_SERVICE_ACCOUNT_TOKEN = 1;
+   */
+  PROJECTED_SERVICE_ACCOUNT_TOKEN = 1,
+
+  /**
+   * the SecretKeyRef fallback: a per-attempt Secret owned by the pod
+   *
+   * @generated from enum value: BOOTSTRAP_CREDENTIAL_KIND_BOOTSTRAP_SECRET = 2;
+   */
+  BOOTSTRAP_SECRET = 2,
+}
+
+/**
+ * Describes the enum leoflow.agent.v1.BootstrapCredentialKind.
+ */
+export const BootstrapCredentialKindSchema: GenEnum<BootstrapCredentialKind> = /*@__PURE__*/
+  enumDesc(file_leoflow_agent_v1_agent, 0);
+
+/**
+ * @generated from enum leoflow.agent.v1.LeoflowTokenScope
+ */
+export enum LeoflowTokenScope {
+  /**
+   * @generated from enum value: LEOFLOW_TOKEN_SCOPE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * one attempt's credential: every attempt RPC, liveness-gated and renewed on Heartbeat
+   *
+   * @generated from enum value: LEOFLOW_TOKEN_SCOPE_ATTEMPT = 1;
+   */
+  ATTEMPT = 1,
+
+  /**
+   * a warm pod's or runner's credential: Register and AwaitAssignment only, no secret
+   *
+   * @generated from enum value: LEOFLOW_TOKEN_SCOPE_WORKER = 2;
+   */
+  WORKER = 2,
+}
+
+/**
+ * Describes the enum leoflow.agent.v1.LeoflowTokenScope.
+ */
+export const LeoflowTokenScopeSchema: GenEnum<LeoflowTokenScope> = /*@__PURE__*/
+  enumDesc(file_leoflow_agent_v1_agent, 1);
 
 /**
  * @generated from enum leoflow.agent.v1.TaskType
@@ -646,7 +986,7 @@ export enum TaskType {
  * Describes the enum leoflow.agent.v1.TaskType.
  */
 export const TaskTypeSchema: GenEnum<TaskType> = /*@__PURE__*/
-  enumDesc(file_leoflow_agent_v1_agent, 0);
+  enumDesc(file_leoflow_agent_v1_agent, 2);
 
 /**
  * @generated from enum leoflow.agent.v1.ReportedState
@@ -682,7 +1022,7 @@ export enum ReportedState {
  * Describes the enum leoflow.agent.v1.ReportedState.
  */
 export const ReportedStateSchema: GenEnum<ReportedState> = /*@__PURE__*/
-  enumDesc(file_leoflow_agent_v1_agent, 1);
+  enumDesc(file_leoflow_agent_v1_agent, 3);
 
 /**
  * @generated from enum leoflow.agent.v1.LogStream
@@ -713,7 +1053,7 @@ export enum LogStream {
  * Describes the enum leoflow.agent.v1.LogStream.
  */
 export const LogStreamSchema: GenEnum<LogStream> = /*@__PURE__*/
-  enumDesc(file_leoflow_agent_v1_agent, 2);
+  enumDesc(file_leoflow_agent_v1_agent, 4);
 
 /**
  * @generated from service leoflow.agent.v1.AgentService
@@ -795,6 +1135,43 @@ export const AgentService: GenService<{
     methodKind: "unary";
     input: typeof GetConnectionsRequestSchema;
     output: typeof GetConnectionsResponseSchema;
+  },
+  /**
+   * The one call without a Leoflow bearer: it trades a platform bootstrap credential (a
+   * projected service-account token, or the SecretKeyRef fallback's per-attempt secret) carried
+   * in the request for a Leoflow token: an attempt token for a pod-per-attempt, a worker token
+   * for a warm pod. Answers Unimplemented where the exchange transport is not wired.
+   *
+   * @generated from rpc leoflow.agent.v1.AgentService.ExchangeToken
+   */
+  exchangeToken: {
+    methodKind: "unary";
+    input: typeof ExchangeTokenRequestSchema;
+    output: typeof ExchangeTokenResponseSchema;
+  },
+  /**
+   * A worker (a warm pod, a runner session) waits for attempts, authenticated with its
+   * worker-scoped token. Server-streaming, not bidi, so it fits the door and a proxy. Each
+   * assignment carries its own per-attempt token in-band; the worker token's renewal arrives on
+   * the same stream (the worker has no other RPC to renew it with).
+   *
+   * @generated from rpc leoflow.agent.v1.AgentService.AwaitAssignment
+   */
+  awaitAssignment: {
+    methodKind: "server_streaming";
+    input: typeof AwaitAssignmentRequestSchema;
+    output: typeof AwaitAssignmentResponseSchema;
+  },
+  /**
+   * Made with the assignment's attempt token (never the worker token): the worker took the
+   * attempt. An assignment not acked within its deadline goes back to the queue.
+   *
+   * @generated from rpc leoflow.agent.v1.AgentService.AckAssignment
+   */
+  ackAssignment: {
+    methodKind: "unary";
+    input: typeof AckAssignmentRequestSchema;
+    output: typeof AckAssignmentResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_leoflow_agent_v1_agent, 0);
