@@ -77,6 +77,28 @@ describe('executor port v2: the scheduler', () => {
     expect(h.executor.terminated).toEqual([]);
   });
 
+  it('a try that ends and waits for its retry is held by no executor; the next claim records its own', async () => {
+    const { h, other, row, ti } = await runningOnOther();
+    h.clock.advance(91_000); // past agent-lost: try 1 fails, try 2 waits for its retry
+    await h.scheduler.tick();
+    expect(other.terminated).toEqual([`${row.id}#1`]);
+    const waiting = await ti();
+    expect([waiting.state, waiting.try_number, waiting.executor]).toEqual([
+      'up_for_retry',
+      2,
+      null,
+    ]);
+    h.clock.advance(3_600_000);
+    await h.scheduler.tick();
+    await h.scheduler.tick();
+    const claimed = await ti();
+    expect([claimed.state, claimed.try_number, claimed.executor]).toEqual([
+      'queued',
+      2,
+      'recording',
+    ]);
+  });
+
   it('revoke with terminate goes to the claim’s executor', async () => {
     const { h, ti, other, row } = await runningOnOther();
     await revokeAttemptCredential(

@@ -368,6 +368,13 @@ function toHistoryRow(r: Selectable<TaskInstanceHistoryTable>): TaskInstanceHist
   };
 }
 
+/**
+ * TASK_INSTANCE_RESET without the executor: a new row is held by none (the column's default), and
+ * leaving it out keeps the insert valid on a store short of migration 0006 (the upgrade tests
+ * insert rows at 0001).
+ */
+const { executor: _noExecutorYet, ...FRESH_ROW_RUNTIME } = TASK_INSTANCE_RESET;
+
 /** A new task instance row: state `none`, try 1 (createRun and ensureTaskInstances). */
 export function newTaskInstance(
   dialect: StoreDialect,
@@ -386,9 +393,9 @@ export function newTaskInstance(
     try_number: 1,
     max_tries: task.max_tries,
     state: 'none',
-    ...TASK_INSTANCE_RESET,
+    ...FRESH_ROW_RUNTIME,
     // the one boolean, in the dialect's encoding
-    terminate_requested: dbBool(dialect, TASK_INSTANCE_RESET.terminate_requested),
+    terminate_requested: dbBool(dialect, FRESH_ROW_RUNTIME.terminate_requested),
     retry_at: null,
     exit_code: null,
     error_message: null,
