@@ -213,8 +213,15 @@ export async function standaloneConfig(
   const { loadCredentialPlaneConfig, isLeoflowError } = await import('@leoflow/core');
   try {
     const configFile = pick(flags.config, 'LEOFLOW_CONFIG_FILE');
+    const fileSettings = configFile ? await readConfigFile(configFile) : undefined;
+    // The executor section is the server's (executor-config.ts); the rest is core's.
+    const { executor: executorSection, ...credentialSettings } = fileSettings ?? {};
+    const { parseExecutorSection } = await import('@leoflow/server');
+    const executors = parseExecutorSection(executorSection, configFile ?? null);
+    cfg.kubernetes = executors.kubernetes;
+    if (executors.defaultExecutor) cfg.defaultExecutor = executors.defaultExecutor;
     const { config } = loadCredentialPlaneConfig({
-      ...(configFile ? { file: await readConfigFile(configFile) } : {}),
+      ...(fileSettings ? { file: credentialSettings } : {}),
       env,
       flags: {
         'execution.heartbeat_interval': flags.heartbeatInterval,
