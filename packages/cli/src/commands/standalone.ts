@@ -248,6 +248,10 @@ export async function standaloneConfig(
 export function addStandaloneOptions(cmd: Command): Command {
   return cmd
     .option('--data-dir <dir>', 'data directory (database, keys, admin token)', undefined)
+    .option(
+      '--config <file>',
+      'the server configuration file, YAML (auth.*, execution.*, executor.*; docs/configuration.md); also LEOFLOW_CONFIG_FILE',
+    )
     .option('--http-port <port>', 'REST API port (default 8080; 0 picks a free one)')
     .option('--agent-port <port>', 'agent RPC port (default 8793; 0 picks a free one)')
     .option('--host <host>', 'REST API listen address (default 127.0.0.1)')
