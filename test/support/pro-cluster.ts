@@ -406,7 +406,7 @@ export async function startProKubernetes(opts: {
     double,
     nodeName: 'node-a',
     workRoot: join(opts.dir, 'kubelet'),
-    imageMap: { [image]: agentImage(opts.dir) },
+    imageMap: { [image]: agentImage() },
     allocatable: { cpu: '16', memory: '64Gi' },
     tickIntervalMs: 100,
   });

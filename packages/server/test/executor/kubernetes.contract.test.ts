@@ -53,7 +53,7 @@ beforeAll(async () => {
     double,
     nodeName: 'node-a',
     workRoot: join(dir, 'kubelet'),
-    imageMap: { [AGENT_IMAGE]: agentImage(dir) },
+    imageMap: { [AGENT_IMAGE]: agentImage() },
     allocatable: { cpu: '8', memory: '16Gi' },
     tickIntervalMs: 100,
   });
