@@ -12,6 +12,7 @@ import { ADMIN_USER, startKubeDouble, type KubeDouble } from '@leoflow/kube-doub
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AttemptIdentity } from '../../../src/auth/agent-token.js';
+import { parseExecutorSection } from '../../../src/config/executor-config.js';
 import type { KubernetesExecutorConfig } from '../../../src/config/server-config.js';
 import type { AgentExit } from '../../../src/executor/executor.js';
 import { KubernetesExecutor } from '../../../src/executor/kubernetes/kubernetes-executor.js';
@@ -52,27 +53,22 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
+/** Through the config file's parser, as an operator would write it. */
 function config(instance: string): KubernetesExecutorConfig {
-  return {
-    kubeconfig: double.kubeconfig(dir),
-    agentImage: 'leoflow-agent:adopt',
-    agentUrl: 'http://127.0.0.1:1',
-    podStartTimeoutMs: 60_000,
-    instance,
-    runAsUser: 65532,
-    terminationGracePeriodSeconds: 0,
-    agentCaConfigMap: null,
-    keepFinishedPods: false,
-    tenants: {
-      default: {
-        namespace: NAMESPACE,
-        images: [],
-        serviceAccounts: ['default'],
-        maxResources: {},
-        defaultResources: {},
+  return parseExecutorSection(
+    {
+      kubernetes: {
+        kubeconfig: double.kubeconfig(dir),
+        agent_image: 'leoflow-agent:adopt',
+        agent_url: 'http://127.0.0.1:1',
+        pod_start_timeout: '60s',
+        instance,
+        termination_grace_period: 0,
+        tenants: { default: { namespace: NAMESPACE, service_accounts: ['default'] } },
       },
     },
-  };
+    null,
+  ).kubernetes!;
 }
 
 function identity(ti: string): AttemptIdentity {
