@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { CLI, REPO, abortMeasurement, cleanupAll, log, resetAbort } from './lib.mjs';
 import * as agentPortBomb from './agent-port-bomb.mjs';
 import * as apiAuth from './api-auth.mjs';
+import * as attemptStart from './attempt-start.mjs';
 import * as door401 from './door-401.mjs';
 import * as heartbeatRenewal from './heartbeat-renewal.mjs';
 import * as interTaskLatency from './inter-task-latency.mjs';
@@ -35,6 +36,7 @@ const MEASUREMENTS = {
   agent_port_bomb: agentPortBomb,
   log_throughput: logThroughput,
   pro_failover: proFailover,
+  attempt_start: attemptStart,
 };
 
 // A measurement that runs longer than this is abandoned (its cleanup still runs).

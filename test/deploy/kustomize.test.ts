@@ -9,7 +9,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseAllDocuments } from 'yaml';
+import { parse, parseAllDocuments } from 'yaml';
+import { loadCredentialPlaneConfig } from '@leoflow/core';
+import { parseExecutorSection } from '../../packages/server/src/config/executor-config.js';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
   LABEL,
@@ -121,5 +123,35 @@ describe.each(['deploy/base', 'deploy/overlays/example'])('%s', (dir) => {
       (r: Obj) => r.from[0].podSelector.matchLabels[LABEL.component] === TASK_COMPONENT,
     );
     expect(fromTasks.ports).toEqual([{ protocol: 'TCP', port: 8793 }]);
+  });
+
+  it("the configuration it ships boots: the file parses, and every tenant's namespace is one where the control plane's Role is bound, its agent_url the agent Service of this install", () => {
+    const cm = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'leoflow-config')!;
+    const { executor, ...rest } = parse(cm.data['config.yaml'] as string) as Obj;
+    expect(() => loadCredentialPlaneConfig({ file: rest })).not.toThrow();
+    const { kubernetes, defaultExecutor } = parseExecutorSection(
+      executor,
+      '/etc/leoflow/config.yaml',
+    );
+    expect(defaultExecutor).toBe('kubernetes');
+    const bound = new Set(
+      objects
+        .filter(
+          (o) =>
+            o.kind === 'RoleBinding' &&
+            o.roleRef.name === 'leoflow-control-plane' &&
+            o.subjects.some((s: Obj) => s.name === 'leoflow-control-plane'),
+        )
+        .map((o) => o.metadata.namespace as string),
+    );
+    // A Kustomize namespace does not reach inside the file: an overlay that moves the install
+    // and not its configuration would create pods where it has no rights (403 on every create).
+    for (const [tenant, t] of Object.entries(kubernetes!.tenants))
+      expect(`${tenant}: ${t.namespace}`).toBe(`${tenant}: ${[...bound][0]}`);
+    expect(bound.size).toBe(1);
+    const agent = objects.find((o) => o.kind === 'Service' && o.metadata.name === 'leoflow-agent')!;
+    expect(new URL(kubernetes!.agentUrl!).host).toBe(
+      `leoflow-agent.${agent.metadata.namespace}.svc:${agent.spec.ports[0].port}`,
+    );
   });
 });

@@ -1,11 +1,18 @@
-import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freshPostgresDatabase } from '../support/postgres-database.js';
 import {
   adminToken,
+  allFinished as allFinishedIn,
+  executions as executionsIn,
+  leaderOf,
+  markingTask as markingTaskIn,
+  overlapping,
+  runStates as runStatesIn,
   startAgentService,
+  TERMINAL_RUN_STATES as TERMINAL,
+  trigger as triggerVia,
   startReplica,
   vaultKey,
   type Replica,
@@ -19,7 +26,6 @@ import { scratchDir, waitFor, writeDag } from '../support/processes.js';
 // would through a Kubernetes Service, so an agent outlives the replica that started it.
 
 const LEASE: ReplicaSpec['lease'] = ['3s', '500ms', '1s'];
-const TERMINAL = ['success', 'failed'];
 
 let db: { url: string; drop: () => Promise<void> };
 let scratch: { dir: string; cleanup: () => void };
@@ -53,108 +59,14 @@ async function start(name: string, role: Role, keep?: Replica): Promise<Replica>
   return r;
 }
 
-/** Each execution of a task leaves one file: its run, task, try, pid, start and end. */
 function markingTask(task_id: string, depends: string[] = []): string {
-  return `  - task_id: ${task_id}
-    depends_on: [${depends.join(', ')}]
-    command: |
-      f="${marks}/\${AIRFLOW_CTX_DAG_RUN_ID}__\${AIRFLOW_CTX_TASK_ID}__\${AIRFLOW_CTX_TRY_NUMBER}__$$"
-      echo "start $(date +%s%3N)" > "$f"
-      sleep 1
-      echo "end $(date +%s%3N)" >> "$f"
-`;
+  return markingTaskIn(marks, task_id, depends);
 }
 
-interface Execution {
-  run: string;
-  task: string;
-  tryNumber: number;
-  start: number;
-  end: number | null;
-}
-
-function executions(): Execution[] {
-  return readdirSync(marks).map((f) => {
-    const [run, task, tryNumber] = f.split('__');
-    const text = readFileSync(join(marks, f), 'utf8');
-    const num = (k: string) => {
-      const m = new RegExp(`${k} (\\d+)`).exec(text);
-      return m ? Number(m[1]) : null;
-    };
-    return {
-      run: run!,
-      task: task!,
-      tryNumber: Number(tryNumber),
-      start: num('start')!,
-      end: num('end'),
-    };
-  });
-}
-
-/** Pairs of executions of one task instance that ran at the same time (must be none). */
-function overlapping(all: Execution[]): string[] {
-  const byInstance = new Map<string, Execution[]>();
-  for (const e of all) {
-    const k = `${e.run}/${e.task}`;
-    byInstance.set(k, [...(byInstance.get(k) ?? []), e]);
-  }
-  const bad: string[] = [];
-  for (const [k, list] of byInstance) {
-    const sorted = [...list].sort((a, b) => a.start - b.start);
-    for (let i = 1; i < sorted.length; i++) {
-      const prev = sorted[i - 1]!;
-      if (prev.end === null || prev.end > sorted[i]!.start) bad.push(k);
-    }
-  }
-  return bad;
-}
-
-async function trigger(via: Replica[], dag: string, runId: string): Promise<void> {
-  // An API replica that is restarting refuses the connection; a client retries another.
-  for (let attempt = 0; attempt < 40; attempt++) {
-    for (const r of via) {
-      try {
-        const res = await fetch(`${r.url}/api/v1/dags/${dag}/runs`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ run_id: runId }),
-        });
-        if (res.status === 201 || res.status === 200) return;
-        if (res.status === 409) return; // an earlier attempt of this same trigger landed
-        // A draining replica refuses new requests with 503 before routing them: nothing was
-        // created, so a client tries the next replica.
-        if (res.status === 503) continue;
-        throw new Error(`trigger ${dag}/${runId}: ${res.status} ${await res.text()}`);
-      } catch (err) {
-        if (err instanceof Error && err.message.startsWith('trigger ')) throw err;
-      }
-    }
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  throw new Error(`no API replica accepted trigger ${dag}/${runId}`);
-}
-
-async function runStates(dag: string): Promise<Map<string, string>> {
-  const { rows } = await client.query<{ run_id: string; state: string }>(
-    'select run_id, state from dag_runs where dag_id = $1',
-    [dag],
-  );
-  return new Map(rows.map((r) => [r.run_id, r.state]));
-}
-
-async function allFinished(
-  dag: string,
-  expected: number,
-): Promise<Map<string, string> | undefined> {
-  const states = await runStates(dag);
-  if (states.size < expected) return undefined;
-  return [...states.values()].every((s) => TERMINAL.includes(s)) ? states : undefined;
-}
-
-async function leaderOf(candidates: Replica[]): Promise<Replica | undefined> {
-  for (const r of candidates) if (await r.leads()) return r;
-  return undefined;
-}
+const executions = () => executionsIn(marks);
+const trigger = (via: Replica[], dag: string, runId: string) => triggerVia(via, token, dag, runId);
+const runStates = (dag: string) => runStatesIn(client, dag);
+const allFinished = (dag: string, expected: number) => allFinishedIn(client, dag, expected);
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,8 +1,12 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promisify } from 'node:util';
+import type { KubeDouble, Kubelet } from '@leoflow/kube-double';
+import { parse, parseAllDocuments } from 'yaml';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
+import type pg from 'pg';
 import { CLI, REPO } from './processes.js';
 
 /** A free loopback port (bound then released: fixed ports let a restarted replica keep its own). */
@@ -85,6 +89,8 @@ export interface ReplicaSpec {
   env: Record<string, string>;
   /** lease ttl / renew / margin, e.g. ['3s', '500ms', '1s'] */
   lease: [string, string, string];
+  /** the config file (--config), e.g. the one the deploy manifests ship */
+  configFile?: string;
 }
 
 export interface Replica {
@@ -148,6 +154,7 @@ export async function startReplica(
     '--drain-grace',
     '15s',
     ...(spec.dagsFolder ? ['--dags-folder', spec.dagsFolder] : []),
+    ...(spec.configFile ? ['--config', spec.configFile] : []),
   ];
   const proc = spawn(process.execPath, args, {
     cwd: REPO,
@@ -214,4 +221,205 @@ export function adminToken(keysDir: string): string {
 
 export function vaultKey(): string {
   return randomBytes(32).toString('base64');
+}
+
+/** Each execution of such a task leaves one file in `marks`: its run, task, try, pid, start and end. */
+export function markingTask(marks: string, taskId: string, depends: string[] = []): string {
+  return `  - task_id: ${taskId}
+    depends_on: [${depends.join(', ')}]
+    command: |
+      f="${marks}/\${AIRFLOW_CTX_DAG_RUN_ID}__\${AIRFLOW_CTX_TASK_ID}__\${AIRFLOW_CTX_TRY_NUMBER}__$$"
+      echo "start $(date +%s%3N)" > "$f"
+      sleep 1
+      echo "end $(date +%s%3N)" >> "$f"
+`;
+}
+
+export interface Execution {
+  run: string;
+  task: string;
+  tryNumber: number;
+  start: number;
+  end: number | null;
+}
+
+/** The executions markingTask recorded in `marks`. */
+export function executions(marks: string): Execution[] {
+  return readdirSync(marks).map((f) => {
+    const [run, task, tryNumber] = f.split('__');
+    const text = readFileSync(join(marks, f), 'utf8');
+    const num = (k: string) => {
+      const m = new RegExp(`${k} (\\d+)`).exec(text);
+      return m ? Number(m[1]) : null;
+    };
+    return {
+      run: run!,
+      task: task!,
+      tryNumber: Number(tryNumber),
+      start: num('start')!,
+      end: num('end'),
+    };
+  });
+}
+
+/** Task instances (run/task) with two executions at the same time (must be none). */
+export function overlapping(all: Execution[]): string[] {
+  const byInstance = new Map<string, Execution[]>();
+  for (const e of all) {
+    const k = `${e.run}/${e.task}`;
+    byInstance.set(k, [...(byInstance.get(k) ?? []), e]);
+  }
+  const bad: string[] = [];
+  for (const [k, list] of byInstance) {
+    const sorted = [...list].sort((a, b) => a.start - b.start);
+    for (let i = 1; i < sorted.length; i++) {
+      const prev = sorted[i - 1]!;
+      if (prev.end === null || prev.end > sorted[i]!.start) bad.push(k);
+    }
+  }
+  return bad;
+}
+
+/** POST a run through the first API replica that takes it (a restarting one refuses). */
+export async function trigger(
+  via: Replica[],
+  token: string,
+  dag: string,
+  runId: string,
+): Promise<void> {
+  for (let attempt = 0; attempt < 40; attempt++) {
+    for (const r of via) {
+      try {
+        const res = await fetch(`${r.url}/api/v1/dags/${dag}/runs`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ run_id: runId }),
+        });
+        if (res.status === 201 || res.status === 200) return;
+        if (res.status === 409) return; // an earlier attempt of this same trigger landed
+        // A draining replica refuses new requests with 503 before routing them: nothing was
+        // created, so a client tries the next replica.
+        if (res.status === 503) continue;
+        throw new Error(`trigger ${dag}/${runId}: ${res.status} ${await res.text()}`);
+      } catch (err) {
+        if (err instanceof Error && err.message.startsWith('trigger ')) throw err;
+      }
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`no API replica accepted trigger ${dag}/${runId}`);
+}
+
+export const TERMINAL_RUN_STATES = ['success', 'failed'];
+
+/** run_id → state of a DAG's runs, read from the database. */
+export async function runStates(db: pg.Client, dag: string): Promise<Map<string, string>> {
+  const { rows } = await db.query<{ run_id: string; state: string }>(
+    'select run_id, state from dag_runs where dag_id = $1',
+    [dag],
+  );
+  return new Map(rows.map((r) => [r.run_id, r.state]));
+}
+
+/** The run states once `expected` runs of the DAG exist and all have ended; else undefined. */
+export async function allFinished(
+  db: pg.Client,
+  dag: string,
+  expected: number,
+): Promise<Map<string, string> | undefined> {
+  const states = await runStates(db, dag);
+  if (states.size < expected) return undefined;
+  return [...states.values()].every((s) => TERMINAL_RUN_STATES.includes(s)) ? states : undefined;
+}
+
+export async function leaderOf(candidates: Replica[]): Promise<Replica | undefined> {
+  for (const r of candidates) if (await r.leads()) return r;
+  return undefined;
+}
+
+export interface ProKubernetes {
+  double: KubeDouble;
+  kubelet: Kubelet;
+  /** the namespace the manifests were applied in */
+  namespace: string;
+  /** the real kubectl against the double (admin unless another kubeconfig is given) */
+  kubectl(args: string[], kubeconfig?: string): Promise<string>;
+  /** the control plane's kubeconfig: a token of the manifests' leoflow-control-plane service account */
+  controlPlaneKubeconfig: string;
+  /** the config file the manifests ship (the leoflow-config ConfigMap's config.yaml), parsed */
+  shippedConfig: Record<string, unknown>;
+  close(): Promise<void>;
+}
+
+/**
+ * The kube-apiserver double and a kubelet simulator (the agent image mapped to the built agent)
+ * with `manifests` (a Kustomize dir under the repo) applied by the real `kubectl apply -k`, and
+ * a kubeconfig holding a token the double minted for the control plane's service account — so
+ * what the control plane may do is what the manifests' Role grants.
+ */
+export async function startProKubernetes(opts: {
+  dir: string;
+  manifests: string;
+}): Promise<ProKubernetes> {
+  const { startKubeDouble, startKubelet } = await import('@leoflow/kube-double');
+  const { agentImage } = await import('../../packages/server/test/support/agent-image.js');
+  const double = await startKubeDouble();
+  const cacheDir = join(opts.dir, 'kubectl-cache');
+  const admin = double.kubeconfig(opts.dir);
+  // Asynchronous: the double answers from this same process, so a blocking call would hang.
+  const kubectl = async (args: string[], kubeconfig = admin) =>
+    (
+      await promisify(execFile)(
+        '/usr/bin/kubectl',
+        ['--kubeconfig', kubeconfig, '--cache-dir', cacheDir, ...args],
+        { encoding: 'utf8' },
+      )
+    ).stdout;
+  const rendered = parseAllDocuments(await kubectl(['kustomize', join(REPO, opts.manifests)])).map(
+    (d) =>
+      d.toJSON() as {
+        kind: string;
+        metadata: { name: string; namespace?: string };
+        data?: Record<string, string>;
+      },
+  );
+  const configMap = rendered.find(
+    (o) => o.kind === 'ConfigMap' && o.metadata.name === 'leoflow-config',
+  );
+  const namespace = configMap?.metadata.namespace;
+  if (!configMap?.data?.['config.yaml'] || !namespace)
+    throw new Error(`${opts.manifests} renders no leoflow-config ConfigMap with a namespace`);
+  await kubectl(['create', 'namespace', namespace]);
+  await kubectl(['apply', '-k', join(REPO, opts.manifests)]);
+  const token = (
+    await kubectl(['-n', namespace, 'create', 'token', 'leoflow-control-plane', '--duration', '2h'])
+  ).trim();
+  const controlPlaneKubeconfig = double.kubeconfig(opts.dir, {
+    token,
+    namespace,
+    file: 'control-plane.kubeconfig',
+  });
+  const shippedConfig = parse(configMap.data['config.yaml']) as Record<string, unknown>;
+  const image = (shippedConfig as { executor: { kubernetes: { agent_image: string } } }).executor
+    .kubernetes.agent_image;
+  const kubelet = startKubelet({
+    double,
+    nodeName: 'node-a',
+    workRoot: join(opts.dir, 'kubelet'),
+    imageMap: { [image]: agentImage() },
+    allocatable: { cpu: '16', memory: '64Gi' },
+    tickIntervalMs: 100,
+  });
+  return {
+    double,
+    kubelet,
+    namespace,
+    kubectl,
+    controlPlaneKubeconfig,
+    shippedConfig,
+    async close() {
+      await kubelet.stop();
+      await double.close();
+    },
+  };
 }

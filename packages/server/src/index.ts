@@ -1,4 +1,5 @@
 export * from './config/server-config.js';
+export * from './config/executor-config.js';
 export * from './control-plane.js';
 export * from './dags/compile-folder.js';
 export * from './auth/agent-token.js';

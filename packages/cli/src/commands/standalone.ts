@@ -213,8 +213,15 @@ export async function standaloneConfig(
   const { loadCredentialPlaneConfig, isLeoflowError } = await import('@leoflow/core');
   try {
     const configFile = pick(flags.config, 'LEOFLOW_CONFIG_FILE');
+    const fileSettings = configFile ? await readConfigFile(configFile) : undefined;
+    // The executor section is the server's (executor-config.ts); the rest is core's.
+    const { executor: executorSection, ...credentialSettings } = fileSettings ?? {};
+    const { parseExecutorSection } = await import('@leoflow/server');
+    const executors = parseExecutorSection(executorSection, configFile ?? null);
+    cfg.kubernetes = executors.kubernetes;
+    if (executors.defaultExecutor) cfg.defaultExecutor = executors.defaultExecutor;
     const { config } = loadCredentialPlaneConfig({
-      ...(configFile ? { file: await readConfigFile(configFile) } : {}),
+      ...(fileSettings ? { file: credentialSettings } : {}),
       env,
       flags: {
         'execution.heartbeat_interval': flags.heartbeatInterval,
@@ -241,6 +248,10 @@ export async function standaloneConfig(
 export function addStandaloneOptions(cmd: Command): Command {
   return cmd
     .option('--data-dir <dir>', 'data directory (database, keys, admin token)', undefined)
+    .option(
+      '--config <file>',
+      'the server configuration file, YAML (auth.*, execution.*, executor.*; docs/configuration.md); also LEOFLOW_CONFIG_FILE',
+    )
     .option('--http-port <port>', 'REST API port (default 8080; 0 picks a free one)')
     .option('--agent-port <port>', 'agent RPC port (default 8793; 0 picks a free one)')
     .option('--host <host>', 'REST API listen address (default 127.0.0.1)')

@@ -4,7 +4,7 @@
  * a local process (packages/kube-double). What only a real cluster proves (image pulls, PSA
  * admission, NetworkPolicy, a real kubelet's env handling) is listed in docs/kubernetes.md.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -21,6 +21,7 @@ import { KubernetesExecutor } from '../../src/executor/kubernetes/kubernetes-exe
 import { LABEL } from '../../src/executor/kubernetes/labels.js';
 import { AGENT_TOKEN_ENV } from '../../src/executor/kubernetes/token-transport.js';
 import type { TaskInstanceRow } from '../../src/store/types.js';
+import { agentImage } from '../support/agent-image.js';
 import { executorContract, type ContractSubject, type Exposure } from './contract.js';
 import { alive, filesBelow, processTree, readOr } from './host-exposure.js';
 
@@ -48,26 +49,11 @@ beforeAll(async () => {
     { metadata: { name: 'leoflow-task' } },
     admin,
   );
-  // The agent image's entrypoint, in local terms: the image's filesystem is the pod's mounts
-  // (the simulator roots each volumeMount under LEOFLOW_KUBELET_VOLUME_ROOT), then the agent
-  // bundle runs in this same process, as the image's ENTRYPOINT would.
-  const shim = join(dir, 'agent-image-entrypoint.mjs');
-  writeFileSync(
-    shim,
-    [
-      "const root = process.env.LEOFLOW_KUBELET_VOLUME_ROOT ?? '';",
-      'delete process.env.LEOFLOW_KUBELET_VOLUME_ROOT;',
-      "for (const k of ['LEOFLOW_WORKDIR', 'HOME', 'TMPDIR', 'NODE_EXTRA_CA_CERTS'])",
-      "  if (process.env[k]?.startsWith('/')) process.env[k] = root + process.env[k];",
-      `await import(${JSON.stringify(agentBundle())});`,
-      '',
-    ].join('\n'),
-  );
   kubelet = startKubelet({
     double,
     nodeName: 'node-a',
     workRoot: join(dir, 'kubelet'),
-    imageMap: { [AGENT_IMAGE]: { entrypoint: [process.execPath, shim] } },
+    imageMap: { [AGENT_IMAGE]: agentImage() },
     allocatable: { cpu: '8', memory: '16Gi' },
     tickIntervalMs: 100,
   });
@@ -78,10 +64,6 @@ afterAll(async () => {
   await double?.close();
   rmSync(dir, { recursive: true, force: true });
 }, 60_000);
-
-function agentBundle(): string {
-  return new URL('../../../agent/dist/leoflow-agent.mjs', import.meta.url).pathname;
-}
 
 function kubernetesConfig(): KubernetesExecutorConfig {
   return {
