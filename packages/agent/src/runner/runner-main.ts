@@ -23,8 +23,14 @@ export const RUNNER_USAGE = `usage: leoflow-runner (--url-stdin | --url-file <fi
   --stdio              speak the runner protocol over stdin/stdout (an ssh runner; no URL)
 The URL carries the runner's token: it is never accepted in argv, which every user of the machine can read.`;
 
+/** `leoflow runner start` and the `leoflow-runner` launcher put it first. */
+export const RUNNER_MODE_FLAG = '--runner';
+
 export function isRunnerInvocation(argv: readonly string[]): boolean {
-  return argv.some((a) => MODE_FLAGS.includes(a) || a.startsWith('--url'));
+  return (
+    argv[0] === RUNNER_MODE_FLAG ||
+    argv.some((a) => MODE_FLAGS.includes(a) || a.startsWith('--url'))
+  );
 }
 
 interface RunnerArgs {
@@ -39,7 +45,7 @@ class UsageError extends Error {}
 
 function parseArgs(argv: readonly string[]): RunnerArgs {
   const out: Partial<RunnerArgs> = {};
-  for (let i = 0; i < argv.length; i++) {
+  for (let i = argv[0] === RUNNER_MODE_FLAG ? 1 : 0; i < argv.length; i++) {
     const a = argv[i]!;
     const value = () => {
       const v = argv[++i];
@@ -64,7 +70,7 @@ function parseArgs(argv: readonly string[]): RunnerArgs {
       );
     } else
       throw new UsageError(
-        `unknown argument ${a.startsWith('-') ? a.split('=')[0] : '(a positional value)'}`,
+        `${a.startsWith('-') ? `unknown option '${a.split('=')[0]}'` : 'unexpected argument (a positional value)'}`,
       );
   }
   if (!out.transport) throw new UsageError('give one of --url-stdin, --url-file <file>, --stdio');
