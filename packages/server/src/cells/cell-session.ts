@@ -1,4 +1,5 @@
 import http2 from 'node:http2';
+import type { Duplex } from 'node:stream';
 import { createWebSocketStream, type WebSocket } from 'ws';
 import type { RunnerSessionIdentity } from '../rpc/agent-auth.js';
 import { createAgentRequestHandler, type AgentRequestHandlerOptions } from '../rpc/agent-server.js';
@@ -7,6 +8,11 @@ import type { ConnectionGrant } from './connection-secrets.js';
 export interface CellSessionServer {
   /** Runs the agent service over an accepted door session, as that session's runner. */
   accept(grant: ConnectionGrant, ws: WebSocket): void;
+  /**
+   * The same over any byte stream the cell has authenticated itself (an ssh runner's channel to
+   * the daemon's `--stdio`): the stream's requests without a bearer are this runner.
+   */
+  serve(runner: RunnerSessionIdentity, stream: Duplex): void;
   /** live HTTP/2 sessions (one per door session) */
   readonly sessions: number;
   close(): void;
@@ -23,6 +29,7 @@ export function createCellSessionServer(
 ): CellSessionServer {
   const runners = new WeakMap<http2.Http2Session, RunnerSessionIdentity>();
   const live = new Set<http2.ServerHttp2Session>();
+  const streams = new Set<Duplex>();
   const server = http2.createServer(
     createAgentRequestHandler({
       ...opts,
@@ -39,9 +46,16 @@ export function createCellSessionServer(
   });
   return {
     accept(grant, ws) {
-      const stream = createWebSocketStream(ws);
+      this.serve(
+        { runner_id: grant.runner_id, tenant_id: grant.tenant_id },
+        createWebSocketStream(ws),
+      );
+    },
+    serve(runner, stream) {
       stream.on('error', () => stream.destroy());
-      accepting = { runner_id: grant.runner_id, tenant_id: grant.tenant_id };
+      streams.add(stream);
+      stream.once('close', () => streams.delete(stream));
+      accepting = { ...runner };
       try {
         server.emit('connection', stream);
       } finally {
@@ -52,8 +66,10 @@ export function createCellSessionServer(
       return live.size;
     },
     close() {
-      for (const s of live) s.destroy();
-      live.clear();
+      // Ending the byte streams ends their sessions; destroying a session over a stream that
+      // already ended trips an assertion in Node's JS stream socket.
+      for (const st of streams) st.destroy();
+      streams.clear();
     },
   };
 }
