@@ -48,7 +48,7 @@ import { directoryOnStore, openDirectory, type Directory } from './store/kysely-
 import type { CellTopology } from './cells/cell-admin.js';
 import { startCellDoorEndpoint, type CellDoorEndpoint } from './cells/cell-door-endpoint.js';
 import { createCellSessionServer, type CellSessionServer } from './cells/cell-session.js';
-import { currentCell } from './cells/placement.js';
+import { servesTenant } from './cells/placement.js';
 import { AssignmentBroker } from './assignments/assignment-broker.js';
 import { createAssignmentHandlers } from './assignments/assignment-rpc.js';
 import { RunnerExecutor } from './executor/runner-executor.js';
@@ -596,14 +596,12 @@ async function startRunnerPlane(
       logger,
       serves: async (grant) => {
         const t = topology();
-        if (t.kind === 'lite') return true;
-        if (cfg.door.cellName === null) {
+        if (t.kind !== 'lite' && cfg.door.cellName === null) {
           logger.error(
             'a runner session arrived but this cell has no name (--cell-name / LEOFLOW_CELL_NAME): it cannot tell which tenants are placed on it, so it refuses every session',
           );
-          return false;
         }
-        return (await currentCell(directory, t, grant.tenant_id))?.name === cfg.door.cellName;
+        return servesTenant(directory, t, cfg.door.cellName, grant.tenant_id);
       },
       onSession: (grant, ws) => {
         if (sessionServer) sessionServer.accept(grant, ws);

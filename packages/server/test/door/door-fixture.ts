@@ -55,6 +55,8 @@ export async function createDoorFixture(
     throttle?: { limit: number; windowMs: number };
     /** what a cell runs in an accepted session (default: echo, prefixed with the cell's name) */
     onSession?: (cell: string, grant: ConnectionGrant, ws: WebSocket) => void;
+    /** a cell's own placement check before it accepts a session (default: every tenant) */
+    serves?: (cell: string, grant: ConnectionGrant) => Promise<boolean>;
   } = {},
 ): Promise<DoorFixture> {
   const dir = mkdtempSync(join(tmpdir(), 'leoflow-door-'));
@@ -124,6 +126,7 @@ export async function createDoorFixture(
       secrets,
       sessions,
       logger,
+      ...(opts.serves ? { serves: (grant: ConnectionGrant) => opts.serves!(name, grant) } : {}),
       onSession: (grant, ws) => {
         if (opts.onSession) {
           opts.onSession(name, grant, ws);
