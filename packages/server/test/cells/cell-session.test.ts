@@ -182,6 +182,44 @@ describe('a runner session on the cell', () => {
     expect(h.broker!.held).toBe(0);
   });
 
+  it('a runner that goes away: its running attempt is reaped by the agent-lost rule and retried, and the retry waits for a runner again', async () => {
+    const { h, f, token } = await setup();
+    const { ti } = await trigger(h, 'lost_runner', { retries: 1, retry_delay_seconds: 0 });
+    const runner = await runnerSession(f, token);
+    const ev = events(
+      runner.awaitAssignment({ freeSlots: 1, protocolVersion: AGENT_PROTOCOL_VERSION }),
+    );
+    const first = await ev.next();
+    if (first.case !== 'assignment') throw new Error('expected an assignment');
+    const t = first.value.attemptToken;
+    await runner.ackAssignment({ assignmentId: first.value.assignmentId }, bearer(t));
+    await runner.register({ agentVersion: 't', hostname: 'r', pid: 1, sessionKey: 's' }, bearer(t));
+    expect((await ti()).state).toBe('running');
+    // the runner vanishes: no more heartbeats
+    for (const c of closers.splice(0)) c();
+    // live side: within the threshold nothing happens
+    h.clock.advance(60_000);
+    await h.scheduler.tick();
+    expect((await ti()).state).toBe('running');
+    // dead side: past agent-lost (90 s) the attempt is failed and retried
+    h.clock.advance(31_000);
+    await h.scheduler.tick();
+    const reaped = await ti();
+    expect([reaped.try_number, reaped.state]).toEqual([2, 'up_for_retry']);
+    await h.runnerExecutor!.reconcile();
+    expect(h.broker!.held).toBe(0);
+    h.clock.advance(1_000);
+    await h.scheduler.tick();
+    await h.scheduler.tick();
+    const retry = await ti();
+    expect(retry.state).toBe('queued');
+    // with no runner left (the cell has seen the session go), it waits in the queue
+    for (let i = 0; i < 100 && h.broker!.workers > 0; i++)
+      await new Promise((r) => setTimeout(r, 50));
+    expect(h.broker!.workers).toBe(0);
+    expect(h.broker!.stateOf(retry.id, 2)).toBe('waiting');
+  });
+
   it('AwaitAssignment is refused outside a door session, with or without an attempt token', async () => {
     const { h } = await setup();
     const { ti } = await trigger(h, 'direct');

@@ -93,7 +93,7 @@ const runner: ContractSubject = {
   },
   notApplicable: {
     'lost-agent':
-      'one daemon runs every attempt of a runner, so killing it is losing the runner: its attempts are reaped by the agent-lost threshold (test/e2e/runner-daemon.test.ts), not reported as an agent exit',
+      'one daemon runs every attempt of a runner, so killing it is losing the runner: its attempts are reaped by the agent-lost threshold and retried (cells/cell-session.test.ts), not reported as an agent exit',
     'fresh-executor':
       'the assignment queue is in the control plane’s memory; a restarted runner executor answers gone for claims it never saw (runner-executor.test.ts), and registered attempts are judged by their heartbeats',
   },
