@@ -3,6 +3,7 @@
 // RPC on the agent port directly, same service and gate, same process, same run, ABBA order.
 // Reports p50/p99 of each and the overhead; goal: ≤ 2 ms added at p99.
 import { percentile, round, log } from './lib.mjs';
+import { runnerSessionClient } from './door-runner.mjs';
 import { BEARER, startDoorStack } from './door-stack.mjs';
 
 export const description =
@@ -13,21 +14,13 @@ const TARGET_P99_OVERHEAD_MS = 2;
 export async function run({ quick }) {
   const calls = quick ? 200 : 5_000;
   const { createClient } = await import('@connectrpc/connect');
-  const { createGrpcTransport, Http2SessionManager } = await import('@connectrpc/connect-node');
+  const { createGrpcTransport } = await import('@connectrpc/connect-node');
   const { AgentService } = await import('@leoflow/protocol');
-  const { WebSocket, createWebSocketStream } = await import('ws');
   const stack = await startDoorStack();
   const headers = { authorization: `Bearer ${BEARER}` };
   const direct = createClient(AgentService, createGrpcTransport({ baseUrl: stack.directUrl }));
-  const ws = new WebSocket(stack.sessionUrl);
-  const stream = createWebSocketStream(ws);
-  const sessionManager = new Http2SessionManager('http://runner-session', undefined, {
-    createConnection: () => stream,
-  });
-  const viaDoor = createClient(
-    AgentService,
-    createGrpcTransport({ baseUrl: 'http://runner-session', sessionManager }),
-  );
+  const session = runnerSessionClient(stack.sessionUrl);
+  const viaDoor = session.client;
   const measure = async (client, n) => {
     const lat = [];
     for (let i = 0; i < n; i++) {
@@ -65,8 +58,7 @@ export async function run({ quick }) {
       meets_target: overheadP99 <= TARGET_P99_OVERHEAD_MS,
     };
   } finally {
-    sessionManager.abort();
-    ws.terminate();
+    session.close();
     await stack.close();
   }
 }

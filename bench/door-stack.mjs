@@ -7,6 +7,7 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { insertBenchRunner } from './door-runner.mjs';
 import { REPO, tempDir } from './lib.mjs';
 
 const dist = (p) => pathToFileURL(join(REPO, 'packages/server/dist', p)).href;
@@ -100,20 +101,7 @@ export async function startDoorStack() {
   });
   const doorPort = await listenDoor(door, '127.0.0.1', 0);
   const token = mintRunnerToken();
-  await directory.insertRunner({
-    id: 'rnr_bench',
-    tenant_id: 'default',
-    name: 'bench',
-    kind: 'inbound',
-    labels: {},
-    capacity: 1,
-    ssh: null,
-    token_hash: runnerTokenHash(token),
-    token_cipher: new Uint8Array([1]),
-    token_key_id: 'k',
-    created_by: 'bench',
-    created_at: Date.now(),
-  });
+  await insertBenchRunner(directory, token, runnerTokenHash);
   return {
     directUrl: `http://127.0.0.1:${direct.port}`,
     sessionUrl: `ws://127.0.0.1:${doorPort}/runners/${token}/session`,

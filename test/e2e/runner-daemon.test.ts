@@ -115,6 +115,22 @@ tasks:
     rmSync(scratch.dir, { recursive: true, force: true });
   });
 
+  /** `runners register lin-1` (inbound, pool=e2e): its output is the launch command. */
+  async function register(...extra: string[]) {
+    const reg = await as([
+      'runners',
+      'register',
+      'lin-1',
+      '--kind',
+      'inbound',
+      '--labels',
+      'pool=e2e',
+      ...extra,
+    ]);
+    expect(reg.code, reg.stderr).toBe(0);
+    return reg;
+  }
+
   async function runShow(runId: string): Promise<string> {
     return (await as(['runs', 'show', runId])).stdout;
   }
@@ -128,18 +144,7 @@ tasks:
       (await runShow(runId)).includes('queued (waiting for a runner)') ? true : undefined,
     );
 
-    const reg = await as([
-      'runners',
-      'register',
-      'lin-1',
-      '--kind',
-      'inbound',
-      '--labels',
-      'pool=e2e',
-      '--capacity',
-      '2',
-    ]);
-    expect(reg.code, reg.stderr).toBe(0);
+    const reg = await register('--capacity', '2');
     const command = reg.stdout.trim();
     const token = /\/runners\/(lfr_[A-Za-z0-9_-]{43})\//.exec(command)![1]!;
     const daemon = launch(command);
@@ -198,16 +203,7 @@ tasks:
     expect((await as(['runners', 'delete', 'lin-1'])).code).toBe(0);
     expect(await exited).toBe(3);
 
-    const reg = await as([
-      'runners',
-      'register',
-      'lin-1',
-      '--kind',
-      'inbound',
-      '--labels',
-      'pool=e2e',
-    ]);
-    expect(reg.code).toBe(0);
+    const reg = await register();
     // the old token: refused at the door (401), and the daemon says so and stops
     const old = launched.get(daemons[0]!)!;
     const stale = launch(old);

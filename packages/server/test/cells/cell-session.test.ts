@@ -17,7 +17,6 @@ import {
 import { afterEach, describe, expect, it } from 'vitest';
 import { createWebSocketStream, WebSocket } from 'ws';
 import { createCellSessionServer, type CellSessionServer } from '../../src/cells/cell-session.js';
-import { mintRunnerToken, runnerTokenHash } from '../../src/runners/runner-token.js';
 import { createDoorFixture, type DoorFixture } from '../door/door-fixture.js';
 import { createHarness, spec, task, type Harness } from '../support/harness.js';
 
@@ -50,21 +49,7 @@ async function setup() {
   });
   await f.addCell('cell-a');
   await f.place('default', 'cell-a');
-  const token = mintRunnerToken();
-  await f.directory.insertRunner({
-    id: 'rnr_lin1',
-    tenant_id: 'default',
-    name: 'lin-1',
-    kind: 'inbound',
-    labels: { gpu: 'a100' },
-    capacity: 2,
-    ssh: null,
-    token_hash: runnerTokenHash(token),
-    token_cipher: new Uint8Array([1]),
-    token_key_id: 'k',
-    created_by: 'test',
-    created_at: f.clock.now(),
-  });
+  const { token } = await f.addRunner('default', 'lin-1', { labels: { gpu: 'a100' }, capacity: 2 });
   return { h: harness, f: fixture, token };
 }
 

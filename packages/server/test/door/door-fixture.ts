@@ -43,7 +43,11 @@ export interface DoorFixture {
   cellClient: { fetchSecret: number; openSession: number; lastSecret: string | null };
   bundleFile: string;
   addCell(name: string, opts?: { trustDoor?: boolean }): Promise<Cell>;
-  addRunner(tenant: string, name: string): Promise<{ id: string; token: string }>;
+  addRunner(
+    tenant: string,
+    name: string,
+    o?: { labels?: Record<string, string>; capacity?: number },
+  ): Promise<{ id: string; token: string }>;
   place(tenant: string, cell: string): Promise<void>;
   random: { value: number };
   close(): Promise<void>;
@@ -150,7 +154,7 @@ export async function createDoorFixture(
   };
 
   let n = 0;
-  const addRunner: DoorFixture['addRunner'] = async (tenant, name) => {
+  const addRunner: DoorFixture['addRunner'] = async (tenant, name, o = {}) => {
     const token = mintRunnerToken();
     const id = `rnr_${tenant}_${name}_${(n += 1)}`;
     await directory.insertRunner({
@@ -158,8 +162,8 @@ export async function createDoorFixture(
       tenant_id: tenant,
       name,
       kind: 'inbound',
-      labels: {},
-      capacity: 1,
+      labels: o.labels ?? {},
+      capacity: o.capacity ?? 1,
       ssh: null,
       token_hash: runnerTokenHash(token),
       token_cipher: new Uint8Array([1]),
