@@ -8,6 +8,7 @@
 import http from 'node:http';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { insertBenchRunner } from './door-runner.mjs';
 import { REPO, log, percentile, ratio, round, tempDir } from './lib.mjs';
 
 const dist = (p) => pathToFileURL(join(REPO, 'packages/server/dist', p)).href;
@@ -27,20 +28,7 @@ export async function run({ quick }) {
   const directory = await openDirectory({ kind: 'sqlite', file: join(data.dir, 'directory.db') });
   await directory.migrate();
   const token = mintRunnerToken();
-  await directory.insertRunner({
-    id: 'rnr_bench',
-    tenant_id: 'default',
-    name: 'bench',
-    kind: 'inbound',
-    labels: {},
-    capacity: 1,
-    ssh: null,
-    token_hash: runnerTokenHash(token),
-    token_cipher: new Uint8Array([1]),
-    token_key_id: 'k',
-    created_by: 'bench',
-    created_at: Date.now(),
-  });
+  await insertBenchRunner(directory, token, runnerTokenHash);
   const reads = { n: 0 };
   const counted =
     (name) =>

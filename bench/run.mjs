@@ -17,6 +17,8 @@ import * as agentPortBomb from './agent-port-bomb.mjs';
 import * as apiAuth from './api-auth.mjs';
 import * as attemptStart from './attempt-start.mjs';
 import * as door401 from './door-401.mjs';
+import * as doorRpcLatency from './door-rpc-latency.mjs';
+import * as doorSessionMemory from './door-session-memory.mjs';
 import * as heartbeatRenewal from './heartbeat-renewal.mjs';
 import * as interTaskLatency from './inter-task-latency.mjs';
 import * as logThroughput from './log-throughput.mjs';
@@ -33,6 +35,8 @@ const MEASUREMENTS = {
   secret_rpc: secretRpc,
   api_auth: apiAuth,
   door_401: door401,
+  door_rpc_latency: doorRpcLatency,
+  door_session_memory: doorSessionMemory,
   agent_port_bomb: agentPortBomb,
   log_throughput: logThroughput,
   pro_failover: proFailover,

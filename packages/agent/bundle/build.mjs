@@ -23,6 +23,8 @@ const agentBuild = {
   format: 'cjs',
   target: 'node20',
   conditions: ['source'],
+  // ws's optional native speed-ups: absent, ws falls back to JavaScript
+  external: ['bufferutil', 'utf-8-validate'],
   sourcemap: true,
   outfile: cjs,
   logLevel: 'warning',

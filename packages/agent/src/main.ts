@@ -1,5 +1,5 @@
 /**
- * Process entry: `node packages/agent/dist/main.js`. The executor passes the per-attempt bearer
+ * Process entry: `node packages/agent/dist/main.js` (or, with runner flags, the runner daemon). The executor passes the per-attempt bearer
  * on fd 3 (subprocess) or as LEOFLOW_AGENT_TOKEN (the Kubernetes executor's envvar transport),
  * and everything else in a minimal env (see docs/agent.md for the full contract).
  */
@@ -8,6 +8,7 @@ import { ConfigError, readConfig } from './config.js';
 import { stderrDiagnostics } from './diag.js';
 import { AttemptIsolation } from './isolation.js';
 import { createAgentConnection } from './rpc.js';
+import { isRunnerInvocation, runnerMain } from './runner/runner-main.js';
 import {
   parseAssignment,
   readTokenFromFd,
@@ -127,7 +128,10 @@ async function main(): Promise<number> {
   return code;
 }
 
-main().then(
+// The same bundle is the runner daemon (`leoflow-runner --url-stdin`, the file the door's
+// `bundle` path serves); an agent started by an executor has no arguments.
+const argv = process.argv.slice(2);
+(isRunnerInvocation(argv) ? runnerMain(argv) : main()).then(
   (code) => process.exit(code),
   (err: unknown) => {
     process.stderr.write(

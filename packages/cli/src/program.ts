@@ -15,6 +15,7 @@ import { registerTenants } from './commands/tenants.js';
 import { registerRunners } from './commands/runners.js';
 import { registerCells } from './commands/cells.js';
 import { registerDoor } from './commands/door.js';
+import { registerRunner } from './commands/runner.js';
 import { registerVariables } from './commands/variables.js';
 
 export function buildProgram(): Command {
@@ -50,6 +51,7 @@ export function buildProgram(): Command {
   registerRunners(program);
   registerCells(program);
   registerDoor(program);
+  registerRunner(program);
   registerAudit(program);
   registerDoctor(program);
   registerConfig(program);

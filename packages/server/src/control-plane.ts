@@ -47,6 +47,11 @@ import { openStore } from './store/index.js';
 import { directoryOnStore, openDirectory, type Directory } from './store/kysely-directory.js';
 import type { CellTopology } from './cells/cell-admin.js';
 import { startCellDoorEndpoint, type CellDoorEndpoint } from './cells/cell-door-endpoint.js';
+import { createCellSessionServer, type CellSessionServer } from './cells/cell-session.js';
+import { servesTenant } from './cells/placement.js';
+import { AssignmentBroker } from './assignments/assignment-broker.js';
+import { createAssignmentHandlers } from './assignments/assignment-rpc.js';
+import { RunnerExecutor } from './executor/runner-executor.js';
 import { ConnectionSecrets } from './cells/connection-secrets.js';
 import { RunnerSessions, SESSION_CLOSE } from './cells/runner-sessions.js';
 import { DoorCredentialVerifier } from './door/door-credential.js';
@@ -164,6 +169,10 @@ export async function startControlPlane(
         });
   await directory.migrate();
   const runnerPlane = await startRunnerPlane(cfg, directory, clock, logger);
+  // Attempts for runners wait here until a runner session takes them (executor: runner).
+  const assignments = new AssignmentBroker(clock, {
+    onMintError: (err) => logger.error({ err }, 'minting an assigned attempt token failed'),
+  });
 
   const credentialCfg = cfg.credentials;
   const ttlSeconds = agentTokenTtlSeconds(cfg.execution.heartbeatIntervalMs / 1000);
@@ -218,6 +227,16 @@ export async function startControlPlane(
         taskNodeModules,
         standbyAgents: cfg.subprocess.standbyAgents,
         logger,
+      }),
+    );
+  }
+  if (!built.has('runner')) {
+    built.set(
+      'runner',
+      new RunnerExecutor({
+        broker: assignments,
+        store,
+        onError: (err) => logger.error({ err }, 'runner attempt reconcile failed'),
       }),
     );
   }
@@ -314,6 +333,15 @@ export async function startControlPlane(
     logLimits: cfg.logs,
     faults,
     leadership,
+    assignments: createAssignmentHandlers({
+      broker: assignments,
+      runnerById: async (id) => {
+        const r = await directory.runnerById(id);
+        return r && (await directory.getRunner(r.tenant_id, r.name));
+      },
+      store,
+      clock,
+    }),
   });
   const { vault, runs, verifier, scheduler } = parts;
   // Rotations by another process (a replica, the CLI) reach this one without a restart.
@@ -360,6 +388,14 @@ export async function startControlPlane(
   const tlsReloader =
     tlsFiles && initialTls ? reloadAgentTlsOnChange(rpc, tlsFiles, initialTls, logger) : null;
   agentUrl = agentUrlOf(cfg, rpc.port);
+  // Door sessions speak the agent service behind the same gate as the agent port.
+  runnerPlane.serveSessions(
+    createCellSessionServer({
+      impl: parts.agentService,
+      auth: parts.agentAuth,
+      onInternalError: (err) => logger.error({ err }, 'agent RPC failed (runner session)'),
+    }),
+  );
 
   if (cfg.dagsFolder)
     await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger, {
@@ -529,9 +565,10 @@ async function startRunnerPlane(
   doorUrl: string | null;
   cellEndpointUrl: string | null;
   closeRunner: (runner: { id: string }) => void;
+  /** from now on accepted sessions run the runner protocol (until then they are refused) */
+  serveSessions: (server: CellSessionServer) => void;
   close(): Promise<void>;
 }> {
-  const lite = cfg.database.kind === 'sqlite';
   const sessions = new RunnerSessions();
   const ownDoor = cfg.door.port !== null;
   // Lite's own door signs with keys in the data dir; a cell behind a separate door trusts that
@@ -540,6 +577,14 @@ async function startRunnerPlane(
   const trusted =
     cfg.door.trustedKeysFile !== null ? await trustedDoorKeys(cfg.door.trustedKeysFile) : doorKeys;
   let endpoint: CellDoorEndpoint | null = null;
+  let sessionServer: CellSessionServer | null = null;
+  const lite = cfg.database.kind === 'sqlite';
+  const topology = (): CellTopology =>
+    lite && endpoint !== null
+      ? { kind: 'lite', url: endpoint.url }
+      : lite
+        ? { kind: 'lite', url: 'http://127.0.0.1:0' }
+        : { kind: 'directory' };
   if (trusted !== null && (ownDoor || cfg.door.cellPort !== null)) {
     endpoint = await startCellDoorEndpoint({
       host: ownDoor && cfg.door.cellPort === null ? '127.0.0.1' : cfg.door.cellHost,
@@ -549,20 +594,28 @@ async function startRunnerPlane(
       secrets: new ConnectionSecrets(clock),
       sessions,
       logger,
+      serves: async (grant) => {
+        const t = topology();
+        if (t.kind !== 'lite' && cfg.door.cellName === null) {
+          logger.error(
+            'a runner session arrived but this cell has no name (--cell-name / LEOFLOW_CELL_NAME): it cannot tell which tenants are placed on it, so it refuses every session',
+          );
+        }
+        return servesTenant(directory, t, cfg.door.cellName, grant.tenant_id);
+      },
+      onSession: (grant, ws) => {
+        if (sessionServer) sessionServer.accept(grant, ws);
+        else ws.close(1013, 'the cell is starting; reconnect');
+      },
     });
   }
-  const topology: CellTopology =
-    lite && endpoint !== null
-      ? { kind: 'lite', url: endpoint.url }
-      : lite
-        ? { kind: 'lite', url: 'http://127.0.0.1:0' }
-        : { kind: 'directory' };
+  const topologyNow = topology();
   let door: RunningDoor | null = null;
   if (ownDoor && cfg.door.port !== null) {
     door = await runDoor({
       dataDir: cfg.dataDir,
       directory,
-      topology,
+      topology: topologyNow,
       host: cfg.door.host,
       port: cfg.door.port,
       bundleFile: cfg.subprocess.agentEntry,
@@ -571,16 +624,20 @@ async function startRunnerPlane(
     });
   }
   return {
-    topology,
+    topology: topologyNow,
     doorUrl: cfg.door.publicUrl ?? door?.url ?? null,
     cellEndpointUrl: endpoint?.url ?? null,
     closeRunner: (runner) => {
       sessions.closeRunner(runner.id, SESSION_CLOSE.runnerDeleted);
       door?.door.sessions.closeRunner(runner.id, SESSION_CLOSE.runnerDeleted);
     },
+    serveSessions: (server) => {
+      sessionServer = server;
+    },
     async close() {
       await door?.close();
       await endpoint?.close();
+      sessionServer?.close();
     },
   };
 }

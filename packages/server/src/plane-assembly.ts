@@ -9,7 +9,7 @@ import type { Executors } from './executor/executors.js';
 import { SoleLeadership, type Leadership } from './leadership/leadership.js';
 import { createAgentAuthentication, type AgentAuthentication } from './rpc/agent-auth.js';
 import type { AgentProtocolRange } from '@leoflow/protocol';
-import { createAgentService } from './rpc/agent-service.js';
+import { createAgentService, type AgentServiceDeps } from './rpc/agent-service.js';
 import type { LogLimits } from './rpc/log-limits.js';
 import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
 import { RunOperations } from './scheduler/run-operations.js';
@@ -55,6 +55,8 @@ export interface PlaneInputs {
   leadership?: Leadership;
   /** agent protocol versions Register accepts; this build's SUPPORTED_AGENT_PROTOCOLS when absent */
   agentProtocols?: AgentProtocolRange;
+  /** AwaitAssignment and AckAssignment (assignments/assignment-rpc.ts); Unimplemented when absent */
+  assignments?: AgentServiceDeps['assignments'];
 }
 
 /** The control plane's parts, wired once; listeners (agent port, REST, metrics) are the caller's. */
@@ -127,6 +129,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     ...(input.faults ? { faults: input.faults } : {}),
     ...(records ? { records } : {}),
     ...(input.agentProtocols ? { agentProtocols: input.agentProtocols } : {}),
+    ...(input.assignments ? { assignments: input.assignments } : {}),
   });
   const agentAuth = createAgentAuthentication({ verifier, clock, ...(records ? { records } : {}) });
   const newScheduler = () =>

@@ -128,8 +128,15 @@ export function registerRuns(program: Command): void {
       if (format !== 'table') return print(format, detail);
       process.stdout.write(renderTable([detail.run], RUN_COLUMNS));
       process.stdout.write('\n');
-      process.stdout.write(renderTable(detail.task_instances, TASK_COLUMNS));
+      process.stdout.write(renderTable(detail.task_instances.map(waitingShown), TASK_COLUMNS));
     });
+}
+
+/** A queued attempt of the runner executor is waiting for a runner to take it: say so. */
+function waitingShown(t: TaskView): TaskView {
+  return t.state === 'queued' && t['executor'] === 'runner'
+    ? { ...t, state: 'queued (waiting for a runner)' }
+    : t;
 }
 
 const TERMINAL_RUN = new Set(['success', 'failed']);

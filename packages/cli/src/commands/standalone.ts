@@ -36,6 +36,7 @@ export interface StandaloneFlags {
   doorHost?: string;
   doorUrl?: string;
   cellPort?: string;
+  cellName?: string;
   doorKeysFile?: string;
   directorySchema?: string;
 }
@@ -148,6 +149,8 @@ export async function standaloneConfig(
   const cellPort = pick(flags.cellPort, 'LEOFLOW_CELL_PORT');
   if (cellPort !== undefined)
     cfg.door.cellPort = port(cellPort, '--cell-port / LEOFLOW_CELL_PORT', 0);
+  const cellName = pick(flags.cellName, 'LEOFLOW_CELL_NAME');
+  if (cellName) cfg.door.cellName = cellName;
   const doorKeys = pick(flags.doorKeysFile, 'LEOFLOW_DOOR_KEYS_FILE');
   if (doorKeys !== undefined) cfg.door.trustedKeysFile = resolve(doorKeys);
   const dirSchema = pick(flags.directorySchema, 'LEOFLOW_DIRECTORY_SCHEMA');
@@ -327,6 +330,10 @@ export function addStandaloneOptions(cmd: Command): Command {
     .option(
       '--cell-port <port>',
       "this cell's internal endpoint for a separate `leoflow door` (needs --door-keys-file)",
+    )
+    .option(
+      '--cell-name <name>',
+      "this cell's name in the directory: it serves runner sessions only of tenants placed on it",
     )
     .option('--door-keys-file <file>', 'the door-public.jwks.json of the doors this cell trusts')
     .option(

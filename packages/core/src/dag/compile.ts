@@ -98,6 +98,7 @@ export const TASK_KEYS = [
   'connections',
   'do_xcom_push',
   'executor',
+  'runner_labels',
   'kubernetes',
 ] as const;
 
@@ -1111,6 +1112,10 @@ class Compiler {
       const name = this.readString(executor, p('executor'), { nonEmpty: true });
       if (name !== undefined) task.executor = name;
     }
+    const labels = get('runner_labels');
+    // Read as plain JSON; checkDagSemantics checks its shape, like kubernetes below.
+    if (labels !== undefined)
+      task.runner_labels = this.readJson(labels, p('runner_labels'), 0) as Record<string, string>;
     const kube = get('kubernetes');
     // Read as plain JSON; checkDagSemantics checks its shape (with positions, via record()).
     if (kube !== undefined)

@@ -52,6 +52,11 @@ export const DAG_ERROR_CODES = {
    * Checked at registration, where the tenant is known.
    */
   KUBERNETES_NOT_ALLOWED: 'LF_DAG_KUBERNETES_NOT_ALLOWED',
+  /**
+   * A task's `runner_labels` is malformed (not a map of label names to values), or it is given
+   * to a task that does not choose `executor: runner`.
+   */
+  RUNNER_LABELS: 'LF_DAG_RUNNER_LABELS',
   /** Warning: catchup is on but there is no start_date to catch up from. */
   CATCHUP_WITHOUT_START: 'LF_DAG_CATCHUP_WITHOUT_START',
 } as const;

@@ -24,3 +24,9 @@ export {
   type TaskKubernetes,
   type TaskResources,
 } from './kubernetes.js';
+export {
+  checkRunnerLabels,
+  MAX_RUNNER_LABELS,
+  RUNNER_LABEL_KEY,
+  RUNNER_LABEL_VALUE,
+} from './runner-labels.js';

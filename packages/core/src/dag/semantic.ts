@@ -3,6 +3,7 @@ import { isCanonicalTimestamp } from './dates.js';
 import { DAG_ERROR_CODES as C, childPath, didYouMean, indexPath } from './diagnostics.js';
 import { checkTimezone, normalizeSchedule } from './schedule.js';
 import { checkKubernetesShape } from './kubernetes.js';
+import { checkRunnerLabels } from './runner-labels.js';
 import { ID_PATTERN, type DagSpec } from './spec.js';
 
 /**
@@ -236,6 +237,10 @@ export function checkDagSemantics(
         `executor "${task.executor}" is not an executor name`,
         'name a configured executor, e.g. executor: kubernetes (or remove the key for the default)',
       );
+    }
+    if (task.runner_labels !== undefined) {
+      for (const issue of checkRunnerLabels(task, childPath(base, 'runner_labels')))
+        err(C.RUNNER_LABELS, issue.path, issue.message, issue.hint);
     }
     if (task.kubernetes !== undefined) {
       for (const issue of checkKubernetesShape(task.kubernetes, childPath(base, 'kubernetes')))

@@ -47,6 +47,11 @@ export interface TaskSpecDef {
    * existed keep their spec hash.
    */
   executor?: string;
+  /**
+   * `executor: runner` only: labels a runner must carry (same values) to take this task's
+   * attempts; absent = any runner of the tenant. Absent rather than empty, like `executor`.
+   */
+  runner_labels?: Record<string, string>;
   /** the task's Kubernetes choices within its tenant's allowlist; absent = the tenant's defaults */
   kubernetes?: TaskKubernetes;
 }

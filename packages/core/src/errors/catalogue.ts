@@ -212,6 +212,11 @@ export const ERROR_CATALOGUE = {
     400,
     "Set only image, service_account and resources (requests/limits of cpu, memory, ephemeral-storage as quoted quantities) under a task's kubernetes:.",
   ),
+  LF_DAG_RUNNER_LABELS: c(
+    'dag',
+    400,
+    'Give runner_labels as a mapping of label names to quoted values, on a task with executor: runner.',
+  ),
   LF_DAG_KUBERNETES_NOT_ALLOWED: c(
     'dag',
     400,
@@ -494,6 +499,16 @@ export const ERROR_CATALOGUE = {
     'auth',
     503,
     "Retry after Retry-After; a platform admin places the runner's tenant on a cell (`leoflow tenants place`).",
+  ),
+  LF_RUNNER_CANCELLED: c(
+    'auth',
+    null,
+    'The attempt was terminated while it waited for a runner; trigger it again, or clear the task, when you want it to run.',
+  ),
+  LF_RUNNER_BUNDLE_MISSING: c(
+    'cli',
+    null,
+    'Build the runner bundle (`npm run build`, or `npm run bundle -w @leoflow/agent`); `leoflow runner start` runs that file.',
   ),
   LF_CELL_UNREACHABLE: c(
     'auth',

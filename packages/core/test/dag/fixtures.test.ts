@@ -211,6 +211,16 @@ const BAD: Record<string, Expected[]> = {
       hint: /did you mean "Europe\/Paris"\?/,
     },
   ],
+  runner_labels_without_runner: [
+    {
+      code: 'LF_DAG_RUNNER_LABELS',
+      line: 6,
+      column: 7,
+      path: 'tasks[0].runner_labels',
+      message: /only to a task with executor: runner/,
+      hint: /add executor: runner/,
+    },
+  ],
   kubernetes_bad_key: [
     {
       code: 'LF_DAG_KUBERNETES',

@@ -61,9 +61,9 @@ describe('dag.schema.json', () => {
     );
     expect((schema.required as string[]).slice().sort()).toEqual(Object.keys(spec).sort());
     const task = (schema.$defs as Record<string, { properties: object; required: string[] }>).task!;
-    // executor and kubernetes are the only optional keys: absent rather than filled in, so a
-    // DAG compiled before they existed keeps its spec hash.
-    const optional = ['executor', 'kubernetes'];
+    // executor, runner_labels and kubernetes are the only optional keys: absent rather than
+    // filled in, so a DAG compiled before they existed keeps its spec hash.
+    const optional = ['executor', 'runner_labels', 'kubernetes'];
     expect(Object.keys(task.properties).sort()).toEqual(
       [...Object.keys(spec.tasks[0]!), ...optional].sort(),
     );

@@ -59,6 +59,7 @@ export const taskInstanceSchema = {
     exit_code: nullableInt,
     error_message: nullableString,
     hostname: nullableString,
+    executor: nullableString,
   },
 } as const;
 

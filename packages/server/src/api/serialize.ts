@@ -51,6 +51,8 @@ export function taskInstanceOut(t: TaskInstanceRow) {
     exit_code: t.exit_code,
     error_message: t.error_message,
     hostname: t.hostname,
+    /** the executor holding the claim (null before the first claim) */
+    executor: t.executor,
   };
 }
 

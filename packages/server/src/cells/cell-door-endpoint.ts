@@ -23,8 +23,14 @@ export interface CellDoorEndpointOptions {
   sessions: RunnerSessions;
   logger: Logger;
   /**
-   * What runs inside an accepted session. The runner protocol (the agent service over the
-   * stream) is not built yet: by default a session is held open, and closed on delete.
+   * Whether this cell serves the grant's tenant now (its current placement names this cell):
+   * checked after the secret, before the upgrade; a refusal is a 403 like a bad secret.
+   * Absent: every tenant (a test's lone cell).
+   */
+  serves?: (grant: ConnectionGrant) => Promise<boolean>;
+  /**
+   * What runs inside an accepted session: the runner protocol (cell-session.ts). Absent: the
+   * session is held open, and closed on delete.
    */
   onSession?: (grant: ConnectionGrant, ws: WebSocket) => void;
 }
@@ -83,10 +89,36 @@ export async function startCellDoorEndpoint(o: CellDoorEndpointOptions): Promise
     const raw = req.headers[CONNECTION_SECRET_HEADER];
     const secret = typeof raw === 'string' ? raw : '';
     const grant = req.url === SESSION_PATH && secret !== '' ? o.secrets.consume(secret) : undefined;
-    if (!grant) {
+    const refuse = () =>
       socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+    if (!grant) {
+      refuse();
       return;
     }
+    if (!o.serves) {
+      accept(req, socket, head, grant);
+      return;
+    }
+    o.serves(grant).then(
+      (yes) => {
+        if (yes) {
+          accept(req, socket, head, grant);
+          return;
+        }
+        log.warn(
+          { runner_id: grant.runner_id, tenant_id: grant.tenant_id },
+          'runner session refused: its tenant is not placed on this cell',
+        );
+        refuse();
+      },
+      (err: unknown) => {
+        log.error({ err }, 'placement check failed; runner session refused');
+        refuse();
+      },
+    );
+  });
+
+  function accept(req: IncomingMessage, socket: Duplex, head: Buffer, grant: ConnectionGrant) {
     wss.handleUpgrade(req, socket, head, (ws) => {
       const remove = o.sessions.add(grant.runner_id, ws);
       ws.on('close', remove);
@@ -94,7 +126,7 @@ export async function startCellDoorEndpoint(o: CellDoorEndpointOptions): Promise
       log.info({ runner_id: grant.runner_id }, 'runner session opened');
       o.onSession?.(grant, ws);
     });
-  });
+  }
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);

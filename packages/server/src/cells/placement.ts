@@ -23,3 +23,19 @@ export async function currentCell(
   const cell = await cells.getCell(placement.cell);
   return cell ? { name: cell.name, url: cell.url } : undefined;
 }
+
+/**
+ * Whether the cell named `cellName` serves the tenant's runner sessions now: Lite's one cell
+ * serves every tenant; otherwise only the tenant's current cell, and a cell without a name
+ * serves none (it cannot tell).
+ */
+export async function servesTenant(
+  cells: Pick<CellStore, 'getPlacement' | 'getCell'>,
+  topology: CellTopology,
+  cellName: string | null,
+  tenant_id: string,
+): Promise<boolean> {
+  if (topology.kind === 'lite') return true;
+  if (cellName === null) return false;
+  return (await currentCell(cells, topology, tenant_id))?.name === cellName;
+}

@@ -64,6 +64,12 @@ export interface ServerConfig {
      */
     cellPort: number | null;
     cellHost: string;
+    /**
+     * This cell's name in the directory (directory topology): it accepts a runner session only
+     * when the runner's tenant is placed on this name. null there refuses every session; Lite's
+     * one implicit cell serves every tenant and needs none.
+     */
+    cellName: string | null;
     /** the public keys of the doors this cell trusts (a door's door-public.jwks.json) */
     trustedKeysFile: string | null;
   };
@@ -181,6 +187,7 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       publicUrl: null,
       cellPort: null,
       cellHost: '127.0.0.1',
+      cellName: null,
       trustedKeysFile: null,
     },
     directory: { schema: 'leoflow_directory' },

@@ -1,6 +1,7 @@
 import type { ServerConfig } from '../config/server-config.js';
 import type { ExecutorPosture } from './executor.js';
 import { kubernetesPosture } from './kubernetes/token-transport.js';
+import { RunnerExecutor } from './runner-executor.js';
 import { SubprocessExecutor } from './subprocess-executor.js';
 
 /**
@@ -24,8 +25,14 @@ const kubernetes: ExecutorKind = {
   posture: () => kubernetesPosture(),
 };
 
+const runner: ExecutorKind = {
+  name: 'runner',
+  posture: () => ({ tokenTransport: RunnerExecutor.tokenTransport }),
+};
+
 /** Every executor kind in this build, by name. */
 export const EXECUTOR_KINDS: ReadonlyMap<string, ExecutorKind> = new Map([
   [subprocess.name, subprocess],
   [kubernetes.name, kubernetes],
+  [runner.name, runner],
 ]);

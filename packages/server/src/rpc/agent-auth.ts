@@ -36,11 +36,29 @@ export interface AttemptPrincipal {
 }
 
 /**
- * Who is calling the agent port. Only attempts today. A warm-pool `worker` (bootstrap token) and
- * a `runner` join this union as their own kinds, each with its own column in AGENT_RPC_ACCESS; a
- * handler that serves only attempts keeps calling attemptPrincipal().
+ * A runner, authenticated by the door session it calls in (no bearer: the session is the
+ * credential; the door checked its token and the cell its per-connection secret and placement).
+ * It may only wait for assignments; every attempt RPC inside the session carries that
+ * attempt's own token.
  */
-export type AgentPrincipal = AttemptPrincipal;
+export interface RunnerPrincipal {
+  readonly kind: 'runner';
+  readonly runner_id: string;
+  readonly tenant_id: string;
+}
+
+/** The runner a request arrived through (its door session), as the agent port's gate sees it. */
+export interface RunnerSessionIdentity {
+  runner_id: string;
+  tenant_id: string;
+}
+
+/**
+ * Who is calling the agent port: an attempt (its bearer) or a runner (its door session). A
+ * warm-pool `worker` (bootstrap token) joins this union as its own kind with its own column in
+ * AGENT_RPC_ACCESS; a handler that serves only attempts keeps calling attemptPrincipal().
+ */
+export type AgentPrincipal = AttemptPrincipal | RunnerPrincipal;
 export type AgentPrincipalKind = AgentPrincipal['kind'];
 
 export const AGENT_PRINCIPAL = createContextKey<AgentPrincipal | undefined>(undefined, {
@@ -58,8 +76,14 @@ export type AgentRpcName = keyof (typeof AgentService)['method'];
  */
 export type AttemptAccess = 'unexpired' | 'unexpired-or-session-bound';
 
+/** What a runner needs: to call from inside a door session the cell accepted. */
+export type RunnerAccess = 'door-session';
+
 /** Per RPC, which principal kinds it serves and how; a kind without an entry is refused. */
-export type AgentRpcAccessRow = { readonly [K in AgentPrincipalKind]?: AttemptAccess };
+export interface AgentRpcAccessRow {
+  readonly attempt?: AttemptAccess;
+  readonly runner?: RunnerAccess;
+}
 
 /**
  * THE declaration of which RPC accepts which principal (docs/credentials.md, "Which RPC checks
@@ -77,12 +101,12 @@ export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>>
   pushLogs: { attempt: 'unexpired-or-session-bound' },
   getVariables: { attempt: 'unexpired' },
   getConnections: { attempt: 'unexpired' },
-  // Not served in this build (the handlers answer Unimplemented): the exchange carries its
-  // credential in the body and admits no Leoflow bearer; AwaitAssignment is for the worker
-  // principal that joins with warm pools and runners; AckAssignment is made with the attempt's
-  // own token.
+  // Not served in this build (Unimplemented): the exchange carries its credential in the body
+  // and admits no Leoflow bearer.
   exchangeToken: {},
-  awaitAssignment: {},
+  // A runner waits for attempts in its door session; a warm-pool worker joins with its own
+  // column. AckAssignment is made with the assigned attempt's own token.
+  awaitAssignment: { runner: 'door-session' },
   ackAssignment: { attempt: 'unexpired' },
 };
 
@@ -93,7 +117,11 @@ export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>>
  */
 export type BearerCheck =
   | { readonly kind: 'verified'; readonly token: string; readonly claims: AgentTokenClaims }
-  | { readonly kind: 'expired'; readonly token: string; readonly error: AgentTokenError };
+  | { readonly kind: 'expired'; readonly token: string; readonly error: AgentTokenError }
+  | { readonly kind: 'runner-session'; readonly runner: RunnerSessionIdentity };
+
+/** What verifying a bearer can find (a runner session has none). */
+type TokenCheck = Exclude<BearerCheck, { kind: 'runner-session' }>;
 
 /** Set by the agent server from the gate's result; absent when the service runs without the gate. */
 export const ADMITTED_BEARER = createContextKey<BearerCheck | undefined>(undefined, {
@@ -111,9 +139,13 @@ export interface AgentAuthenticationDeps {
 export interface AgentAuthentication {
   /**
    * The pre-body gate: from the Authorization header alone, a caller may send a body only with a
-   * bearer this control plane signed (an expired one included). Undefined = refuse.
+   * bearer this control plane signed (an expired one included) — or, without a bearer, from
+   * inside a runner's door session (`session`), as that runner. Undefined = refuse.
    */
-  admit(authorization: string | null | undefined): Promise<BearerCheck | undefined>;
+  admit(
+    authorization: string | null | undefined,
+    session?: RunnerSessionIdentity,
+  ): Promise<BearerCheck | undefined>;
   /** Puts the principal on the call context, or refuses the call as Unauthenticated. */
   interceptor: Interceptor;
 }
@@ -137,7 +169,7 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
   const { verifier, clock } = deps;
 
   /** Verifies once; throws (invalid) only for a bearer whose signature or claims do not hold. */
-  async function check(token: string): Promise<BearerCheck> {
+  async function check(token: string): Promise<TokenCheck> {
     try {
       return { kind: 'verified', token, claims: await verifier.verify(token, clock.now()) };
     } catch (err) {
@@ -171,9 +203,9 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
   }
 
   return {
-    async admit(authorization) {
+    async admit(authorization, session) {
       const token = bearerToken(authorization);
-      if (!token) return undefined;
+      if (!token) return session ? { kind: 'runner-session', runner: { ...session } } : undefined;
       try {
         return await check(token);
       } catch {
@@ -188,9 +220,27 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
       )
         ? AGENT_RPC_ACCESS[req.method.localName as AgentRpcName]
         : undefined;
-      const access = row?.attempt;
-      if (!access) throw new ConnectError('this RPC is not open to agents', Code.PermissionDenied);
       let bearer = req.contextValues.get(ADMITTED_BEARER);
+      if (bearer?.kind === 'runner-session') {
+        if (row?.runner !== 'door-session') {
+          throw new ConnectError(
+            "this RPC needs the attempt's own token, not the runner session",
+            Code.Unauthenticated,
+          );
+        }
+        const principal: RunnerPrincipal = { kind: 'runner', ...bearer.runner };
+        req.contextValues.set(AGENT_PRINCIPAL, principal);
+        return next(req);
+      }
+      const access = row?.attempt;
+      if (!access) {
+        throw new ConnectError(
+          row?.runner
+            ? 'this RPC is open to runners in their door session only'
+            : 'this RPC is not open to agents',
+          Code.PermissionDenied,
+        );
+      }
       if (!bearer) {
         // No gate in front (the in-process router transport of the tests): verify here.
         const token = bearerToken(req.header.get('authorization'));
@@ -222,5 +272,20 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
 export function attemptPrincipal(ctx: HandlerContext): AttemptPrincipal {
   const principal = ctx.values.get(AGENT_PRINCIPAL);
   if (!principal) throw new ConnectError('missing authorization token', Code.Unauthenticated);
+  if (principal.kind !== 'attempt') {
+    throw new ConnectError("this RPC needs the attempt's own token", Code.Unauthenticated);
+  }
+  return principal;
+}
+
+/** The runner calling this RPC from its door session. Fails closed like attemptPrincipal. */
+export function runnerPrincipal(ctx: HandlerContext): RunnerPrincipal {
+  const principal = ctx.values.get(AGENT_PRINCIPAL);
+  if (principal?.kind !== 'runner') {
+    throw new ConnectError(
+      'this RPC is open to runners in their door session only',
+      Code.PermissionDenied,
+    );
+  }
   return principal;
 }

@@ -14,7 +14,12 @@ import type { Compression } from '@connectrpc/connect/protocol';
 import { AgentService } from '@leoflow/protocol';
 import type { ServerConfig } from '../config/server-config.js';
 import { isLoopbackHost } from '../credentials/secret-delivery.js';
-import { ADMITTED_BEARER, type AgentAuthentication, type BearerCheck } from './agent-auth.js';
+import {
+  ADMITTED_BEARER,
+  type AgentAuthentication,
+  type BearerCheck,
+  type RunnerSessionIdentity,
+} from './agent-auth.js';
 
 /**
  * The largest request message the agent port reads, on the wire and after decompression. The
@@ -90,43 +95,7 @@ const MARK = createContextKey<RequestMark | undefined>(undefined);
  * fixed text per code, never the parser's.
  */
 export async function startAgentRpcServer(opts: AgentRpcServerOptions): Promise<AgentRpcServer> {
-  const maxBytes = opts.maxMessageBytes ?? AGENT_MAX_MESSAGE_BYTES;
-  const onInternalError = opts.onInternalError ?? (() => undefined);
-  const marks = new WeakMap<object, RequestMark>();
-  const connectHandler = connectNodeAdapter({
-    routes: (router) => router.service(AgentService, opts.impl),
-    interceptors: [markParsed(), sanitizeInternalErrors(onInternalError), opts.auth.interceptor],
-    // The agent speaks gRPC only; the Connect protocol would carry errors in a JSON body instead
-    // of trailers and widen what this port parses.
-    grpc: true,
-    connect: false,
-    grpcWeb: false,
-    readMaxBytes: maxBytes,
-    acceptCompression: [cappedGzip(maxBytes, opts.onInflate)],
-    contextValues: (req) => {
-      const mark = marks.get(req);
-      return createContextValues().set(MARK, mark).set(ADMITTED_BEARER, mark?.bearer);
-    },
-  });
-  const handler = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
-    const mark: RequestMark = { ownText: false };
-    marks.set(req, mark);
-    sanitizeProtocolErrors(res, mark, maxBytes);
-    resetUnreadBodyOnceAnswered(req);
-    let authorization = req.headers['authorization'];
-    if (Array.isArray(authorization)) authorization = undefined;
-    opts.auth.admit(authorization).then(
-      (bearer) => {
-        mark.bearer = bearer;
-        if (bearer) connectHandler(req, res);
-        else refuse(res, mark, Code.Unauthenticated, 'missing or invalid agent token');
-      },
-      (err: unknown) => {
-        onInternalError(err);
-        refuse(res, mark, Code.Internal, 'internal error; see the control-plane log');
-      },
-    );
-  };
+  const handler = createAgentRequestHandler(opts);
   const secure = opts.tls
     ? http2.createSecureServer(
         { cert: opts.tls.cert, key: opts.tls.key, minVersion: 'TLSv1.2' },
@@ -164,6 +133,62 @@ export async function startAgentRpcServer(opts: AgentRpcServerOptions): Promise<
         }, 2_000).unref();
       }),
   };
+}
+
+/** What the agent RPC request handler needs: the listener's options without where it listens. */
+export type AgentRequestHandlerOptions = Omit<AgentRpcServerOptions, 'host' | 'port' | 'tls'> & {
+  /**
+   * The runner whose door session a request arrived through (cell-session.ts); such a request
+   * may come without a bearer, as that runner. Absent on the agent port: no request is.
+   */
+  sessionOf?: (req: http2.Http2ServerRequest) => RunnerSessionIdentity | undefined;
+};
+
+/**
+ * The agent service behind its gate, as an HTTP/2 request handler: the agent port serves it,
+ * and so does every runner door session (the same gate, caps and error texts).
+ */
+export function createAgentRequestHandler(
+  opts: AgentRequestHandlerOptions,
+): (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse) => void {
+  const maxBytes = opts.maxMessageBytes ?? AGENT_MAX_MESSAGE_BYTES;
+  const onInternalError = opts.onInternalError ?? (() => undefined);
+  const marks = new WeakMap<object, RequestMark>();
+  const connectHandler = connectNodeAdapter({
+    routes: (router) => router.service(AgentService, opts.impl),
+    interceptors: [markParsed(), sanitizeInternalErrors(onInternalError), opts.auth.interceptor],
+    // The agent speaks gRPC only; the Connect protocol would carry errors in a JSON body instead
+    // of trailers and widen what this port parses.
+    grpc: true,
+    connect: false,
+    grpcWeb: false,
+    readMaxBytes: maxBytes,
+    acceptCompression: [cappedGzip(maxBytes, opts.onInflate)],
+    contextValues: (req) => {
+      const mark = marks.get(req);
+      return createContextValues().set(MARK, mark).set(ADMITTED_BEARER, mark?.bearer);
+    },
+  });
+  const handler = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
+    const mark: RequestMark = { ownText: false };
+    marks.set(req, mark);
+    sanitizeProtocolErrors(res, mark, maxBytes);
+    resetUnreadBodyOnceAnswered(req);
+    let authorization = req.headers['authorization'];
+    if (Array.isArray(authorization)) authorization = undefined;
+    opts.auth.admit(authorization, opts.sessionOf?.(req)).then(
+      (bearer) => {
+        mark.bearer = bearer;
+        if (bearer) connectHandler(req, res);
+        else refuse(res, mark, Code.Unauthenticated, 'missing or invalid agent token');
+      },
+      (err: unknown) => {
+        onInternalError(err);
+        refuse(res, mark, Code.Internal, 'internal error; see the control-plane log');
+      },
+    );
+  };
+  return handler;
 }
 
 /**

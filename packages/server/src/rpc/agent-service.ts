@@ -74,6 +74,8 @@ export interface AgentServiceDeps {
   records?: AttemptRecorder;
   /** agent protocol versions Register accepts; SUPPORTED_AGENT_PROTOCOLS when absent */
   agentProtocols?: AgentProtocolRange;
+  /** AwaitAssignment and AckAssignment (assignments/assignment-rpc.ts); Unimplemented when absent */
+  assignments?: Pick<ServiceImpl<typeof AgentService>, 'awaitAssignment' | 'ackAssignment'>;
 }
 
 const TASK_TYPES: Record<AuthoredTaskType, TaskType> = {
@@ -504,20 +506,33 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       );
     },
 
-    // eslint-disable-next-line require-yield -- a stream that refuses before its first message
-    async *awaitAssignment() {
-      throw new ConnectError(
-        'this control plane has no warm pool or runner to assign attempts to',
-        Code.Unimplemented,
-      );
+    awaitAssignment(req, ctx) {
+      if (deps.assignments) return deps.assignments.awaitAssignment(req, ctx);
+      return noAssignments();
     },
 
-    ackAssignment() {
+    ackAssignment(req, ctx) {
+      if (deps.assignments) return deps.assignments.ackAssignment(req, ctx);
       throw new ConnectError(
         'this control plane has no warm pool or runner to assign attempts to',
         Code.Unimplemented,
       );
     },
+  };
+}
+
+/** A stream that refuses before its first message. */
+function noAssignments(): AsyncIterable<never> {
+  return {
+    [Symbol.asyncIterator]: () => ({
+      next: () =>
+        Promise.reject(
+          new ConnectError(
+            'this control plane has no warm pool or runner to assign attempts to',
+            Code.Unimplemented,
+          ),
+        ),
+    }),
   };
 }
 

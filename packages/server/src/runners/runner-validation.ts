@@ -1,15 +1,12 @@
-import { AuthError } from '@leoflow/core';
+import { AuthError, MAX_RUNNER_LABELS, RUNNER_LABEL_KEY, RUNNER_LABEL_VALUE } from '@leoflow/core';
 import type { RunnerKind, RunnerSshTarget } from '../store/directory-types.js';
 
 const NAME = /^[a-z0-9][a-z0-9._-]{0,62}$/;
-const LABEL_KEY = /^[a-z0-9][a-z0-9._/-]{0,62}$/;
-const LABEL_VALUE = /^[A-Za-z0-9._-]{0,63}$/;
 const FINGERPRINT = /^SHA256:[A-Za-z0-9+/]{43}$/;
 const KEY_TYPE =
   /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|sk-ecdsa-sha2-nistp256@openssh\.com)$/;
 const KEY_BLOB = /^[A-Za-z0-9+/]+={0,3}$/;
 export const MAX_RUNNER_CAPACITY = 1024;
-const MAX_LABELS = 32;
 
 export interface RunnerInput {
   name: string;
@@ -57,12 +54,13 @@ export function validateRunnerInput(input: RunnerInput): ValidRunnerInput {
   }
   const labels = input.labels ?? {};
   const entries = Object.entries(labels);
-  if (entries.length > MAX_LABELS) throw invalid(`at most ${MAX_LABELS} labels`, 'labels');
+  if (entries.length > MAX_RUNNER_LABELS)
+    throw invalid(`at most ${MAX_RUNNER_LABELS} labels`, 'labels');
   for (const [k, v] of entries) {
-    if (!LABEL_KEY.test(k)) {
+    if (!RUNNER_LABEL_KEY.test(k)) {
       throw invalid(`label key ${JSON.stringify(k)}: 1-63 of a-z 0-9 . _ / -`, 'labels');
     }
-    if (typeof v !== 'string' || !LABEL_VALUE.test(v)) {
+    if (typeof v !== 'string' || !RUNNER_LABEL_VALUE.test(v)) {
       throw invalid(`label ${k}: the value may hold up to 63 of A-Z a-z 0-9 . _ -`, 'labels');
     }
   }

@@ -183,7 +183,10 @@ describe('doctor report: a healthy Lite install', () => {
     expect(tokenTransportOf('kubernetes', config())).toMatch(
       /^literal env value LEOFLOW_AGENT_TOKEN/,
     );
-    expect(tokenTransportOf('runner', config())).toBe(NOT_IN_THIS_BUILD);
+    expect(tokenTransportOf('runner', config())).toBe(
+      'in-band on the runner session (AwaitAssignment)',
+    );
+    expect(tokenTransportOf('ssh-carrier-pigeon', config())).toBe(NOT_IN_THIS_BUILD);
     expect(r.posture.token_transport.subprocess).toBe('inherited pipe fd 3, memory only');
   });
 

@@ -43,7 +43,11 @@ export interface DoorFixture {
   cellClient: { fetchSecret: number; openSession: number; lastSecret: string | null };
   bundleFile: string;
   addCell(name: string, opts?: { trustDoor?: boolean }): Promise<Cell>;
-  addRunner(tenant: string, name: string): Promise<{ id: string; token: string }>;
+  addRunner(
+    tenant: string,
+    name: string,
+    o?: { labels?: Record<string, string>; capacity?: number },
+  ): Promise<{ id: string; token: string }>;
   place(tenant: string, cell: string): Promise<void>;
   random: { value: number };
   close(): Promise<void>;
@@ -55,6 +59,8 @@ export async function createDoorFixture(
     throttle?: { limit: number; windowMs: number };
     /** what a cell runs in an accepted session (default: echo, prefixed with the cell's name) */
     onSession?: (cell: string, grant: ConnectionGrant, ws: WebSocket) => void;
+    /** a cell's own placement check before it accepts a session (default: every tenant) */
+    serves?: (cell: string, grant: ConnectionGrant) => Promise<boolean>;
   } = {},
 ): Promise<DoorFixture> {
   const dir = mkdtempSync(join(tmpdir(), 'leoflow-door-'));
@@ -124,6 +130,7 @@ export async function createDoorFixture(
       secrets,
       sessions,
       logger,
+      ...(opts.serves ? { serves: (grant: ConnectionGrant) => opts.serves!(name, grant) } : {}),
       onSession: (grant, ws) => {
         if (opts.onSession) {
           opts.onSession(name, grant, ws);
@@ -147,7 +154,7 @@ export async function createDoorFixture(
   };
 
   let n = 0;
-  const addRunner: DoorFixture['addRunner'] = async (tenant, name) => {
+  const addRunner: DoorFixture['addRunner'] = async (tenant, name, o = {}) => {
     const token = mintRunnerToken();
     const id = `rnr_${tenant}_${name}_${(n += 1)}`;
     await directory.insertRunner({
@@ -155,8 +162,8 @@ export async function createDoorFixture(
       tenant_id: tenant,
       name,
       kind: 'inbound',
-      labels: {},
-      capacity: 1,
+      labels: o.labels ?? {},
+      capacity: o.capacity ?? 1,
       ssh: null,
       token_hash: runnerTokenHash(token),
       token_cipher: new Uint8Array([1]),

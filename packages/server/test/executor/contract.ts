@@ -41,7 +41,14 @@ export interface ContractSubject {
   killAgent(cp: ControlPlane, ti: TaskInstanceRow): Promise<void>;
   /** notes what of the running attempt exists now (agent, task), to ask later if all is gone */
   watchAttempt(cp: ControlPlane, ti: TaskInstanceRow): Promise<{ gone(): Promise<boolean> }>;
+  /** once the control plane is up (a runner to connect); what it returns runs before it closes */
+  started?(cp: ControlPlane, cfg: ServerConfig): Promise<(() => Promise<void>) | void>;
+  /** cases of the contract that do not apply to this executor, each with the reason why */
+  notApplicable?: Partial<Record<ContractCase, string>>;
 }
+
+/** The contract's cases an executor may declare not applicable (with its reason). */
+export type ContractCase = 'lost-agent' | 'fresh-executor';
 
 /** One thing a reader could see of an attempt, and where it was found. */
 export interface Exposure {
@@ -102,6 +109,12 @@ export function executorContract(subject: ContractSubject): void {
     let cp: ControlPlane;
     const minted: string[] = [];
     let dagCount = 0;
+    let stopStarted: (() => Promise<void>) | void = undefined;
+    const caseIt = (id: ContractCase, name: string, fn: () => Promise<void>) => {
+      const reason = subject.notApplicable?.[id];
+      if (reason) it.skip(`${name} — not applicable: ${reason}`, fn);
+      else it(name, fn);
+    };
 
     beforeAll(async () => {
       dir = mkdtempSync(join(tmpdir(), `leoflow-contract-${subject.kind}-`));
@@ -120,9 +133,11 @@ export function executorContract(subject: ContractSubject): void {
         ...(subject.create ? { executor: subject.create(cfg) } : {}),
         decorateExecutor: (e) => capturing(e, minted),
       });
+      stopStarted = await subject.started?.(cp, cfg);
     }, 60_000);
 
     afterAll(async () => {
+      if (stopStarted) await stopStarted();
       await cp?.close();
       rmSync(dir, { recursive: true, force: true });
     }, 60_000);
@@ -208,7 +223,7 @@ export function executorContract(subject: ContractSubject): void {
       expect(row.error_message ?? '').toMatch(/timeout|timed out/i);
     });
 
-    it('a lost agent fails its attempt at once, and retries apply', async () => {
+    caseIt('lost-agent', 'a lost agent fails its attempt at once, and retries apply', async () => {
       const run = await runOne('sleep 5', { retries: 1, retry_delay_seconds: 3600 });
       const live = await running(run);
       await subject.killAgent(cp, live);
@@ -221,30 +236,34 @@ export function executorContract(subject: ContractSubject): void {
       expect(first?.error_message ?? '').toMatch(/agent exited/);
     });
 
-    it('a fresh executor of the same kind (a restart) tells a live agent from a gone one', async () => {
-      const run = await runOne('sleep 3');
-      const live = await running(run);
-      const fresh = subject.fresh(cp, cfg);
-      try {
-        expect(fresh.name).toBe(cp.executor.name);
-        expect(typeof fresh.probeClaim).toBe('function');
-        const claim: PendingClaim = {
-          task_instance_id: live.id,
-          try_number: live.try_number,
-          dispatch_gen: live.dispatch_gen,
-          hostname: live.hostname,
-          pid: live.pid,
-          queued_at: live.queued_at!,
-        };
-        expect((await fresh.probeClaim!(claim, Date.now())).state).toBe('alive');
-        expect((await ended(run)).state).toBe('success');
-        await waitFor('the agent to be gone', async () =>
-          (await fresh.probeClaim!(claim, Date.now())).state === 'gone' ? true : undefined,
-        );
-      } finally {
-        await fresh.close();
-      }
-    });
+    caseIt(
+      'fresh-executor',
+      'a fresh executor of the same kind (a restart) tells a live agent from a gone one',
+      async () => {
+        const run = await runOne('sleep 3');
+        const live = await running(run);
+        const fresh = subject.fresh(cp, cfg);
+        try {
+          expect(fresh.name).toBe(cp.executor.name);
+          expect(typeof fresh.probeClaim).toBe('function');
+          const claim: PendingClaim = {
+            task_instance_id: live.id,
+            try_number: live.try_number,
+            dispatch_gen: live.dispatch_gen,
+            hostname: live.hostname,
+            pid: live.pid,
+            queued_at: live.queued_at!,
+          };
+          expect((await fresh.probeClaim!(claim, Date.now())).state).toBe('alive');
+          expect((await ended(run)).state).toBe('success');
+          await waitFor('the agent to be gone', async () =>
+            (await fresh.probeClaim!(claim, Date.now())).state === 'gone' ? true : undefined,
+          );
+        } finally {
+          await fresh.close();
+        }
+      },
+    );
 
     const sites = subject.credentialSites ?? [];
     it(

@@ -134,6 +134,30 @@ describe('AGENT_RPC_ACCESS', () => {
     }
     expect(documented).toEqual(fromCode);
   });
+
+  it('opens to the runner principal exactly the rows docs/credentials.md says take the door session', () => {
+    const doc = readFileSync(new URL('../../../../docs/credentials.md', import.meta.url), 'utf8');
+    const section = doc.slice(
+      doc.indexOf('### Which RPC checks what'),
+      doc.indexOf('## An expired credential'),
+    );
+    const documented = section
+      .split('\n')
+      .flatMap((line) => {
+        const m = /^\| `(\w+)`\s*\|([^|]*)\|/.exec(line);
+        return m?.[1] && m[2]?.includes('door session') ? [m[1]] : [];
+      })
+      .sort();
+    const fromCode = AgentService.methods
+      .filter(
+        (m) =>
+          AGENT_RPC_ACCESS[m.localName as keyof typeof AGENT_RPC_ACCESS].runner === 'door-session',
+      )
+      .map((m) => m.name)
+      .sort();
+    expect(fromCode).toEqual(['AwaitAssignment']);
+    expect(documented).toEqual(fromCode);
+  });
 });
 
 describe('the authentication interceptor on the real agent port', () => {

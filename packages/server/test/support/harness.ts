@@ -29,7 +29,13 @@ import type { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
 import type { AttemptRecorder } from '../../src/credentials/attempt-record.js';
 import { Executors } from '../../src/executor/executors.js';
 import type { Leadership } from '../../src/leadership/leadership.js';
-import { assemblePlane } from '../../src/plane-assembly.js';
+import { assemblePlane, type PlaneParts } from '../../src/plane-assembly.js';
+import { AssignmentBroker } from '../../src/assignments/assignment-broker.js';
+import {
+  createAssignmentHandlers,
+  type AssignmentRpcDeps,
+} from '../../src/assignments/assignment-rpc.js';
+import { RunnerExecutor } from '../../src/executor/runner-executor.js';
 import type { RunOperations } from '../../src/scheduler/run-operations.js';
 import type { Scheduler, SchedulerTimings } from '../../src/scheduler/scheduler.js';
 import type { VaultService } from '../../src/vault/vault-service.js';
@@ -99,6 +105,11 @@ export interface HarnessOptions {
   leadership?: Leadership;
   /** agent protocol versions Register accepts (this build's range when absent) */
   agentProtocols?: AgentProtocolRange;
+  /**
+   * Runners: an assignment broker on the harness clock, the runner executor (`runner`, reconciled
+   * by the test) and AwaitAssignment/AckAssignment, with these runner records.
+   */
+  runners?: AssignmentRpcDeps['runnerById'];
 }
 
 export interface Harness {
@@ -119,6 +130,12 @@ export interface Harness {
   agentPort: number | null;
   /** a second scheduler on the same store, as after a control-plane restart */
   restart(): Scheduler;
+  /** the agent service and its authentication, for a test that serves them itself */
+  agentService: PlaneParts['agentService'];
+  agentAuth: PlaneParts['agentAuth'];
+  /** with `runners` */
+  broker: AssignmentBroker | null;
+  runnerExecutor: RunnerExecutor | null;
   close(): Promise<void>;
 }
 
@@ -136,7 +153,15 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   const logger = pino({ level: 'silent' });
   const key = await loadOrCreateSigningKey(dir, 'agent');
   const executor = new RecordingExecutor();
-  const executors = new Executors([executor, ...(opts.moreExecutors ?? [])]);
+  const broker = opts.runners ? new AssignmentBroker(clock) : null;
+  const runnerExecutor = broker
+    ? new RunnerExecutor({ broker, store, reconcileIntervalMs: 0 })
+    : null;
+  const executors = new Executors([
+    executor,
+    ...(opts.moreExecutors ?? []),
+    ...(runnerExecutor ? [runnerExecutor] : []),
+  ]);
   const parts = assemblePlane({
     store,
     clock,
@@ -156,6 +181,16 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     ...(opts.logLimits ? { logLimits: opts.logLimits } : {}),
     ...(opts.leadership ? { leadership: opts.leadership } : {}),
     ...(opts.agentProtocols ? { agentProtocols: opts.agentProtocols } : {}),
+    ...(broker && opts.runners
+      ? {
+          assignments: createAssignmentHandlers({
+            broker,
+            runnerById: opts.runners,
+            store,
+            clock,
+          }),
+        }
+      : {}),
   });
   const { tokens, verifier, vault, runs, agentService: service, agentAuth: auth } = parts;
   const records = parts.records!;
@@ -209,6 +244,10 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     agent: (token, session) => createClient(AgentService, transportFor(token, session)),
     agentPort: server?.port ?? null,
     restart: parts.newScheduler,
+    agentService: service,
+    agentAuth: auth,
+    broker,
+    runnerExecutor,
     async close() {
       await server?.close();
       await store.close();

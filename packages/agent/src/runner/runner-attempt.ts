@@ -1,0 +1,122 @@
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Client } from '@connectrpc/connect';
+import type { AckAssignmentResponse, AgentService, Assignment } from '@leoflow/protocol';
+import { Agent } from '../agent.js';
+import type { AgentConfig } from '../config.js';
+import type { Diagnostics } from '../diag.js';
+import { AttemptIsolation } from '../isolation.js';
+import { TokenHolder } from '../token.js';
+
+/** What every attempt of one daemon shares. */
+export interface AttemptHost {
+  /** a client for one attempt: every call carries that attempt's token (and session key) */
+  clientFor(tokens: TokenHolder): Client<typeof AgentService>;
+  /** where attempt work dirs are made (0711, so an attempt uid reaches only its own 0700 dir) */
+  workRoot: string;
+  /** the daemon's minimal env (PATH, LANG, …): the task env is built from it, LEOFLOW_* stripped */
+  agentEnv: Record<string, string>;
+  /** per-attempt uids (root only); undefined runs the task as the daemon's user */
+  attemptUids: AgentConfig['attemptUids'];
+  diag: Diagnostics;
+  /** the agent's timings (tests shorten them) */
+  timings?: Partial<
+    Pick<AgentConfig, 'reportDeadlineMs' | 'bootstrapDeadlineMs' | 'killGraceMs' | 'rpcTimeoutMs'>
+  >;
+}
+
+/**
+ * One assignment, run with the same agent code as a subprocess attempt: its own token holder
+ * (renewals replace it), its own work dir (removed after), its own uid when the daemon is root.
+ */
+export class RunnerAttempt {
+  readonly assignmentId: string;
+  readonly taskInstanceId: string;
+  readonly #agent: Agent;
+  readonly #isolation: AttemptIsolation | undefined;
+  readonly #workdir: string;
+  readonly #diag: Diagnostics;
+  readonly #client: Client<typeof AgentService>;
+
+  constructor(a: Assignment, host: AttemptHost) {
+    this.assignmentId = a.assignmentId;
+    this.taskInstanceId = a.spec?.taskInstanceId ?? '';
+    const tokens = new TokenHolder(a.attemptToken);
+    mkdirSync(host.workRoot, { recursive: true, mode: 0o711 });
+    this.#workdir = mkdtempSync(join(host.workRoot, 'attempt-'));
+    this.#diag = host.diag;
+    const config: AgentConfig = {
+      agentUrl: 'http://runner-session',
+      standby: false,
+      taskInstanceId: this.taskInstanceId,
+      workdir: this.#workdir,
+      heartbeatIntervalMs: Math.max(1, a.heartbeatIntervalSeconds) * 1000,
+      heartbeatIntervalFromEnv: false,
+      runAs: undefined,
+      attemptUids: host.attemptUids,
+      python: host.agentEnv['LEOFLOW_PYTHON'] || 'python3',
+      node: process.execPath,
+      nodeModules: undefined,
+      reportDeadlineMs: host.timings?.reportDeadlineMs ?? 15 * 60_000,
+      bootstrapDeadlineMs: host.timings?.bootstrapDeadlineMs ?? 60_000,
+      killGraceMs: host.timings?.killGraceMs ?? 5_000,
+      rpcTimeoutMs: host.timings?.rpcTimeoutMs ?? 10_000,
+    };
+    this.#client = host.clientFor(tokens);
+    this.#isolation =
+      host.attemptUids && process.getuid?.() === 0
+        ? new AttemptIsolation({ ...host.attemptUids, pathVar: host.agentEnv['PATH'] })
+        : undefined;
+    this.#agent = new Agent({
+      config,
+      isolation: this.#isolation,
+      client: this.#client,
+      tokens,
+      diag: host.diag,
+      agentEnv: host.agentEnv,
+      startedAt: Date.now(),
+    });
+  }
+
+  /** Takes the assignment, with the attempt's own token (never the runner's session). */
+  ack(): Promise<AckAssignmentResponse> {
+    return this.#client.ackAssignment({ assignmentId: this.assignmentId }, { timeoutMs: 10_000 });
+  }
+
+  /** Not taken after all: nothing ran; its work dir goes. */
+  discard(): void {
+    rmSync(this.#workdir, { recursive: true, force: true });
+  }
+
+  /** Runs the attempt to its end; the agent's exit code. Never throws. */
+  async run(): Promise<number> {
+    try {
+      return await this.#agent.run();
+    } catch (err) {
+      this.#diag.log(
+        'error',
+        `attempt failed: ${err instanceof Error ? err.message : String(err)}`,
+      );
+      this.#agent.killTaskGroupNow();
+      return 1;
+    } finally {
+      if (this.#isolation && !(await this.#isolation.end())) {
+        this.#diag.log(
+          'error',
+          `processes of uid ${this.#isolation.uid ?? '?'} survived SIGKILL; the uid stays held`,
+        );
+      }
+      rmSync(this.#workdir, { recursive: true, force: true });
+    }
+  }
+
+  /** The control plane cancelled it (terminate, revoke): stop the task now. */
+  cancel(): void {
+    this.#agent.onSignal('SIGTERM');
+  }
+
+  /** The daemon is going away: the task group must not outlive it. */
+  killNow(): void {
+    this.#agent.killTaskGroupNow();
+  }
+}

@@ -1,0 +1,156 @@
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  DEFAULT_ATTEMPT_NPROC_LIMIT,
+  DEFAULT_ATTEMPT_UID_RANGE,
+  parseUidRange,
+} from '@leoflow/core';
+import type { AgentConfig } from '../config.js';
+import { stderrDiagnostics } from '../diag.js';
+import { DoorUrlError, parseDoorUrl } from './door-url.js';
+import { RUNNER_EXIT, RunnerDaemon } from './runner-daemon.js';
+import { doorTransport, stdioTransport, type RunnerTransport } from './transport.js';
+
+/** The daemon's flags; `--url-stdin`, `--url-file` or `--stdio` makes the bundle a runner. */
+const MODE_FLAGS = ['--url-stdin', '--url-file', '--stdio'];
+/** What the daemon passes on to tasks from its own environment (LEOFLOW_* never). */
+const INHERITED_ENV = ['PATH', 'LANG', 'LC_ALL', 'TZ'];
+
+export const RUNNER_USAGE = `usage: leoflow-runner (--url-stdin | --url-file <file> | --stdio) [--work-dir <dir>] [--max-attempts <n>] [--attempt-uid-range <first-last>|off]
+  --url-stdin          read the door URL (https://<door>/runners/<token>/) from the first line of stdin
+  --url-file <file>    read it from a file (keep it mode 0600)
+  --stdio              speak the runner protocol over stdin/stdout (an ssh runner; no URL)
+The URL carries the runner's token: it is never accepted in argv, which every user of the machine can read.`;
+
+/** `leoflow runner start` and the `leoflow-runner` launcher put it first. */
+export const RUNNER_MODE_FLAG = '--runner';
+
+export function isRunnerInvocation(argv: readonly string[]): boolean {
+  return (
+    argv[0] === RUNNER_MODE_FLAG ||
+    argv.some((a) => MODE_FLAGS.includes(a) || a.startsWith('--url'))
+  );
+}
+
+interface RunnerArgs {
+  transport: 'stdin' | 'file' | 'stdio';
+  file?: string;
+  workDir: string;
+  maxAttempts?: number;
+  uidRange?: string;
+}
+
+class UsageError extends Error {}
+
+function parseArgs(argv: readonly string[]): RunnerArgs {
+  const out: Partial<RunnerArgs> = {};
+  for (let i = argv[0] === RUNNER_MODE_FLAG ? 1 : 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    const value = () => {
+      const v = argv[++i];
+      if (v === undefined) throw new UsageError(`${a} needs a value`);
+      return v;
+    };
+    if (a === '--url-stdin') out.transport = 'stdin';
+    else if (a === '--url-file') {
+      out.transport = 'file';
+      out.file = value();
+    } else if (a === '--stdio') out.transport = 'stdio';
+    else if (a === '--work-dir') out.workDir = value();
+    else if (a === '--max-attempts') {
+      const n = Number(value());
+      if (!Number.isInteger(n) || n < 1)
+        throw new UsageError('--max-attempts must be a positive integer');
+      out.maxAttempts = n;
+    } else if (a === '--attempt-uid-range') out.uidRange = value();
+    else if (a === '--url' || a.startsWith('--url=')) {
+      throw new UsageError(
+        '--url would put the runner token in argv, which ps shows to every user: pipe it in with --url-stdin (the registration prints that command) or use --url-file',
+      );
+    } else
+      throw new UsageError(
+        `${a.startsWith('-') ? `unknown option '${a.split('=')[0]}'` : 'unexpected argument (a positional value)'}`,
+      );
+  }
+  if (!out.transport) throw new UsageError('give one of --url-stdin, --url-file <file>, --stdio');
+  return {
+    ...out,
+    transport: out.transport,
+    workDir: out.workDir ?? join(tmpdir(), `leoflow-runner-${process.getuid?.() ?? 'u'}`),
+  };
+}
+
+async function readFirstLine(stream: NodeJS.ReadableStream): Promise<string> {
+  let text = '';
+  for await (const chunk of stream) {
+    text += String(chunk);
+    const nl = text.indexOf('\n');
+    if (nl >= 0) return text.slice(0, nl);
+    if (text.length > 4096) break;
+  }
+  return text;
+}
+
+/** `leoflow-runner …`: the runner daemon, in the agent's bundle. */
+export async function runnerMain(argv: readonly string[]): Promise<number> {
+  const diag = stderrDiagnostics();
+  let args: RunnerArgs;
+  let transport: RunnerTransport;
+  let attemptUids: AgentConfig['attemptUids'];
+  try {
+    args = parseArgs(argv);
+    if (args.transport === 'stdio') {
+      transport = stdioTransport();
+    } else {
+      const text =
+        args.transport === 'file'
+          ? readFileSync(args.file!, 'utf8').split('\n')[0]!
+          : await readFirstLine(process.stdin);
+      const url = parseDoorUrl(text);
+      transport = doorTransport(url.sessionUrl);
+      diag.log('info', `runner connecting through ${url.redacted}`);
+    }
+    // Root: each attempt runs under a uid of its own (the same allocator as on Lite).
+    const range =
+      args.uidRange ?? process.env['LEOFLOW_ATTEMPT_UID_RANGE'] ?? DEFAULT_ATTEMPT_UID_RANGE;
+    if (process.getuid?.() === 0 && range !== 'off') {
+      attemptUids = {
+        range: parseUidRange(range, '--attempt-uid-range'),
+        nproc: DEFAULT_ATTEMPT_NPROC_LIMIT,
+        lockDir: process.env['LEOFLOW_ATTEMPT_UID_LOCK_DIR'] || undefined,
+      };
+    }
+  } catch (err) {
+    const known = err instanceof UsageError || err instanceof DoorUrlError;
+    process.stderr.write(
+      `leoflow-runner: ${err instanceof Error ? err.message : String(err)}\n${known && err instanceof UsageError ? `${RUNNER_USAGE}\n` : ''}`,
+    );
+    return RUNNER_EXIT.USAGE;
+  }
+  const agentEnv: Record<string, string> = {};
+  for (const name of INHERITED_ENV) {
+    const v = process.env[name];
+    if (v !== undefined) agentEnv[name] = v;
+  }
+  const daemon = new RunnerDaemon({
+    transport,
+    workRoot: args.workDir,
+    agentEnv,
+    attemptUids,
+    diag,
+    ...(args.maxAttempts !== undefined ? { maxAttempts: args.maxAttempts } : {}),
+  });
+  for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(s, () => daemon.stop());
+  const crash = (err: unknown): void => {
+    diag.log(
+      'error',
+      `runner crashed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+    );
+    daemon.killNow();
+    process.exit(1);
+  };
+  process.on('uncaughtException', crash);
+  process.on('unhandledRejection', crash);
+  return daemon.run();
+}

@@ -1,0 +1,69 @@
+import { Duplex } from 'node:stream';
+import { createWebSocketStream, WebSocket } from 'ws';
+
+/** The close code a cell sends when the runner was deleted (server cells/runner-sessions.ts). */
+export const RUNNER_DELETED_CLOSE = 4401;
+
+/**
+ * A byte pipe to the cell that HTTP/2 runs over. The door transport dials a new WebSocket
+ * session per HTTP/2 connection (so a dropped session is re-dialled by the next call); the stdio
+ * transport (an ssh runner: the cell started this bundle over an SSH channel) has exactly one.
+ */
+export interface RunnerTransport {
+  /** a new stream to the cell; called once per HTTP/2 connection */
+  connect(): Duplex;
+  /** false: the one stream is all there is; when it ends the daemon ends */
+  readonly reconnects: boolean;
+  /** why the door refused this runner for good (token refused, runner deleted), once it did */
+  readonly refused: string | undefined;
+}
+
+/** A door session per connection: ws(s)://<door>/runners/<token>/session. */
+export function doorTransport(sessionUrl: string): RunnerTransport {
+  let refused: string | undefined;
+  return {
+    reconnects: true,
+    get refused() {
+      return refused;
+    },
+    connect() {
+      const ws = new WebSocket(sessionUrl, { handshakeTimeout: 10_000 });
+      // Attached now, before 'open': the cell speaks first (HTTP/2 SETTINGS), and ws's stream
+      // defers writes made while the socket is still connecting.
+      const stream = createWebSocketStream(ws);
+      ws.on('unexpected-response', (_req, res) => {
+        if (res.statusCode === 401) {
+          refused =
+            'the door refused the runner token (401): the runner was deleted or the token is wrong; register it again and use the new launch command';
+        }
+        res.resume();
+        stream.destroy(new Error(`the door answered ${res.statusCode ?? '?'}`));
+      });
+      ws.on('close', (code) => {
+        if (code === RUNNER_DELETED_CLOSE) {
+          refused =
+            'the runner was deleted (session closed with 4401); register it again and use the new launch command';
+        }
+      });
+      stream.on('error', () => ws.terminate());
+      return stream;
+    },
+  };
+}
+
+/** The protocol over this process's stdin/stdout (stdout then carries nothing else). */
+export function stdioTransport(
+  input: NodeJS.ReadableStream = process.stdin,
+  output: NodeJS.WritableStream = process.stdout,
+): RunnerTransport {
+  let used = false;
+  return {
+    reconnects: false,
+    refused: undefined,
+    connect() {
+      if (used) throw new Error('the stdio transport has one stream');
+      used = true;
+      return Duplex.from({ readable: input, writable: output });
+    },
+  };
+}
