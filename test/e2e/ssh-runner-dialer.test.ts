@@ -1,0 +1,256 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { AuthError, type Connection } from '@leoflow/core';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  SshRunnerDialer,
+  type SshRunner,
+  type SshRunnerChannel,
+  type SshRunnerLaunch,
+} from '../../packages/server/src/runners/ssh-dialer.js';
+import {
+  generateKeyPair,
+  SSHD,
+  SSHD_HOWTO,
+  sshdAvailability,
+  startSshd,
+  type KeyPair,
+  type Sshd,
+} from '../support/sshd.js';
+
+/**
+ * The ssh runner dialer against Debian's real sshd on loopback: the pinned host key (a
+ * known_hosts line or a fingerprint) lets the cell in and the remote command's stdio carries
+ * bytes both ways; a changed host key and a key the machine does not accept are refused before
+ * anything runs; the private key appears in no log line, no error and nothing sshd logged.
+ */
+const availability = sshdAvailability();
+if (availability === 'skip') {
+  process.stderr.write(`ssh runner tests skipped: no ${SSHD}; to run them, ${SSHD_HOWTO}\n`);
+}
+
+let sshd: Sshd;
+let stranger: KeyPair;
+let otherHost: KeyPair;
+let silent: Server;
+let silentPort: number;
+const logged: string[] = [];
+const logger = pino(
+  { level: 'debug' },
+  new Writable({
+    write(chunk: Buffer, _enc, done) {
+      logged.push(chunk.toString('utf8'));
+      done();
+    },
+  }),
+);
+/** every error the dialer threw here, for the canary check */
+const refusals: unknown[] = [];
+
+/** The credential Connections the tests' tenant holds, by id. */
+const vault = new Map<string, Connection>();
+function sshConnection(privateKey: string | null, passphrase?: string): Connection {
+  return {
+    conn_type: 'ssh',
+    host: null,
+    login: null,
+    password: null,
+    schema: null,
+    port: null,
+    extra:
+      privateKey === null
+        ? {}
+        : {
+            private_key: privateKey,
+            ...(passphrase ? { private_key_passphrase: passphrase } : {}),
+          },
+  };
+}
+
+function runner(over: Partial<NonNullable<SshRunner['ssh']>> = {}, port?: number): SshRunner {
+  return {
+    id: 'rnr_test',
+    tenant_id: 'default',
+    name: 'gpu-box',
+    ssh: {
+      host: '127.0.0.1',
+      port: port ?? sshd.port,
+      user: sshd.user,
+      credential: 'box_key',
+      host_key: sshd.knownHostsLine,
+      ...over,
+    },
+  };
+}
+
+function dialer(launch: SshRunnerLaunch, handshakeTimeoutMs = 10_000): SshRunnerDialer {
+  return new SshRunnerDialer({
+    connection: async (tenant, id) => (tenant === 'default' ? vault.get(id) : undefined),
+    launch,
+    logger,
+    handshakeTimeoutMs,
+    commandTimeoutMs: 10_000,
+  });
+}
+
+async function refusal(p: Promise<unknown>): Promise<AuthError> {
+  const e = await p.then(
+    () => new Error('the dial was not refused'),
+    (err: unknown) => err,
+  );
+  refusals.push(e);
+  expect(e).toBeInstanceOf(AuthError);
+  return e as AuthError;
+}
+
+function collect(ch: SshRunnerChannel): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  ch.stdio.on('data', (b: Buffer) => parts.push(b));
+  return ch.exited.then(() => Buffer.concat(parts));
+}
+
+const accepted = () => sshd.log().match(/Accepted publickey/g)?.length ?? 0;
+
+beforeAll(async () => {
+  if (availability !== 'run') return;
+  sshd = await startSshd();
+  stranger = generateKeyPair(sshd.dir, 'stranger_ed25519');
+  otherHost = generateKeyPair(sshd.dir, 'other_host_ed25519');
+  vault.set('box_key', sshConnection(sshd.client.privateKey));
+  vault.set('stranger_key', sshConnection(stranger.privateKey));
+  vault.set('no_key', sshConnection(null));
+  vault.set('garbled_key', sshConnection('-----BEGIN OPENSSH PRIVATE KEY-----\nnope\n'));
+  // Accepts TCP and never speaks SSH: the handshake must give up on its own.
+  silent = createServer(() => undefined);
+  await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+  const addr = silent.address();
+  silentPort = typeof addr === 'object' && addr ? addr.port : 0;
+}, 60_000);
+
+afterAll(async () => {
+  silent?.close();
+  await sshd?.stop();
+});
+
+describe.runIf(availability === 'run').sequential('the ssh runner dialer against sshd', () => {
+  it('with the pinned known_hosts line it gets in, and the remote stdio round-trips bytes', async () => {
+    const payload = randomBytes(256 * 1024);
+    const ch = await dialer({ kind: 'command', command: 'cat' }).dial(runner());
+    const echoed = collect(ch);
+    ch.stdio.end(payload);
+    expect((await echoed).equals(payload)).toBe(true);
+    expect(await ch.exited).toEqual({ code: 0, signal: null });
+    expect(sshd.log()).toContain(`Accepted publickey for ${sshd.user}`);
+  });
+
+  it('with the pinned SHA256 fingerprint it gets in too', async () => {
+    const ch = await dialer({ kind: 'command', command: 'echo pinned-by-fingerprint' }).dial(
+      runner({ host_key: sshd.hostKeyFingerprint }),
+    );
+    expect((await collect(ch)).toString()).toBe('pinned-by-fingerprint\n');
+  });
+
+  it('a changed host key is refused with LF_SSH_HOST_KEY_MISMATCH before authenticating, and nothing runs', async () => {
+    const marker = join(sshd.dir, 'ran-despite-mismatch');
+    const before = accepted();
+    const touch = dialer({ kind: 'command', command: `touch ${marker}` });
+    const [type, blob] = otherHost.publicKey.split(/\s+/);
+    for (const host_key of [
+      `[127.0.0.1]:${sshd.port} ${type} ${blob}`,
+      'SHA256:' + 'A'.repeat(43),
+    ]) {
+      const e = await refusal(touch.dial(runner({ host_key })));
+      expect(e.code).toBe('LF_SSH_HOST_KEY_MISMATCH');
+      expect(e.message).toContain(sshd.hostKeyFingerprint);
+      expect(e.message).toContain('nothing ran');
+    }
+    expect(accepted()).toBe(before);
+    expect(existsSync(marker)).toBe(false);
+    expect(logged.join('')).toContain('"code":"LF_SSH_HOST_KEY_MISMATCH"');
+  });
+
+  it('a key the machine does not accept is refused with LF_SSH_AUTH_REFUSED, and nothing runs', async () => {
+    const marker = join(sshd.dir, 'ran-as-stranger');
+    const e = await refusal(
+      dialer({ kind: 'command', command: `touch ${marker}` }).dial(
+        runner({ credential: 'stranger_key' }),
+      ),
+    );
+    expect(e.code).toBe('LF_SSH_AUTH_REFUSED');
+    expect(existsSync(marker)).toBe(false);
+  });
+
+  it('a Connection without a readable private key is refused before any socket opens', async () => {
+    const connections = () => sshd.log().match(/Connection from/g)?.length ?? 0;
+    const before = connections();
+    const d = dialer({ kind: 'command', command: 'true' });
+    for (const credential of ['no_key', 'garbled_key', 'deleted_key']) {
+      const e = await refusal(d.dial(runner({ credential })));
+      expect(e.code).toBe('LF_SSH_CREDENTIAL_INVALID');
+      expect(e.message).toContain(credential);
+    }
+    expect(connections()).toBe(before);
+  });
+
+  it('a host that never completes the handshake is refused with LF_SSH_UNREACHABLE within the timeout', async () => {
+    const started = Date.now();
+    const e = await refusal(
+      dialer({ kind: 'command', command: 'true' }, 500).dial(runner({}, silentPort)),
+    );
+    expect(e.code).toBe('LF_SSH_UNREACHABLE');
+    expect(e.message).toContain('no handshake within 500 ms');
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  it('uploads the runner bundle once per content and runs it with --stdio', async () => {
+    const dir = join(sshd.dir, 'remote-home', '.leoflow');
+    mkdirSync(join(sshd.dir, 'remote-home'), { recursive: true });
+    const bundle = Buffer.from(
+      `if (!process.argv.includes('--stdio')) process.exit(2);\n` +
+        `process.stdin.on('data', (b) => process.stdout.write(b.toString().toUpperCase()));\n`,
+    );
+    const d = dialer({ kind: 'bundle', content: bundle, dir });
+    const first = await d.dial(runner());
+    const out = collect(first);
+    first.stdio.end('over the channel');
+    expect((await out).toString()).toBe('OVER THE CHANNEL');
+    const [file] = readdirSync(dir);
+    expect(file).toMatch(/^runner-[0-9a-f]{24}\.mjs$/);
+    const placed = statSync(join(dir, file ?? ''));
+    expect(placed.mode & 0o077).toBe(0);
+    const second = await d.dial(runner());
+    const again = collect(second);
+    second.stdio.end('twice');
+    expect((await again).toString()).toBe('TWICE');
+    // Not uploaded again: the same file, untouched.
+    expect(readdirSync(dir)).toEqual([file]);
+    expect(statSync(join(dir, file ?? '')).mtimeMs).toBe(placed.mtimeMs);
+  });
+
+  it('the private keys appear in no log line, no error and nothing sshd logged', () => {
+    const bodies = [sshd.client.privateKey, stranger.privateKey].map((k) =>
+      k
+        .split('\n')
+        .filter((l) => l !== '' && !l.startsWith('-----'))
+        .join(''),
+    );
+    const lines = (k: string) => k.split('\n').filter((l) => l.length > 20 && !l.startsWith('---'));
+    const haystacks = [
+      logged.join(''),
+      sshd.log(),
+      ...refusals.map((e) => (e instanceof Error ? `${e.message} ${JSON.stringify(e)}` : '')),
+    ];
+    expect(logged.length).toBeGreaterThan(5);
+    expect(refusals.length).toBeGreaterThan(5);
+    for (const h of haystacks) {
+      for (const body of bodies) expect(h).not.toContain(body);
+      for (const l of [...lines(sshd.client.privateKey), ...lines(stranger.privateKey)]) {
+        expect(h).not.toContain(l);
+      }
+    }
+  });
+});
