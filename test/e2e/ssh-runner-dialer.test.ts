@@ -1,12 +1,18 @@
 import { randomBytes } from 'node:crypto';
+import http2 from 'node:http2';
 import { existsSync, mkdirSync, readdirSync, statSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
+import { create } from '@bufbuild/protobuf';
+import type { ServiceImpl } from '@connectrpc/connect';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { AuthError, type Connection } from '@leoflow/core';
+import { AgentService, HeartbeatResponseSchema } from '@leoflow/protocol';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
+  shellQuote,
   SshRunnerDialer,
   type SshRunner,
   type SshRunnerChannel,
@@ -21,6 +27,7 @@ import {
   type KeyPair,
   type Sshd,
 } from '../support/sshd.js';
+import { REPO } from '../support/processes.js';
 
 /**
  * The ssh runner dialer against Debian's real sshd on loopback: the pinned host key (a
@@ -229,6 +236,49 @@ describe.runIf(availability === 'run').sequential('the ssh runner dialer against
     // Not uploaded again: the same file, untouched.
     expect(readdirSync(dir)).toEqual([file]);
     expect(statSync(join(dir, file ?? '')).mtimeMs).toBe(placed.mtimeMs);
+  });
+
+  it('the runner protocol (the agent service over HTTP/2) runs over the remote stdio', async () => {
+    // The cell: the dialed channel becomes one HTTP/2 connection of a Connect server, as a door
+    // session does on the inbound path.
+    const seenAuth: string[] = [];
+    const h2 = http2.createServer(
+      connectNodeAdapter({
+        routes: (router) =>
+          router.service(AgentService, {
+            heartbeat(req, ctx) {
+              seenAuth.push(ctx.requestHeader.get('authorization') ?? '');
+              return create(HeartbeatResponseSchema, { serverTimeMs: req.sentAtMs + 1n });
+            },
+          } satisfies Partial<ServiceImpl<typeof AgentService>>),
+      }),
+    );
+    // The machine: a Connect client whose HTTP/2 connection is its own stdin and stdout, as
+    // `leoflow-runner --stdio` will be (run from the checkout so its packages resolve).
+    const client = [
+      "import { Duplex } from 'node:stream';",
+      "import { createClient } from '@connectrpc/connect';",
+      "import { createGrpcTransport, Http2SessionManager } from '@connectrpc/connect-node';",
+      "import { AgentService } from '@leoflow/protocol';",
+      'const stdio = Duplex.from({ readable: process.stdin, writable: process.stdout });',
+      "const sessionManager = new Http2SessionManager('http://runner-session', undefined, { createConnection: () => stdio });",
+      "const agent = createClient(AgentService, createGrpcTransport({ baseUrl: 'http://runner-session', sessionManager }));",
+      "const replies = await Promise.all(Array.from({ length: 10 }, (_, i) => agent.heartbeat({ sentAtMs: BigInt(i) }, { headers: { authorization: 'Bearer attempt-token' } })));",
+      "process.stderr.write(replies.map((r) => String(r.serverTimeMs)).join(',') + '\\n');",
+      'sessionManager.abort();',
+      'process.exit(0);',
+    ].join('\n');
+    const ch = await dialer({
+      kind: 'command',
+      command: `cd ${REPO} && exec node --input-type=module -e ${shellQuote(client)}`,
+    }).dial(runner());
+    const stderr: Buffer[] = [];
+    ch.stderr.on('data', (b: Buffer) => stderr.push(b));
+    h2.emit('connection', ch.stdio);
+    expect(await ch.exited).toEqual({ code: 0, signal: null });
+    expect(Buffer.concat(stderr).toString().trim()).toBe('1,2,3,4,5,6,7,8,9,10');
+    expect(seenAuth).toEqual(Array.from({ length: 10 }, () => 'Bearer attempt-token'));
+    h2.close();
   });
 
   it('the private keys appear in no log line, no error and nothing sshd logged', () => {

@@ -55,7 +55,7 @@ const REMOTE_DIR = '.leoflow';
 const SAFE_PATH = /^[A-Za-z0-9._/-]+$/;
 
 /** Single-quotes a word for the remote POSIX shell. */
-function shellQuote(s: string): string {
+export function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;
 }
 
