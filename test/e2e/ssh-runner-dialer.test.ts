@@ -55,6 +55,7 @@ const logger = pino(
     },
   }),
 );
+const PASSPHRASE = `pass-${randomBytes(8).toString('hex')}`;
 /** every error the dialer threw here, for the canary check */
 const refusals: unknown[] = [];
 
@@ -129,6 +130,11 @@ beforeAll(async () => {
   otherHost = generateKeyPair(sshd.dir, 'other_host_ed25519');
   vault.set('box_key', sshConnection(sshd.client.privateKey));
   vault.set('stranger_key', sshConnection(stranger.privateKey));
+  const locked = generateKeyPair(sshd.dir, 'locked_ed25519', PASSPHRASE);
+  sshd.authorize(locked.publicKey);
+  vault.set('locked_key', sshConnection(locked.privateKey, PASSPHRASE));
+  vault.set('locked_key_wrong_pass', sshConnection(locked.privateKey, 'not-the-passphrase'));
+  vault.set('locked_key_no_pass', sshConnection(locked.privateKey));
   vault.set('no_key', sshConnection(null));
   vault.set('garbled_key', sshConnection('-----BEGIN OPENSSH PRIVATE KEY-----\nnope\n'));
   // Accepts TCP and never speaks SSH: the handshake must give up on its own.
@@ -178,6 +184,22 @@ describe.runIf(availability === 'run').sequential('the ssh runner dialer against
     expect(accepted()).toBe(before);
     expect(existsSync(marker)).toBe(false);
     expect(logged.join('')).toContain('"code":"LF_SSH_HOST_KEY_MISMATCH"');
+  });
+
+  it('an encrypted key opens with its passphrase, and with a wrong or missing one is refused before dialling', async () => {
+    const ch = await dialer({ kind: 'command', command: 'echo unlocked' }).dial(
+      runner({ credential: 'locked_key' }),
+    );
+    expect((await collect(ch)).toString()).toBe('unlocked\n');
+    const connections = () => sshd.log().match(/Connection from/g)?.length ?? 0;
+    const before = connections();
+    for (const credential of ['locked_key_wrong_pass', 'locked_key_no_pass']) {
+      const e = await refusal(
+        dialer({ kind: 'command', command: 'true' }).dial(runner({ credential })),
+      );
+      expect(e.code).toBe('LF_SSH_CREDENTIAL_INVALID');
+    }
+    expect(connections()).toBe(before);
   });
 
   it('a key the machine does not accept is refused with LF_SSH_AUTH_REFUSED, and nothing runs', async () => {
@@ -281,8 +303,9 @@ describe.runIf(availability === 'run').sequential('the ssh runner dialer against
     h2.close();
   });
 
-  it('the private keys appear in no log line, no error and nothing sshd logged', () => {
-    const bodies = [sshd.client.privateKey, stranger.privateKey].map((k) =>
+  it('the private keys and the passphrase appear in no log line, no error and nothing sshd logged', () => {
+    const keys = [sshd.client.privateKey, stranger.privateKey];
+    const bodies = keys.map((k) =>
       k
         .split('\n')
         .filter((l) => l !== '' && !l.startsWith('-----'))
@@ -298,9 +321,8 @@ describe.runIf(availability === 'run').sequential('the ssh runner dialer against
     expect(refusals.length).toBeGreaterThan(5);
     for (const h of haystacks) {
       for (const body of bodies) expect(h).not.toContain(body);
-      for (const l of [...lines(sshd.client.privateKey), ...lines(stranger.privateKey)]) {
-        expect(h).not.toContain(l);
-      }
+      for (const l of keys.flatMap(lines)) expect(h).not.toContain(l);
+      expect(h).not.toContain(PASSPHRASE);
     }
   });
 });

@@ -1,5 +1,13 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  appendFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -25,15 +33,18 @@ export interface KeyPair {
   publicKey: string;
 }
 
-/** A fresh ed25519 key pair from ssh-keygen, written under `dir` (left for the caller to remove). */
-export function generateKeyPair(dir: string, name: string): KeyPair {
+/**
+ * A fresh ed25519 key pair from ssh-keygen, written under `dir` (left for the caller to remove);
+ * with a passphrase, the private key is encrypted with it (OpenSSH's bcrypt KDF).
+ */
+export function generateKeyPair(dir: string, name: string, passphrase = ''): KeyPair {
   const path = join(dir, name);
   const r = spawnSync('/usr/bin/ssh-keygen', [
     '-q',
     '-t',
     'ed25519',
     '-N',
-    '',
+    passphrase,
     '-C',
     name,
     '-f',
@@ -70,6 +81,8 @@ export interface Sshd {
   client: KeyPair;
   /** everything sshd logged (LogLevel VERBOSE, on stderr) */
   log(): string;
+  /** adds a public key to authorized_keys (sshd reads it on every connection) */
+  authorize(publicKey: string): void;
   stop(): Promise<void>;
 }
 
@@ -159,6 +172,8 @@ export async function startSshd(): Promise<Sshd> {
       hostKeyFingerprint: fingerprintOf(dir, host.publicKey),
       client,
       log: () => out,
+      authorize: (publicKey) =>
+        appendFileSync(join(dir, 'authorized_keys'), `${publicKey.trim()}\n`),
       async stop() {
         await stopGroup(proc);
         rmSync(dir, { recursive: true, force: true });
