@@ -27,6 +27,7 @@ import {
   type KeyPair,
   type Sshd,
 } from '../support/sshd.js';
+import { readOr } from '../../packages/server/test/executor/host-exposure.js';
 import { REPO } from '../support/processes.js';
 
 /**
@@ -303,7 +304,16 @@ describe.runIf(availability === 'run').sequential('the ssh runner dialer against
     h2.close();
   });
 
-  it('the private keys and the passphrase appear in no log line, no error and nothing sshd logged', () => {
+  it('the private keys and the passphrase appear in no log line, no error, nothing sshd logged and no process listing', async () => {
+    // A live session: every process on the machine (this one, sshd and the remote command) is
+    // listed while it runs.
+    const live = await dialer({ kind: 'command', command: 'cat' }).dial(runner());
+    const listings = readdirSync('/proc')
+      .filter((d) => /^\d+$/.test(d))
+      .map((pid) => readOr(`/proc/${pid}/cmdline`).replace(/\0/g, ' '));
+    live.close();
+    await live.exited;
+    expect(listings.some((l) => l.includes('sshd'))).toBe(true);
     const keys = [sshd.client.privateKey, stranger.privateKey];
     const bodies = keys.map((k) =>
       k
@@ -315,6 +325,7 @@ describe.runIf(availability === 'run').sequential('the ssh runner dialer against
     const haystacks = [
       logged.join(''),
       sshd.log(),
+      listings.join('\n'),
       ...refusals.map((e) => (e instanceof Error ? `${e.message} ${JSON.stringify(e)}` : '')),
     ];
     expect(logged.length).toBeGreaterThan(5);
