@@ -240,10 +240,11 @@ describe.runIf(availability === 'run').sequential('the ssh runner dialer against
     const dir = join(sshd.dir, 'remote-home', '.leoflow');
     mkdirSync(join(sshd.dir, 'remote-home'), { recursive: true });
     const bundle = Buffer.from(
-      `if (!process.argv.includes('--stdio')) process.exit(2);\n` +
+      `const args = process.argv.slice(2);\n` +
+        `if (args.join('|') !== "--stdio|--work-dir|it's a dir") process.exit(2);\n` +
         `process.stdin.on('data', (b) => process.stdout.write(b.toString().toUpperCase()));\n`,
     );
-    const d = dialer({ kind: 'bundle', content: bundle, dir });
+    const d = dialer({ kind: 'bundle', content: bundle, dir, args: ['--work-dir', "it's a dir"] });
     const first = await d.dial(runner());
     const out = collect(first);
     first.stdio.end('over the channel');

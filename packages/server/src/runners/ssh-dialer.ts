@@ -18,9 +18,9 @@ import {
 export type SshRunnerLaunch =
   /**
    * the runner bundle: uploaded once per content hash into `dir` (default ~/.leoflow), then
-   * run as `node <bundle> --stdio`
+   * run as `node <bundle> --stdio [args…]` (e.g. `--work-dir`)
    */
-  | { kind: 'bundle'; content: Buffer; dir?: string }
+  | { kind: 'bundle'; content: Buffer; dir?: string; args?: readonly string[] }
   /** a fixed command (tests; a machine that has the daemon installed) */
   | { kind: 'command'; command: string };
 
@@ -124,7 +124,12 @@ export class SshRunnerDialer {
       const command =
         this.deps.launch.kind === 'command'
           ? this.deps.launch.command
-          : `exec node ${shellQuote(this.#bundle?.path ?? '')} --stdio`;
+          : [
+              'exec node',
+              shellQuote(this.#bundle?.path ?? ''),
+              '--stdio',
+              ...(this.deps.launch.args ?? []).map(shellQuote),
+            ].join(' ');
       const channel = await this.#exec(client, runner.name, command);
       this.deps.logger.info(log, 'ssh runner session open');
       return this.#session(client, channel, log);
