@@ -250,7 +250,7 @@ describe.runIf(availability === 'run').sequential('the ssh runner dialer against
     first.stdio.end('over the channel');
     expect((await out).toString()).toBe('OVER THE CHANNEL');
     const [file] = readdirSync(dir);
-    expect(file).toMatch(/^runner-[0-9a-f]{24}\.mjs$/);
+    expect(file).toMatch(/^runner-[0-9a-f]{24}\.cjs$/);
     const placed = statSync(join(dir, file ?? ''));
     expect(placed.mode & 0o077).toBe(0);
     const second = await d.dial(runner());

@@ -17,10 +17,18 @@ import {
 /** What runs on the machine once the cell is in. */
 export type SshRunnerLaunch =
   /**
-   * the runner bundle: uploaded once per content hash into `dir` (default ~/.leoflow), then
-   * run as `node <bundle> --stdio [args…]` (e.g. `--work-dir`)
+   * the runner bundle, one self-contained file (the agent's dist/leoflow-agent.cjs: the .mjs entry
+   * beside it loads that file from its own directory, so it cannot travel alone): uploaded once
+   * per content hash into `dir` (default ~/.leoflow), then run as `node <bundle> --stdio [args…]`
    */
-  | { kind: 'bundle'; content: Buffer; dir?: string; args?: readonly string[] }
+  | {
+      kind: 'bundle';
+      content: Buffer;
+      /** how node must load it (default commonjs): the remote file's extension says so */
+      moduleType?: 'commonjs' | 'module';
+      dir?: string;
+      args?: readonly string[];
+    }
   /** a fixed command (tests; a machine that has the daemon installed) */
   | { kind: 'command'; command: string };
 
@@ -82,7 +90,8 @@ export class SshRunnerDialer {
       const dir = (deps.launch.dir ?? REMOTE_DIR).replace(/\/+$/, '');
       if (!SAFE_PATH.test(dir)) throw new Error(`remote bundle dir ${dir}: use a-z 0-9 . _ / -`);
       const hash = createHash('sha256').update(deps.launch.content).digest('hex');
-      const path = `${dir}/runner-${hash.slice(0, 24)}.mjs`;
+      const ext = deps.launch.moduleType === 'module' ? 'mjs' : 'cjs';
+      const path = `${dir}/runner-${hash.slice(0, 24)}.${ext}`;
       this.#bundle = { dir, path, content: deps.launch.content };
     } else {
       this.#bundle = null;
