@@ -13,7 +13,7 @@ import {
   type SshSessionIdentity,
 } from '../../packages/server/src/runners/ssh-runner-connector.js';
 import { waitFor } from '../support/processes.js';
-import { sshdAvailability, startSshd, type Sshd } from '../support/sshd.js';
+import { SSHD, SSHD_HOWTO, sshdAvailability, startSshd, type Sshd } from '../support/sshd.js';
 
 /**
  * The cell keeps its ssh runners connected, against Debian's real sshd: a listed runner is
@@ -78,6 +78,12 @@ function setup(launch: SshRunnerLaunch, list: SshRunner[]) {
   });
   return { dials, served, sessions, wanted, connector };
 }
+
+describe.runIf(availability === 'missing')('the ssh runner connector (sshd missing)', () => {
+  it('requires sshd (CI=true or LEOFLOW_TEST_REQUIRE_SSHD=1)', () => {
+    throw new Error(`sshd is required but ${SSHD} does not exist; to fix: ${SSHD_HOWTO}`);
+  });
+});
 
 describe.runIf(availability === 'run').sequential('the ssh runner connector', () => {
   it('dials a listed runner and serves its channel as that runner’s session', async () => {

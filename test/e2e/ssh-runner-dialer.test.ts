@@ -150,6 +150,12 @@ afterAll(async () => {
   await sshd?.stop();
 });
 
+describe.runIf(availability === 'missing')('the ssh runner dialer (sshd missing)', () => {
+  it('requires sshd (CI=true or LEOFLOW_TEST_REQUIRE_SSHD=1)', () => {
+    throw new Error(`sshd is required but ${SSHD} does not exist; to fix: ${SSHD_HOWTO}`);
+  });
+});
+
 describe.runIf(availability === 'run').sequential('the ssh runner dialer against sshd', () => {
   it('with the pinned known_hosts line it gets in, and the remote stdio round-trips bytes', async () => {
     const payload = randomBytes(256 * 1024);
