@@ -34,6 +34,41 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/v1/cells': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Every cell and how many tenants it holds (platform admins only) */
+    get: operations['get_cells'];
+    put?: never;
+    /** Add a cell to the directory (platform admins only) */
+    post: operations['post_cells'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/v1/cells/{cell}/drain': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Drain a cell: it takes no new placements (platform admins only) */
+    post: operations['post_cells_by_cell_drain'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/v1/connections': {
     parameters: {
       query?: never;
@@ -463,6 +498,59 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  '/api/v1/runners': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The tenant's runners (never their tokens) */
+    get: operations['get_runners'];
+    put?: never;
+    /** Register a runner; an inbound one gets its token and launch command here */
+    post: operations['post_runners'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/v1/runners/{name}': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** One runner (never its token; reading that needs runners:create) */
+    get: operations['get_runners_by_name'];
+    put?: never;
+    post?: never;
+    /** Delete a runner: its token stops resolving and its live sessions close */
+    delete: operations['delete_runners_by_name'];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/v1/runners/{name}/reveal-token': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** An inbound runner's token and launch command again (runners:create; audited) */
+    post: operations['post_runners_by_name_reveal_token'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   '/api/v1/runs': {
     parameters: {
       query?: never;
@@ -526,6 +614,23 @@ export interface paths {
     put?: never;
     /** Create a tenant (platform admins only) */
     post: operations['post_tenants'];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/api/v1/tenants/{tenant_id}/placement': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    /** Place a tenant on a cell: its runners' next sessions go there (platform admins only) */
+    put: operations['put_tenants_by_tenant_id_placement'];
+    post?: never;
     delete?: never;
     options?: never;
     head?: never;
@@ -663,6 +768,40 @@ export interface paths {
     };
     /** The calling token's identity and effective permissions */
     get: operations['get_whoami'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/healthz': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Liveness probe: 200 while the process serves requests */
+    get: operations['get__healthz'];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  '/readyz': {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** Readiness probe: 200 when not draining, the store reachable and current, and a scheduler leader known; 503 with the failing checks otherwise */
+    get: operations['get__readyz'];
     put?: never;
     post?: never;
     delete?: never;
@@ -817,6 +956,326 @@ export interface operations {
               kid?: string;
               signing?: boolean;
             }[];
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
+  get_cells: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            cells?: {
+              name?: string;
+              url?: string;
+              state?: string;
+              tenants?: number;
+              implicit?: boolean;
+              created_at?: string | null;
+              updated_at?: string | null;
+            }[];
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
+  post_cells: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          name: string;
+          url: string;
+        };
+      };
+    };
+    responses: {
+      /** @description Created */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            name?: string;
+            url?: string;
+            state?: string;
+            tenants?: number;
+            implicit?: boolean;
+            created_at?: string | null;
+            updated_at?: string | null;
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
+  post_cells_by_cell_drain: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        cell: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            name?: string;
+            url?: string;
+            state?: string;
+            tenants?: number;
+            implicit?: boolean;
+            created_at?: string | null;
+            updated_at?: string | null;
           };
         };
       };
@@ -3898,6 +4357,598 @@ export interface operations {
       };
     };
   };
+  get_runners: {
+    parameters: {
+      query?: {
+        limit?: number;
+        offset?: number;
+      };
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            runners: {
+              id?: string;
+              name?: string;
+              /** @enum {string} */
+              kind?: 'inbound' | 'ssh';
+              labels?: {
+                [key: string]: string;
+              };
+              capacity?: number;
+              ssh?: {
+                host?: string;
+                port?: number;
+                user?: string;
+                credential?: string;
+                host_key?: string;
+              } | null;
+              has_token?: boolean;
+              created_by?: string;
+              created_at?: string | null;
+            }[];
+            next_offset: number | null;
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
+  post_runners: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          name: string;
+          /** @enum {string} */
+          kind: 'inbound' | 'ssh';
+          labels?: {
+            [key: string]: string;
+          };
+          capacity?: number;
+          ssh?: {
+            host: string;
+            port?: number;
+            user: string;
+            credential: string;
+            host_key: string;
+          };
+        };
+      };
+    };
+    responses: {
+      /** @description Created */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            runner?: {
+              id?: string;
+              name?: string;
+              /** @enum {string} */
+              kind?: 'inbound' | 'ssh';
+              labels?: {
+                [key: string]: string;
+              };
+              capacity?: number;
+              ssh?: {
+                host?: string;
+                port?: number;
+                user?: string;
+                credential?: string;
+                host_key?: string;
+              } | null;
+              has_token?: boolean;
+              created_by?: string;
+              created_at?: string | null;
+            };
+            token?: string | null;
+            door_url?: string | null;
+            launch_command?: string | null;
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
+  get_runners_by_name: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            id?: string;
+            name?: string;
+            /** @enum {string} */
+            kind?: 'inbound' | 'ssh';
+            labels?: {
+              [key: string]: string;
+            };
+            capacity?: number;
+            ssh?: {
+              host?: string;
+              port?: number;
+              user?: string;
+              credential?: string;
+              host_key?: string;
+            } | null;
+            has_token?: boolean;
+            created_by?: string;
+            created_at?: string | null;
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
+  delete_runners_by_name: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            id?: string;
+            name?: string;
+            /** @enum {string} */
+            kind?: 'inbound' | 'ssh';
+            labels?: {
+              [key: string]: string;
+            };
+            capacity?: number;
+            ssh?: {
+              host?: string;
+              port?: number;
+              user?: string;
+              credential?: string;
+              host_key?: string;
+            } | null;
+            has_token?: boolean;
+            created_by?: string;
+            created_at?: string | null;
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
+  post_runners_by_name_reveal_token: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            name?: string;
+            token?: string;
+            door_url?: string | null;
+            launch_command?: string | null;
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
   get_runs: {
     parameters: {
       query?: {
@@ -4363,6 +5414,114 @@ export interface operations {
             id?: string;
             name?: string;
             created_at?: string;
+          };
+        };
+      };
+      /** @description Invalid request (body, query or parameters); details.validation says which */
+      400: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Missing, invalid, expired or revoked token */
+      401: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description The token is valid but its role does not grant the permission */
+      403: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+      404: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+      /** @description Conflicts with the current state */
+      409: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            code: string;
+            message: string;
+            details?: {
+              [key: string]: unknown;
+            };
+          };
+        };
+      };
+    };
+  };
+  put_tenants_by_tenant_id_placement: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        tenant_id: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        'application/json': {
+          cell: string;
+        };
+      };
+    };
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            tenant_id?: string;
+            cell?: string;
+            placed_by?: string;
+            placed_at?: string | null;
           };
         };
       };
@@ -5619,6 +6778,73 @@ export interface operations {
             details?: {
               [key: string]: unknown;
             };
+          };
+        };
+      };
+    };
+  };
+  get__healthz: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            status?: string;
+          };
+        };
+      };
+    };
+  };
+  get__readyz: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description OK */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            ready?: boolean;
+            checks?: {
+              name?: string;
+              ok?: boolean;
+              gating?: boolean;
+              detail?: string;
+            }[];
+          };
+        };
+      };
+      /** @description 503 */
+      503: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          'application/json': {
+            ready?: boolean;
+            checks?: {
+              name?: string;
+              ok?: boolean;
+              gating?: boolean;
+              detail?: string;
+            }[];
           };
         };
       };

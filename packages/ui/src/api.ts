@@ -1,11 +1,16 @@
 import type { operations } from './api-types';
 
-/** The JSON body of an operation's 200 reply, every declared field present (the server's serializer emits them all). */
+/**
+ * The JSON body of an operation's success reply (200, or 201 for a create), every declared field
+ * present (the server's serializer emits them all).
+ */
 type Ok<Op extends keyof operations> = operations[Op]['responses'] extends {
   200: { content: { 'application/json': infer B } };
 }
   ? B
-  : never;
+  : operations[Op]['responses'] extends { 201: { content: { 'application/json': infer B } } }
+    ? B
+    : never;
 type Full<T> = T extends readonly (infer E)[]
   ? Full<E>[]
   : T extends object
@@ -22,6 +27,7 @@ export type History =
 export type LogLine =
   Reply<'get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_logs'>['lines'][number];
 export type Whoami = Reply<'get_whoami'>;
+export type Runner = Reply<'get_runners'>['runners'][number];
 
 /** The parts of a DAG spec the pages show (the REST API returns the spec as a free-form object). */
 export interface SpecTask {

@@ -9,6 +9,7 @@ import { Dags } from './pages/Dags';
 import { Layout, NotFound } from './pages/Layout';
 import { Doctor, Tenants } from './pages/Platform';
 import { Run } from './pages/Run';
+import { RunnerDetail, Runners } from './pages/Runners';
 import { SignIn } from './pages/SignIn';
 import { Task } from './pages/Task';
 import { Trigger } from './pages/Trigger';
@@ -42,6 +43,9 @@ const router = createBrowserRouter([
       { path: 'dags/:dagId/runs/:runId/tasks/:taskId', element: <Task /> },
       { path: 'variables', element: <Variables /> },
       { path: 'connections', element: <Connections /> },
+      // Runners live at /fleet: /runners/ belongs to the door alone, and the server never answers a page there.
+      { path: 'fleet', element: <Runners /> },
+      { path: 'fleet/:name', element: <RunnerDetail /> },
       { path: 'tokens', element: <Tokens /> },
       { path: 'audit', element: <Audit /> },
       { path: 'doctor', element: <Doctor /> },

@@ -510,6 +510,31 @@ export const ERROR_CATALOGUE = {
     null,
     'Build the runner bundle (`npm run build`, or `npm run bundle -w @leoflow/agent`); `leoflow runner start` runs that file.',
   ),
+  LF_SSH_HOST_KEY_MISMATCH: c(
+    'auth',
+    null,
+    "Nothing ran: the machine's host key is not the pinned one. If it was re-keyed on purpose, delete the runner and register it again with the new `ssh-keyscan` line; otherwise treat it as an interception.",
+  ),
+  LF_SSH_AUTH_REFUSED: c(
+    'auth',
+    null,
+    "Add the public half of the runner's credential key to the ssh user's authorized_keys on the machine (`ssh-keygen -y -f key`), or point the runner at the right Connection.",
+  ),
+  LF_SSH_CREDENTIAL_INVALID: c(
+    'auth',
+    null,
+    "Store the OpenSSH private key in the runner's credential Connection as extra.private_key (its passphrase, if any, as extra.private_key_passphrase).",
+  ),
+  LF_SSH_UNREACHABLE: c(
+    'auth',
+    null,
+    "Check from the cell that the runner's host and port answer SSH (`ssh -p PORT USER@HOST true`); the cell dials again on the next assignment.",
+  ),
+  LF_SSH_COMMAND_FAILED: c(
+    'auth',
+    null,
+    'Install Node 20 on the machine and let the ssh user write ~/.leoflow; the message carries the remote stderr.',
+  ),
   LF_CELL_UNREACHABLE: c(
     'auth',
     503,

@@ -47,6 +47,7 @@ export function Layout() {
           </NavLink>
           {can('variables:read') && <NavLink to="/variables">Variables</NavLink>}
           {can('connections:read') && <NavLink to="/connections">Connections</NavLink>}
+          {can('runners:read') && <NavLink to="/fleet">Runners</NavLink>}
           {can('audit:read') && <NavLink to="/audit">Audit</NavLink>}
           {can('tokens:read') && <NavLink to="/tokens">Tokens</NavLink>}
           {can('doctor:read') && <NavLink to="/doctor">Doctor</NavLink>}

@@ -9,30 +9,12 @@ import {
   variablesWithoutSecrets,
   type ImportOutcome,
 } from '../transfer';
+import { DeleteButton } from '../components/DeleteButton';
 import { Time } from '../components/Time';
 import { useCan } from '../session';
 import { ErrorNote } from './Layout';
 
 const MASK = '••••••••';
-
-/** Delete in two steps (no window.confirm): the first click asks, the second deletes. */
-function DeleteButton({ name, onDelete }: { name: string; onDelete: () => void }) {
-  const [asking, setAsking] = useState(false);
-  return asking ? (
-    <>
-      <button type="button" className="danger" onClick={onDelete}>
-        Delete {name} for good
-      </button>
-      <button type="button" onClick={() => setAsking(false)}>
-        Keep
-      </button>
-    </>
-  ) : (
-    <button type="button" onClick={() => setAsking(true)}>
-      Delete
-    </button>
-  );
-}
 
 /**
  * Set a Variable. Editing never pre-fills the value (the page does not hold it): the form
