@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { CLI, REPO, abortMeasurement, cleanupAll, log, resetAbort } from './lib.mjs';
 import * as agentPortBomb from './agent-port-bomb.mjs';
 import * as apiAuth from './api-auth.mjs';
+import * as attemptStart from './attempt-start.mjs';
 import * as door401 from './door-401.mjs';
 import * as heartbeatRenewal from './heartbeat-renewal.mjs';
 import * as interTaskLatency from './inter-task-latency.mjs';
@@ -26,6 +27,7 @@ import * as throughput from './throughput.mjs';
 
 const MEASUREMENTS = {
   inter_task_latency: interTaskLatency,
+  attempt_start_latency: attemptStart,
   throughput,
   memory,
   heartbeat_renewal: heartbeatRenewal,

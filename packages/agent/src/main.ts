@@ -72,6 +72,9 @@ async function main(): Promise<number> {
   if (config.standby) {
     // Opens the HTTP/2 session only: no request, so nothing reaches the server's handlers.
     await warmUp(2_000);
+    await preAllocated;
+    // When an assignment from here on meets a ready agent (bench/inter-task-latency reads it).
+    diag.log('info', 'standby: ready; waiting for an assignment on fd 3');
   }
 
   let assignment: Assignment;
