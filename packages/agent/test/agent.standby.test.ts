@@ -7,21 +7,26 @@ import { LogStream, ReportedState, TaskSpecSchema } from '@leoflow/protocol';
 import { defaultSpec, fail } from './support/fake-agent-service.js';
 import { Code } from '@connectrpc/connect';
 import { TOKEN, useHarness } from './support/harness.js';
-import { waitFor, type RunningAgent } from './support/spawn-agent.js';
+import { assign, STANDBY_ENV, waitFor, type RunningAgent } from './support/spawn-agent.js';
 
 const { tempDir, startFake, start } = useHarness();
-
-const STANDBY_ENV = {
-  LEOFLOW_AGENT_STANDBY: '1',
-  LEOFLOW_TASK_INSTANCE_ID: '',
-  LEOFLOW_WORKDIR: '',
-};
 
 /** The spec as the subprocess executor encodes it on the pipe (TaskSpec binary, base64). */
 function pipedSpec(overrides: Parameters<typeof defaultSpec>[0]): string {
   return Buffer.from(
     toBinary(TaskSpecSchema, create(TaskSpecSchema, defaultSpec(overrides))),
   ).toString('base64');
+}
+
+/** A connected standby agent, then handed token + `spec` for ti-1 on its pipe. */
+async function standbyHandedSpec(
+  fake: { url: string; sessionsOpened: number },
+  spec: Parameters<typeof defaultSpec>[0],
+): Promise<{ agent: RunningAgent; workdir: string }> {
+  const workdir = tempDir();
+  const agent = await standbyAgent(fake.url, fake);
+  assign(agent, { token: TOKEN, task_instance_id: 'ti-1', workdir, spec: pipedSpec(spec) });
+  return { agent, workdir };
 }
 
 /** A standby agent, connected and idle, for `url`. */
@@ -44,7 +49,7 @@ describe('agent process: standby', () => {
       token: '',
       workdir: '',
       holdTokenPipe: true,
-      env: { LEOFLOW_AGENT_STANDBY: '1', LEOFLOW_TASK_INSTANCE_ID: '', LEOFLOW_WORKDIR: '' },
+      env: STANDBY_ENV,
     });
     // Idle: the warm-up opens the connection but sends no call, with or without a credential.
     await waitFor(
@@ -75,7 +80,7 @@ describe('agent process: standby', () => {
       token: '',
       workdir: '',
       holdTokenPipe: true,
-      env: { LEOFLOW_AGENT_STANDBY: '1', LEOFLOW_TASK_INSTANCE_ID: '', LEOFLOW_WORKDIR: '' },
+      env: STANDBY_ENV,
     });
     await waitFor(
       () => fake.sessionsOpened > 0,
@@ -96,7 +101,7 @@ describe('agent process: standby', () => {
       token: '',
       workdir: '',
       holdTokenPipe: true,
-      env: { LEOFLOW_AGENT_STANDBY: '1', LEOFLOW_TASK_INSTANCE_ID: '', LEOFLOW_WORKDIR: '' },
+      env: STANDBY_ENV,
     });
     (agent.child.stdio[3] as Writable).end(JSON.stringify({ token: TOKEN }));
     const { code } = await agent.exited;
@@ -112,16 +117,10 @@ describe('agent process: standby', () => {
       getTaskSpec: () => fail(Code.PermissionDenied, 'GetTaskSpec must not be called'),
       xcoms: { up: 'upstream-value' },
     });
-    const workdir = tempDir();
-    const agent = await standbyAgent(fake.url, fake);
-    (agent.child.stdio[3] as Writable).end(
-      JSON.stringify({
-        token: TOKEN,
-        task_instance_id: 'ti-1',
-        workdir,
-        spec: pipedSpec({ command: 'echo "from-pipe $LEOFLOW_XCOM_UP"', dependsOn: ['up'] }),
-      }),
-    );
+    const { agent } = await standbyHandedSpec(fake, {
+      command: 'echo "from-pipe $LEOFLOW_XCOM_UP"',
+      dependsOn: ['up'],
+    });
     const { code } = await agent.exited;
     expect(code, agent.diagnostics()).toBe(0);
     expect(fake.count('GetTaskSpec')).toBe(0);
@@ -138,16 +137,10 @@ describe('agent process: standby', () => {
       variables: { v: 'secret-value' },
       connections: { c: 'postgres://u:p@h/db' },
     });
-    const workdir = tempDir();
-    const agent = await standbyAgent(fake.url, fake);
-    (agent.child.stdio[3] as Writable).end(
-      JSON.stringify({
-        token: TOKEN,
-        task_instance_id: 'ti-1',
-        workdir,
-        spec: pipedSpec({ command: 'touch TASK_RAN', dependsOn: ['up'] }),
-      }),
-    );
+    const { agent, workdir } = await standbyHandedSpec(fake, {
+      command: 'touch TASK_RAN',
+      dependsOn: ['up'],
+    });
     const { code } = await agent.exited;
     expect(code, agent.diagnostics()).toBe(2);
     // Register was the only call: no spec, secret or XCom was asked for, nothing reported.
@@ -158,16 +151,10 @@ describe('agent process: standby', () => {
 
   it('refuses a piped spec for another task instance before any call', async () => {
     const fake = await startFake({ spec: defaultSpec({ command: 'true' }) });
-    const workdir = tempDir();
-    const agent = await standbyAgent(fake.url, fake);
-    (agent.child.stdio[3] as Writable).end(
-      JSON.stringify({
-        token: TOKEN,
-        task_instance_id: 'ti-1',
-        workdir,
-        spec: pipedSpec({ command: 'touch TASK_RAN', taskInstanceId: 'ti-other' }),
-      }),
-    );
+    const { agent, workdir } = await standbyHandedSpec(fake, {
+      command: 'touch TASK_RAN',
+      taskInstanceId: 'ti-other',
+    });
     const { code } = await agent.exited;
     expect(code).toBe(2);
     expect(fake.calls).toHaveLength(0);

@@ -5,7 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { LogStream, ReportedState } from '@leoflow/protocol';
 import { defaultSpec } from './support/fake-agent-service.js';
 import { TOKEN, useHarness } from './support/harness.js';
-import { waitFor } from './support/spawn-agent.js';
+import { assign, STANDBY_ENV, waitFor } from './support/spawn-agent.js';
 import { procfs } from '../src/index.js';
 
 const isRoot = process.getuid?.() === 0;
@@ -105,12 +105,18 @@ describe.skipIf(!isRoot)('agent: the attempt uid is allocated while Register is 
 });
 
 describe.skipIf(!isRoot)('agent: a standby agent allocates its uid while it waits', () => {
-  const standbyEnv = (lockDir: string) => ({
-    ...isolationEnv(lockDir),
-    LEOFLOW_AGENT_STANDBY: '1',
-    LEOFLOW_TASK_INSTANCE_ID: '',
-    LEOFLOW_WORKDIR: '',
-  });
+  /** A standby agent with a uid range, holding its uid once the lock directory shows it. */
+  const startStandby = async (url: string, lockDir: string) => {
+    const agent = start({
+      url,
+      token: '',
+      workdir: '',
+      holdTokenPipe: true,
+      env: { ...isolationEnv(lockDir), ...STANDBY_ENV },
+    });
+    await waitFor(() => heldUids(lockDir).length > 0, 10_000, 'the standby agent to hold a uid');
+    return agent;
+  };
 
   it('holds one uid before its assignment, runs nothing as it before Register, and releases it at exit', async () => {
     const lockDir = path.join(tempDir(), 'uids');
@@ -123,21 +129,12 @@ describe.skipIf(!isRoot)('agent: a standby agent allocates its uid while it wait
         processesAtRegister = procfs.processesOf(Number(heldAtRegister[0])).length;
       },
     });
-    const agent = start({
-      url: fake.url,
-      token: '',
-      workdir: '',
-      holdTokenPipe: true,
-      env: standbyEnv(lockDir),
-    });
-    await waitFor(() => heldUids(lockDir).length > 0, 10_000, 'the standby agent to hold a uid');
+    const agent = await startStandby(fake.url, lockDir);
     const held = heldUids(lockDir);
     expect(held).toHaveLength(1);
     expect(fake.calls).toHaveLength(0);
     const workdir = tempDir();
-    (agent.child.stdio[3] as Writable).end(
-      JSON.stringify({ token: TOKEN, task_instance_id: 'ti-1', workdir }),
-    );
+    assign(agent, { token: TOKEN, task_instance_id: 'ti-1', workdir });
     const { code } = await agent.exited;
     expect(code, agent.diagnostics()).toBe(0);
     // the attempt kept the uid it was waiting with: one agent, one uid
@@ -150,14 +147,7 @@ describe.skipIf(!isRoot)('agent: a standby agent allocates its uid while it wait
   it('gives its uid back when it is released without an attempt', async () => {
     const lockDir = path.join(tempDir(), 'uids');
     const fake = await startFake({ spec: defaultSpec({ command: 'true' }) });
-    const agent = start({
-      url: fake.url,
-      token: '',
-      workdir: '',
-      holdTokenPipe: true,
-      env: standbyEnv(lockDir),
-    });
-    await waitFor(() => heldUids(lockDir).length > 0, 10_000, 'the standby agent to hold a uid');
+    const agent = await startStandby(fake.url, lockDir);
     (agent.child.stdio[3] as Writable).end();
     const { code } = await agent.exited;
     expect(code).toBe(0);
