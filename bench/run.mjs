@@ -16,6 +16,7 @@ import { CLI, REPO, abortMeasurement, cleanupAll, log, resetAbort } from './lib.
 import * as agentPortBomb from './agent-port-bomb.mjs';
 import * as apiAuth from './api-auth.mjs';
 import * as attemptStart from './attempt-start.mjs';
+import * as standbyStart from './standby-start.mjs';
 import * as door401 from './door-401.mjs';
 import * as doorRpcLatency from './door-rpc-latency.mjs';
 import * as doorSessionMemory from './door-session-memory.mjs';
@@ -29,6 +30,7 @@ import * as throughput from './throughput.mjs';
 
 const MEASUREMENTS = {
   inter_task_latency: interTaskLatency,
+  attempt_start_latency: standbyStart,
   throughput,
   memory,
   heartbeat_renewal: heartbeatRenewal,

@@ -87,6 +87,11 @@ export interface AgentDeps {
   isolation?: AttemptIsolation | undefined;
   /** the heartbeat loop's clock and timer (default: the real ones) */
   timers?: HeartbeatTimers;
+  /**
+   * The spec the executor handed over with the token (docs/agent.md, "Standby agents"): the
+   * agent then does not call GetTaskSpec. Register still comes first and still decides.
+   */
+  assignedSpec?: TaskSpec;
 }
 
 const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
@@ -108,6 +113,7 @@ export class Agent {
   readonly #agentEnv: Record<string, string | undefined>;
   readonly #startedAt: number;
   readonly #isolation: AttemptIsolation | undefined;
+  readonly #assignedSpec: TaskSpec | undefined;
 
   #shipper: LogShipper | undefined;
   /** the shipper's buffer is past its high-water mark: the task's output is not read */
@@ -137,6 +143,7 @@ export class Agent {
     this.#agentEnv = deps.agentEnv;
     this.#startedAt = deps.startedAt;
     this.#isolation = deps.isolation;
+    this.#assignedSpec = deps.assignedSpec;
     this.#timers = deps.timers ?? realTimers;
     this.#heartbeatIntervalMs = deps.config.heartbeatIntervalMs;
   }
@@ -177,7 +184,7 @@ export class Agent {
     const bootstrapDeadline = this.#startedAt + this.#cfg.bootstrapDeadlineMs;
     this.#bootstrapDeadline = bootstrapDeadline;
 
-    // --- bootstrap: Register + GetTaskSpec, bounded by the bootstrap deadline ---------------
+    // --- bootstrap: Register (+ GetTaskSpec without an assigned spec), bounded by the deadline
     let spec: TaskSpec;
     const registering = this.#bootstrapCall('Register', bootstrapDeadline, () =>
       this.#client.register(
@@ -203,11 +210,15 @@ export class Agent {
       if (!this.#cfg.heartbeatIntervalFromEnv && reg.heartbeatIntervalSeconds > 0) {
         this.#heartbeatIntervalMs = reg.heartbeatIntervalSeconds * 1000;
       }
-      const res = await this.#bootstrapCall('GetTaskSpec', bootstrapDeadline, () =>
-        this.#client.getTaskSpec({}, { timeoutMs: this.#callTimeout(bootstrapDeadline) }),
-      );
-      if (!res.spec) throw new Error('GetTaskSpec returned no spec');
-      spec = res.spec;
+      if (this.#assignedSpec) {
+        spec = this.#assignedSpec;
+      } else {
+        const res = await this.#bootstrapCall('GetTaskSpec', bootstrapDeadline, () =>
+          this.#client.getTaskSpec({}, { timeoutMs: this.#callTimeout(bootstrapDeadline) }),
+        );
+        if (!res.spec) throw new Error('GetTaskSpec returned no spec');
+        spec = res.spec;
+      }
     } catch (err) {
       this.#diag.log(
         'error',
@@ -261,7 +272,10 @@ export class Agent {
         // The task's cwd and HOME; it must be able to write there and nobody else should.
         chownSync(workdir, runAs.uid, runAs.gid);
       }
-      const [variables, connections] = await Promise.all([
+      const xcomDir = path.join(workdir, 'xcom');
+      this.#secretReadsFile = path.join(workdir, SECRET_READS_FILE_NAME);
+      // Each fetch stands alone, so they share one round trip.
+      const [variables, connections, xcomEnv] = await Promise.all([
         this.#fetchSecrets(
           'variables',
           async () => (await this.#client.getVariables({}, this.#quickOpts())).variables,
@@ -270,14 +284,8 @@ export class Agent {
           'connections',
           async () => (await this.#client.getConnections({}, this.#quickOpts())).connectionUris,
         ),
+        this.#fetchUpstreamXComs(spec, xcomDir, runAs && asRoot ? runAs : undefined),
       ]);
-      const xcomDir = path.join(workdir, 'xcom');
-      this.#secretReadsFile = path.join(workdir, SECRET_READS_FILE_NAME);
-      const xcomEnv = await this.#fetchUpstreamXComs(
-        spec,
-        xcomDir,
-        runAs && asRoot ? runAs : undefined,
-      );
       const built = buildTaskEnv({
         agentEnv: this.#agentEnv,
         spec,
@@ -640,24 +648,29 @@ export class Agent {
     mkdirSync(xcomDir, { recursive: true, mode: 0o700 });
     if (chownTo) chownSync(xcomDir, chownTo.uid, chownTo.gid);
     const env: EnvMap = {};
-    for (const upstream of spec.dependsOn) {
-      let value: Uint8Array;
-      try {
-        const res = await retryUntil(
-          () =>
-            this.#client.fetchXCom(
-              { upstreamTaskId: upstream, key: 'return_value' },
-              this.#quickOpts(),
-            ),
-          this.#preTaskRetry(`FetchXCom(${upstream})`),
-        );
-        if (!res.found) continue;
-        value = res.value;
-      } catch (err) {
-        if (errorCode(err) !== Code.NotFound)
-          this.#agentLine(`xcom fetch from ${upstream} failed: ${codeName(err)}`);
-        continue;
-      }
+    // Fetched together; written and exported in depends_on order (the later one wins a name).
+    const fetched = await Promise.all(
+      spec.dependsOn.map(async (upstream): Promise<Uint8Array | undefined> => {
+        try {
+          const res = await retryUntil(
+            () =>
+              this.#client.fetchXCom(
+                { upstreamTaskId: upstream, key: 'return_value' },
+                this.#quickOpts(),
+              ),
+            this.#preTaskRetry(`FetchXCom(${upstream})`),
+          );
+          return res.found ? res.value : undefined;
+        } catch (err) {
+          if (errorCode(err) !== Code.NotFound)
+            this.#agentLine(`xcom fetch from ${upstream} failed: ${codeName(err)}`);
+          return undefined;
+        }
+      }),
+    );
+    for (const [i, upstream] of spec.dependsOn.entries()) {
+      const value = fetched[i];
+      if (value === undefined) continue;
       // Task ids become file names: refuse anything that could escape the xcom directory.
       if (upstream === '' || upstream === '.' || upstream === '..' || /[/\\\0]/.test(upstream)) {
         this.#agentLine(

@@ -5,17 +5,12 @@
  */
 import { Agent, EXIT } from './agent.js';
 import { ConfigError, readConfig } from './config.js';
-import { stderrDiagnostics } from './diag.js';
+import { stderrDiagnostics, type Diagnostics } from './diag.js';
 import { AttemptIsolation } from './isolation.js';
 import { createAgentConnection } from './rpc.js';
 import { isRunnerInvocation, runnerMain } from './runner/runner-main.js';
-import {
-  parseAssignment,
-  readTokenFromFd,
-  takeEnvToken,
-  TokenHolder,
-  TokenReadError,
-} from './token.js';
+import { parseAssignment, type Assignment } from './assignment.js';
+import { readTokenFromFd, takeEnvToken, TokenHolder, TokenReadError } from './token.js';
 
 const TOKEN_FD = 3;
 /** How long a standby agent waits for an assignment (the longest timer Node allows). */
@@ -25,11 +20,14 @@ async function main(): Promise<number> {
   const startedAt = Date.now();
   const diag = stderrDiagnostics();
   let agent: Agent | undefined;
+  let isolation: AttemptIsolation | undefined;
 
   const onSignal = (signal: NodeJS.Signals): void => {
     if (!agent?.taskStarted) {
       diag.log('warn', `received ${signal} before the task started; exiting`);
-      process.exit(EXIT.SIGNALLED);
+      // Nothing ran as the attempt's uid (a standby may hold one already): give it back.
+      void releaseUid(isolation, diag).finally(() => process.exit(EXIT.SIGNALLED));
+      return;
     }
     agent.onSignal(signal);
   };
@@ -55,16 +53,32 @@ async function main(): Promise<number> {
     return EXIT.BOOTSTRAP;
   }
 
+  // Root with a uid range: this attempt gets a uid of its own (allocated in Agent.run, so a
+  // failure to allocate is reported as the attempt's failure with its reason).
+  isolation =
+    config.attemptUids && process.getuid?.() === 0
+      ? new AttemptIsolation({ ...config.attemptUids, pathVar: process.env['PATH'] })
+      : undefined;
+
   // A standby agent boots, loads everything and opens its HTTP/2 session before it has an
   // attempt, so an assignment starts the task without paying for process start-up.
   const tokens = new TokenHolder(config.standby ? 'standby' : 'pending');
   const { client, warmUp } = createAgentConnection(config.agentUrl, tokens);
+  // A standby agent is single-use, so the uid it will run its one attempt as can be allocated
+  // while it waits: the allocation's /proc scan (milliseconds of synchronous work) then stays
+  // off the path from the assignment to the task. Nothing runs as the uid before Register has
+  // answered, as for any agent; a failed allocation is retried (and reported) by the attempt.
+  const preAllocated =
+    config.standby && isolation ? isolation.acquire().then(noop, noop) : Promise.resolve();
   if (config.standby) {
     // Opens the HTTP/2 session only: no request, so nothing reaches the server's handlers.
     await warmUp(2_000);
+    await preAllocated;
+    // When an assignment from here on meets a ready agent (bench/inter-task-latency reads it).
+    diag.log('info', 'standby: ready; waiting for an assignment on fd 3');
   }
 
-  let assignment;
+  let assignment: Assignment;
   // The Kubernetes executor's envvar transport: the token is an env value of the pod. It is
   // taken out of this process's environment at once, so nothing the agent starts inherits it
   // (the task's env is stripped of every LEOFLOW_* name besides); the value stays in the pod's
@@ -81,6 +95,8 @@ async function main(): Promise<number> {
       assignment = parseAssignment(payload);
     }
   } catch (err) {
+    await preAllocated;
+    await releaseUid(isolation, diag);
     // A standby whose pipe closes empty was released by its executor (shutdown, pool shrink).
     if (config.standby && err instanceof TokenReadError && err.reason === 'empty') {
       return EXIT.OK;
@@ -96,18 +112,16 @@ async function main(): Promise<number> {
         'error',
         'bootstrap failed: a standby assignment must name the task instance and workdir',
       );
+      await preAllocated;
+      await releaseUid(isolation, diag);
       return EXIT.BOOTSTRAP;
     }
     config = { ...config, taskInstanceId: assignment.taskInstanceId, workdir: assignment.workdir };
     process.chdir(config.workdir);
   }
 
-  // Root with a uid range: this attempt gets a uid of its own (allocated in Agent.run, so a
-  // failure to allocate is reported as the attempt's failure with its reason).
-  const isolation =
-    config.attemptUids && process.getuid?.() === 0
-      ? new AttemptIsolation({ ...config.attemptUids, pathVar: process.env['PATH'] })
-      : undefined;
+  // Settled before the attempt asks for its uid, so one agent never holds two.
+  await preAllocated;
   agent = new Agent({
     config,
     isolation,
@@ -117,15 +131,23 @@ async function main(): Promise<number> {
     agentEnv: process.env,
     // For a standby agent the bootstrap deadline runs from its assignment, not its start.
     startedAt: config.standby ? Date.now() : startedAt,
+    ...(assignment.spec ? { assignedSpec: assignment.spec } : {}),
   });
   const code = await agent.run();
+  await releaseUid(isolation, diag);
+  return code;
+}
+
+function noop(): void {}
+
+/** Gives the attempt's uid back; one whose processes survived SIGKILL stays held (and is logged). */
+async function releaseUid(isolation: AttemptIsolation | undefined, diag: Diagnostics) {
   if (isolation && !(await isolation.end())) {
     diag.log(
       'error',
       `processes of uid ${isolation.uid ?? '?'} survived SIGKILL; the uid stays held`,
     );
   }
-  return code;
 }
 
 // The same bundle is the runner daemon (`leoflow-runner --url-stdin`, the file the door's

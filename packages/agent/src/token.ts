@@ -55,11 +55,15 @@ export class TokenReadError extends Error {
   }
 }
 
-/** A JWT is a few KiB; anything much larger is a wiring mistake, not a token. */
-const MAX_TOKEN_BYTES = 64 * 1024;
+/**
+ * What fd 3 may carry: a bare token, or an assignment whose spec (a task's script source
+ * included) the executor keeps under 512 KiB encoded. Anything larger is a wiring mistake.
+ */
+const MAX_PIPE_BYTES = 1024 * 1024;
 
 /**
- * Reads the inherited token pipe to EOF and closes it. The descriptor must be closed before the
+ * Reads the inherited token pipe (a bare token or an assignment, see assignment.ts) to EOF and
+ * closes it. The descriptor must be closed before the
  * task is spawned: an inherited fd 3 has no close-on-exec flag, so a task would otherwise
  * inherit the pipe.
  *
@@ -87,8 +91,8 @@ export async function readTokenFromFd(fd: number, timeoutMs: number): Promise<st
     } finally {
       closeSync(fd);
     }
-    if (raw.length > MAX_TOKEN_BYTES) {
-      throw new TokenReadError(`token pipe (fd ${fd}) carried more than ${MAX_TOKEN_BYTES} bytes`);
+    if (raw.length > MAX_PIPE_BYTES) {
+      throw new TokenReadError(`token pipe (fd ${fd}) carried more than ${MAX_PIPE_BYTES} bytes`);
     }
   }
   const token = raw.toString('utf8').trim();
@@ -125,9 +129,9 @@ function readStreamFd(fd: number, timeoutMs: number): Promise<Buffer> {
     );
     sock.on('data', (chunk: Buffer) => {
       size += chunk.length;
-      if (size > MAX_TOKEN_BYTES) {
+      if (size > MAX_PIPE_BYTES) {
         finish(
-          new TokenReadError(`token pipe (fd ${fd}) carried more than ${MAX_TOKEN_BYTES} bytes`),
+          new TokenReadError(`token pipe (fd ${fd}) carried more than ${MAX_PIPE_BYTES} bytes`),
         );
         return;
       }
@@ -143,35 +147,6 @@ function readStreamFd(fd: number, timeoutMs: number): Promise<Buffer> {
     );
     sock.on('end', () => finish(undefined));
   });
-}
-
-/** What arrives on fd 3: a bare token, or (standby agents) the whole assignment as JSON. */
-export interface Assignment {
-  token: string;
-  taskInstanceId?: string;
-  workdir?: string;
-}
-
-export function parseAssignment(payload: string): Assignment {
-  if (!payload.startsWith('{')) return { token: payload };
-  let v: unknown;
-  try {
-    v = JSON.parse(payload);
-  } catch {
-    throw new TokenReadError('the assignment on the token pipe is not valid JSON');
-  }
-  const o = v as Record<string, unknown>;
-  if (typeof o.token !== 'string' || o.token === '') {
-    throw new TokenReadError('the assignment on the token pipe carries no token');
-  }
-  const str = (x: unknown) => (typeof x === 'string' && x !== '' ? x : undefined);
-  const taskInstanceId = str(o.task_instance_id);
-  const workdir = str(o.workdir);
-  return {
-    token: o.token,
-    ...(taskInstanceId !== undefined ? { taskInstanceId } : {}),
-    ...(workdir !== undefined ? { workdir } : {}),
-  };
 }
 
 /** The env variable the Kubernetes executor's envvar transport sets on the pod. */

@@ -1,11 +1,40 @@
+import { existsSync } from 'node:fs';
+import path from 'node:path';
 import type { Writable } from 'node:stream';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
-import { ReportedState } from '@leoflow/protocol';
-import { defaultSpec } from './support/fake-agent-service.js';
+import { LogStream, ReportedState, TaskSpecSchema } from '@leoflow/protocol';
+import { defaultSpec, fail } from './support/fake-agent-service.js';
+import { Code } from '@connectrpc/connect';
 import { TOKEN, useHarness } from './support/harness.js';
-import { waitFor } from './support/spawn-agent.js';
+import { assign, STANDBY_ENV, waitFor, type RunningAgent } from './support/spawn-agent.js';
 
 const { tempDir, startFake, start } = useHarness();
+
+/** The spec as the subprocess executor encodes it on the pipe (TaskSpec binary, base64). */
+function pipedSpec(overrides: Parameters<typeof defaultSpec>[0]): string {
+  return Buffer.from(
+    toBinary(TaskSpecSchema, create(TaskSpecSchema, defaultSpec(overrides))),
+  ).toString('base64');
+}
+
+/** A connected standby agent, then handed token + `spec` for ti-1 on its pipe. */
+async function standbyHandedSpec(
+  fake: { url: string; sessionsOpened: number },
+  spec: Parameters<typeof defaultSpec>[0],
+): Promise<{ agent: RunningAgent; workdir: string }> {
+  const workdir = tempDir();
+  const agent = await standbyAgent(fake.url, fake);
+  assign(agent, { token: TOKEN, task_instance_id: 'ti-1', workdir, spec: pipedSpec(spec) });
+  return { agent, workdir };
+}
+
+/** A standby agent, connected and idle, for `url`. */
+async function standbyAgent(url: string, fake: { sessionsOpened: number }): Promise<RunningAgent> {
+  const agent = start({ url, token: '', workdir: '', holdTokenPipe: true, env: STANDBY_ENV });
+  await waitFor(() => fake.sessionsOpened > 0, 10_000, 'the standby agent to open its connection');
+  return agent;
+}
 
 /**
  * A standby agent is started before it has an attempt and holds no credential; the executor
@@ -20,7 +49,7 @@ describe('agent process: standby', () => {
       token: '',
       workdir: '',
       holdTokenPipe: true,
-      env: { LEOFLOW_AGENT_STANDBY: '1', LEOFLOW_TASK_INSTANCE_ID: '', LEOFLOW_WORKDIR: '' },
+      env: STANDBY_ENV,
     });
     // Idle: the warm-up opens the connection but sends no call, with or without a credential.
     await waitFor(
@@ -51,7 +80,7 @@ describe('agent process: standby', () => {
       token: '',
       workdir: '',
       holdTokenPipe: true,
-      env: { LEOFLOW_AGENT_STANDBY: '1', LEOFLOW_TASK_INSTANCE_ID: '', LEOFLOW_WORKDIR: '' },
+      env: STANDBY_ENV,
     });
     await waitFor(
       () => fake.sessionsOpened > 0,
@@ -72,12 +101,65 @@ describe('agent process: standby', () => {
       token: '',
       workdir: '',
       holdTokenPipe: true,
-      env: { LEOFLOW_AGENT_STANDBY: '1', LEOFLOW_TASK_INSTANCE_ID: '', LEOFLOW_WORKDIR: '' },
+      env: STANDBY_ENV,
     });
     (agent.child.stdio[3] as Writable).end(JSON.stringify({ token: TOKEN }));
     const { code } = await agent.exited;
     expect(code).toBe(2);
     expect(fake.registers).toHaveLength(0);
+    expect(agent.diagnostics()).not.toContain(TOKEN);
+  });
+
+  it('runs the spec it was handed with its token and never calls GetTaskSpec', async () => {
+    // The server's own spec differs and GetTaskSpec fails: only the piped one can run.
+    const fake = await startFake({
+      spec: defaultSpec({ command: 'echo from-rpc' }),
+      getTaskSpec: () => fail(Code.PermissionDenied, 'GetTaskSpec must not be called'),
+      xcoms: { up: 'upstream-value' },
+    });
+    const { agent } = await standbyHandedSpec(fake, {
+      command: 'echo "from-pipe $LEOFLOW_XCOM_UP"',
+      dependsOn: ['up'],
+    });
+    const { code } = await agent.exited;
+    expect(code, agent.diagnostics()).toBe(0);
+    expect(fake.count('GetTaskSpec')).toBe(0);
+    expect(fake.calls[0]?.method).toBe('Register');
+    expect(fake.lines(LogStream.STDOUT)).toEqual(['from-pipe upstream-value']);
+    expect(fake.reports.map((r) => r.state)).toEqual([ReportedState.SUCCESS]);
+    expect(agent.diagnostics()).not.toContain(TOKEN);
+  });
+
+  it('a piped spec for a try that was superseded runs nothing: Register says stop first', async () => {
+    const fake = await startFake({
+      spec: defaultSpec({ command: 'true' }),
+      register: () => ({ shouldTerminate: true, terminateReason: 'superseded' }),
+      variables: { v: 'secret-value' },
+      connections: { c: 'postgres://u:p@h/db' },
+    });
+    const { agent, workdir } = await standbyHandedSpec(fake, {
+      command: 'touch TASK_RAN',
+      dependsOn: ['up'],
+    });
+    const { code } = await agent.exited;
+    expect(code, agent.diagnostics()).toBe(2);
+    // Register was the only call: no spec, secret or XCom was asked for, nothing reported.
+    expect(fake.calls.map((c) => c.method)).toEqual(['Register']);
+    expect(existsSync(path.join(workdir, 'TASK_RAN'))).toBe(false);
+    expect(agent.diagnostics()).toContain('the server says stop before starting: superseded');
+  });
+
+  it('refuses a piped spec for another task instance before any call', async () => {
+    const fake = await startFake({ spec: defaultSpec({ command: 'true' }) });
+    const { agent, workdir } = await standbyHandedSpec(fake, {
+      command: 'touch TASK_RAN',
+      taskInstanceId: 'ti-other',
+    });
+    const { code } = await agent.exited;
+    expect(code).toBe(2);
+    expect(fake.calls).toHaveLength(0);
+    expect(existsSync(path.join(workdir, 'TASK_RAN'))).toBe(false);
+    expect(agent.diagnostics()).toContain('not for the task instance the assignment names');
     expect(agent.diagnostics()).not.toContain(TOKEN);
   });
 });

@@ -1,9 +1,12 @@
 import { chmodSync, existsSync, mkdirSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import type { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import { LogStream, ReportedState } from '@leoflow/protocol';
 import { defaultSpec } from './support/fake-agent-service.js';
-import { useHarness } from './support/harness.js';
+import { TOKEN, useHarness } from './support/harness.js';
+import { assign, STANDBY_ENV, waitFor } from './support/spawn-agent.js';
+import { procfs } from '../src/index.js';
 
 const isRoot = process.getuid?.() === 0;
 if (!isRoot) {
@@ -14,7 +17,7 @@ if (!isRoot) {
 
 // ten uids of the default range's far end, with a private lock directory per test
 const RANGE = { first: 1879113700, last: 1879113709 };
-const { runAgent, tempDir } = useHarness();
+const { runAgent, tempDir, startFake, start } = useHarness();
 
 /** uid entries (not the `next` hint, not temporary files) in a lock directory */
 function heldUids(lockDir: string): string[] {
@@ -97,6 +100,58 @@ describe.skipIf(!isRoot)('agent: the attempt uid is allocated while Register is 
     expect(code).toBe(2);
     expect(fake.count('GetTaskSpec')).toBe(0);
     expect(fake.lines(LogStream.STDOUT)).toEqual([]);
+    expect(heldUids(lockDir)).toEqual([]);
+  });
+});
+
+describe.skipIf(!isRoot)('agent: a standby agent allocates its uid while it waits', () => {
+  /** A standby agent with a uid range, holding its uid once the lock directory shows it. */
+  const startStandby = async (url: string, lockDir: string) => {
+    const agent = start({
+      url,
+      token: '',
+      workdir: '',
+      holdTokenPipe: true,
+      env: { ...isolationEnv(lockDir), ...STANDBY_ENV },
+    });
+    await waitFor(() => heldUids(lockDir).length > 0, 10_000, 'the standby agent to hold a uid');
+    return agent;
+  };
+
+  it('holds one uid before its assignment, runs nothing as it before Register, and releases it at exit', async () => {
+    const lockDir = path.join(tempDir(), 'uids');
+    let heldAtRegister: string[] = [];
+    let processesAtRegister = -1;
+    const fake = await startFake({
+      spec: defaultSpec({ command: 'id -u' }),
+      register: () => {
+        heldAtRegister = heldUids(lockDir);
+        processesAtRegister = procfs.processesOf(Number(heldAtRegister[0])).length;
+      },
+    });
+    const agent = await startStandby(fake.url, lockDir);
+    const held = heldUids(lockDir);
+    expect(held).toHaveLength(1);
+    expect(fake.calls).toHaveLength(0);
+    const workdir = tempDir();
+    assign(agent, { token: TOKEN, task_instance_id: 'ti-1', workdir });
+    const { code } = await agent.exited;
+    expect(code, agent.diagnostics()).toBe(0);
+    // the attempt kept the uid it was waiting with: one agent, one uid
+    expect(heldAtRegister).toEqual(held);
+    expect(processesAtRegister).toBe(0);
+    expect(fake.lines(LogStream.STDOUT)).toEqual(held);
+    expect(heldUids(lockDir)).toEqual([]);
+  });
+
+  it('gives its uid back when it is released without an attempt', async () => {
+    const lockDir = path.join(tempDir(), 'uids');
+    const fake = await startFake({ spec: defaultSpec({ command: 'true' }) });
+    const agent = await startStandby(fake.url, lockDir);
+    (agent.child.stdio[3] as Writable).end();
+    const { code } = await agent.exited;
+    expect(code).toBe(0);
+    expect(fake.calls).toHaveLength(0);
     expect(heldUids(lockDir)).toEqual([]);
   });
 });

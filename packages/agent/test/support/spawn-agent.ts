@@ -60,6 +60,18 @@ export function spawnAgent(opts: SpawnAgentOptions): RunningAgent {
   return { child, pid: child.pid!, exited, diagnostics: () => diag };
 }
 
+/** The env the subprocess executor starts a standby agent with: no attempt yet. */
+export const STANDBY_ENV: Record<string, string> = {
+  LEOFLOW_AGENT_STANDBY: '1',
+  LEOFLOW_TASK_INSTANCE_ID: '',
+  LEOFLOW_WORKDIR: '',
+};
+
+/** Hands a waiting agent its assignment on fd 3 as one JSON write, as the executor does. */
+export function assign(agent: RunningAgent, assignment: Record<string, string>): void {
+  (agent.child.stdio[3] as Writable).end(JSON.stringify(assignment));
+}
+
 /** A pid is gone when it no longer exists or is a zombie nobody has reaped yet. */
 export function pidGone(pid: number): boolean {
   try {

@@ -1,4 +1,5 @@
 import type { TaskSpecDef } from '@leoflow/core';
+import type { TaskSpec } from '@leoflow/protocol';
 import type { AttemptIdentity } from '../auth/agent-token.js';
 
 /**
@@ -22,6 +23,13 @@ export interface AttemptLaunch {
   credential: AttemptCredentialSource;
   /** the task's compiled spec (its timeout, executor choices); absent when a test starts one by hand */
   task?: TaskSpecDef;
+  /**
+   * What GetTaskSpec would answer this attempt's agent, built at dispatch. It carries no secret;
+   * an executor whose transport can carry it hands it over with the credential (the subprocess
+   * executor: on the pipe), so the agent starts its task without asking. Absent when the task's
+   * spec is unknown; the agent then asks GetTaskSpec.
+   */
+  agentSpec?: TaskSpec;
   agentUrl: string;
   heartbeatIntervalMs: number;
 }

@@ -11,6 +11,8 @@ import {
 } from 'node:fs';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { toBinary } from '@bufbuild/protobuf';
+import { TaskSpecSchema, type TaskSpec } from '@leoflow/protocol';
 import type { Logger } from 'pino';
 import type { TaskIsolation } from './run-as-user.js';
 import type {
@@ -115,8 +117,9 @@ export class SubprocessExecutor implements Executor {
     const pipe = child.stdio[3] as NodeJS.WritableStream | null;
     if (!pipe) throw new Error('agent spawn did not provide the credential pipe');
     // The whole assignment travels on the pipe, so a standby agent learns which attempt it
-    // serves (and a cold one is told the same) without anything in env or argv.
-    pipe.end(JSON.stringify({ token, task_instance_id: identity.task_instance_id, workdir }));
+    // serves (and a cold one is told the same) without anything in env or argv; with its spec,
+    // the agent's first call is Register and its next ones fetch only what is secret.
+    pipe.end(assignmentPayload(token, identity.task_instance_id, workdir, launch.agentSpec));
     this.refillStandby(launch);
     await spawned;
     return { pid: child.pid, hostname: hostname() };
@@ -293,6 +296,29 @@ interface StandbyAgent {
   child: ChildProcess;
   agentUrl: string;
   diagFile: string;
+}
+
+/**
+ * A spec whose encoding is larger than this stays off the pipe (the agent then asks
+ * GetTaskSpec): the agent reads at most 1 MiB there, and a script that big gains nothing from
+ * skipping one round trip.
+ */
+export const MAX_PIPED_SPEC_BYTES = 512 * 1024;
+
+/** The JSON the agent reads from fd 3 (docs/agent.md, "Standby agents"). */
+export function assignmentPayload(
+  token: string,
+  taskInstanceId: string,
+  workdir: string,
+  spec: TaskSpec | undefined,
+): string {
+  const assignment: Record<string, string> = { token, task_instance_id: taskInstanceId, workdir };
+  if (spec) {
+    // The protobuf binary form, as GetTaskSpec would carry it: one decoder on the agent's side.
+    const encoded = Buffer.from(toBinary(TaskSpecSchema, spec)).toString('base64');
+    if (encoded.length <= MAX_PIPED_SPEC_BYTES) assignment.spec = encoded;
+  }
+  return JSON.stringify(assignment);
 }
 
 function attemptKey(taskInstanceId: string, tryNumber: number): string {

@@ -15,17 +15,10 @@ import {
   RegisterResponseSchema,
   ReportedState,
   ReportStateResponseSchema,
-  TaskSpecSchema,
-  TaskType,
   SUPPORTED_AGENT_PROTOCOLS,
   type AgentProtocolRange,
 } from '@leoflow/protocol';
-import {
-  ACTIVE_STATES,
-  isActive,
-  type Clock,
-  type TaskType as AuthoredTaskType,
-} from '@leoflow/core';
+import { ACTIVE_STATES, isActive, type Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenClaims, AgentTokenIssuer } from '../auth/agent-token.js';
 import type { AttemptRecorder } from '../credentials/attempt-record.js';
@@ -42,6 +35,7 @@ import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { XComStore } from '../store/ports/xcom.js';
 import type { LogLineRow, LogStreamName } from '../store/types.js';
 import { attemptPrincipal } from './agent-auth.js';
+import { taskSpecMessage } from './task-spec-message.js';
 import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 
@@ -77,12 +71,6 @@ export interface AgentServiceDeps {
   /** AwaitAssignment and AckAssignment (assignments/assignment-rpc.ts); Unimplemented when absent */
   assignments?: Pick<ServiceImpl<typeof AgentService>, 'awaitAssignment' | 'ackAssignment'>;
 }
-
-const TASK_TYPES: Record<AuthoredTaskType, TaskType> = {
-  bash: TaskType.BASH,
-  python: TaskType.PYTHON,
-  node: TaskType.NODE,
-};
 
 const STREAMS: Record<number, LogStreamName> = {
   [LogStream.STDOUT]: 'stdout',
@@ -205,8 +193,9 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           );
         }
       }
+      // No scheduler poke: queued -> running unblocks nothing the scheduler decides, and a tick
+      // here would compete with this agent's next calls on the path to its task's start.
       faults.hit('after_register');
-      deps.onChange();
       return create(RegisterResponseSchema, {
         sessionId: ti.id,
         serverTimeMs: BigInt(clock.now()),
@@ -230,34 +219,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           Code.FailedPrecondition,
         );
       }
-      const params = { ...spec.params, ...run.conf };
-      const env: Record<string, string> = {};
-      // Author env keys under LEOFLOW_ are reserved for the platform: dropped at dispatch.
-      for (const [k, v] of Object.entries(task.env)) if (!/^leoflow_/i.test(k)) env[k] = v;
-      return create(GetTaskSpecResponseSchema, {
-        spec: create(TaskSpecSchema, {
-          tenantId: run.tenant_id,
-          dagId: run.dag_id,
-          dagVersion: run.dag_version,
-          runId: run.run_id,
-          taskId: ti.task_id,
-          tryNumber: ti.try_number,
-          maxTries: ti.max_tries,
-          type: TASK_TYPES[task.type],
-          command: task.command,
-          env,
-          executionTimeoutSeconds: task.execution_timeout_seconds ?? 0,
-          doXcomPush: task.do_xcom_push,
-          dependsOn: task.depends_on,
-          logicalDate: iso(run.logical_date),
-          dataIntervalStart: iso(run.data_interval_start),
-          dataIntervalEnd: iso(run.data_interval_end),
-          paramsJson: JSON.stringify(params),
-          confJson: JSON.stringify(run.conf),
-          runType: run.run_type,
-          taskInstanceId: ti.id,
-        }),
-      });
+      return create(GetTaskSpecResponseSchema, { spec: taskSpecMessage(run, ti, spec, task) });
     },
 
     async heartbeat(_req, ctx) {
@@ -548,10 +510,6 @@ async function refusalsAsPermissionDenied<T>(fn: () => Promise<T>): Promise<T> {
 
 function boundedNames(names: readonly string[]): string[] {
   return names.slice(0, MAX_REPORTED_READS).filter((n) => NAME.test(n));
-}
-
-function iso(ms: number | null): string {
-  return ms === null ? '' : new Date(ms).toISOString();
 }
 
 function truncate(s: string, n: number): string {

@@ -12,6 +12,7 @@ import type { AgentTokenIssuer } from '../auth/agent-token.js';
 import type { ClaimProbe } from '../executor/executor.js';
 import type { Executors } from '../executor/executors.js';
 import { SoleLeadership, type Leadership } from '../leadership/leadership.js';
+import { taskSpecMessage } from '../rpc/task-spec-message.js';
 import type { LeaderFence } from '../store/ports/leader-fence.js';
 import type { DagStore } from '../store/ports/dags.js';
 import type { RunStore } from '../store/ports/runs.js';
@@ -447,7 +448,9 @@ export class Scheduler {
           identity,
           // The executor mints when it hands the credential over; each mint is stamped now.
           credential: { mint: () => tokens.mint(identity, clock.now()) },
-          ...(taskSpec ? { task: taskSpec } : {}),
+          ...(taskSpec
+            ? { task: taskSpec, agentSpec: taskSpecMessage(run, ti, spec, taskSpec) }
+            : {}),
           agentUrl: this.deps.agentUrl(),
           heartbeatIntervalMs: timings.heartbeatIntervalMs,
         });

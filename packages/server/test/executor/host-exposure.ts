@@ -36,6 +36,18 @@ export function processTree(root: number): number[] {
   return tree.filter((pid) => ppid.has(pid));
 }
 
+/**
+ * The agent has started its task: a process below it has exec'd. A child caught between fork and
+ * exec still shows the agent's argv and initial environment (under the envvar transport, the
+ * token) — it is the agent's own code, not the task's, so the contract reads only after exec.
+ */
+export function taskStarted(agent: number): boolean {
+  const [root, ...below] = processTree(agent);
+  if (root === undefined || below.length === 0) return false;
+  const agentArgv = readOr(`/proc/${root}/cmdline`);
+  return below.every((pid) => readOr(`/proc/${pid}/cmdline`) !== agentArgv);
+}
+
 export function readOr(file: string): string {
   try {
     return readFileSync(file, 'latin1');

@@ -23,7 +23,7 @@ import { AGENT_TOKEN_ENV } from '../../src/executor/kubernetes/token-transport.j
 import type { TaskInstanceRow } from '../../src/store/types.js';
 import { agentImage } from '../support/agent-image.js';
 import { executorContract, type ContractSubject, type Exposure } from './contract.js';
-import { alive, filesBelow, processTree, readOr } from './host-exposure.js';
+import { alive, filesBelow, processTree, readOr, taskStarted } from './host-exposure.js';
 
 const NAMESPACE = 'leoflow-tasks';
 const AGENT_IMAGE = 'leoflow-agent:contract';
@@ -115,7 +115,7 @@ const kubernetes: ContractSubject = {
   exposure: async (_cp, ti) => {
     // The agent registers before it starts the task: wait for the task's process, so its
     // environment is really read.
-    for (let i = 0; i < 100 && processTree(ti.pid!).length < 2; i++)
+    for (let i = 0; i < 100 && !taskStarted(ti.pid!); i++)
       await new Promise((r) => setTimeout(r, 50));
     const seen: Exposure[] = [];
     for (const pod of podsOf(ti)) {

@@ -4,7 +4,7 @@ import { expect } from 'vitest';
 import { SubprocessExecutor } from '../../src/executor/subprocess-executor.js';
 import type { TaskInstanceRow } from '../../src/store/types.js';
 import { executorContract, type ContractSubject, type Exposure } from './contract.js';
-import { alive, filesBelow, processTree, readOr } from './host-exposure.js';
+import { alive, filesBelow, processTree, readOr, taskStarted } from './host-exposure.js';
 
 const subprocess: ContractSubject = {
   kind: 'subprocess',
@@ -23,7 +23,7 @@ const subprocess: ContractSubject = {
   exposure: async (cp, ti: TaskInstanceRow) => {
     // The agent registers before it starts the task: wait for the task's process, so its
     // environment is really read.
-    for (let i = 0; i < 100 && processTree(ti.pid!).length < 2; i++)
+    for (let i = 0; i < 100 && !taskStarted(ti.pid!); i++)
       await new Promise((r) => setTimeout(r, 50));
     const seen: Exposure[] = [];
     for (const pid of processTree(ti.pid!)) {
