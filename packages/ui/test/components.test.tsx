@@ -62,6 +62,7 @@ const ti = (task_id: string, state: string, try_number = 1): TaskInstance => ({
   exit_code: null,
   error_message: null,
   hostname: null,
+  executor: null,
 });
 
 describe('Grid', () => {
