@@ -224,14 +224,17 @@ async function bundledAgentColdStart(n) {
   }
   const out = tempDir('leoflow-bench-bundle-');
   try {
-    const outfile = join(out.dir, 'leoflow-agent.mjs');
-    // the options of packages/agent's "bundle" script
+    const outfile = join(out.dir, 'leoflow-agent.cjs');
+    // the options of packages/agent's bundle (bundle/build.mjs), minus its predecoding and code
+    // cache: CommonJS, the Headers shim, ws's optional native add-ons left out
     await esbuild.build({
       absWorkingDir: join(REPO, 'packages/agent'),
       entryPoints: ['src/main.ts'],
       bundle: true,
+      inject: ['src/bundle-globals.ts'],
+      external: ['bufferutil', 'utf-8-validate'],
       platform: 'node',
-      format: 'esm',
+      format: 'cjs',
       target: 'node20',
       conditions: ['source'],
       outfile,

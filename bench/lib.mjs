@@ -92,7 +92,18 @@ export async function startStandalone({
   checkAborted();
   const data = tempDir(`leoflow-bench-${label}-`);
   const dataDir = join(data.dir, 'data');
-  const args = [CLI, 'standalone', '--data-dir', dataDir, '--http-port', '0', '--agent-port', '0'];
+  const args = [
+    CLI,
+    'standalone',
+    '--data-dir',
+    dataDir,
+    '--http-port',
+    '0',
+    '--agent-port',
+    '0',
+    '--metrics-port',
+    '0',
+  ];
   if (dagsFolder) args.push('--dags-folder', dagsFolder);
   const proc = spawn(process.execPath, args, {
     cwd: REPO,

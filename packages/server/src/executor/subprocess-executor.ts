@@ -40,8 +40,22 @@ export interface SubprocessExecutorOptions {
   taskNodeModules: string | null;
   /** agents kept started and connected, waiting for an attempt (0 = start each on demand) */
   standbyAgents: number;
+  /**
+   * How long after handing an attempt to a standby agent its replacement is started (default
+   * STANDBY_REFILL_DELAY_MS). Starting it at once would put a synchronous spawn on the control
+   * plane's event loop and a node boot on the CPU exactly while the handed-over agent makes
+   * its Register and secret calls.
+   */
+  standbyRefillDelayMs?: number;
   logger: Logger;
 }
+
+/**
+ * Long enough for a handed-over standby agent to register, fetch its secrets and start its task
+ * on a loaded machine; short against the time a new standby needs to boot, so a chain of tasks
+ * still finds one ready (bench/inter-task-latency.mjs counts the hops that did).
+ */
+export const STANDBY_REFILL_DELAY_MS = 200;
 
 /** The only variables an agent inherits: the control plane's own settings never reach it. */
 const INHERITED_ENV = ['PATH', 'LANG', 'LC_ALL', 'TZ', 'SYSTEMROOT'];
@@ -120,7 +134,8 @@ export class SubprocessExecutor implements Executor {
     // serves (and a cold one is told the same) without anything in env or argv; with its spec,
     // the agent's first call is Register and its next ones fetch only what is secret.
     pipe.end(assignmentPayload(token, identity.task_instance_id, workdir, launch.agentSpec));
-    this.refillStandby(launch);
+    if (standby) this.refillStandbyLater(launch);
+    else this.refillStandby(launch);
     await spawned;
     return { pid: child.pid, hostname: hostname() };
   }
@@ -161,6 +176,13 @@ export class SubprocessExecutor implements Executor {
       s.child.kill('SIGTERM');
     }
     return undefined;
+  }
+
+  private refillStandbyLater(
+    launch: Pick<AttemptLaunch, 'agentUrl' | 'heartbeatIntervalMs'>,
+  ): void {
+    const delay = this.opts.standbyRefillDelayMs ?? STANDBY_REFILL_DELAY_MS;
+    setTimeout(() => this.refillStandby(launch), delay).unref();
   }
 
   private refillStandby(launch: Pick<AttemptLaunch, 'agentUrl' | 'heartbeatIntervalMs'>): void {
