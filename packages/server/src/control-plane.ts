@@ -50,6 +50,7 @@ import { startCellDoorEndpoint, type CellDoorEndpoint } from './cells/cell-door-
 import { createCellSessionServer, type CellSessionServer } from './cells/cell-session.js';
 import { servesTenant } from './cells/placement.js';
 import { AssignmentBroker } from './assignments/assignment-broker.js';
+import { requeueFence } from './assignments/requeue-fence.js';
 import { createAssignmentHandlers } from './assignments/assignment-rpc.js';
 import { RunnerExecutor } from './executor/runner-executor.js';
 import { ConnectionSecrets } from './cells/connection-secrets.js';
@@ -172,6 +173,9 @@ export async function startControlPlane(
   // Attempts for runners wait here until a runner session takes them (executor: runner).
   const assignments = new AssignmentBroker(clock, {
     onMintError: (err) => logger.error({ err }, 'minting an assigned attempt token failed'),
+    // A requeued assignment's token dies: the row moves to the next dispatch generation.
+    refence: requeueFence(store, clock),
+    onRefenceError: (err) => logger.error({ err }, 'fencing a requeued assignment failed'),
   });
 
   const credentialCfg = cfg.credentials;
