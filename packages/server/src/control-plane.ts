@@ -48,8 +48,10 @@ import { directoryOnStore, openDirectory, type Directory } from './store/kysely-
 import type { CellTopology } from './cells/cell-admin.js';
 import { startCellDoorEndpoint, type CellDoorEndpoint } from './cells/cell-door-endpoint.js';
 import { createCellSessionServer, type CellSessionServer } from './cells/cell-session.js';
-import { servesTenant } from './cells/placement.js';
+import { servedTenants, servesTenant } from './cells/placement.js';
+import { startSshRunners } from './runners/ssh-runner-plane.js';
 import { AssignmentBroker } from './assignments/assignment-broker.js';
+import { requeueFence } from './assignments/requeue-fence.js';
 import { createAssignmentHandlers } from './assignments/assignment-rpc.js';
 import { RunnerExecutor } from './executor/runner-executor.js';
 import { ConnectionSecrets } from './cells/connection-secrets.js';
@@ -172,6 +174,9 @@ export async function startControlPlane(
   // Attempts for runners wait here until a runner session takes them (executor: runner).
   const assignments = new AssignmentBroker(clock, {
     onMintError: (err) => logger.error({ err }, 'minting an assigned attempt token failed'),
+    // A requeued assignment's token dies: the row moves to the next dispatch generation.
+    refence: requeueFence(store, clock),
+    onRefenceError: (err) => logger.error({ err }, 'fencing a requeued assignment failed'),
   });
 
   const credentialCfg = cfg.credentials;
@@ -389,13 +394,32 @@ export async function startControlPlane(
     tlsFiles && initialTls ? reloadAgentTlsOnChange(rpc, tlsFiles, initialTls, logger) : null;
   agentUrl = agentUrlOf(cfg, rpc.port);
   // Door sessions speak the agent service behind the same gate as the agent port.
-  runnerPlane.serveSessions(
-    createCellSessionServer({
-      impl: parts.agentService,
-      auth: parts.agentAuth,
-      onInternalError: (err) => logger.error({ err }, 'agent RPC failed (runner session)'),
-    }),
-  );
+  const cellSessions = createCellSessionServer({
+    impl: parts.agentService,
+    auth: parts.agentAuth,
+    onInternalError: (err) => logger.error({ err }, 'agent RPC failed (runner session)'),
+  });
+  runnerPlane.serveSessions(cellSessions);
+  // The cell dials its ssh runners and serves the same protocol on each channel. Only the
+  // scheduler leader: its broker holds the attempts (a follower's sessions would idle), and a
+  // replica that loses the lease hangs up at its next refresh while the new leader dials.
+  const sshRunners = !schedules
+    ? null
+    : await startSshRunners({
+        runners: directory,
+        tenants: async () =>
+          leadership.fence() === null
+            ? []
+            : servedTenants(directory, runnerPlane.topology, cfg.door.cellName, async () =>
+                (await store.listTenants({ limit: 10_000, offset: 0 })).map((t) => t.id),
+              ),
+        connection: async (tenant_id, conn_id) =>
+          (await vault.resolveConnections(tenant_id, [conn_id])).get(conn_id),
+        agentEntry: cfg.subprocess.agentEntry,
+        sessions: runnerPlane.sessions,
+        serve: (who, stream) => cellSessions.serve(who, stream),
+        logger: logger.child({ component: 'ssh-runners' }),
+      });
 
   if (cfg.dagsFolder)
     await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger, {
@@ -430,6 +454,9 @@ export async function startControlPlane(
         cellTopology: runnerPlane.topology,
         doorUrl: runnerPlane.doorUrl,
         onRunnerDeleted: runnerPlane.closeRunner,
+        onRunnerRegistered: (r) => {
+          if (r.kind === 'ssh') void sshRunners?.refresh();
+        },
         version: LEOFLOW_VERSION,
         onChange: parts.poke,
         ui: ui.deps,
@@ -490,6 +517,7 @@ export async function startControlPlane(
     readiness,
     async close() {
       draining = true;
+      sshRunners?.close();
       await scheduler.stop();
       await elector?.stop();
       await api?.close();
@@ -509,6 +537,7 @@ export async function startControlPlane(
       draining = true;
       const steps = (async () => {
         // Stop taking work first; releasing the lease lets another replica take over at once.
+        sshRunners?.close();
         await scheduler.stop();
         await elector?.stop();
         // Fastify's close waits for the requests it is serving.
@@ -565,6 +594,8 @@ async function startRunnerPlane(
   doorUrl: string | null;
   cellEndpointUrl: string | null;
   closeRunner: (runner: { id: string }) => void;
+  /** live runner sessions by runner (door sessions and dialed ssh sessions alike) */
+  sessions: RunnerSessions;
   /** from now on accepted sessions run the runner protocol (until then they are refused) */
   serveSessions: (server: CellSessionServer) => void;
   close(): Promise<void>;
@@ -627,6 +658,7 @@ async function startRunnerPlane(
     topology: topologyNow,
     doorUrl: cfg.door.publicUrl ?? door?.url ?? null,
     cellEndpointUrl: endpoint?.url ?? null,
+    sessions,
     closeRunner: (runner) => {
       sessions.closeRunner(runner.id, SESSION_CLOSE.runnerDeleted);
       door?.door.sessions.closeRunner(runner.id, SESSION_CLOSE.runnerDeleted);

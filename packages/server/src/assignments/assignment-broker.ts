@@ -41,6 +41,14 @@ export interface AssignmentWorker {
   send(event: WorkerEvent): void;
 }
 
+/**
+ * Gives a requeued attempt a new dispatch generation in the store (the fence its token
+ * carries), so the token minted for the assignment that was not acked is refused from now on.
+ * Answers the new generation, or null when the row moved on (it ended, or another dispatch
+ * superseded it): then nothing is handed out again.
+ */
+export type Refence = (identity: WaitingAttempt['identity']) => Promise<number | null>;
+
 export type AckOutcome =
   { accepted: true } | { accepted: false; reason: 'unknown' | 'expired' | 'not-this-attempt' };
 
@@ -70,16 +78,33 @@ export class AssignmentBroker {
   readonly #byAttempt = new Map<string, string>();
   readonly #ackTimeoutMs: number;
   readonly #onMintError: (err: unknown) => void;
+  readonly #refence: Refence | null;
+  readonly #onRefenceError: (err: unknown) => void;
+  /** waiting attempts whose new generation is being written: not handed out until it is */
+  readonly #fencing = new Set<WaitingAttempt>();
   #matching = false;
   #again = false;
 
   constructor(
     private readonly clock: Clock,
-    opts: { ackTimeoutMs?: number; onMintError?: (err: unknown) => void } = {},
+    opts: {
+      ackTimeoutMs?: number;
+      onMintError?: (err: unknown) => void;
+      /**
+       * the store's side of a requeue (assignments/requeue-fence.ts). Without it a requeued
+       * attempt keeps its generation and the earlier token stays valid until its exp: only
+       * unit tests that never look at tokens leave it out.
+       */
+      refence?: Refence;
+      onRefenceError?: (err: unknown) => void;
+    } = {},
   ) {
     this.#ackTimeoutMs = opts.ackTimeoutMs ?? DEFAULT_ACK_TIMEOUT_MS;
     this.#onMintError = opts.onMintError ?? (() => undefined);
+    this.#refence = opts.refence ?? null;
+    this.#onRefenceError = opts.onRefenceError ?? (() => undefined);
   }
+
 
   enqueue(attempt: WaitingAttempt): void {
     this.#waiting.push(attempt);
@@ -206,6 +231,7 @@ export class AssignmentBroker {
   /** Drops everything: the control plane is closing. */
   close(): void {
     this.#waiting.length = 0;
+    this.#fencing.clear();
     this.#held.clear();
     this.#byAttempt.clear();
     this.#workers.clear();
@@ -229,12 +255,42 @@ export class AssignmentBroker {
     this.#match();
   }
 
-  #requeue(h: Held, cancelReason?: string): void {
+  /**
+   * Back to the front of the queue. A token may have been minted for the assignment (and sent):
+   * unless `minted` is false the attempt waits until the store has given it a new dispatch
+   * generation, so that token is refused everywhere (Register, Ack, secrets) while the one
+   * minted for the next hand-over carries the new generation.
+   */
+  #requeue(h: Held, cancelReason?: string, minted = true): void {
     this.#drop(h);
     if (cancelReason !== undefined) {
       h.worker.send({ kind: 'cancellation', assignment_id: h.assignment_id, reason: cancelReason });
     }
-    this.#waiting.unshift(h.attempt);
+    const attempt = h.attempt;
+    this.#waiting.unshift(attempt);
+    if (!minted || this.#refence === null) return;
+    this.#fencing.add(attempt);
+    this.#refence(attempt.identity).then(
+      (gen) => this.#fenced(attempt, gen),
+      (err: unknown) => {
+        // Nothing is handed out with a generation the store did not confirm: the attempt is
+        // forgotten, the executor answers `gone` for its claim and the scheduler resets it.
+        this.#onRefenceError(err);
+        this.#fenced(attempt, null);
+      },
+    );
+  }
+
+  #fenced(attempt: WaitingAttempt, gen: number | null): void {
+    this.#fencing.delete(attempt);
+    const i = this.#waiting.indexOf(attempt);
+    if (i < 0) return; // cancelled meanwhile
+    if (gen === null) {
+      this.#waiting.splice(i, 1);
+      return;
+    }
+    this.#waiting[i] = { ...attempt, identity: { ...attempt.identity, dispatch_gen: gen } };
+    this.#match();
   }
 
   #drop(h: Held): void {
@@ -256,7 +312,7 @@ export class AssignmentBroker {
         this.#again = false;
         for (let i = 0; i < this.#waiting.length;) {
           const attempt = this.#waiting[i]!;
-          const w = this.#freeWorkerFor(attempt);
+          const w = this.#fencing.has(attempt) ? undefined : this.#freeWorkerFor(attempt);
           if (!w) {
             i += 1;
             continue;
@@ -294,7 +350,7 @@ export class AssignmentBroker {
       assignment_id,
     );
     w.held.add(assignment_id);
-    attempt.credential.mint().then(
+    attempt.credential.mint({ dispatch_gen: attempt.identity.dispatch_gen }).then(
       (attempt_token) => {
         if (this.#held.get(assignment_id) !== h) return; // cancelled meanwhile
         if (this.#workers.get(w.worker.id) !== w) {
@@ -316,7 +372,7 @@ export class AssignmentBroker {
       (err: unknown) => {
         this.#onMintError(err);
         if (this.#held.get(assignment_id) === h) {
-          this.#requeue(h);
+          this.#requeue(h, undefined, false);
         }
       },
     );

@@ -39,3 +39,19 @@ export async function servesTenant(
   if (cellName === null) return false;
   return (await currentCell(cells, topology, tenant_id))?.name === cellName;
 }
+
+/**
+ * The tenants whose runners this cell serves now (the ssh runners it dials): Lite's one cell
+ * serves every tenant of its store; otherwise the tenants placed on `cellName`, and none
+ * without a name. Read again on every refresh, so a move takes effect without a restart.
+ */
+export async function servedTenants(
+  cells: Pick<CellStore, 'listPlacements'>,
+  topology: CellTopology,
+  cellName: string | null,
+  allTenants: () => Promise<string[]>,
+): Promise<string[]> {
+  if (topology.kind === 'lite') return allTenants();
+  if (cellName === null) return [];
+  return (await cells.listPlacements()).filter((p) => p.cell === cellName).map((p) => p.tenant_id);
+}

@@ -8,8 +8,12 @@ import type { AttemptIdentity } from '../auth/agent-token.js';
  * in-band once its agent proves who it is), so the token's lifetime starts at hand-over.
  */
 export interface AttemptCredentialSource {
-  /** A bearer credential for this attempt, stamped at the time of the call (its iat is now). */
-  mint(): Promise<string>;
+  /**
+   * A bearer credential for this attempt, stamped at the time of the call (its iat is now).
+   * `fence`: the dispatch generation it carries when it is no longer the claim's (an assignment
+   * requeued after its ack deadline was given a new one, so the earlier token is refused).
+   */
+  mint(fence?: { dispatch_gen: number }): Promise<string>;
 }
 
 /** Everything an executor needs to start one attempt's agent. */

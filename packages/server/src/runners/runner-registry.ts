@@ -38,6 +38,8 @@ export interface RunnerRegistryDeps {
   doorUrl: string | null;
   /** told after a runner is deleted, so its live sessions close at once */
   onDeleted?: (runner: { id: string; tenant_id: string }) => void;
+  /** told after a runner is registered, so an ssh runner is dialed now, not at the next poll */
+  onRegistered?: (runner: { id: string; tenant_id: string; kind: RunnerRecord['kind'] }) => void;
 }
 
 /** The one place that turns a record into what a reader may see (the token never). */
@@ -100,6 +102,7 @@ export class RunnerRegistry {
         { name: valid.name },
       );
     }
+    this.deps.onRegistered?.({ id: record.id, tenant_id, kind: record.kind });
     return { runner: runnerView(record), token: token === null ? null : this.#tokenView(token) };
   }
 

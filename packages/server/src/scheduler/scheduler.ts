@@ -447,7 +447,7 @@ export class Scheduler {
         const started = await executor.start({
           identity,
           // The executor mints when it hands the credential over; each mint is stamped now.
-          credential: { mint: () => tokens.mint(identity, clock.now()) },
+          credential: { mint: (f) => tokens.mint({ ...identity, ...f }, clock.now()) },
           ...(taskSpec
             ? { task: taskSpec, agentSpec: taskSpecMessage(run, ti, spec, taskSpec) }
             : {}),

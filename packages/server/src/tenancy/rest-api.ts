@@ -39,6 +39,8 @@ export interface RestApiDeps {
   doorUrl: string | null;
   /** a runner was deleted: close its live sessions */
   onRunnerDeleted?: (runner: { id: string; tenant_id: string }) => void;
+  /** a runner was registered (an ssh runner is dialed at once) */
+  onRunnerRegistered?: (runner: { id: string; tenant_id: string; kind: 'inbound' | 'ssh' }) => void;
   /** what DAG registration checks tasks' executor choices against */
   executorPolicy?: ExecutorPolicy;
   version: string;
@@ -98,6 +100,7 @@ export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
     clock,
     doorUrl: d.doorUrl,
     ...(d.onRunnerDeleted ? { onDeleted: d.onRunnerDeleted } : {}),
+    ...(d.onRunnerRegistered ? { onRegistered: d.onRunnerRegistered } : {}),
   });
   const cells = new CellAdmin({ cells: d.directory, clock, topology: d.cellTopology });
   return buildApi({

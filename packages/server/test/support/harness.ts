@@ -31,6 +31,7 @@ import { Executors } from '../../src/executor/executors.js';
 import type { Leadership } from '../../src/leadership/leadership.js';
 import { assemblePlane, type PlaneParts } from '../../src/plane-assembly.js';
 import { AssignmentBroker } from '../../src/assignments/assignment-broker.js';
+import { requeueFence } from '../../src/assignments/requeue-fence.js';
 import {
   createAssignmentHandlers,
   type AssignmentRpcDeps,
@@ -153,7 +154,9 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   const logger = pino({ level: 'silent' });
   const key = await loadOrCreateSigningKey(dir, 'agent');
   const executor = new RecordingExecutor();
-  const broker = opts.runners ? new AssignmentBroker(clock) : null;
+  const broker = opts.runners
+    ? new AssignmentBroker(clock, { refence: requeueFence(store, clock) })
+    : null;
   const runnerExecutor = broker
     ? new RunnerExecutor({ broker, store, reconcileIntervalMs: 0 })
     : null;
