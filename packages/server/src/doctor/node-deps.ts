@@ -3,11 +3,12 @@ import { sql } from 'kysely';
 import { KyselyStore } from '../store/kysely-store.js';
 import { openStore } from '../store/open-store.js';
 import type { Store } from '../store/store.js';
+import { openKubernetesAccessProbe } from './kubernetes-probe.js';
 import type { DoctorDeps, DoctorStore, FileInfo } from './types.js';
 
 /**
  * The real machine for buildDoctorReport: stat, small reads, this process's uid and
- * environment, and the store opener. Nothing here writes.
+ * environment, the store opener and the cluster's access reviews. Nothing here writes.
  */
 export function nodeDoctorDeps(env: NodeJS.ProcessEnv = process.env): DoctorDeps {
   return {
@@ -36,6 +37,7 @@ export function nodeDoctorDeps(env: NodeJS.ProcessEnv = process.env): DoctorDeps
     uid: typeof process.getuid === 'function' ? process.getuid() : null,
     env,
     openStore: openDoctorStore,
+    kubernetesAccess: openKubernetesAccessProbe,
   };
 }
 

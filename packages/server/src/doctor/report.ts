@@ -6,6 +6,7 @@ import { datastore } from './datastore.js';
 import { safeStat } from './facts.js';
 import { Findings, type SectionContext } from './findings.js';
 import { dataDirAndKeyFiles } from './key-files.js';
+import { kubernetesAccess } from './kubernetes-access.js';
 import { listeners } from './listeners.js';
 import { databaseUrlSecrets, scrub } from './redact.js';
 import { taskIsolation } from './task-isolation.js';
@@ -28,6 +29,7 @@ export { NOT_IN_THIS_BUILD, tokenTransportOf } from './credential-settings.js';
  *   agent-channel.ts       TLS / loopback / routable cleartext (mode from rpc/agent-server.ts)
  *   task-isolation.ts      run-as user, per-attempt uids, nproc, cgroups, work root, task SDK
  *   credential-settings.ts scoping, liveness, TTL, ceiling, token transport per executor
+ *   kubernetes-access.ts   the executor's rights in each tenant namespace (SelfSubjectAccessReview)
  *   listeners.ts           REST and metrics ports off loopback, the database password
  *   dags-folder.ts         the DAGs folder
  *   config.ts              the redacted effective configuration
@@ -52,6 +54,7 @@ export async function buildDoctorReport(
   const channel = await agentChannel(ctx);
   const tasks = await taskIsolation(ctx);
   const credentials = credentialSettings(ctx);
+  await kubernetesAccess(ctx);
   listeners(ctx);
   await dagsFolder(ctx);
 

@@ -1,7 +1,8 @@
-import type { ServerConfig } from '../config/server-config.js';
+import type { KubernetesExecutorConfig, ServerConfig } from '../config/server-config.js';
 import type { UndeclaredUseSummary } from '../store/types.js';
 import type { KeyringSource } from '../vault/load-keyring.js';
 import type { AgentChannelMode } from '../rpc/agent-server.js';
+import type { KubernetesAccessProbe } from './kubernetes-access.js';
 
 /** The shapes of `leoflow doctor`'s report and of what it reads; the sections fill them in. */
 
@@ -56,6 +57,11 @@ export interface DoctorDeps {
   now?(): number;
   /** opens (never creates, never migrates) the configured datastore */
   openStore(db: ServerConfig['database']): Promise<DoctorStore>;
+  /**
+   * Asks the cluster executor.kubernetes points at (its kubeconfig, or in-cluster) what the
+   * control plane may do; absent = doctor does not contact a cluster.
+   */
+  kubernetesAccess?: (cfg: KubernetesExecutorConfig) => Promise<KubernetesAccessProbe>;
 }
 
 export interface DoctorOptions {
