@@ -1,0 +1,66 @@
+import { beforeAll, describe, expect, it } from 'vitest';
+import { AgentTokenIssuer } from '../../src/auth/agent-token.js';
+import { loadSigningKeyring, type FileSigningKeyring } from '../../src/auth/signing-keys.js';
+import {
+  WORKER_AUDIENCE,
+  WorkerTokenIssuer,
+  type WorkerIdentity,
+} from '../../src/auth/worker-token.js';
+import { MIN, T0, identity, useTempDirs } from './fixtures.js';
+
+const tempDir = useTempDirs();
+let ring: FileSigningKeyring;
+let attempts: AgentTokenIssuer;
+let workers: WorkerTokenIssuer;
+
+const worker: WorkerIdentity = {
+  pool_key: 'wp-0123456789abcdef',
+  tenant_id: 'acme',
+  pod_name: 'leoflow-worker-abc',
+  pod_uid: 'uid-1',
+};
+
+beforeAll(async () => {
+  ring = await loadSigningKeyring(tempDir(), 'agent', { nowMs: T0 });
+  attempts = new AgentTokenIssuer(ring, 600);
+  workers = new WorkerTokenIssuer(ring, 600);
+});
+
+describe('the worker-scoped bootstrap token', () => {
+  it('verifies as a worker token, with its own audience and no attempt claims', async () => {
+    const { token, expiresAtMs } = await workers.mint(worker, T0);
+    expect(expiresAtMs).toBe(T0 + 600_000);
+    const claims = await workers.verify(token, T0 + MIN);
+    expect(claims).toMatchObject(worker);
+    const payload = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+    expect(payload.aud).toBe(WORKER_AUDIENCE);
+    expect(payload.scp).toBe('worker');
+    expect(payload).not.toHaveProperty('ti');
+  });
+
+  it('the attempt verifier refuses a worker token (same keyring, other audience)', async () => {
+    const { token } = await workers.mint(worker, T0);
+    await expect(attempts.verify(token, T0)).rejects.toThrow('invalid agent token');
+  });
+
+  it('the worker verifier refuses an attempt token', async () => {
+    const token = await attempts.mint(identity, T0);
+    await expect(workers.verify(token, T0)).rejects.toThrow('invalid worker token');
+  });
+
+  it('is short-lived: valid until exp (+5 s tolerance), refused as expired after, by the injected time', async () => {
+    const { token } = await workers.mint(worker, T0);
+    await expect(workers.verify(token, T0 + 600_000)).resolves.toMatchObject(worker);
+    await expect(workers.verify(token, T0 + 606_000)).rejects.toThrow('worker token expired');
+  });
+
+  it('refuses a forged signature', async () => {
+    const { token } = await workers.mint(worker, T0);
+    await expect(workers.verify(`${token.slice(0, -4)}AAAA`, T0)).rejects.toThrow('invalid worker token');
+  });
+
+  it('will not be built on the user keyring', async () => {
+    const userRing = await loadSigningKeyring(tempDir(), 'user', { nowMs: T0 });
+    expect(() => new WorkerTokenIssuer(userRing)).toThrow(RangeError);
+  });
+});
