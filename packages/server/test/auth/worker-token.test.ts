@@ -1,3 +1,4 @@
+import { SignJWT } from 'jose';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { AgentTokenIssuer } from '../../src/auth/agent-token.js';
 import { loadSigningKeyring, type FileSigningKeyring } from '../../src/auth/signing-keys.js';
@@ -46,6 +47,22 @@ describe('the worker-scoped bootstrap token', () => {
   it('the worker verifier refuses an attempt token', async () => {
     const token = await attempts.mint(identity, T0);
     await expect(workers.verify(token, T0)).rejects.toThrow('invalid worker token');
+  });
+
+  it('refuses worker-shaped claims signed by our key for the attempt audience, or without scp=worker', async () => {
+    const key = ring.current();
+    const craft = (aud: string, scp: string | undefined) =>
+      new SignJWT({ ...(scp ? { scp } : {}), tid: 'acme', pool: worker.pool_key, pod: worker.pod_name, puid: worker.pod_uid })
+        .setProtectedHeader({ alg: 'EdDSA', kid: key.kid, typ: 'JWT' })
+        .setIssuer('leoflow')
+        .setAudience(aud)
+        .setSubject(`worker:${worker.pool_key}:${worker.pod_uid}`)
+        .setIssuedAt(Math.floor(T0 / 1000))
+        .setExpirationTime(Math.floor(T0 / 1000) + 600)
+        .sign(key.privateKey);
+    await expect(workers.verify(await craft(WORKER_AUDIENCE, 'worker'), T0)).resolves.toMatchObject(worker);
+    await expect(workers.verify(await craft('leoflow-agent', 'worker'), T0)).rejects.toThrow('invalid worker token');
+    await expect(workers.verify(await craft(WORKER_AUDIENCE, undefined), T0)).rejects.toThrow('invalid worker token');
   });
 
   it('is short-lived: valid until exp (+5 s tolerance), refused as expired after, by the injected time', async () => {
