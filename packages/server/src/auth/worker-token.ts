@@ -57,7 +57,10 @@ export class WorkerTokenIssuer implements WorkerTokenVerification {
     }
   }
 
-  async mint(identity: WorkerIdentity, nowMs: number): Promise<{ token: string; expiresAtMs: number }> {
+  async mint(
+    identity: WorkerIdentity,
+    nowMs: number,
+  ): Promise<{ token: string; expiresAtMs: number }> {
     const iat = Math.floor(nowMs / 1000);
     const exp = iat + this.ttlSeconds;
     const key = this.keys.current();

@@ -234,7 +234,13 @@ function parseKubernetes(
       if (parsed) tenants[id] = parsed;
     }
   }
-  const warmPools = parseWarmPools(raw.warm_pools, tenants, agentImage, `${base}.warm_pools`, problem);
+  const warmPools = parseWarmPools(
+    raw.warm_pools,
+    tenants,
+    agentImage,
+    `${base}.warm_pools`,
+    problem,
+  );
   if (agentImage === null) return null;
   return {
     ...(warmPools.length > 0 ? { warmPools } : {}),

@@ -78,7 +78,10 @@ export function parseWarmPools(
     const r = p as Record<string, unknown>;
     for (const k of Object.keys(r)) {
       if (!POOL_KEYS.includes(k)) {
-        problem(`${at}.${k}`, `unknown configuration key ${at}.${k}; a pool takes ${POOL_KEYS.join(', ')}`);
+        problem(
+          `${at}.${k}`,
+          `unknown configuration key ${at}.${k}; a pool takes ${POOL_KEYS.join(', ')}`,
+        );
       }
     }
     let ok = true;
@@ -126,7 +129,10 @@ export function parseWarmPools(
         if (!(s > 0)) throw new Error('not positive');
         return Math.round(s * 1000);
       } catch {
-        problem(`${at}.${key}`, `${at}.${key} is ${show(v)}; set it to a positive duration such as 5m`);
+        problem(
+          `${at}.${key}`,
+          `${at}.${key} is ${show(v)}; set it to a positive duration such as 5m`,
+        );
         ok = false;
         return fallbackMs;
       }
@@ -147,14 +153,21 @@ export function parseWarmPools(
       image: typeof image === 'string' ? image : '',
       minIdle,
       maxSize,
-      maxAttemptsPerWorker: int('max_attempts_per_worker', WARM_POOL_DEFAULTS.maxAttemptsPerWorker, 1),
+      maxAttemptsPerWorker: int(
+        'max_attempts_per_worker',
+        WARM_POOL_DEFAULTS.maxAttemptsPerWorker,
+        1,
+      ),
       maxWorkerLifetimeMs: duration('max_worker_lifetime', WARM_POOL_DEFAULTS.maxWorkerLifetimeMs),
       idleTtlMs: duration('worker_idle_ttl', WARM_POOL_DEFAULTS.idleTtlMs),
     };
     const key = `${pool.tenant}\u0000${pool.serviceAccount}\u0000${pool.image}`;
     const dup = seen.get(key);
     if (ok && dup !== undefined) {
-      problem(at, `${at} has the same tenant, service_account and image as ${base}[${dup}]; merge them`);
+      problem(
+        at,
+        `${at} has the same tenant, service_account and image as ${base}[${dup}]; merge them`,
+      );
       ok = false;
     }
     seen.set(key, n);

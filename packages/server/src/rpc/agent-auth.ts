@@ -109,7 +109,7 @@ export interface AgentRpcAccessRow {
 /** The refusal every RPC outside a worker's column answers a worker token with. */
 export const WORKER_TOKEN_REFUSAL =
   'a worker token authorizes only Register and AwaitAssignment, not secrets or task RPCs; ' +
-  "each attempt calls with its own token from the assignment";
+  'each attempt calls with its own token from the assignment';
 
 /**
  * THE declaration of which RPC accepts which principal (docs/credentials.md, "Which RPC checks
@@ -211,7 +211,11 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
       }
       if (deps.workerVerifier) {
         try {
-          return { kind: 'worker', token, claims: await deps.workerVerifier.verify(token, clock.now()) };
+          return {
+            kind: 'worker',
+            token,
+            claims: await deps.workerVerifier.verify(token, clock.now()),
+          };
         } catch (werr) {
           // An expired worker token is never served (no worker RPC is open past exp): the
           // worker's renewal arrives on its stream long before.

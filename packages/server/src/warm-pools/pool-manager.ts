@@ -13,7 +13,9 @@ import {
  * A pool's key: what isolates it. Tenant, service account and image — never the DAG or the
  * task — so an attempt only lands in a pod that served that same tenant, identity and image.
  */
-export function warmPoolKey(pool: Pick<WarmPoolConfig, 'tenant' | 'serviceAccount' | 'image'>): string {
+export function warmPoolKey(
+  pool: Pick<WarmPoolConfig, 'tenant' | 'serviceAccount' | 'image'>,
+): string {
   const h = createHash('sha256')
     .update(`${pool.tenant}\u0000${pool.serviceAccount}\u0000${pool.image}`)
     .digest('hex');
@@ -23,7 +25,12 @@ export function warmPoolKey(pool: Pick<WarmPoolConfig, 'tenant' | 'serviceAccoun
 /** The Kubernetes side the manager needs (the executor's CoreV1Api in production). */
 export interface WorkerPodApi {
   /** creates the worker pod (annotated with the pool key, no credential); returns its uid */
-  create(pod: { namespace: string; name: string; pool: WarmPoolConfig; poolKey: string }): Promise<{ uid: string }>;
+  create(pod: {
+    namespace: string;
+    name: string;
+    pool: WarmPoolConfig;
+    poolKey: string;
+  }): Promise<{ uid: string }>;
   delete(namespace: string, name: string): Promise<void>;
 }
 
@@ -114,7 +121,8 @@ export class WarmPoolManager implements WorkerBootstrap {
     if (!pool || !m) return;
     m.busy = false;
     m.idleSinceMs = this.deps.clock.now();
-    if (m.attempts >= pool.config.maxAttemptsPerWorker) await this.recycle(poolKey, podName, 'attempts');
+    if (m.attempts >= pool.config.maxAttemptsPerWorker)
+      await this.recycle(poolKey, podName, 'attempts');
   }
 
   /** Takes the pod out of service for good and deletes it; its token then opens nothing. */

@@ -33,7 +33,10 @@ describe('the worker-scoped bootstrap token', () => {
     expect(expiresAtMs).toBe(T0 + 600_000);
     const claims = await workers.verify(token, T0 + MIN);
     expect(claims).toMatchObject(worker);
-    const payload = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<string, unknown>;
+    const payload = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()) as Record<
+      string,
+      unknown
+    >;
     expect(payload.aud).toBe(WORKER_AUDIENCE);
     expect(payload.scp).toBe('worker');
     expect(payload).not.toHaveProperty('ti');
@@ -52,7 +55,13 @@ describe('the worker-scoped bootstrap token', () => {
   it('refuses worker-shaped claims signed by our key for the attempt audience, or without scp=worker', async () => {
     const key = ring.current();
     const craft = (aud: string, scp: string | undefined) =>
-      new SignJWT({ ...(scp ? { scp } : {}), tid: 'acme', pool: worker.pool_key, pod: worker.pod_name, puid: worker.pod_uid })
+      new SignJWT({
+        ...(scp ? { scp } : {}),
+        tid: 'acme',
+        pool: worker.pool_key,
+        pod: worker.pod_name,
+        puid: worker.pod_uid,
+      })
         .setProtectedHeader({ alg: 'EdDSA', kid: key.kid, typ: 'JWT' })
         .setIssuer('leoflow')
         .setAudience(aud)
@@ -60,9 +69,15 @@ describe('the worker-scoped bootstrap token', () => {
         .setIssuedAt(Math.floor(T0 / 1000))
         .setExpirationTime(Math.floor(T0 / 1000) + 600)
         .sign(key.privateKey);
-    await expect(workers.verify(await craft(WORKER_AUDIENCE, 'worker'), T0)).resolves.toMatchObject(worker);
-    await expect(workers.verify(await craft('leoflow-agent', 'worker'), T0)).rejects.toThrow('invalid worker token');
-    await expect(workers.verify(await craft(WORKER_AUDIENCE, undefined), T0)).rejects.toThrow('invalid worker token');
+    await expect(workers.verify(await craft(WORKER_AUDIENCE, 'worker'), T0)).resolves.toMatchObject(
+      worker,
+    );
+    await expect(workers.verify(await craft('leoflow-agent', 'worker'), T0)).rejects.toThrow(
+      'invalid worker token',
+    );
+    await expect(workers.verify(await craft(WORKER_AUDIENCE, undefined), T0)).rejects.toThrow(
+      'invalid worker token',
+    );
   });
 
   it('is short-lived: valid until exp (+5 s tolerance), refused as expired after, by the injected time', async () => {
@@ -73,7 +88,9 @@ describe('the worker-scoped bootstrap token', () => {
 
   it('refuses a forged signature', async () => {
     const { token } = await workers.mint(worker, T0);
-    await expect(workers.verify(`${token.slice(0, -4)}AAAA`, T0)).rejects.toThrow('invalid worker token');
+    await expect(workers.verify(`${token.slice(0, -4)}AAAA`, T0)).rejects.toThrow(
+      'invalid worker token',
+    );
   });
 
   it('will not be built on the user keyring', async () => {

@@ -97,7 +97,9 @@ describe('a worker token on the real agent port', () => {
   it('serves Register and AwaitAssignment as a worker principal; every other RPC answers PermissionDenied', async () => {
     const s = await start();
     const { token } = await workers.mint(worker, T0);
-    const others = AgentService.methods.map((m) => m.localName).filter((n) => !WORKER_RPCS.includes(n));
+    const others = AgentService.methods
+      .map((m) => m.localName)
+      .filter((n) => !WORKER_RPCS.includes(n));
     // The list is the contract written out, so a new RPC is checked here too.
     expect(others.sort()).toEqual(
       [

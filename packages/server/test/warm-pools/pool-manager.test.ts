@@ -5,7 +5,11 @@ import { WorkerTokenIssuer } from '../../src/auth/worker-token.js';
 import { parseExecutorSection } from '../../src/config/executor-config.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
 import { WORKER_POOL_ANNOTATION, type ReviewedPod } from '../../src/exchange/reviewed-pod.js';
-import { WarmPoolManager, warmPoolKey, type WorkerPodApi } from '../../src/warm-pools/pool-manager.js';
+import {
+  WarmPoolManager,
+  warmPoolKey,
+  type WorkerPodApi,
+} from '../../src/warm-pools/pool-manager.js';
 import { T0, useTempDirs } from '../auth/fixtures.js';
 
 const tempDir = useTempDirs();
@@ -43,7 +47,11 @@ function fakeApi() {
   return { api, pods };
 }
 
-function reviewed(name: string, p: { namespace: string; uid: string; poolKey: string }, over: Partial<ReviewedPod> = {}): ReviewedPod {
+function reviewed(
+  name: string,
+  p: { namespace: string; uid: string; poolKey: string },
+  over: Partial<ReviewedPod> = {},
+): ReviewedPod {
   return {
     namespace: p.namespace,
     name,
@@ -74,16 +82,28 @@ describe('WarmPoolManager', () => {
     const { api, pods } = fakeApi();
     const m = new WarmPoolManager([POOL], { api, tokens, clock });
     await m.reconcile();
-    const [[name, p], [name2, p2]] = [...pods.entries()] as [[string, { namespace: string; uid: string; poolKey: string }], [string, { namespace: string; uid: string; poolKey: string }]];
+    const [[name, p], [name2, p2]] = [...pods.entries()] as [
+      [string, { namespace: string; uid: string; poolKey: string }],
+      [string, { namespace: string; uid: string; poolKey: string }],
+    ];
     const issued = await m.issue(reviewed(name, p));
     expect(issued).not.toBeNull();
     const claims = await tokens.verify(issued!.token, T0);
-    expect(claims).toMatchObject({ tenant_id: 'acme', pod_name: name, pod_uid: p.uid, pool_key: warmPoolKey(POOL) });
+    expect(claims).toMatchObject({
+      tenant_id: 'acme',
+      pod_name: name,
+      pod_uid: p.uid,
+      pool_key: warmPoolKey(POOL),
+    });
     expect(await m.issue(reviewed(name, p))).toBeNull(); // once per pod
     expect(await m.issue(reviewed('not-mine', p))).toBeNull();
     expect(await m.issue(reviewed(name2, p2, { uid: 'recreated' }))).toBeNull();
     expect(await m.issue(reviewed(name2, p2, { serviceAccount: 'default' }))).toBeNull();
-    expect(await m.issue(reviewed(name2, p2, { annotations: { [WORKER_POOL_ANNOTATION]: 'wp-unknown' } }))).toBeNull();
+    expect(
+      await m.issue(
+        reviewed(name2, p2, { annotations: { [WORKER_POOL_ANNOTATION]: 'wp-unknown' } }),
+      ),
+    ).toBeNull();
     await m.recycle(p2.poolKey, name2, 'survivor');
     expect(await m.issue(reviewed(name2, p2))).toBeNull();
     expect(pods.has(name2)).toBe(false);
@@ -112,12 +132,16 @@ describe('WarmPoolManager', () => {
     expect(pods.size).toBe(1); // replaced to keep the floor
   });
 
-  it('one tenant never gets another tenant\'s pool: the key differs by tenant, service account and image', () => {
+  it("one tenant never gets another tenant's pool: the key differs by tenant, service account and image", () => {
     const k = warmPoolKey(POOL);
     expect(warmPoolKey({ ...POOL, tenant: 'globex' })).not.toBe(k);
     expect(warmPoolKey({ ...POOL, serviceAccount: 'other' })).not.toBe(k);
     expect(warmPoolKey({ ...POOL, image: 'leoflow/agent:2' })).not.toBe(k);
-    const m = new WarmPoolManager([POOL], { api: fakeApi().api, tokens, clock: new ManualClock(T0) });
+    const m = new WarmPoolManager([POOL], {
+      api: fakeApi().api,
+      tokens,
+      clock: new ManualClock(T0),
+    });
     expect(m.poolFor('acme', 'etl', 'leoflow/agent:1')).toBe(k);
     expect(m.poolFor('globex', 'etl', 'leoflow/agent:1')).toBeUndefined();
   });
@@ -133,20 +157,43 @@ describe('executor.kubernetes.warm_pools', () => {
   });
 
   it('parses a pool with its defaults, in the tenant namespace', () => {
-    const s = parseExecutorSection(section([{ tenant: 'acme', min_idle: 2, worker_idle_ttl: '10m' }]), null);
+    const s = parseExecutorSection(
+      section([{ tenant: 'acme', min_idle: 2, worker_idle_ttl: '10m' }]),
+      null,
+    );
     expect(s.kubernetes?.warmPools).toEqual([
-      expect.objectContaining({ tenant: 'acme', namespace: 'acme-tasks', serviceAccount: 'etl', image: 'leoflow/agent:1', minIdle: 2, idleTtlMs: 600_000, maxAttemptsPerWorker: 50 }),
+      expect.objectContaining({
+        tenant: 'acme',
+        namespace: 'acme-tasks',
+        serviceAccount: 'etl',
+        image: 'leoflow/agent:1',
+        minIdle: 2,
+        idleTtlMs: 600_000,
+        maxAttemptsPerWorker: 50,
+      }),
     ]);
   });
 
   it.each([
     [[{ tenant: 'nobody' }], 'executor.kubernetes.warm_pools[0].tenant'],
-    [[{ tenant: 'acme', service_account: 'root' }], 'executor.kubernetes.warm_pools[0].service_account'],
+    [
+      [{ tenant: 'acme', service_account: 'root' }],
+      'executor.kubernetes.warm_pools[0].service_account',
+    ],
     [[{ tenant: 'acme', image: 'evil:latest' }], 'executor.kubernetes.warm_pools[0].image'],
     [[{ tenant: 'acme', max_size: 0 }], 'executor.kubernetes.warm_pools[0].max_size'],
-    [[{ tenant: 'acme', max_attempts_per_worker: 0 }], 'executor.kubernetes.warm_pools[0].max_attempts_per_worker'],
-    [[{ tenant: 'acme', max_worker_lifetime: '0s' }], 'executor.kubernetes.warm_pools[0].max_worker_lifetime'],
-    [[{ tenant: 'acme', worker_idle_ttl: 'soon' }], 'executor.kubernetes.warm_pools[0].worker_idle_ttl'],
+    [
+      [{ tenant: 'acme', max_attempts_per_worker: 0 }],
+      'executor.kubernetes.warm_pools[0].max_attempts_per_worker',
+    ],
+    [
+      [{ tenant: 'acme', max_worker_lifetime: '0s' }],
+      'executor.kubernetes.warm_pools[0].max_worker_lifetime',
+    ],
+    [
+      [{ tenant: 'acme', worker_idle_ttl: 'soon' }],
+      'executor.kubernetes.warm_pools[0].worker_idle_ttl',
+    ],
     [[{ tenant: 'acme', min_idle: 9, max_size: 2 }], 'executor.kubernetes.warm_pools[0].min_idle'],
     [[{ tenant: 'acme', bogus: 1 }], 'executor.kubernetes.warm_pools[0].bogus'],
     [[{ tenant: 'acme' }, { tenant: 'acme' }], 'executor.kubernetes.warm_pools[1]'],
