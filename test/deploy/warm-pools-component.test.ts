@@ -1,4 +1,4 @@
-/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-return, @typescript-eslint/no-explicit-any -- rendered YAML is untyped; the assertions are the checks */
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-explicit-any -- rendered YAML is untyped; the assertions are the checks */
 /**
  * deploy/components/warm-pools rendered by the real `kubectl kustomize` (temporary --cache-dir):
  * it turns warm pools on, and the server's boot validation refuses the result unless the token
