@@ -465,6 +465,17 @@ describe('warm pools (T84)', () => {
     });
     expect(config.warmPoolsEnabled).toBe(true);
   });
+
+  it("Lite's standby agents are not warm pools: the guard does not fire for them (envvar + observe boot)", () => {
+    const { config } = loadCredentialPlaneConfig({
+      env: { LEOFLOW_EXECUTION_STANDBY_AGENTS: '4' },
+    });
+    expect(config).toMatchObject({
+      warmPoolsEnabled: false,
+      agentTokenTransport: 'envvar',
+      secretLivenessMode: 'observe',
+    });
+  });
 });
 
 describe('loadCredentialPlaneConfig', () => {

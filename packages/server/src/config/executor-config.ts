@@ -10,6 +10,7 @@ import {
 } from '@leoflow/core';
 import { EXECUTOR_KINDS } from '../executor/catalog.js';
 import type { KubernetesExecutorConfig, KubernetesTenantConfig } from './server-config.js';
+import { parseWarmPools } from './warm-pool-config.js';
 
 /** What the config file's `executor:` section sets (the rest of the file is core's). */
 export interface ExecutorSection {
@@ -39,6 +40,7 @@ const KUBERNETES_KEYS = [
   'agent_ca_config_map',
   'keep_finished_pods',
   'tenants',
+  'warm_pools',
 ];
 const TENANT_KEYS = [
   'namespace',
@@ -232,8 +234,16 @@ function parseKubernetes(
       if (parsed) tenants[id] = parsed;
     }
   }
+  const warmPools = parseWarmPools(
+    raw.warm_pools,
+    tenants,
+    agentImage,
+    `${base}.warm_pools`,
+    problem,
+  );
   if (agentImage === null) return null;
   return {
+    ...(warmPools.length > 0 ? { warmPools } : {}),
     kubeconfig:
       kubeconfig === null
         ? null

@@ -1,3 +1,4 @@
+import type { WarmPoolConfig } from './warm-pool-config.js';
 import {
   DEFAULT_ATTEMPT_NPROC_LIMIT,
   DEFAULT_ATTEMPT_UID_RANGE,
@@ -149,6 +150,8 @@ export interface KubernetesExecutorConfig {
   keepFinishedPods: boolean;
   /** per-tenant placement and allowlist, by tenant id */
   tenants: Record<string, KubernetesTenantConfig>;
+  /** executor.kubernetes.warm_pools; used only when execution.warm_pools_enabled is true */
+  warmPools?: WarmPoolConfig[];
 }
 
 export function defaultServerConfig(dataDir: string): ServerConfig {

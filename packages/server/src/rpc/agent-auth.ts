@@ -13,6 +13,11 @@ import {
   type AgentTokenVerification,
 } from '../auth/agent-token.js';
 import type { AttemptRecorder } from '../credentials/attempt-record.js';
+import {
+  WorkerTokenError,
+  type WorkerTokenClaims,
+  type WorkerTokenVerification,
+} from '../auth/worker-token.js';
 
 /**
  * Agent authentication, in one place. The pre-body gate (startAgentRpcServer) calls `admit` with
@@ -47,6 +52,18 @@ export interface RunnerPrincipal {
   readonly tenant_id: string;
 }
 
+/**
+ * A warm-pool pod between attempts, authenticated by its worker-scoped bootstrap token. It may
+ * Register and wait for assignments, nothing else: it fetches no secret and reports for no
+ * attempt (each attempt it runs calls with that attempt's own token).
+ */
+export interface WorkerPrincipal {
+  readonly kind: 'worker';
+  readonly claims: WorkerTokenClaims;
+  /** the bearer itself, so the stream can tell when the token it renews runs out */
+  readonly token: string;
+}
+
 /** The runner a request arrived through (its door session), as the agent port's gate sees it. */
 export interface RunnerSessionIdentity {
   runner_id: string;
@@ -58,7 +75,7 @@ export interface RunnerSessionIdentity {
  * warm-pool `worker` (bootstrap token) joins this union as its own kind with its own column in
  * AGENT_RPC_ACCESS; a handler that serves only attempts keeps calling attemptPrincipal().
  */
-export type AgentPrincipal = AttemptPrincipal | RunnerPrincipal;
+export type AgentPrincipal = AttemptPrincipal | RunnerPrincipal | WorkerPrincipal;
 export type AgentPrincipalKind = AgentPrincipal['kind'];
 
 export const AGENT_PRINCIPAL = createContextKey<AgentPrincipal | undefined>(undefined, {
@@ -79,11 +96,20 @@ export type AttemptAccess = 'unexpired' | 'unexpired-or-session-bound';
 /** What a runner needs: to call from inside a door session the cell accepted. */
 export type RunnerAccess = 'door-session';
 
+/** What a warm-pool worker needs: its unexpired worker-scoped token. */
+export type WorkerAccess = 'worker-token';
+
 /** Per RPC, which principal kinds it serves and how; a kind without an entry is refused. */
 export interface AgentRpcAccessRow {
   readonly attempt?: AttemptAccess;
   readonly runner?: RunnerAccess;
+  readonly worker?: WorkerAccess;
 }
+
+/** The refusal every RPC outside a worker's column answers a worker token with. */
+export const WORKER_TOKEN_REFUSAL =
+  'a worker token authorizes only Register and AwaitAssignment, not secrets or task RPCs; ' +
+  'each attempt calls with its own token from the assignment';
 
 /**
  * THE declaration of which RPC accepts which principal (docs/credentials.md, "Which RPC checks
@@ -92,7 +118,7 @@ export interface AgentRpcAccessRow {
  * session key. Every RPC of the service must have a row (the type requires it).
  */
 export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>> = {
-  register: { attempt: 'unexpired' },
+  register: { attempt: 'unexpired', worker: 'worker-token' },
   getTaskSpec: { attempt: 'unexpired' },
   heartbeat: { attempt: 'unexpired-or-session-bound' },
   reportState: { attempt: 'unexpired-or-session-bound' },
@@ -104,9 +130,9 @@ export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>>
   // Not served in this build (Unimplemented): the exchange carries its credential in the body
   // and admits no Leoflow bearer.
   exchangeToken: {},
-  // A runner waits for attempts in its door session; a warm-pool worker joins with its own
-  // column. AckAssignment is made with the assigned attempt's own token.
-  awaitAssignment: { runner: 'door-session' },
+  // A runner waits for attempts in its door session, a warm-pool pod with its worker token.
+  // AckAssignment is made with the assigned attempt's own token.
+  awaitAssignment: { runner: 'door-session', worker: 'worker-token' },
   ackAssignment: { attempt: 'unexpired' },
 };
 
@@ -118,7 +144,8 @@ export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>>
 export type BearerCheck =
   | { readonly kind: 'verified'; readonly token: string; readonly claims: AgentTokenClaims }
   | { readonly kind: 'expired'; readonly token: string; readonly error: AgentTokenError }
-  | { readonly kind: 'runner-session'; readonly runner: RunnerSessionIdentity };
+  | { readonly kind: 'runner-session'; readonly runner: RunnerSessionIdentity }
+  | { readonly kind: 'worker'; readonly token: string; readonly claims: WorkerTokenClaims };
 
 /** What verifying a bearer can find (a runner session has none). */
 type TokenCheck = Exclude<BearerCheck, { kind: 'runner-session' }>;
@@ -134,6 +161,12 @@ export interface AgentAuthenticationDeps {
   clock: Clock;
   /** Without it no post-exp call is accepted (the session binding lives there). */
   records?: Pick<AttemptRecorder, 'sessionMatches'>;
+  /**
+   * Warm-pool worker tokens; without it (warm pools off) a worker token is just an invalid
+   * bearer. Tried only after the attempt verifier refused the token: the audiences differ, so
+   * one token can never verify as both.
+   */
+  workerVerifier?: WorkerTokenVerification;
 }
 
 export interface AgentAuthentication {
@@ -175,6 +208,21 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
     } catch (err) {
       if (err instanceof AgentTokenError && err.reason === 'expired') {
         return { kind: 'expired', token, error: err };
+      }
+      if (deps.workerVerifier) {
+        try {
+          return {
+            kind: 'worker',
+            token,
+            claims: await deps.workerVerifier.verify(token, clock.now()),
+          };
+        } catch (werr) {
+          // An expired worker token is never served (no worker RPC is open past exp): the
+          // worker's renewal arrives on its stream long before.
+          if (werr instanceof WorkerTokenError && werr.reason === 'expired') {
+            throw new AgentTokenError('expired');
+          }
+        }
       }
       throw err;
     }
@@ -232,6 +280,31 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
         req.contextValues.set(AGENT_PRINCIPAL, principal);
         return next(req);
       }
+      let refusal: unknown;
+      if (!bearer) {
+        // No gate in front (the in-process router transport of the tests): verify here. A
+        // failure is reported after the access check below, as the gate would have ordered it.
+        const token = bearerToken(req.header.get('authorization'));
+        if (token) {
+          try {
+            bearer = await check(token);
+          } catch (err) {
+            refusal = err;
+          }
+        }
+      }
+      if (bearer?.kind === 'worker') {
+        if (row?.worker !== 'worker-token') {
+          throw new ConnectError(WORKER_TOKEN_REFUSAL, Code.PermissionDenied);
+        }
+        const principal: WorkerPrincipal = {
+          kind: 'worker',
+          claims: bearer.claims,
+          token: bearer.token,
+        };
+        req.contextValues.set(AGENT_PRINCIPAL, principal);
+        return next(req);
+      }
       const access = row?.attempt;
       if (!access) {
         throw new ConnectError(
@@ -241,16 +314,8 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
           Code.PermissionDenied,
         );
       }
-      if (!bearer) {
-        // No gate in front (the in-process router transport of the tests): verify here.
-        const token = bearerToken(req.header.get('authorization'));
-        if (!token) throw new ConnectError('missing authorization token', Code.Unauthenticated);
-        try {
-          bearer = await check(token);
-        } catch (err) {
-          throw unauthenticated(err);
-        }
-      }
+      if (refusal !== undefined) throw unauthenticated(refusal);
+      if (!bearer) throw new ConnectError('missing authorization token', Code.Unauthenticated);
       let principal: AgentPrincipal;
       if (bearer.kind === 'verified') {
         principal = { kind: 'attempt', claims: bearer.claims, expired: false };
@@ -274,6 +339,15 @@ export function attemptPrincipal(ctx: HandlerContext): AttemptPrincipal {
   if (!principal) throw new ConnectError('missing authorization token', Code.Unauthenticated);
   if (principal.kind !== 'attempt') {
     throw new ConnectError("this RPC needs the attempt's own token", Code.Unauthenticated);
+  }
+  return principal;
+}
+
+/** The warm-pool worker calling this RPC with its worker token. Fails closed. */
+export function workerPrincipal(ctx: HandlerContext): WorkerPrincipal {
+  const principal = ctx.values.get(AGENT_PRINCIPAL);
+  if (principal?.kind !== 'worker') {
+    throw new ConnectError('this RPC needs a warm-pool worker token', Code.PermissionDenied);
   }
   return principal;
 }

@@ -34,7 +34,7 @@ import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { XComStore } from '../store/ports/xcom.js';
 import type { LogLineRow, LogStreamName } from '../store/types.js';
-import { attemptPrincipal } from './agent-auth.js';
+import { AGENT_PRINCIPAL, attemptPrincipal } from './agent-auth.js';
 import { taskSpecMessage } from './task-spec-message.js';
 import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
@@ -145,9 +145,26 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
 
   return {
     async register(req, ctx) {
+      const supported = deps.agentProtocols ?? SUPPORTED_AGENT_PROTOCOLS;
+      const caller = ctx.values.get(AGENT_PRINCIPAL);
+      if (caller?.kind === 'worker') {
+        // A warm-pool pod announcing itself: nothing is written (it runs no attempt yet); its
+        // first attempt registers again with that attempt's own token.
+        const verdict = checkAgentProtocol(req.protocolVersion, supported);
+        if (!verdict.compatible) {
+          throw new ConnectError(
+            agentProtocolRefusal(verdict, supported, req.agentVersion),
+            Code.FailedPrecondition,
+          );
+        }
+        return create(RegisterResponseSchema, {
+          sessionId: caller.claims.pod_name,
+          serverTimeMs: BigInt(clock.now()),
+          heartbeatIntervalSeconds: Math.max(1, Math.round(deps.heartbeatIntervalMs / 1000)),
+        });
+      }
       const { claims } = attemptPrincipal(ctx);
       // Before anything is written: an agent that would misread the protocol runs nothing.
-      const supported = deps.agentProtocols ?? SUPPORTED_AGENT_PROTOCOLS;
       const verdict = checkAgentProtocol(req.protocolVersion, supported);
       if (!verdict.compatible) {
         const message = agentProtocolRefusal(verdict, supported, req.agentVersion);

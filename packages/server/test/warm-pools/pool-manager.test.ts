@@ -1,0 +1,211 @@
+import { ManualClock } from '@leoflow/core';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { loadSigningKeyring } from '../../src/auth/signing-keys.js';
+import { WorkerTokenIssuer } from '../../src/auth/worker-token.js';
+import { parseExecutorSection } from '../../src/config/executor-config.js';
+import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
+import { WORKER_POOL_ANNOTATION, type ReviewedPod } from '../../src/exchange/reviewed-pod.js';
+import {
+  WarmPoolManager,
+  warmPoolKey,
+  type WorkerPodApi,
+} from '../../src/warm-pools/pool-manager.js';
+import { T0, useTempDirs } from '../auth/fixtures.js';
+
+const tempDir = useTempDirs();
+let tokens: WorkerTokenIssuer;
+beforeAll(async () => {
+  tokens = new WorkerTokenIssuer(await loadSigningKeyring(tempDir(), 'agent', { nowMs: T0 }));
+});
+
+const POOL: WarmPoolConfig = {
+  tenant: 'acme',
+  namespace: 'acme-tasks',
+  serviceAccount: 'etl',
+  image: 'leoflow/agent:1',
+  minIdle: 2,
+  maxSize: 3,
+  maxAttemptsPerWorker: 2,
+  maxWorkerLifetimeMs: 3_600_000,
+  idleTtlMs: 300_000,
+};
+
+function fakeApi() {
+  const pods = new Map<string, { namespace: string; uid: string; poolKey: string }>();
+  let n = 0;
+  const api: WorkerPodApi = {
+    create: ({ namespace, name, poolKey }) => {
+      const uid = `uid-${++n}`;
+      pods.set(name, { namespace, uid, poolKey });
+      return Promise.resolve({ uid });
+    },
+    delete: (_ns, name) => {
+      pods.delete(name);
+      return Promise.resolve();
+    },
+  };
+  return { api, pods };
+}
+
+function reviewed(
+  name: string,
+  p: { namespace: string; uid: string; poolKey: string },
+  over: Partial<ReviewedPod> = {},
+): ReviewedPod {
+  return {
+    namespace: p.namespace,
+    name,
+    uid: p.uid,
+    serviceAccount: 'etl',
+    annotations: { [WORKER_POOL_ANNOTATION]: p.poolKey },
+    ...over,
+  };
+}
+
+describe('WarmPoolManager', () => {
+  it('keeps min_idle pods, annotated with the pool key, never above max_size', async () => {
+    const clock = new ManualClock(T0);
+    const { api, pods } = fakeApi();
+    const m = new WarmPoolManager([POOL], { api, tokens, clock });
+    await m.reconcile();
+    expect(pods.size).toBe(2);
+    const key = warmPoolKey(POOL);
+    const [a, b] = m.members(key);
+    m.attemptStarted(key, a!.name);
+    m.attemptStarted(key, b!.name);
+    await m.reconcile();
+    expect(pods.size).toBe(3); // max_size caps it although no pod is idle
+  });
+
+  it('issues one worker token per pod it created; a second exchange, a stranger, a recycled pod, another uid or SA → null', async () => {
+    const clock = new ManualClock(T0);
+    const { api, pods } = fakeApi();
+    const m = new WarmPoolManager([POOL], { api, tokens, clock });
+    await m.reconcile();
+    const [[name, p], [name2, p2]] = [...pods.entries()] as [
+      [string, { namespace: string; uid: string; poolKey: string }],
+      [string, { namespace: string; uid: string; poolKey: string }],
+    ];
+    const issued = await m.issue(reviewed(name, p));
+    expect(issued).not.toBeNull();
+    const claims = await tokens.verify(issued!.token, T0);
+    expect(claims).toMatchObject({
+      tenant_id: 'acme',
+      pod_name: name,
+      pod_uid: p.uid,
+      pool_key: warmPoolKey(POOL),
+    });
+    expect(await m.issue(reviewed(name, p))).toBeNull(); // once per pod
+    expect(await m.issue(reviewed('not-mine', p))).toBeNull();
+    expect(await m.issue(reviewed(name2, p2, { uid: 'recreated' }))).toBeNull();
+    expect(await m.issue(reviewed(name2, p2, { serviceAccount: 'default' }))).toBeNull();
+    expect(
+      await m.issue(
+        reviewed(name2, p2, { annotations: { [WORKER_POOL_ANNOTATION]: 'wp-unknown' } }),
+      ),
+    ).toBeNull();
+    await m.recycle(p2.poolKey, name2, 'survivor');
+    expect(await m.issue(reviewed(name2, p2))).toBeNull();
+    expect(pods.has(name2)).toBe(false);
+    expect(m.serving(p.poolKey, name, p.uid)).toBe(true);
+    expect(m.serving(p2.poolKey, name2, p2.uid)).toBe(false);
+  });
+
+  it('recycles after max_attempts_per_worker, after its lifetime, and idle above the floor after the TTL', async () => {
+    const clock = new ManualClock(T0);
+    const { api, pods } = fakeApi();
+    const m = new WarmPoolManager([{ ...POOL, minIdle: 1 }], { api, tokens, clock });
+    const key = warmPoolKey(POOL);
+    await m.reconcile();
+    const [w] = m.members(key);
+    m.attemptStarted(key, w!.name);
+    await m.attemptFinished(key, w!.name);
+    expect(pods.has(w!.name)).toBe(true);
+    m.attemptStarted(key, w!.name);
+    await m.attemptFinished(key, w!.name);
+    expect(pods.has(w!.name)).toBe(false); // 2 attempts = the limit
+    await m.reconcile();
+    const [w2] = m.members(key);
+    clock.advance(3_600_000);
+    await m.reconcile();
+    expect(pods.has(w2!.name)).toBe(false);
+    expect(pods.size).toBe(1); // replaced to keep the floor
+  });
+
+  it("one tenant never gets another tenant's pool: the key differs by tenant, service account and image", () => {
+    const k = warmPoolKey(POOL);
+    expect(warmPoolKey({ ...POOL, tenant: 'globex' })).not.toBe(k);
+    expect(warmPoolKey({ ...POOL, serviceAccount: 'other' })).not.toBe(k);
+    expect(warmPoolKey({ ...POOL, image: 'leoflow/agent:2' })).not.toBe(k);
+    const m = new WarmPoolManager([POOL], {
+      api: fakeApi().api,
+      tokens,
+      clock: new ManualClock(T0),
+    });
+    expect(m.poolFor('acme', 'etl', 'leoflow/agent:1')).toBe(k);
+    expect(m.poolFor('globex', 'etl', 'leoflow/agent:1')).toBeUndefined();
+  });
+});
+
+describe('executor.kubernetes.warm_pools', () => {
+  const section = (pools: unknown) => ({
+    kubernetes: {
+      agent_image: 'leoflow/agent:1',
+      tenants: { acme: { namespace: 'acme-tasks', service_accounts: ['etl'] } },
+      warm_pools: pools,
+    },
+  });
+
+  it('parses a pool with its defaults, in the tenant namespace', () => {
+    const s = parseExecutorSection(
+      section([{ tenant: 'acme', min_idle: 2, worker_idle_ttl: '10m' }]),
+      null,
+    );
+    expect(s.kubernetes?.warmPools).toEqual([
+      expect.objectContaining({
+        tenant: 'acme',
+        namespace: 'acme-tasks',
+        serviceAccount: 'etl',
+        image: 'leoflow/agent:1',
+        minIdle: 2,
+        idleTtlMs: 600_000,
+        maxAttemptsPerWorker: 50,
+      }),
+    ]);
+  });
+
+  it.each([
+    [[{ tenant: 'nobody' }], 'executor.kubernetes.warm_pools[0].tenant'],
+    [
+      [{ tenant: 'acme', service_account: 'root' }],
+      'executor.kubernetes.warm_pools[0].service_account',
+    ],
+    [[{ tenant: 'acme', image: 'evil:latest' }], 'executor.kubernetes.warm_pools[0].image'],
+    [[{ tenant: 'acme', max_size: 0 }], 'executor.kubernetes.warm_pools[0].max_size'],
+    [
+      [{ tenant: 'acme', max_attempts_per_worker: 0 }],
+      'executor.kubernetes.warm_pools[0].max_attempts_per_worker',
+    ],
+    [
+      [{ tenant: 'acme', max_worker_lifetime: '0s' }],
+      'executor.kubernetes.warm_pools[0].max_worker_lifetime',
+    ],
+    [
+      [{ tenant: 'acme', worker_idle_ttl: 'soon' }],
+      'executor.kubernetes.warm_pools[0].worker_idle_ttl',
+    ],
+    [[{ tenant: 'acme', min_idle: 9, max_size: 2 }], 'executor.kubernetes.warm_pools[0].min_idle'],
+    [[{ tenant: 'acme', bogus: 1 }], 'executor.kubernetes.warm_pools[0].bogus'],
+    [[{ tenant: 'acme' }, { tenant: 'acme' }], 'executor.kubernetes.warm_pools[1]'],
+    ['nope', 'executor.kubernetes.warm_pools'],
+  ])('%j → LF_CONFIG_INVALID naming %s', (pools, key) => {
+    let err: unknown;
+    try {
+      parseExecutorSection(section(pools), null);
+    } catch (e) {
+      err = e;
+    }
+    expect((err as { code?: string }).code).toBe('LF_CONFIG_INVALID');
+    expect(String((err as Error).message)).toContain(key);
+  });
+});
