@@ -53,6 +53,7 @@ import { AssignmentBroker } from './assignments/assignment-broker.js';
 import { createAssignmentHandlers } from './assignments/assignment-rpc.js';
 import { RunnerExecutor } from './executor/runner-executor.js';
 import { ConnectionSecrets } from './cells/connection-secrets.js';
+import { closeMovedSessions } from './cells/moved-sessions.js';
 import { RunnerSessions, SESSION_CLOSE } from './cells/runner-sessions.js';
 import { DoorCredentialVerifier } from './door/door-credential.js';
 import { runDoor, trustedDoorKeys, type RunningDoor } from './door/door-process.js';
@@ -430,6 +431,7 @@ export async function startControlPlane(
         cellTopology: runnerPlane.topology,
         doorUrl: runnerPlane.doorUrl,
         onRunnerDeleted: runnerPlane.closeRunner,
+        onPlacementChanged: runnerPlane.closeMovedSessions,
         version: LEOFLOW_VERSION,
         onChange: parts.poke,
         ui: ui.deps,
@@ -565,6 +567,8 @@ async function startRunnerPlane(
   doorUrl: string | null;
   cellEndpointUrl: string | null;
   closeRunner: (runner: { id: string }) => void;
+  /** closes this cell's sessions of tenants placed elsewhere now (moved-sessions.ts) */
+  closeMovedSessions: () => Promise<number>;
   /** from now on accepted sessions run the runner protocol (until then they are refused) */
   serveSessions: (server: CellSessionServer) => void;
   close(): Promise<void>;
@@ -631,6 +635,13 @@ async function startRunnerPlane(
       sessions.closeRunner(runner.id, SESSION_CLOSE.runnerDeleted);
       door?.door.sessions.closeRunner(runner.id, SESSION_CLOSE.runnerDeleted);
     },
+    closeMovedSessions: () =>
+      closeMovedSessions({
+        sessions,
+        directory,
+        topology: topologyNow,
+        cellName: cfg.door.cellName,
+      }),
     serveSessions: (server) => {
       sessionServer = server;
     },

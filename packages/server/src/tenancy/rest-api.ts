@@ -39,6 +39,8 @@ export interface RestApiDeps {
   doorUrl: string | null;
   /** a runner was deleted: close its live sessions */
   onRunnerDeleted?: (runner: { id: string; tenant_id: string }) => void;
+  /** a placement changed or a cell was drained: close this cell's sessions of moved tenants */
+  onPlacementChanged?: () => Promise<number>;
   /** what DAG registration checks tasks' executor choices against */
   executorPolicy?: ExecutorPolicy;
   version: string;
@@ -99,7 +101,12 @@ export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
     doorUrl: d.doorUrl,
     ...(d.onRunnerDeleted ? { onDeleted: d.onRunnerDeleted } : {}),
   });
-  const cells = new CellAdmin({ cells: d.directory, clock, topology: d.cellTopology });
+  const cells = new CellAdmin({
+    cells: d.directory,
+    clock,
+    topology: d.cellTopology,
+    ...(d.onPlacementChanged ? { onPlacementChanged: d.onPlacementChanged } : {}),
+  });
   return buildApi({
     scopes,
     directory: { runners, cells },
