@@ -91,6 +91,8 @@ export interface ReplicaSpec {
   lease: [string, string, string];
   /** the config file (--config), e.g. the one the deploy manifests ship */
   configFile?: string;
+  /** more flags, after the ones above (e.g. a cell's --database-schema, --cell-name) */
+  extraArgs?: string[];
 }
 
 export interface Replica {
@@ -155,6 +157,7 @@ export async function startReplica(
     '15s',
     ...(spec.dagsFolder ? ['--dags-folder', spec.dagsFolder] : []),
     ...(spec.configFile ? ['--config', spec.configFile] : []),
+    ...(spec.extraArgs ?? []),
   ];
   const proc = spawn(process.execPath, args, {
     cwd: REPO,

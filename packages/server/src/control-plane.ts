@@ -55,6 +55,7 @@ import { requeueFence } from './assignments/requeue-fence.js';
 import { createAssignmentHandlers } from './assignments/assignment-rpc.js';
 import { RunnerExecutor } from './executor/runner-executor.js';
 import { ConnectionSecrets } from './cells/connection-secrets.js';
+import { closeMovedSessions } from './cells/moved-sessions.js';
 import { RunnerSessions, SESSION_CLOSE } from './cells/runner-sessions.js';
 import { DoorCredentialVerifier } from './door/door-credential.js';
 import { runDoor, trustedDoorKeys, type RunningDoor } from './door/door-process.js';
@@ -457,6 +458,7 @@ export async function startControlPlane(
         onRunnerRegistered: (r) => {
           if (r.kind === 'ssh') void sshRunners?.refresh();
         },
+        onPlacementChanged: runnerPlane.closeMovedSessions,
         version: LEOFLOW_VERSION,
         onChange: parts.poke,
         ui: ui.deps,
@@ -596,6 +598,8 @@ async function startRunnerPlane(
   closeRunner: (runner: { id: string }) => void;
   /** live runner sessions by runner (door sessions and dialed ssh sessions alike) */
   sessions: RunnerSessions;
+  /** closes this cell's sessions of tenants placed elsewhere now (moved-sessions.ts) */
+  closeMovedSessions: () => Promise<number>;
   /** from now on accepted sessions run the runner protocol (until then they are refused) */
   serveSessions: (server: CellSessionServer) => void;
   close(): Promise<void>;
@@ -663,6 +667,13 @@ async function startRunnerPlane(
       sessions.closeRunner(runner.id, SESSION_CLOSE.runnerDeleted);
       door?.door.sessions.closeRunner(runner.id, SESSION_CLOSE.runnerDeleted);
     },
+    closeMovedSessions: () =>
+      closeMovedSessions({
+        sessions,
+        directory,
+        topology: topologyNow,
+        cellName: cfg.door.cellName,
+      }),
     serveSessions: (server) => {
       sessionServer = server;
     },

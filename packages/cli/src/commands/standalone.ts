@@ -39,6 +39,7 @@ export interface StandaloneFlags {
   cellName?: string;
   doorKeysFile?: string;
   directorySchema?: string;
+  databaseSchema?: string;
 }
 
 /** defaults < env (LEOFLOW_…) < flags */
@@ -87,6 +88,17 @@ export async function standaloneConfig(
       );
     }
     cfg.database = { kind: 'postgres', url: db };
+  }
+  const dbSchema = pick(flags.databaseSchema, 'LEOFLOW_DATABASE_SCHEMA');
+  if (dbSchema !== undefined) {
+    if (cfg.database.kind !== 'postgres') {
+      throw new CliError(
+        '--database-schema needs --database-url (a PostgreSQL store); Lite keeps everything in its SQLite file',
+        2,
+        'LF_CONFIG_INVALID',
+      );
+    }
+    cfg.database.schema = dbSchema;
   }
   const dur = (v: string | undefined, setting: string, fallback: number) =>
     v === undefined ? fallback : parseDurationMs(v, setting);
@@ -155,6 +167,14 @@ export async function standaloneConfig(
   if (doorKeys !== undefined) cfg.door.trustedKeysFile = resolve(doorKeys);
   const dirSchema = pick(flags.directorySchema, 'LEOFLOW_DIRECTORY_SCHEMA');
   if (dirSchema) cfg.directory.schema = dirSchema;
+  if (cfg.database.kind === 'postgres' && (cfg.database.schema ?? 'public') === cfg.directory.schema) {
+    // the directory is read by doors before any cell is contacted; it never shares a cell's schema
+    throw new CliError(
+      `--database-schema and --directory-schema are both "${cfg.directory.schema}": give the cell's store a schema of its own`,
+      2,
+      'LF_CONFIG_INVALID',
+    );
+  }
   cfg.metrics.port = port(
     pick(flags.metricsPort, 'LEOFLOW_METRICS_PORT'),
     '--metrics-port / LEOFLOW_METRICS_PORT',
@@ -263,6 +283,10 @@ export function addStandaloneOptions(cmd: Command): Command {
       'load every DAG folder (with leoflow.yaml) under this folder at start',
     )
     .option('--database-url <url>', 'use PostgreSQL instead of the embedded SQLite file')
+    .option(
+      '--database-schema <schema>',
+      "PostgreSQL: the schema of this cell's store (default public); each cell sharing one database needs its own",
+    )
     .option('--heartbeat-interval <duration>', 'agent heartbeat interval (default 15s)')
     .option('--agent-lost-threshold <duration>', 'fail attempts silent for this long (default 90s)')
     .option(

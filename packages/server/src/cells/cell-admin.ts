@@ -21,6 +21,11 @@ export interface CellAdminDeps {
   cells: CellStore;
   clock: Clock;
   topology: CellTopology;
+  /**
+   * After a placement or a drain: closes the sessions this cell (the one answering the call)
+   * holds for tenants placed elsewhere now, so their runners reconnect to their new cell.
+   */
+  onPlacementChanged?: () => Promise<number>;
 }
 
 /**
@@ -73,12 +78,16 @@ export class CellAdmin {
     return { ...row, tenants: 0, implicit: false };
   }
 
-  /** Draining: no new placements; tenants already there stay until they are placed elsewhere. */
+  /**
+   * Draining: no new placements; tenants already there stay until they are placed elsewhere.
+   * Sent to the cell being drained, it also closes its sessions of tenants moved away.
+   */
   async drain(name: string): Promise<CellView> {
     this.#notLite();
     if (!(await this.deps.cells.setCellState(name, 'draining', this.deps.clock.now()))) {
       throw cellNotFound(name);
     }
+    await this.deps.onPlacementChanged?.();
     const view = (await this.list()).find((c) => c.name === name);
     if (!view) throw cellNotFound(name);
     return view;
@@ -93,6 +102,7 @@ export class CellAdmin {
     }
     const p: TenantPlacement = { tenant_id, cell, placed_by: by, placed_at: this.deps.clock.now() };
     await this.deps.cells.placeTenant(p);
+    await this.deps.onPlacementChanged?.();
     return p;
   }
 

@@ -41,6 +41,8 @@ export interface RestApiDeps {
   onRunnerDeleted?: (runner: { id: string; tenant_id: string }) => void;
   /** a runner was registered (an ssh runner is dialed at once) */
   onRunnerRegistered?: (runner: { id: string; tenant_id: string; kind: 'inbound' | 'ssh' }) => void;
+  /** a placement changed or a cell was drained: close this cell's sessions of moved tenants */
+  onPlacementChanged?: () => Promise<number>;
   /** what DAG registration checks tasks' executor choices against */
   executorPolicy?: ExecutorPolicy;
   version: string;
@@ -102,7 +104,12 @@ export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
     ...(d.onRunnerDeleted ? { onDeleted: d.onRunnerDeleted } : {}),
     ...(d.onRunnerRegistered ? { onRegistered: d.onRunnerRegistered } : {}),
   });
-  const cells = new CellAdmin({ cells: d.directory, clock, topology: d.cellTopology });
+  const cells = new CellAdmin({
+    cells: d.directory,
+    clock,
+    topology: d.cellTopology,
+    ...(d.onPlacementChanged ? { onPlacementChanged: d.onPlacementChanged } : {}),
+  });
   return buildApi({
     scopes,
     directory: { runners, cells },
