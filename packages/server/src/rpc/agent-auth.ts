@@ -79,10 +79,17 @@ export type AttemptAccess = 'unexpired' | 'unexpired-or-session-bound';
 /** What a runner needs: to call from inside a door session the cell accepted. */
 export type RunnerAccess = 'door-session';
 
+/**
+ * The exchange's caller: no Leoflow bearer at all, its platform credential in the request body
+ * (the exchange itself verifies it with one TokenReview).
+ */
+export type ExchangeAccess = 'body-credential';
+
 /** Per RPC, which principal kinds it serves and how; a kind without an entry is refused. */
 export interface AgentRpcAccessRow {
   readonly attempt?: AttemptAccess;
   readonly runner?: RunnerAccess;
+  readonly exchange?: ExchangeAccess;
 }
 
 /**
@@ -101,9 +108,9 @@ export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>>
   pushLogs: { attempt: 'unexpired-or-session-bound' },
   getVariables: { attempt: 'unexpired' },
   getConnections: { attempt: 'unexpired' },
-  // Not served in this build (Unimplemented): the exchange carries its credential in the body
-  // and admits no Leoflow bearer.
-  exchangeToken: {},
+  // The one RPC without a Leoflow bearer: the exchange carries its credential in the body (a
+  // bearer on it is refused) and answers Unimplemented where exchange is not wired.
+  exchangeToken: { exchange: 'body-credential' },
   // A runner waits for attempts in its door session; a warm-pool worker joins with its own
   // column. AckAssignment is made with the assigned attempt's own token.
   awaitAssignment: { runner: 'door-session' },
@@ -118,10 +125,12 @@ export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>>
 export type BearerCheck =
   | { readonly kind: 'verified'; readonly token: string; readonly claims: AgentTokenClaims }
   | { readonly kind: 'expired'; readonly token: string; readonly error: AgentTokenError }
-  | { readonly kind: 'runner-session'; readonly runner: RunnerSessionIdentity };
+  | { readonly kind: 'runner-session'; readonly runner: RunnerSessionIdentity }
+  /** no bearer, on the exchange RPC only: the gate let the bounded body through */
+  | { readonly kind: 'exchange-body' };
 
 /** What verifying a bearer can find (a runner session has none). */
-type TokenCheck = Exclude<BearerCheck, { kind: 'runner-session' }>;
+type TokenCheck = Exclude<BearerCheck, { kind: 'runner-session' } | { kind: 'exchange-body' }>;
 
 /** Set by the agent server from the gate's result; absent when the service runs without the gate. */
 export const ADMITTED_BEARER = createContextKey<BearerCheck | undefined>(undefined, {
@@ -221,6 +230,23 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
         ? AGENT_RPC_ACCESS[req.method.localName as AgentRpcName]
         : undefined;
       let bearer = req.contextValues.get(ADMITTED_BEARER);
+      if (row?.exchange === 'body-credential') {
+        // Gate in front: it admitted this only as exchange-body. No gate (the in-process
+        // router of the tests): the same rule from the header.
+        const anonymous = bearer
+          ? bearer.kind === 'exchange-body'
+          : !bearerToken(req.header.get('authorization'));
+        if (!anonymous) {
+          throw new ConnectError(
+            'the token exchange takes its credential in the request, not a bearer',
+            Code.Unauthenticated,
+          );
+        }
+        return next(req);
+      }
+      if (bearer?.kind === 'exchange-body') {
+        throw new ConnectError('missing or invalid agent token', Code.Unauthenticated);
+      }
       if (bearer?.kind === 'runner-session') {
         if (row?.runner !== 'door-session') {
           throw new ConnectError(
