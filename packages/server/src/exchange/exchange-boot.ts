@@ -32,7 +32,7 @@ export async function checkExchangeBoot(input: {
   if (!allowed) {
     throw new LeoflowError(
       'LF_EXCHANGE_TOKENREVIEW_FORBIDDEN',
-      "auth.agent_token_transport=exchange but the control plane may not create authentication.k8s.io/tokenreviews; apply deploy/components/exchange (its ClusterRole and ClusterRoleBinding) or set the transport to envvar",
+      'auth.agent_token_transport=exchange but the control plane may not create authentication.k8s.io/tokenreviews; apply deploy/components/exchange (its ClusterRole and ClusterRoleBinding) or set the transport to envvar',
     );
   }
 }

@@ -51,7 +51,10 @@ const REFUSAL_TEXT: Record<ExchangeRefusal, { code: Code; message: string }> = {
     code: Code.PermissionDenied,
     message: 'bootstrap credential is not bound to a Leoflow pod',
   },
-  pod_gone: { code: Code.PermissionDenied, message: 'the pod this credential names no longer exists' },
+  pod_gone: {
+    code: Code.PermissionDenied,
+    message: 'the pod this credential names no longer exists',
+  },
   identity_mismatch: {
     code: Code.PermissionDenied,
     message: 'bootstrap credential does not match the pod it names',
@@ -81,8 +84,13 @@ export interface TokenExchangeDeps {
   tokens: Pick<AgentTokenIssuer, 'mint' | 'ttlSeconds'>;
   clock: Clock;
   logger: Logger;
-  /** the namespace a tenant's attempt pods run in (executor.kubernetes.tenants), if any */
-  tenantNamespace(tenantId: string): string | undefined;
+  /**
+   * Where a tenant's attempt pods run and under which service accounts
+   * (executor.kubernetes.tenants); undefined = the tenant has no Kubernetes placement.
+   */
+  tenantPlacement(
+    tenantId: string,
+  ): { namespace: string; serviceAccounts: readonly string[] } | undefined;
   /** warm pools (h-warm); absent = a worker-pool pod is refused */
   workerBootstrap?: WorkerBootstrap;
   metrics?: ExchangeMetrics;
@@ -93,9 +101,9 @@ export interface TokenExchangeDeps {
 export type TokenExchange = (req: ExchangeTokenRequest) => Promise<ExchangeTokenResponse>;
 
 /** The attempt a pod's identity annotation names (written by the pod builder). */
-function annotatedAttempt(raw: string | undefined):
-  | { ti: string; tenant: string; try: number; gen: number }
-  | undefined {
+function annotatedAttempt(
+  raw: string | undefined,
+): { ti: string; tenant: string; try: number; gen: number } | undefined {
   if (!raw) return undefined;
   try {
     const v = JSON.parse(raw) as Record<string, unknown>;
@@ -169,8 +177,10 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
       logger.warn({ error: describe(err) }, 'reading the exchanging pod failed');
       return refuse('unavailable');
     }
-    if (!pod || pod.metadata?.deletionTimestamp) return refuse('pod_gone', { namespace, pod: podName });
-    if (pod.metadata?.uid !== podUid) return refuse('identity_mismatch', { namespace, pod: podName });
+    if (!pod || pod.metadata?.deletionTimestamp)
+      return refuse('pod_gone', { namespace, pod: podName });
+    if (pod.metadata?.uid !== podUid)
+      return refuse('identity_mismatch', { namespace, pod: podName });
     if ((pod.spec?.serviceAccountName ?? 'default') !== serviceAccount) {
       return refuse('identity_mismatch', { namespace, pod: podName });
     }
@@ -194,9 +204,15 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
       ti.dispatch_gen === named.gen &&
       isActive(ti.state);
     if (!live || !ti) return refuse('not_live', { namespace: pod.namespace, pod: pod.name });
-    // The pod must stand where this tenant's attempts run: a pod in another tenant's namespace
+    // The pod must stand where this tenant's attempts run, under one of its service accounts: a
+    // pod in another tenant's namespace, or under an account the tenant does not run tasks as,
     // naming this attempt is not its pod.
-    if (deps.tenantNamespace(ti.tenant_id) !== pod.namespace) {
+    const placement = deps.tenantPlacement(ti.tenant_id);
+    if (
+      !placement ||
+      placement.namespace !== pod.namespace ||
+      !placement.serviceAccounts.includes(pod.serviceAccount)
+    ) {
       return refuse('identity_mismatch', { namespace: pod.namespace, pod: pod.name });
     }
     const run = await store.getRunById(ti.dag_run_id);
@@ -230,7 +246,8 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     const pod = await reviewed(req.credential);
     const forAttempt = pod.annotations[IDENTITY_ANNOTATION] !== undefined;
     const forPool = pod.annotations[WORKER_POOL_ANNOTATION] !== undefined;
-    if (forAttempt === forPool) return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+    if (forAttempt === forPool)
+      return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
     exchangedPods.add(pod.uid);
     if (forAttempt) {
       const issued = await attemptToken(pod);
@@ -257,5 +274,7 @@ function describe(err: unknown): string {
   const e = err as { code?: unknown; cause?: { code?: unknown } };
   if (typeof e?.code === 'number') return `HTTP ${e.code}`;
   const sys = typeof e?.code === 'string' ? e.code : e?.cause?.code;
-  return typeof sys === 'string' && /^[A-Z_]{2,40}$/.test(sys) ? `network error ${sys}` : 'request failed';
+  return typeof sys === 'string' && /^[A-Z_]{2,40}$/.test(sys)
+    ? `network error ${sys}`
+    : 'request failed';
 }

@@ -237,10 +237,8 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
           ? bearer.kind === 'exchange-body'
           : !bearerToken(req.header.get('authorization'));
         if (!anonymous) {
-          throw new ConnectError(
-            'the token exchange takes its credential in the request, not a bearer',
-            Code.Unauthenticated,
-          );
+          // A Leoflow bearer buys nothing here: the exchange takes a platform credential only.
+          throw new ConnectError('this RPC is not open to agents', Code.PermissionDenied);
         }
         return next(req);
       }

@@ -176,13 +176,9 @@ export function createAgentRequestHandler(
     resetUnreadBodyOnceAnswered(req);
     let authorization = req.headers['authorization'];
     if (Array.isArray(authorization)) authorization = undefined;
-    if (isExchangeCall(req)) {
+    if (!authorization && isExchangeCall(req)) {
       // The one RPC without a bearer: its body (capped like every other) carries the platform
-      // credential. A bearer on it is refused here, so no token is read twice.
-      if (authorization) {
-        refuse(res, mark, Code.Unauthenticated, 'the token exchange takes no bearer');
-        return;
-      }
+      // credential. With a bearer it takes the usual path and its row refuses it.
       mark.bearer = { kind: 'exchange-body' };
       connectHandler(req, res);
       return;
