@@ -6,8 +6,7 @@ import {
   type V1Pod,
 } from '@kubernetes/client-node';
 
-/** The audience every exchange token is projected for and reviewed against. */
-export const EXCHANGE_AUDIENCE = 'leoflow-control-plane';
+export { EXCHANGE_AUDIENCE } from './audience.js';
 
 /** What a TokenReview says of a token, reduced to what the exchange checks. */
 export type TokenReviewOutcome =

@@ -15,7 +15,8 @@ import type { AttemptIdentity, AgentTokenIssuer } from '../auth/agent-token.js';
 import { IDENTITY_ANNOTATION } from '../executor/kubernetes/labels.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
-import { EXCHANGE_AUDIENCE, type ExchangeKubeClient } from './kube-token-review.js';
+import { EXCHANGE_AUDIENCE } from './audience.js';
+import type { ExchangeKubeClient } from './kube-token-review.js';
 import { WORKER_POOL_ANNOTATION, type ReviewedPod, type WorkerBootstrap } from './reviewed-pod.js';
 
 const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
