@@ -1,4 +1,4 @@
-/* eslint-disable @typescript-eslint/no-unsafe-member-access -- rendered YAML is untyped; the assertions are the checks */
+/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-unsafe-return -- rendered YAML is untyped; the assertions are the checks */
 /**
  * deploy/components/exchange, rendered by the real `kubectl kustomize` and applied with the real
  * `kubectl apply -k` to the apiserver double: the default install holds no cluster-scoped object
