@@ -10,6 +10,12 @@ import { AttemptIsolation } from './isolation.js';
 import { createAgentConnection } from './rpc.js';
 import { isRunnerInvocation, runnerMain } from './runner/runner-main.js';
 import { parseAssignment, type Assignment } from './assignment.js';
+import {
+  EXCHANGE_TOKEN_FILE_ENV,
+  ExchangeBootstrapError,
+  exchangeBootstrapCredential,
+  writeTerminationLog,
+} from './exchange.js';
 import { readTokenFromFd, takeEnvToken, TokenHolder, TokenReadError } from './token.js';
 
 const TOKEN_FD = 3;
@@ -84,8 +90,20 @@ async function main(): Promise<number> {
   // (the task's env is stripped of every LEOFLOW_* name besides); the value stays in the pod's
   // initial environment, which is that transport's documented exposure.
   const envToken = takeEnvToken(process.env);
+  // The exchange transport: the pod holds only a projected service-account token (a file); the
+  // agent's first call trades it for the attempt token.
+  const exchangeFile = process.env[EXCHANGE_TOKEN_FILE_ENV];
+  delete process.env[EXCHANGE_TOKEN_FILE_ENV];
   try {
-    if (envToken !== undefined && !config.standby) {
+    if (exchangeFile && !config.standby) {
+      const exchanged = await exchangeBootstrapCredential({
+        client,
+        tokenFile: exchangeFile,
+        expectScope: 'attempt',
+        timeoutMs: config.rpcTimeoutMs,
+      });
+      assignment = { token: exchanged.token };
+    } else if (envToken !== undefined && !config.standby) {
       assignment = { token: envToken };
     } else {
       const payload = await readTokenFromFd(
@@ -101,7 +119,9 @@ async function main(): Promise<number> {
     if (config.standby && err instanceof TokenReadError && err.reason === 'empty') {
       return EXIT.OK;
     }
-    diag.log('error', `bootstrap failed: ${err instanceof Error ? err.message : String(err)}`);
+    const reason = `bootstrap failed: ${err instanceof Error ? err.message : String(err)}`;
+    diag.log('error', reason);
+    if (err instanceof ExchangeBootstrapError) writeTerminationLog(process.env, reason);
     return EXIT.BOOTSTRAP;
   }
   tokens.swap(assignment.token);

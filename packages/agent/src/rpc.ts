@@ -18,6 +18,8 @@ export const SESSION_HEADER = 'leoflow-session';
 /** Reads the holder on every call, so a renewal applies to the very next RPC. */
 export function bearerInterceptor(tokens: TokenHolder): Interceptor {
   return (next) => async (req) => {
+    // The exchange carries its platform credential in the body and takes no bearer.
+    if (req.method.name === AgentService.method.exchangeToken.name) return next(req);
     req.header.set('authorization', `Bearer ${tokens.current()}`);
     req.header.set(SESSION_HEADER, tokens.sessionKey);
     return next(req);

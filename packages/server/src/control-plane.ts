@@ -39,6 +39,7 @@ import {
 import { Executors } from './executor/executors.js';
 import { SubprocessExecutor } from './executor/subprocess-executor.js';
 import { agentChannelMode, startAgentRpcServer } from './rpc/agent-server.js';
+import { wireExchange } from './exchange/exchange-wiring.js';
 import { loadAgentTls, reloadAgentTlsOnChange } from './rpc/agent-tls.js';
 import { reloadSigningKeyringOnChange, VaultKeyringReloader } from './credentials/key-reload.js';
 import type { RunOperations } from './scheduler/run-operations.js';
@@ -247,7 +248,15 @@ export async function startControlPlane(
     );
   }
   if (cfg.kubernetes && !built.has('kubernetes')) {
-    built.set('kubernetes', await createKubernetesExecutor(cfg.kubernetes, store, logger));
+    built.set(
+      'kubernetes',
+      await createKubernetesExecutor(
+        cfg.kubernetes,
+        store,
+        logger,
+        credentialCfg.agentTokenTransport,
+      ),
+    );
   }
   const defaultName = opts.executor?.name ?? cfg.defaultExecutor;
   const configured = built.get(defaultName);
@@ -271,6 +280,16 @@ export async function startControlPlane(
       'the agent channel is cleartext on a non-loopback address: Variables and Connections will not be delivered until agent TLS is configured',
     );
   }
+  // auth.agent_token_transport=exchange: boot fails closed here (no Kubernetes client, a
+  // cleartext non-loopback channel, no TokenReview permission) rather than at the first pod.
+  const exchange =
+    credentialCfg.agentTokenTransport === 'exchange'
+      ? await wireExchange({
+          kubernetes: cfg.kubernetes,
+          channelMode: agentChannelMode(cfg.agent),
+          metrics,
+        })
+      : undefined;
   let agentUrl = '';
   // Created once the vault exists; a value under an unknown key id asks it for one reload.
   let vaultReloader: VaultKeyringReloader | null = null;
@@ -335,6 +354,8 @@ export async function startControlPlane(
       maxCredentialLifetimeMs: credentialCfg.maxAttemptCredentialLifetimeSeconds * 1000,
     },
     channelSecure,
+    channelMode: agentChannelMode(cfg.agent),
+    ...(exchange ? { exchange } : {}),
     metrics,
     logLimits: cfg.logs,
     faults,

@@ -11,6 +11,8 @@ import { createAgentAuthentication, type AgentAuthentication } from './rpc/agent
 import type { AgentProtocolRange } from '@leoflow/protocol';
 import { createAgentService, type AgentServiceDeps } from './rpc/agent-service.js';
 import type { LogLimits } from './rpc/log-limits.js';
+import type { AgentChannelMode } from './rpc/agent-server.js';
+import { createTokenExchange, type TokenExchangeDeps } from './exchange/token-exchange.js';
 import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
 import { RunOperations } from './scheduler/run-operations.js';
 import { Scheduler, type SchedulerTimings } from './scheduler/scheduler.js';
@@ -57,6 +59,13 @@ export interface PlaneInputs {
   agentProtocols?: AgentProtocolRange;
   /** AwaitAssignment and AckAssignment (assignments/assignment-rpc.ts); Unimplemented when absent */
   assignments?: AgentServiceDeps['assignments'];
+  /**
+   * auth.agent_token_transport=exchange: what the exchange needs beyond the plane's own parts
+   * (its apiserver client, where each tenant's pods run, warm pools). Unimplemented when absent.
+   */
+  exchange?: Omit<TokenExchangeDeps, 'store' | 'tokens' | 'clock' | 'logger'>;
+  /** what the agent channel protects (the exchange refuses cleartext non-loopback) */
+  channelMode?: AgentChannelMode;
 }
 
 /** The control plane's parts, wired once; listeners (agent port, REST, metrics) are the caller's. */
@@ -130,6 +139,10 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     ...(records ? { records } : {}),
     ...(input.agentProtocols ? { agentProtocols: input.agentProtocols } : {}),
     ...(input.assignments ? { assignments: input.assignments } : {}),
+    ...(input.exchange
+      ? { exchange: createTokenExchange({ ...input.exchange, store, tokens, clock, logger }) }
+      : {}),
+    ...(input.channelMode ? { channelMode: input.channelMode } : {}),
   });
   const agentAuth = createAgentAuthentication({ verifier, clock, ...(records ? { records } : {}) });
   const newScheduler = () =>

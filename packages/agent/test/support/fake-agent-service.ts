@@ -14,6 +14,7 @@ import {
   type RegisterRequest,
   type ReportStateRequest,
   LogStream,
+  LeoflowTokenScope,
 } from '@leoflow/protocol';
 
 export type SpecInit = MessageInitShape<typeof TaskSpecSchema>;
@@ -40,6 +41,8 @@ export interface Script {
   pushLogs?: (n: number, lines: readonly LogLine[]) => void;
   reportState?: (n: number) => ReportInit | void;
   pushXCom?: (n: number) => { accepted: boolean; rejectionReason?: string } | void;
+  /** ExchangeToken: the credential the agent sent in → the token answered (scope ATTEMPT) */
+  exchangeToken?: (credential: string) => string;
 }
 
 export interface RecordedCall {
@@ -129,6 +132,15 @@ export class FakeAgentService {
   #routes = (router: ConnectRouter): void => {
     const s = this.script;
     router.service(AgentService, {
+      exchangeToken: (req, ctx) => {
+        this.#record('ExchangeToken', ctx);
+        if (!s.exchangeToken) throw new ConnectError('exchange not wired', Code.Unimplemented);
+        return {
+          token: s.exchangeToken(req.credential),
+          scope: LeoflowTokenScope.ATTEMPT,
+          expiresAtMs: BigInt(Date.now() + 600_000),
+        };
+      },
       register: async (req, ctx) => {
         const n = this.#record('Register', ctx);
         const extra = (await s.register?.(n)) ?? {};

@@ -278,6 +278,21 @@ export const ERROR_CATALOGUE = {
     null,
     'Retries apply; request the resources the task really uses so the node does not evict it.',
   ),
+  LF_EXCHANGE_NO_KUBERNETES: c(
+    'config',
+    null,
+    'auth.agent_token_transport=exchange needs the Kubernetes executor: configure executor.kubernetes (its kubeconfig or in-cluster account), or set the transport to envvar.',
+  ),
+  LF_EXCHANGE_TOKENREVIEW_FORBIDDEN: c(
+    'config',
+    null,
+    "Grant the control plane's ServiceAccount create on authentication.k8s.io/tokenreviews (apply deploy/components/exchange), or set auth.agent_token_transport=envvar.",
+  ),
+  LF_EXCHANGE_INSECURE_CHANNEL: c(
+    'config',
+    null,
+    'The exchange hands out credentials: configure agent TLS (agent.tls) or bind the agent port to loopback, or set auth.agent_token_transport=envvar.',
+  ),
   LF_POD_CREATE_FAILED: c(
     'run',
     null,

@@ -58,8 +58,8 @@ export function credentialSettings(ctx: SectionContext): CredentialPosture {
       'Set --max-attempt-credential-lifetime (default 24h) to bound it.',
     );
   }
-  if (cfg.kubernetes && envvarTransport.exposure) {
-    // The Kubernetes executor is configured and this build has only the envvar transport.
+  if (cfg.kubernetes && cred.agentTokenTransport === 'envvar' && envvarTransport.exposure) {
+    // The Kubernetes executor puts each attempt token on its Pod (exchange puts none there).
     expose('token_transport.envvar', envvarTransport.exposure.what, envvarTransport.exposure.fix);
   }
   return {

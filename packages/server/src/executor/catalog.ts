@@ -1,6 +1,6 @@
 import type { ServerConfig } from '../config/server-config.js';
 import type { ExecutorPosture } from './executor.js';
-import { kubernetesPosture } from './kubernetes/token-transport.js';
+import { kubernetesPosture, podTokenTransport } from './kubernetes/token-transport.js';
 import { RunnerExecutor } from './runner-executor.js';
 import { SubprocessExecutor } from './subprocess-executor.js';
 
@@ -22,7 +22,7 @@ const subprocess: ExecutorKind = {
 
 const kubernetes: ExecutorKind = {
   name: 'kubernetes',
-  posture: () => kubernetesPosture(),
+  posture: (cfg) => kubernetesPosture(podTokenTransport(cfg.credentials.agentTokenTransport)),
 };
 
 const runner: ExecutorKind = {

@@ -43,6 +43,9 @@ export class CredentialMetrics {
   readonly renewalsTotal: Counter;
   readonly ceilingStoppedTotal: Counter;
   readonly secretRpcSeconds: Histogram<'kind'>;
+  /** one per TokenReview the exchange sends: the tests hold it equal to the pods exchanged */
+  readonly tokenReviewsTotal: Counter;
+  readonly tokenExchangesTotal: Counter<'outcome'>;
 
   constructor(opts: CredentialMetricsOptions = {}) {
     const registers = [(this.registry = new Registry())];
@@ -81,6 +84,19 @@ export class CredentialMetrics {
       buckets: SECRET_RPC_BUCKETS_SECONDS,
       registers,
     });
+    this.tokenReviewsTotal = new Counter({
+      name: 'leoflow_token_reviews_total',
+      help: 'TokenReviews sent to the Kubernetes apiserver by the token exchange (one per pod)',
+      registers,
+    });
+    this.tokenExchangesTotal = new Counter({
+      name: 'leoflow_token_exchanges_total',
+      help: 'Token exchanges, by outcome (attempt, worker, or the refusal class)',
+      labelNames: ['outcome'],
+      registers,
+    });
+    this.tokenReviewsTotal.inc(0);
+    for (const outcome of ['attempt', 'worker']) this.tokenExchangesTotal.inc({ outcome }, 0);
     // Zeroed up front so every series exists from the first scrape: rate() over a series that
     // appears only on its first increment misses that increment.
     for (const kind of SECRET_KINDS) {
@@ -127,6 +143,15 @@ export class CredentialMetrics {
 
   ceilingStopped(): void {
     this.ceilingStoppedTotal.inc();
+  }
+
+  /** ExchangeMetrics (exchange/token-exchange.ts) */
+  tokenReviewed(): void {
+    this.tokenReviewsTotal.inc();
+  }
+
+  exchanged(outcome: string): void {
+    this.tokenExchangesTotal.inc({ outcome });
   }
 
   /** For the heartbeat's onRenewal hook. */

@@ -98,12 +98,18 @@ export type RunnerAccess = 'door-session';
 
 /** What a warm-pool worker needs: its unexpired worker-scoped token. */
 export type WorkerAccess = 'worker-token';
+/**
+ * The exchange's caller: no Leoflow bearer at all, its platform credential in the request body
+ * (the exchange itself verifies it with one TokenReview).
+ */
+export type ExchangeAccess = 'body-credential';
 
 /** Per RPC, which principal kinds it serves and how; a kind without an entry is refused. */
 export interface AgentRpcAccessRow {
   readonly attempt?: AttemptAccess;
   readonly runner?: RunnerAccess;
   readonly worker?: WorkerAccess;
+  readonly exchange?: ExchangeAccess;
 }
 
 /** The refusal every RPC outside a worker's column answers a worker token with. */
@@ -127,9 +133,9 @@ export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>>
   pushLogs: { attempt: 'unexpired-or-session-bound' },
   getVariables: { attempt: 'unexpired' },
   getConnections: { attempt: 'unexpired' },
-  // Not served in this build (Unimplemented): the exchange carries its credential in the body
-  // and admits no Leoflow bearer.
-  exchangeToken: {},
+  // The one RPC without a Leoflow bearer: the exchange carries its credential in the body (a
+  // bearer on it is refused) and answers Unimplemented where exchange is not wired.
+  exchangeToken: { exchange: 'body-credential' },
   // A runner waits for attempts in its door session, a warm-pool pod with its worker token.
   // AckAssignment is made with the assigned attempt's own token.
   awaitAssignment: { runner: 'door-session', worker: 'worker-token' },
@@ -145,10 +151,12 @@ export type BearerCheck =
   | { readonly kind: 'verified'; readonly token: string; readonly claims: AgentTokenClaims }
   | { readonly kind: 'expired'; readonly token: string; readonly error: AgentTokenError }
   | { readonly kind: 'runner-session'; readonly runner: RunnerSessionIdentity }
-  | { readonly kind: 'worker'; readonly token: string; readonly claims: WorkerTokenClaims };
+  | { readonly kind: 'worker'; readonly token: string; readonly claims: WorkerTokenClaims }
+  /** no bearer, on the exchange RPC only: the gate let the bounded body through */
+  | { readonly kind: 'exchange-body' };
 
 /** What verifying a bearer can find (a runner session has none). */
-type TokenCheck = Exclude<BearerCheck, { kind: 'runner-session' }>;
+type TokenCheck = Exclude<BearerCheck, { kind: 'runner-session' } | { kind: 'exchange-body' }>;
 
 /** Set by the agent server from the gate's result; absent when the service runs without the gate. */
 export const ADMITTED_BEARER = createContextKey<BearerCheck | undefined>(undefined, {
@@ -269,6 +277,21 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
         ? AGENT_RPC_ACCESS[req.method.localName as AgentRpcName]
         : undefined;
       let bearer = req.contextValues.get(ADMITTED_BEARER);
+      if (row?.exchange === 'body-credential') {
+        // Gate in front: it admitted this only as exchange-body. No gate (the in-process
+        // router of the tests): the same rule from the header.
+        const anonymous = bearer
+          ? bearer.kind === 'exchange-body'
+          : !bearerToken(req.header.get('authorization'));
+        if (!anonymous) {
+          // A Leoflow bearer buys nothing here: the exchange takes a platform credential only.
+          throw new ConnectError('this RPC is not open to agents', Code.PermissionDenied);
+        }
+        return next(req);
+      }
+      if (bearer?.kind === 'exchange-body') {
+        throw new ConnectError('missing or invalid agent token', Code.Unauthenticated);
+      }
       if (bearer?.kind === 'runner-session') {
         if (row?.runner !== 'door-session') {
           throw new ConnectError(

@@ -176,6 +176,13 @@ export function createAgentRequestHandler(
     resetUnreadBodyOnceAnswered(req);
     let authorization = req.headers['authorization'];
     if (Array.isArray(authorization)) authorization = undefined;
+    if (!authorization && isExchangeCall(req)) {
+      // The one RPC without a bearer: its body (capped like every other) carries the platform
+      // credential. With a bearer it takes the usual path and its row refuses it.
+      mark.bearer = { kind: 'exchange-body' };
+      connectHandler(req, res);
+      return;
+    }
     opts.auth.admit(authorization, opts.sessionOf?.(req)).then(
       (bearer) => {
         mark.bearer = bearer;
@@ -189,6 +196,13 @@ export function createAgentRequestHandler(
     );
   };
   return handler;
+}
+
+/** The gRPC path of ExchangeToken, the one RPC the gate lets through without a bearer. */
+export const EXCHANGE_TOKEN_PATH = `/${AgentService.typeName}/${AgentService.method.exchangeToken.name}`;
+
+function isExchangeCall(req: http2.Http2ServerRequest): boolean {
+  return req.method === 'POST' && req.url === EXCHANGE_TOKEN_PATH;
 }
 
 /**

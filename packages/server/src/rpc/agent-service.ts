@@ -34,7 +34,9 @@ import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { XComStore } from '../store/ports/xcom.js';
 import type { LogLineRow, LogStreamName } from '../store/types.js';
+import type { TokenExchange } from '../exchange/token-exchange.js';
 import { AGENT_PRINCIPAL, attemptPrincipal } from './agent-auth.js';
+import type { AgentChannelMode } from './agent-server.js';
 import { taskSpecMessage } from './task-spec-message.js';
 import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
@@ -70,6 +72,13 @@ export interface AgentServiceDeps {
   agentProtocols?: AgentProtocolRange;
   /** AwaitAssignment and AckAssignment (assignments/assignment-rpc.ts); Unimplemented when absent */
   assignments?: Pick<ServiceImpl<typeof AgentService>, 'awaitAssignment' | 'ackAssignment'>;
+  /**
+   * The token exchange (exchange/token-exchange.ts), wired only when auth.agent_token_transport
+   * is exchange; Unimplemented when absent.
+   */
+  exchange?: TokenExchange;
+  /** what the agent channel protects: the exchange hands out a credential, never in cleartext */
+  channelMode?: AgentChannelMode;
 }
 
 const STREAMS: Record<number, LogStreamName> = {
@@ -478,11 +487,28 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       return create(GetConnectionsResponseSchema, { connectionUris });
     },
 
-    exchangeToken() {
-      throw new ConnectError(
-        'the token exchange is not enabled on this control plane (auth.agent_token_transport is not exchange)',
-        Code.Unimplemented,
-      );
+    async exchangeToken(req) {
+      if (!deps.exchange) {
+        throw new ConnectError(
+          'the token exchange is not enabled on this control plane (auth.agent_token_transport is not exchange)',
+          Code.Unimplemented,
+        );
+      }
+      if (deps.channelMode === 'cleartext-non-loopback') {
+        throw new ConnectError(
+          'the token exchange is refused over a cleartext non-loopback agent channel; configure agent TLS',
+          Code.FailedPrecondition,
+        );
+      }
+      const supported = deps.agentProtocols ?? SUPPORTED_AGENT_PROTOCOLS;
+      const verdict = checkAgentProtocol(req.protocolVersion, supported);
+      if (!verdict.compatible) {
+        throw new ConnectError(
+          agentProtocolRefusal(verdict, supported, ''),
+          Code.FailedPrecondition,
+        );
+      }
+      return deps.exchange(req);
     },
 
     awaitAssignment(req, ctx) {

@@ -4,6 +4,14 @@
 // same process, as the image's entrypoint would.
 const root = process.env.LEOFLOW_KUBELET_VOLUME_ROOT ?? '';
 delete process.env.LEOFLOW_KUBELET_VOLUME_ROOT;
-for (const k of ['LEOFLOW_WORKDIR', 'HOME', 'TMPDIR', 'NODE_EXTRA_CA_CERTS'])
+process.env.LEOFLOW_TERMINATION_LOG ??= '/dev/termination-log';
+for (const k of [
+  'LEOFLOW_WORKDIR',
+  'HOME',
+  'TMPDIR',
+  'NODE_EXTRA_CA_CERTS',
+  'LEOFLOW_EXCHANGE_TOKEN_FILE',
+  'LEOFLOW_TERMINATION_LOG',
+])
   if (process.env[k]?.startsWith('/')) process.env[k] = root + process.env[k];
 await import(new URL('../../../agent/dist/leoflow-agent.mjs', import.meta.url).href);

@@ -14,11 +14,14 @@ export async function createKubernetesExecutor(
   cfg: KubernetesExecutorConfig,
   store: Pick<TaskInstanceStore, 'getTaskInstanceById'>,
   logger: Logger,
+  transport: 'envvar' | 'exchange' = 'envvar',
 ): Promise<Executor> {
   const { KubernetesExecutor } = await import('./kubernetes-executor.js');
+  const { podTokenTransport } = await import('./token-transport.js');
   return new KubernetesExecutor({
     config: cfg,
     logger,
+    transport: podTokenTransport(transport),
     // The same predicate the heartbeat path uses: this try, this dispatch, still active.
     attemptLive: async (id) => {
       const row = await store.getTaskInstanceById(id.task_instance_id);

@@ -39,6 +39,8 @@ export interface KubernetesExecutorOptions {
   /** how often Pending pods are checked against the pod-start timeout (ms) */
   sweepIntervalMs?: number;
   name?: string;
+  /** auth.agent_token_transport; envvar when absent */
+  transport?: PodTokenTransport;
 }
 
 /** A stable, sanitised error: the API's status and reason word only, never a response body. */
@@ -150,8 +152,8 @@ export class KubernetesExecutor implements Executor {
     this.cfg = opts.config;
     this.name = opts.name ?? 'kubernetes';
     this.now = opts.now ?? Date.now;
-    this.transport = envvarTransport;
-    this.posture = KubernetesExecutor.postureFor(opts.config);
+    this.transport = opts.transport ?? envvarTransport;
+    this.posture = kubernetesPosture(this.transport);
     if (opts.kubeConfig) {
       this.kc = opts.kubeConfig;
     } else {
@@ -175,8 +177,11 @@ export class KubernetesExecutor implements Executor {
   }
 
   /** The posture for a configuration (doctor asks with no executor running). */
-  static postureFor(_cfg: KubernetesExecutorConfig | null): ExecutorPosture {
-    return kubernetesPosture();
+  static postureFor(
+    _cfg: KubernetesExecutorConfig | null,
+    transport: PodTokenTransport = envvarTransport,
+  ): ExecutorPosture {
+    return kubernetesPosture(transport);
   }
 
   /** Resolves once every namespace's pods have been listed (or the list failed). */
@@ -232,8 +237,9 @@ export class KubernetesExecutor implements Executor {
     const { identity } = launch;
     const placement = this.placementFor(identity.tenant_id);
     const task = launch.task ?? { execution_timeout_seconds: null };
-    // Minted last before the create: nothing failing earlier leaves a token behind.
-    const token = await launch.credential.mint();
+    // Minted last before the create: nothing failing earlier leaves a token behind. Under the
+    // exchange nothing is minted here: the agent obtains its token from its pod's projected one.
+    const token = this.transport.mintsAtCreate ? await launch.credential.mint() : '';
     const pod = buildAttemptPod({
       identity,
       token,

@@ -1,5 +1,6 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import type { ExecutorPosture } from '../executor.js';
+import { EXCHANGE_TOKEN_FILE_ENV, projectedExchangeToken } from './projected-token.js';
 
 /** The environment variable the envvar transport puts the attempt's credential in. */
 export const AGENT_TOKEN_ENV = 'LEOFLOW_AGENT_TOKEN';
@@ -10,7 +11,12 @@ export const AGENT_TOKEN_ENV = 'LEOFLOW_AGENT_TOKEN';
  * issue) plugs into: the pod builder calls it last, so a transport sees the whole pod.
  */
 export interface PodTokenTransport {
-  readonly name: 'envvar';
+  readonly name: 'envvar' | 'exchange';
+  /**
+   * true: the executor mints the attempt token at pod create and hands it to apply(); false: the
+   * pod carries no Leoflow credential and the agent obtains it itself (the exchange).
+   */
+  readonly mintsAtCreate: boolean;
   /** what doctor and the executor's posture say of this transport */
   readonly description: string;
   /** the exposure it leaves open, and its fix (doctor's finding); null = none */
@@ -27,17 +33,48 @@ export interface PodTokenTransport {
  */
 export const envvarTransport: PodTokenTransport = {
   name: 'envvar',
+  mintsAtCreate: true,
   description: `literal env value ${AGENT_TOKEN_ENV} on the Pod object (auth.agent_token_transport=envvar)`,
   exposure: {
     what: "The Kubernetes executor puts each attempt token as a plaintext env value on its Pod, where any principal that can get pods in the task namespace reads it (kubectl get pod -o yaml, the API, audit logs and controllers that record pod specs) and task code in the pod can read it from the agent's initial environment (/proc/<agent pid>/environ, same uid), until the attempt ends under enforced liveness or the token expires.",
-    fix: 'Restrict get/list/watch on pods in the task namespaces to the control plane, run with --secret-liveness-mode enforce, and move to auth.agent_token_transport=exchange (a projected service-account token exchanged once at Register; not in this build yet).',
+    fix: 'Restrict get/list/watch on pods in the task namespaces to the control plane, run with --secret-liveness-mode enforce, and move to auth.agent_token_transport=exchange (a projected service-account token the agent exchanges once for its attempt token; apply deploy/components/exchange).',
   },
   apply(_pod, container, token) {
     container.env = [...(container.env ?? []), { name: AGENT_TOKEN_ENV, value: token }];
   },
 };
 
-/** The Kubernetes executor's posture: the transport it uses (envvar in this build). */
-export function kubernetesPosture(): ExecutorPosture {
-  return { tokenTransport: envvarTransport.description };
+/**
+ * exchange: the Pod carries no Leoflow credential, only a projected service-account token volume
+ * (audience leoflow-control-plane, bound to this pod, read-only) and the file's path. The agent
+ * trades that token for its attempt token with ExchangeToken, its first call; the control plane
+ * checks it with one TokenReview and the pod itself (exchange/token-exchange.ts).
+ */
+export function exchangeTransport(expirationSeconds = 600): PodTokenTransport {
+  return {
+    name: 'exchange',
+    mintsAtCreate: false,
+    description:
+      'projected service-account token (audience leoflow-control-plane) exchanged by the agent for its attempt token; no credential on the Pod object (auth.agent_token_transport=exchange)',
+    exposure: null,
+    apply(pod, container) {
+      const projected = projectedExchangeToken(expirationSeconds);
+      pod.spec!.volumes = [...(pod.spec!.volumes ?? []), projected.volume];
+      container.volumeMounts = [...(container.volumeMounts ?? []), projected.mount];
+      container.env = [
+        ...(container.env ?? []),
+        { name: EXCHANGE_TOKEN_FILE_ENV, value: projected.file },
+      ];
+    },
+  };
+}
+
+/** The transport auth.agent_token_transport names. */
+export function podTokenTransport(name: 'envvar' | 'exchange'): PodTokenTransport {
+  return name === 'exchange' ? exchangeTransport() : envvarTransport;
+}
+
+/** The Kubernetes executor's posture: the transport it uses. */
+export function kubernetesPosture(transport: PodTokenTransport = envvarTransport): ExecutorPosture {
+  return { tokenTransport: transport.description };
 }

@@ -1,0 +1,108 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import type { Client } from '@connectrpc/connect';
+import {
+  AGENT_PROTOCOL_VERSION,
+  AgentService,
+  BootstrapCredentialKind,
+  LeoflowTokenScope,
+} from '@leoflow/protocol';
+
+/** Set by the exchange transport: where the projected service-account token is (a path). */
+export const EXCHANGE_TOKEN_FILE_ENV = 'LEOFLOW_EXCHANGE_TOKEN_FILE';
+/** Where the container's termination message goes (the pod's terminationMessagePath). */
+export const TERMINATION_LOG_ENV = 'LEOFLOW_TERMINATION_LOG';
+export const DEFAULT_TERMINATION_LOG = '/dev/termination-log';
+
+export class ExchangeBootstrapError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ExchangeBootstrapError';
+  }
+}
+
+export interface ExchangeBootstrapOptions {
+  /** an AgentService client whose interceptors add no bearer to ExchangeToken (rpc.ts) */
+  client: Pick<Client<typeof AgentService>, 'exchangeToken'>;
+  /** the projected token's file */
+  tokenFile: string;
+  /** the scope the caller is for: an attempt pod's agent, or a warm pool's worker */
+  expectScope: 'attempt' | 'worker';
+  timeoutMs?: number;
+}
+
+export interface ExchangedToken {
+  token: string;
+  scope: 'attempt' | 'worker';
+  expiresAtMs: number;
+}
+
+/** The projected token, read fresh (the kubelet rotates it); missing or empty is a clear error. */
+export function readBootstrapCredential(file: string): string {
+  let raw: string;
+  try {
+    raw = readFileSync(file, 'utf8');
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    throw new ExchangeBootstrapError(
+      `the projected service-account token ${file} could not be read (${typeof code === 'string' ? code : 'error'}): the pod needs the exchange token volume (auth.agent_token_transport=exchange)`,
+    );
+  }
+  const token = raw.trim();
+  if (token === '') {
+    throw new ExchangeBootstrapError(
+      `the projected service-account token ${file} is empty: the kubelet has not projected it`,
+    );
+  }
+  return token;
+}
+
+/**
+ * The exchange, the pod's first call: its projected service-account token for a Leoflow token.
+ * The attempt agent uses the attempt token exactly as the envvar transport's; a warm-pool worker
+ * asks for scope 'worker'. A refusal is final (a pod exchanges once): no retry.
+ */
+export async function exchangeBootstrapCredential(
+  opts: ExchangeBootstrapOptions,
+): Promise<ExchangedToken> {
+  const credential = readBootstrapCredential(opts.tokenFile);
+  let res;
+  try {
+    res = await opts.client.exchangeToken(
+      {
+        kind: BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN,
+        credential,
+        protocolVersion: AGENT_PROTOCOL_VERSION,
+      },
+      { timeoutMs: opts.timeoutMs ?? 10_000 },
+    );
+  } catch (err) {
+    // The server's text is already sanitised; the credential is never part of it.
+    throw new ExchangeBootstrapError(
+      `the token exchange was refused: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  }
+  const scope =
+    res.scope === LeoflowTokenScope.ATTEMPT
+      ? 'attempt'
+      : res.scope === LeoflowTokenScope.WORKER
+        ? 'worker'
+        : undefined;
+  if (scope !== opts.expectScope || res.token === '') {
+    throw new ExchangeBootstrapError(
+      `the token exchange answered a ${scope ?? 'unknown'}-scoped token; this process needs a ${opts.expectScope} token`,
+    );
+  }
+  return { token: res.token, scope, expiresAtMs: Number(res.expiresAtMs) };
+}
+
+/** Best effort: the reason a pod failed, where `kubectl describe pod` shows it. */
+export function writeTerminationLog(
+  env: Record<string, string | undefined>,
+  message: string,
+): void {
+  try {
+    writeFileSync(env[TERMINATION_LOG_ENV] || DEFAULT_TERMINATION_LOG, `${message}\n`);
+  } catch {
+    // no termination log outside a pod
+  }
+}

@@ -1,0 +1,91 @@
+/**
+ * The agent under the exchange transport: its FIRST call is ExchangeToken, made with the
+ * projected token from the file and no bearer; every call after carries the exchanged token,
+ * exactly as with envvar. A missing or empty token file is a clear error in the termination log
+ * and a non-zero exit, with no call made.
+ */
+import { readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ReportedState } from '@leoflow/protocol';
+import { defaultSpec } from './support/fake-agent-service.js';
+import { useHarness } from './support/harness.js';
+
+const { tempDir, startFake, start } = useHarness();
+const PROJECTED = 'projected.sa.token-value';
+
+describe('agent, exchange transport', () => {
+  it('exchanges first, without a bearer, then runs with the exchanged token', async () => {
+    const seen: string[] = [];
+    const fake = await startFake({
+      spec: defaultSpec({ command: 'echo ran' }),
+      exchangeToken: (credential) => {
+        seen.push(credential);
+        return 'exchanged-attempt-token';
+      },
+    });
+    const dir = tempDir();
+    const file = path.join(dir, 'token');
+    writeFileSync(file, `${PROJECTED}\n`);
+    const agent = start({
+      url: fake.url,
+      token: '',
+      workdir: tempDir(),
+      env: { LEOFLOW_EXCHANGE_TOKEN_FILE: file, LEOFLOW_TERMINATION_LOG: path.join(dir, 'term') },
+    });
+    const { code } = await agent.exited;
+    expect(code).toBe(0);
+    expect(seen).toEqual([PROJECTED]);
+    expect(fake.calls[0]).toMatchObject({ method: 'ExchangeToken', authorization: null });
+    const rest = fake.calls.slice(1);
+    expect(rest.length).toBeGreaterThan(0);
+    for (const c of rest) expect(c.authorization).toBe('Bearer exchanged-attempt-token');
+    expect(fake.reports[0]?.state).toBe(ReportedState.SUCCESS);
+    // the projected token never reaches the agent's diagnostics
+    expect(agent.diagnostics()).not.toContain(PROJECTED);
+  });
+
+  for (const [label, content] of [
+    ['missing', undefined],
+    ['empty', ' \n'],
+  ] as const) {
+    it(`a ${label} token file: termination log, non-zero exit, no call`, async () => {
+      const fake = await startFake({ spec: defaultSpec(), exchangeToken: () => 'never' });
+      const dir = tempDir();
+      const file = path.join(dir, 'token');
+      if (content !== undefined) writeFileSync(file, content);
+      const term = path.join(dir, 'termination-log');
+      const agent = start({
+        url: fake.url,
+        token: '',
+        workdir: tempDir(),
+        env: { LEOFLOW_EXCHANGE_TOKEN_FILE: file, LEOFLOW_TERMINATION_LOG: term },
+      });
+      const { code } = await agent.exited;
+      expect(code).toBe(2);
+      expect(readFileSync(term, 'utf8')).toMatch(
+        label === 'missing'
+          ? /projected service-account token .* could not be read \(ENOENT\)/
+          : /projected service-account token .* is empty/,
+      );
+      expect(fake.calls).toEqual([]);
+    });
+  }
+
+  it('a refused exchange: termination log with the server text, non-zero exit', async () => {
+    const fake = await startFake({ spec: defaultSpec() });
+    const dir = tempDir();
+    const file = path.join(dir, 'token');
+    writeFileSync(file, PROJECTED);
+    const term = path.join(dir, 'termination-log');
+    const agent = start({
+      url: fake.url,
+      token: '',
+      workdir: tempDir(),
+      env: { LEOFLOW_EXCHANGE_TOKEN_FILE: file, LEOFLOW_TERMINATION_LOG: term },
+    });
+    expect((await agent.exited).code).toBe(2);
+    expect(readFileSync(term, 'utf8')).toMatch(/token exchange was refused.*exchange not wired/);
+    expect(fake.calls.map((c) => c.method)).toEqual(['ExchangeToken']);
+  });
+});

@@ -1,0 +1,281 @@
+import { createHash } from 'node:crypto';
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError } from '@connectrpc/connect';
+import {
+  BootstrapCredentialKind,
+  ExchangeTokenResponseSchema,
+  LeoflowTokenScope,
+  type ExchangeTokenRequest,
+  type ExchangeTokenResponse,
+} from '@leoflow/protocol';
+import { isActive, type Clock } from '@leoflow/core';
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { AttemptIdentity, AgentTokenIssuer } from '../auth/agent-token.js';
+import { IDENTITY_ANNOTATION } from '../executor/kubernetes/labels.js';
+import type { RunStore } from '../store/ports/runs.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
+import { EXCHANGE_AUDIENCE } from './audience.js';
+import type { ExchangeKubeClient } from './kube-token-review.js';
+import { WORKER_POOL_ANNOTATION, type ReviewedPod, type WorkerBootstrap } from './reviewed-pod.js';
+
+const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
+const POD_UID_EXTRA = 'authentication.kubernetes.io/pod-uid';
+/** A projected token is a JWT of a few hundred bytes to ~2 KiB; anything far larger is not one. */
+const MAX_CREDENTIAL_BYTES = 16 * 1024;
+
+/**
+ * Why an exchange was refused: the metric label and the control-plane log line. The agent sees
+ * only one fixed message per class (REFUSAL_TEXT), never the apiserver's text.
+ */
+export type ExchangeRefusal =
+  | 'malformed'
+  | 'replayed'
+  | 'not_authenticated'
+  | 'not_a_pod'
+  | 'pod_gone'
+  | 'identity_mismatch'
+  | 'not_live'
+  | 'unavailable';
+
+const REFUSAL_TEXT: Record<ExchangeRefusal, { code: Code; message: string }> = {
+  malformed: { code: Code.InvalidArgument, message: 'exchange request malformed' },
+  replayed: {
+    code: Code.PermissionDenied,
+    message: 'this pod has already exchanged its bootstrap credential',
+  },
+  not_authenticated: {
+    code: Code.Unauthenticated,
+    message: 'bootstrap credential not accepted by the cluster',
+  },
+  not_a_pod: {
+    code: Code.PermissionDenied,
+    message: 'bootstrap credential is not bound to a Leoflow pod',
+  },
+  pod_gone: {
+    code: Code.PermissionDenied,
+    message: 'the pod this credential names no longer exists',
+  },
+  identity_mismatch: {
+    code: Code.PermissionDenied,
+    message: 'bootstrap credential does not match the pod it names',
+  },
+  not_live: { code: Code.PermissionDenied, message: 'the attempt of this pod is not live' },
+  unavailable: {
+    code: Code.Unavailable,
+    message: 'the control plane could not verify the credential now; retry',
+  },
+};
+
+export class ExchangeRefused extends ConnectError {
+  constructor(readonly refusal: ExchangeRefusal) {
+    super(REFUSAL_TEXT[refusal].message, REFUSAL_TEXT[refusal].code);
+  }
+}
+
+export interface ExchangeMetrics {
+  /** one per TokenReview sent to the apiserver */
+  tokenReviewed(): void;
+  exchanged(outcome: 'attempt' | 'worker' | ExchangeRefusal): void;
+}
+
+export interface TokenExchangeDeps {
+  kube: ExchangeKubeClient;
+  store: Pick<TaskInstanceStore, 'getTaskInstanceById'> & Pick<RunStore, 'getRunById'>;
+  tokens: Pick<AgentTokenIssuer, 'mint' | 'ttlSeconds'>;
+  clock: Clock;
+  logger: Logger;
+  /**
+   * Where a tenant's attempt pods run and under which service accounts
+   * (executor.kubernetes.tenants); undefined = the tenant has no Kubernetes placement.
+   */
+  tenantPlacement(
+    tenantId: string,
+  ): { namespace: string; serviceAccounts: readonly string[] } | undefined;
+  /** warm pools (h-warm); absent = a worker-pool pod is refused */
+  workerBootstrap?: WorkerBootstrap;
+  metrics?: ExchangeMetrics;
+  /** how many exchanged pods are remembered for the replay refusal (per replica) */
+  replayMemory?: number;
+}
+
+export type TokenExchange = (req: ExchangeTokenRequest) => Promise<ExchangeTokenResponse>;
+
+/** The attempt a pod's identity annotation names (written by the pod builder). */
+function annotatedAttempt(
+  raw: string | undefined,
+): { ti: string; tenant: string; try: number; gen: number } | undefined {
+  if (!raw) return undefined;
+  try {
+    const v = JSON.parse(raw) as Record<string, unknown>;
+    if (typeof v.ti !== 'string' || v.ti === '' || typeof v.tenant !== 'string') return undefined;
+    if (typeof v.try !== 'number' || typeof v.gen !== 'number') return undefined;
+    return { ti: v.ti, tenant: v.tenant, try: v.try, gen: v.gen };
+  } catch {
+    return undefined;
+  }
+}
+
+/** A bounded set, oldest first out. */
+class Remembered {
+  private readonly seen = new Set<string>();
+  constructor(private readonly max: number) {}
+  has(key: string): boolean {
+    return this.seen.has(key);
+  }
+  add(key: string): void {
+    this.seen.add(key);
+    if (this.seen.size > this.max) {
+      const first = this.seen.values().next().value;
+      if (first !== undefined) this.seen.delete(first);
+    }
+  }
+}
+
+/**
+ * The exchange: a projected service-account token in, a Leoflow token out. Exactly one
+ * TokenReview per pod (audience leoflow-control-plane) and one read of the pod; everything after
+ * is the control plane's own state, so every steady-state RPC stays apiserver-free.
+ *
+ * A pod exchanges ONCE. The same token presented again is refused before any TokenReview (by
+ * its hash), and a second token for an already-exchanged pod (a rotated projection) is refused
+ * after it: the agent exchanges at start and renews on Heartbeat from then on, so a second
+ * exchange is never the agent's own.
+ */
+export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
+  const { kube, store, tokens, clock, logger } = deps;
+  const usedTokens = new Remembered(deps.replayMemory ?? 50_000);
+  const exchangedPods = new Remembered(deps.replayMemory ?? 50_000);
+
+  function refuse(refusal: ExchangeRefusal, context: Record<string, unknown> = {}): never {
+    deps.metrics?.exchanged(refusal);
+    logger.info({ ...context, refusal }, 'token exchange refused');
+    throw new ExchangeRefused(refusal);
+  }
+
+  async function reviewed(credential: string): Promise<ReviewedPod> {
+    let review;
+    try {
+      deps.metrics?.tokenReviewed();
+      review = await kube.reviewToken(credential, [EXCHANGE_AUDIENCE]);
+    } catch (err) {
+      logger.warn({ error: describe(err) }, 'TokenReview failed');
+      return refuse('unavailable');
+    }
+    if (!review.authenticated) return refuse('not_authenticated', { detail: review.detail });
+    if (!review.audiences.includes(EXCHANGE_AUDIENCE)) return refuse('not_authenticated');
+    const podName = review.extra[POD_NAME_EXTRA]?.[0];
+    const podUid = review.extra[POD_UID_EXTRA]?.[0];
+    const user = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(review.username);
+    // `kubectl create token` without --bound-object-kind Pod: authenticated, but no pod.
+    if (!user || !podName || !podUid) return refuse('not_a_pod');
+    const [, namespace, serviceAccount] = user as unknown as [string, string, string];
+    if (exchangedPods.has(podUid)) return refuse('replayed', { namespace, pod: podName });
+    let pod: V1Pod | null;
+    try {
+      pod = await kube.readPod(namespace, podName);
+    } catch (err) {
+      logger.warn({ error: describe(err) }, 'reading the exchanging pod failed');
+      return refuse('unavailable');
+    }
+    if (!pod || pod.metadata?.deletionTimestamp)
+      return refuse('pod_gone', { namespace, pod: podName });
+    if (pod.metadata?.uid !== podUid)
+      return refuse('identity_mismatch', { namespace, pod: podName });
+    if ((pod.spec?.serviceAccountName ?? 'default') !== serviceAccount) {
+      return refuse('identity_mismatch', { namespace, pod: podName });
+    }
+    return {
+      namespace,
+      name: podName,
+      uid: podUid,
+      serviceAccount,
+      annotations: { ...(pod.metadata?.annotations ?? {}) },
+    };
+  }
+
+  async function attemptToken(pod: ReviewedPod): Promise<{ token: string; expiresAtMs: number }> {
+    const named = annotatedAttempt(pod.annotations[IDENTITY_ANNOTATION]);
+    if (!named) return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+    const ti = await store.getTaskInstanceById(named.ti);
+    const live =
+      ti !== undefined &&
+      ti.tenant_id === named.tenant &&
+      ti.try_number === named.try &&
+      ti.dispatch_gen === named.gen &&
+      isActive(ti.state);
+    if (!live || !ti) return refuse('not_live', { namespace: pod.namespace, pod: pod.name });
+    // The pod must stand where this tenant's attempts run, under one of its service accounts: a
+    // pod in another tenant's namespace, or under an account the tenant does not run tasks as,
+    // naming this attempt is not its pod.
+    const placement = deps.tenantPlacement(ti.tenant_id);
+    if (
+      !placement ||
+      placement.namespace !== pod.namespace ||
+      !placement.serviceAccounts.includes(pod.serviceAccount)
+    ) {
+      return refuse('identity_mismatch', { namespace: pod.namespace, pod: pod.name });
+    }
+    const run = await store.getRunById(ti.dag_run_id);
+    if (!run) return refuse('not_live', { namespace: pod.namespace, pod: pod.name });
+    const identity: AttemptIdentity = {
+      tenant_id: ti.tenant_id,
+      dag_id: ti.dag_id,
+      dag_run_id: ti.dag_run_id,
+      run_id: run.run_id,
+      task_id: ti.task_id,
+      try_number: ti.try_number,
+      task_instance_id: ti.id,
+      dispatch_gen: ti.dispatch_gen,
+    };
+    const now = clock.now();
+    const token = await tokens.mint(identity, now);
+    return { token, expiresAtMs: (Math.floor(now / 1000) + tokens.ttlSeconds) * 1000 };
+  }
+
+  return async (req) => {
+    if (
+      req.kind !== BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN ||
+      req.credential === '' ||
+      Buffer.byteLength(req.credential) > MAX_CREDENTIAL_BYTES
+    ) {
+      return refuse('malformed');
+    }
+    const tokenKey = createHash('sha256').update(req.credential).digest('hex');
+    if (usedTokens.has(tokenKey)) return refuse('replayed');
+    usedTokens.add(tokenKey);
+    const pod = await reviewed(req.credential);
+    const forAttempt = pod.annotations[IDENTITY_ANNOTATION] !== undefined;
+    const forPool = pod.annotations[WORKER_POOL_ANNOTATION] !== undefined;
+    if (forAttempt === forPool)
+      return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+    exchangedPods.add(pod.uid);
+    if (forAttempt) {
+      const issued = await attemptToken(pod);
+      deps.metrics?.exchanged('attempt');
+      return create(ExchangeTokenResponseSchema, {
+        token: issued.token,
+        scope: LeoflowTokenScope.ATTEMPT,
+        expiresAtMs: BigInt(issued.expiresAtMs),
+      });
+    }
+    const issued = deps.workerBootstrap ? await deps.workerBootstrap.issue(pod) : null;
+    if (!issued) return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+    deps.metrics?.exchanged('worker');
+    return create(ExchangeTokenResponseSchema, {
+      token: issued.token,
+      scope: LeoflowTokenScope.WORKER,
+      expiresAtMs: BigInt(issued.expiresAtMs),
+    });
+  };
+}
+
+/** An apiserver failure as a short class (no body, no URL, no token). */
+function describe(err: unknown): string {
+  const e = err as { code?: unknown; cause?: { code?: unknown } };
+  if (typeof e?.code === 'number') return `HTTP ${e.code}`;
+  const sys = typeof e?.code === 'string' ? e.code : e?.cause?.code;
+  return typeof sys === 'string' && /^[A-Z_]{2,40}$/.test(sys)
+    ? `network error ${sys}`
+    : 'request failed';
+}

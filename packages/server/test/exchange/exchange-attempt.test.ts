@@ -1,0 +1,172 @@
+/**
+ * An attempt under auth.agent_token_transport=exchange, end to end through the apiserver double
+ * and its kubelet simulator: the Pod carries no Leoflow credential (only a projected
+ * service-account token volume), the agent's first call exchanges it, the task runs and succeeds,
+ * and the control plane sent exactly one TokenReview per pod (leoflow_token_reviews_total).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ADMIN_USER,
+  startKubeDouble,
+  startKubelet,
+  type KubeDouble,
+  type Kubelet,
+} from '@leoflow/kube-double';
+import { isActive, dagSpecHash } from '@leoflow/core';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultServerConfig } from '../../src/config/server-config.js';
+import { startControlPlane, type ControlPlane } from '../../src/control-plane.js';
+import { LABEL } from '../../src/executor/kubernetes/labels.js';
+import { AGENT_TOKEN_ENV } from '../../src/executor/kubernetes/token-transport.js';
+import {
+  EXCHANGE_TOKEN_FILE_ENV,
+  EXCHANGE_TOKEN_VOLUME,
+} from '../../src/executor/kubernetes/projected-token.js';
+import { agentImage } from '../support/agent-image.js';
+import { spec, task } from '../support/spec-builders.js';
+
+const NAMESPACE = 'leoflow-tasks';
+const AGENT_IMAGE = 'leoflow-agent:exchange';
+let double: KubeDouble;
+let kubelet: Kubelet;
+let dir: string;
+let cp: ControlPlane;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'leoflow-exchange-attempt-'));
+  double = await startKubeDouble();
+  const api = double.api;
+  const admin = api.context(ADMIN_USER);
+  api.createObject(api.type('', 'namespaces'), undefined, { metadata: { name: NAMESPACE } }, admin);
+  api.createObject(
+    api.type('', 'serviceaccounts'),
+    NAMESPACE,
+    { metadata: { name: 'leoflow-task' } },
+    admin,
+  );
+  kubelet = startKubelet({
+    double,
+    nodeName: 'node-a',
+    workRoot: join(dir, 'kubelet'),
+    imageMap: { [AGENT_IMAGE]: agentImage() },
+    allocatable: { cpu: '8', memory: '16Gi' },
+    tickIntervalMs: 100,
+  });
+  const cfg = defaultServerConfig(join(dir, 'data'));
+  cfg.http.port = 0;
+  cfg.agent.port = 0;
+  cfg.metrics.port = 0;
+  cfg.execution.heartbeatIntervalMs = 1_000;
+  cfg.execution.schedulerTickMs = 50;
+  cfg.credentials.agentTokenTransport = 'exchange';
+  cfg.defaultExecutor = 'kubernetes';
+  cfg.kubernetes = {
+    kubeconfig: double.kubeconfig(dir),
+    agentImage: AGENT_IMAGE,
+    agentUrl: null,
+    podStartTimeoutMs: 30_000,
+    instance: 'exchange',
+    runAsUser: 65532,
+    terminationGracePeriodSeconds: 5,
+    agentCaConfigMap: null,
+    keepFinishedPods: true,
+    tenants: {
+      default: {
+        namespace: NAMESPACE,
+        images: [],
+        serviceAccounts: ['leoflow-task'],
+        maxResources: { cpu: '1', memory: '1Gi' },
+        defaultResources: {},
+      },
+    },
+  };
+  cp = await startControlPlane(cfg, { logger: pino({ level: 'silent' }) });
+}, 60_000);
+
+afterAll(async () => {
+  await cp?.close();
+  await kubelet?.stop();
+  await double?.close();
+  rmSync(dir, { recursive: true, force: true });
+}, 60_000);
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000) {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+async function reviewsCounted(): Promise<number> {
+  const text = await (await fetch(cp.metricsUrl!)).text();
+  const m = /^leoflow_token_reviews_total (\d+)/m.exec(text);
+  return Number(m?.[1] ?? NaN);
+}
+
+describe('an exchange-mode attempt through the double and the kubelet simulator', () => {
+  it('runs and succeeds; its Pod carries no credential; one TokenReview per pod', async () => {
+    const runs = [];
+    for (let i = 0; i < 2; i++) {
+      const s = spec({
+        dag_id: `exchange_${i}`,
+        tasks: [task('work', { command: `echo exchanged-${i}` })],
+      });
+      await cp.store.putDagVersion('default', s, dagSpecHash(s), Date.now());
+      runs.push(await cp.runs.trigger('default', s.dag_id, {}));
+    }
+    for (const [i, run] of runs.entries()) {
+      const row = await waitFor('the attempt to end', async () => {
+        const r = (await cp.store.getTaskInstance(run.id, 'work'))!;
+        return !isActive(r.state) && r.state !== 'scheduled' && r.state !== 'none' ? r : undefined;
+      });
+      expect([row.state, row.exit_code]).toEqual(['success', 0]);
+      const logs = await cp.store.readLogs(run.id, 'work', 1, 0, 100);
+      expect(logs.map((l) => l.message)).toContain(`exchanged-${i}`);
+    }
+    const pods = (
+      double.store.list(double.api.type('', 'pods')) as Record<string, unknown>[]
+    ).filter(
+      (p) =>
+        (p.metadata as { labels?: Record<string, string> }).labels?.[LABEL.executor] ===
+        'kubernetes',
+    );
+    expect(pods).toHaveLength(2);
+    for (const pod of pods) {
+      const text = JSON.stringify(pod);
+      // no Leoflow token anywhere on the Pod object: no env value, no JWT of any kind
+      expect(text).not.toContain(AGENT_TOKEN_ENV);
+      expect(text).not.toMatch(/eyJ[A-Za-z0-9_-]{10,}\./);
+      const p = pod as {
+        spec: {
+          volumes: {
+            name: string;
+            projected?: {
+              sources: { serviceAccountToken?: { audience: string; expirationSeconds: number } }[];
+            };
+          }[];
+          containers: {
+            env?: { name: string }[];
+            volumeMounts?: { name: string; readOnly?: boolean }[];
+          }[];
+        };
+      };
+      const volume = p.spec.volumes.find((v) => v.name === EXCHANGE_TOKEN_VOLUME);
+      expect(volume?.projected?.sources[0]?.serviceAccountToken).toEqual({
+        audience: 'leoflow-control-plane',
+        expirationSeconds: 600,
+        path: 'token',
+      });
+      expect(
+        p.spec.containers[0]?.volumeMounts?.find((m) => m.name === EXCHANGE_TOKEN_VOLUME)?.readOnly,
+      ).toBe(true);
+      expect(p.spec.containers[0]?.env?.map((e) => e.name)).toContain(EXCHANGE_TOKEN_FILE_ENV);
+    }
+    expect(await reviewsCounted()).toBe(pods.length);
+  }, 90_000);
+});

@@ -1,0 +1,510 @@
+/**
+ * The token exchange against the apiserver double: the live side (a live attempt's pod always
+ * gets its token; TokenReviews == pods) and every hostile case of issue 15 item 4, each refused
+ * with its fixed, sanitised message. Double-only: it moves the apiserver's clock.
+ */
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { create } from '@bufbuild/protobuf';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ADMIN_USER, ManualClock, startKubeDouble, type KubeDouble } from '@leoflow/kube-double';
+import {
+  BootstrapCredentialKind,
+  ExchangeTokenRequestSchema,
+  LeoflowTokenScope,
+} from '@leoflow/protocol';
+import pino from 'pino';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { IDENTITY_ANNOTATION } from '../../src/executor/kubernetes/labels.js';
+import {
+  EXCHANGE_AUDIENCE,
+  kubeExchangeClient,
+  type ExchangeKubeClient,
+} from '../../src/exchange/kube-token-review.js';
+import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
+import {
+  createTokenExchange,
+  ExchangeRefused,
+  type ExchangeRefusal,
+  type TokenExchange,
+} from '../../src/exchange/token-exchange.js';
+import { checkExchangeBoot } from '../../src/exchange/exchange-boot.js';
+import type { AttemptIdentity } from '../../src/auth/agent-token.js';
+
+const PLANTED = 'planted-secret-value-8f1c';
+const SA = 'task-runner';
+const clock = new ManualClock(Date.parse('2026-06-01T00:00:00Z'));
+let double: KubeDouble;
+let kube: ExchangeKubeClient;
+let adminCore: CoreV1Api;
+let ns = '';
+let serial = 0;
+
+interface Ti {
+  id: string;
+  tenant_id: string;
+  dag_id: string;
+  dag_run_id: string;
+  task_id: string;
+  try_number: number;
+  dispatch_gen: number;
+  state: string;
+}
+const tis = new Map<string, Ti>();
+const store = {
+  getTaskInstanceById: (id: string) => Promise.resolve(tis.get(id)),
+  getRunById: (id: string) => Promise.resolve({ id, run_id: `run-of-${id}` }),
+};
+let minted: AttemptIdentity[] = [];
+const tokens = {
+  ttlSeconds: 600,
+  mint: (identity: AttemptIdentity) => {
+    minted.push(identity);
+    return Promise.resolve(`leoflow-attempt-token-for-${identity.task_instance_id}`);
+  },
+};
+let reviews = 0;
+let outcomes: string[] = [];
+const logs: string[] = [];
+const logger = pino({ level: 'debug' }, { write: (line: string) => void logs.push(line) });
+
+function exchangeWith(over: Partial<Parameters<typeof createTokenExchange>[0]> = {}) {
+  return createTokenExchange({
+    kube,
+    store: store as never,
+    tokens: tokens,
+    clock,
+    logger,
+    tenantPlacement: (tenant) =>
+      tenant === 'tenant-a' ? { namespace: ns, serviceAccounts: [SA] } : undefined,
+    metrics: { tokenReviewed: () => void (reviews += 1), exchanged: (o) => void outcomes.push(o) },
+    ...over,
+  });
+}
+let exchange: TokenExchange;
+
+const admin = () => double.api.context(ADMIN_USER);
+const podsType = () => double.api.type('', 'pods');
+
+function liveTi(id: string, state = 'running'): Ti {
+  const ti: Ti = {
+    id,
+    tenant_id: 'tenant-a',
+    dag_id: 'd',
+    dag_run_id: `dr-${id}`,
+    task_id: 't',
+    try_number: 1,
+    dispatch_gen: 0,
+    state,
+  };
+  tis.set(id, ti);
+  return ti;
+}
+
+function createPod(
+  name: string,
+  annotations: Record<string, string>,
+  serviceAccountName = SA,
+): string {
+  const pod = double.api.createObject(
+    podsType(),
+    ns,
+    {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, annotations },
+      spec: {
+        serviceAccountName,
+        automountServiceAccountToken: false,
+        containers: [{ name: 'agent', image: 'agent' }],
+      },
+    },
+    admin(),
+  ) as { metadata: { uid: string } };
+  return pod.metadata.uid;
+}
+
+function attemptAnnotation(ti: string): Record<string, string> {
+  return {
+    [IDENTITY_ANNOTATION]: JSON.stringify({
+      ti,
+      tenant: 'tenant-a',
+      dag: 'd',
+      run: 'r',
+      task: 't',
+      try: 1,
+      gen: 0,
+    }),
+  };
+}
+
+async function tokenRequest(
+  account: string,
+  spec: Record<string, unknown>,
+): Promise<{ status: number; token: string }> {
+  try {
+    const reply = await adminCore.createNamespacedServiceAccountToken({
+      namespace: ns,
+      name: account,
+      body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: spec as never },
+    });
+    return { status: 201, token: reply.status?.token ?? '' };
+  } catch (err) {
+    return { status: (err as { code?: number }).code ?? 0, token: '' };
+  }
+}
+
+async function projected(pod: string, uid: string, audiences = [EXCHANGE_AUDIENCE], account = SA) {
+  const r = await tokenRequest(account, {
+    audiences,
+    expirationSeconds: 600,
+    boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: pod, uid },
+  });
+  expect(r.status).toBe(201);
+  return r.token;
+}
+
+const request = (credential: string) =>
+  create(ExchangeTokenRequestSchema, {
+    kind: BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN,
+    credential,
+    protocolVersion: 1,
+  });
+
+async function refusalOf(credential: string, ex = exchange): Promise<ExchangeRefusal> {
+  try {
+    await ex(request(credential));
+  } catch (err) {
+    expect(err).toBeInstanceOf(ExchangeRefused);
+    const e = err as ExchangeRefused;
+    // sanitised: one fixed text per class, nothing of the apiserver's
+    expect(e.rawMessage).not.toMatch(/invalid bearer token|audiences|UID|deleted|kubernetes/i);
+    return e.refusal;
+  }
+  throw new Error('the exchange was not refused');
+}
+
+beforeAll(async () => {
+  double = await startKubeDouble({ clock });
+  const kc = new KubeConfig();
+  kc.loadFromFile(double.kubeconfig(mkdtempSync(join(tmpdir(), 'exchange-'))));
+  kube = kubeExchangeClient(kc);
+  adminCore = kc.makeApiClient(CoreV1Api);
+});
+afterAll(async () => {
+  await double?.close();
+  // canary: the planted value reached no log line
+  expect(logs.join('\n')).not.toContain(PLANTED);
+});
+beforeEach(() => {
+  serial += 1;
+  ns = `tenant-a-${serial}`;
+  double.api.createObject(
+    double.api.type('', 'namespaces'),
+    undefined,
+    { metadata: { name: ns } },
+    admin(),
+  );
+  for (const name of [SA, 'intruder']) {
+    double.api.createObject(
+      double.api.type('', 'serviceaccounts'),
+      ns,
+      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name } },
+      admin(),
+    );
+  }
+  reviews = 0;
+  outcomes = [];
+  minted = [];
+  exchange = exchangeWith();
+});
+
+describe('the token exchange, live side', () => {
+  it("a live attempt's pod always gets its attempt token; exactly one TokenReview per pod", async () => {
+    const pods = 5;
+    for (let i = 0; i < pods; i++) {
+      const ti = liveTi(`ti-live-${serial}-${i}`);
+      const uid = createPod(`lf-live-${i}`, attemptAnnotation(ti.id));
+      const res = await exchange(request(await projected(`lf-live-${i}`, uid)));
+      expect(res.scope).toBe(LeoflowTokenScope.ATTEMPT);
+      expect(res.token).toBe(`leoflow-attempt-token-for-${ti.id}`);
+      expect(Number(res.expiresAtMs)).toBe((Math.floor(clock.now() / 1000) + 600) * 1000);
+    }
+    expect(reviews).toBe(pods);
+    // the identity is the store's, not the annotation's (its run field said 'r')
+    expect(minted[0]).toMatchObject({
+      tenant_id: 'tenant-a',
+      run_id: expect.stringMatching(/^run-of-dr-/),
+      try_number: 1,
+    });
+    expect(outcomes).toEqual(Array(pods).fill('attempt'));
+  });
+
+  it('a worker-pool pod gets a WORKER token from the pool; no pool wired → refused', async () => {
+    const uid = createPod('lf-warm-1', { [WORKER_POOL_ANNOTATION]: 'pool-a' });
+    const token = await projected('lf-warm-1', uid);
+    const issued: string[] = [];
+    const withPool = exchangeWith({
+      workerBootstrap: {
+        issue: (pod) => {
+          issued.push(`${pod.namespace}/${pod.name}/${pod.uid}/${pod.serviceAccount}`);
+          return Promise.resolve({ token: 'worker-token', expiresAtMs: 42 });
+        },
+      },
+    });
+    const res = await withPool(request(token));
+    expect(res.scope).toBe(LeoflowTokenScope.WORKER);
+    expect(res.token).toBe('worker-token');
+    expect(issued).toEqual([`${ns}/lf-warm-1/${uid}/${SA}`]);
+    const uid2 = createPod('lf-warm-2', { [WORKER_POOL_ANNOTATION]: 'pool-a' });
+    expect(await refusalOf(await projected('lf-warm-2', uid2))).toBe('not_a_pod');
+    const declined = exchangeWith({ workerBootstrap: { issue: () => Promise.resolve(null) } });
+    const uid3 = createPod('lf-warm-3', { [WORKER_POOL_ANNOTATION]: 'pool-a' });
+    expect(await refusalOf(await projected('lf-warm-3', uid3), declined)).toBe('not_a_pod');
+  });
+});
+
+describe('the token exchange, hostile cases (each refused)', () => {
+  it('a projected token for another audience', async () => {
+    const ti = liveTi(`ti-aud-${serial}`);
+    const uid = createPod('lf-aud', attemptAnnotation(ti.id));
+    expect(await refusalOf(await projected('lf-aud', uid, ['some-other-service']))).toBe(
+      'not_authenticated',
+    );
+    expect(minted).toEqual([]);
+  });
+
+  it('an expired one', async () => {
+    const ti = liveTi(`ti-exp-${serial}`);
+    const uid = createPod('lf-exp', attemptAnnotation(ti.id));
+    const token = await projected('lf-exp', uid);
+    clock.advance((600 + 61) * 1000);
+    expect(await refusalOf(token)).toBe('not_authenticated');
+    expect(minted).toEqual([]);
+  });
+
+  it('one for a deleted pod', async () => {
+    const ti = liveTi(`ti-del-${serial}`);
+    const uid = createPod('lf-del', attemptAnnotation(ti.id));
+    const token = await projected('lf-del', uid);
+    double.api.deleteObject(podsType(), ns, 'lf-del', { gracePeriodSeconds: 0 }, admin());
+    expect(await refusalOf(token)).toBe('not_authenticated');
+    expect(minted).toEqual([]);
+  });
+
+  it('one for a pod re-created under the same name', async () => {
+    const ti = liveTi(`ti-re-${serial}`);
+    const uid = createPod('lf-re', attemptAnnotation(ti.id));
+    const token = await projected('lf-re', uid);
+    double.api.deleteObject(podsType(), ns, 'lf-re', { gracePeriodSeconds: 0 }, admin());
+    createPod('lf-re', attemptAnnotation(ti.id));
+    expect(await refusalOf(token)).toBe('not_authenticated');
+    // and where the review still vouched for the old uid (a cluster in its grace window), the
+    // read-back of the pod by name refuses the new one
+    const stale: ExchangeKubeClient = {
+      ...kube,
+      reviewToken: () =>
+        Promise.resolve({
+          authenticated: true,
+          username: `system:serviceaccount:${ns}:${SA}`,
+          audiences: [EXCHANGE_AUDIENCE],
+          extra: {
+            'authentication.kubernetes.io/pod-name': ['lf-re'],
+            'authentication.kubernetes.io/pod-uid': [uid],
+          },
+        }),
+    };
+    expect(await refusalOf('a-token-the-review-accepts', exchangeWith({ kube: stale }))).toBe(
+      'identity_mismatch',
+    );
+    expect(minted).toEqual([]);
+  });
+
+  it('a pod under another service account', async () => {
+    const ti = liveTi(`ti-sa-${serial}`);
+    // the apiserver refuses to bind one account's token to a pod of another
+    const uid0 = createPod('lf-sa0', attemptAnnotation(ti.id));
+    expect(
+      (
+        await tokenRequest('intruder', {
+          audiences: [EXCHANGE_AUDIENCE],
+          expirationSeconds: 600,
+          boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: 'lf-sa0', uid: uid0 },
+        })
+      ).status,
+    ).toBe(400);
+    // a pod running under an account the tenant does not run tasks as, naming a live attempt
+    const uid = createPod('lf-sa', attemptAnnotation(ti.id), 'intruder');
+    expect(await refusalOf(await projected('lf-sa', uid, [EXCHANGE_AUDIENCE], 'intruder'))).toBe(
+      'identity_mismatch',
+    );
+    // a review whose username names another account than the pod's
+    const other: ExchangeKubeClient = {
+      ...kube,
+      reviewToken: () =>
+        Promise.resolve({
+          authenticated: true,
+          username: `system:serviceaccount:${ns}:intruder`,
+          audiences: [EXCHANGE_AUDIENCE],
+          extra: {
+            'authentication.kubernetes.io/pod-name': ['lf-sa0'],
+            'authentication.kubernetes.io/pod-uid': [uid0],
+          },
+        }),
+    };
+    expect(await refusalOf('another-token', exchangeWith({ kube: other }))).toBe(
+      'identity_mismatch',
+    );
+    expect(minted).toEqual([]);
+  });
+
+  it("a `kubectl create token` token for the pod's account without a pod binding", async () => {
+    const ti = liveTi(`ti-ct-${serial}`);
+    createPod('lf-ct', attemptAnnotation(ti.id));
+    const r = await tokenRequest(SA, { audiences: [EXCHANGE_AUDIENCE], expirationSeconds: 600 });
+    expect(r.status).toBe(201);
+    expect(await refusalOf(r.token)).toBe('not_a_pod');
+    expect(minted).toEqual([]);
+  });
+
+  it('the same projected token twice: the second is refused, with no second TokenReview', async () => {
+    const ti = liveTi(`ti-twice-${serial}`);
+    const uid = createPod('lf-twice', attemptAnnotation(ti.id));
+    const token = await projected('lf-twice', uid);
+    await exchange(request(token));
+    expect(await refusalOf(token)).toBe('replayed');
+    expect(reviews).toBe(1);
+    // a second (rotated) token of the same pod: one more review, refused after it
+    expect(await refusalOf(await projected('lf-twice', uid))).toBe('replayed');
+    expect(minted).toHaveLength(1);
+  });
+
+  it('a pod whose annotation names an attempt no longer live', async () => {
+    for (const [name, mutate] of [
+      ['lf-done', (t: Ti) => (t.state = 'success')],
+      ['lf-retried', (t: Ti) => (t.try_number = 2)],
+      ['lf-redispatched', (t: Ti) => (t.dispatch_gen = 1)],
+      ['lf-gone', (t: Ti) => void tis.delete(t.id)],
+    ] as const) {
+      const ti = liveTi(`ti-${name}-${serial}`);
+      const uid = createPod(name, attemptAnnotation(ti.id));
+      mutate(ti);
+      expect([name, await refusalOf(await projected(name, uid))]).toEqual([name, 'not_live']);
+    }
+    expect(minted).toEqual([]);
+  });
+
+  it('a pod with both annotations, or neither', async () => {
+    const ti = liveTi(`ti-both-${serial}`);
+    const both = createPod('lf-both', {
+      ...attemptAnnotation(ti.id),
+      [WORKER_POOL_ANNOTATION]: 'p',
+    });
+    const none = createPod('lf-none', {});
+    const withPool = exchangeWith({
+      workerBootstrap: { issue: () => Promise.resolve({ token: 'w', expiresAtMs: 1 }) },
+    });
+    expect(await refusalOf(await projected('lf-both', both), withPool)).toBe('not_a_pod');
+    expect(await refusalOf(await projected('lf-none', none), withPool)).toBe('not_a_pod');
+  });
+
+  it('an attempt of a tenant whose namespace is another', async () => {
+    const ti = liveTi(`ti-ns-${serial}`);
+    ti.tenant_id = 'tenant-b';
+    const uid = createPod('lf-ns', {
+      [IDENTITY_ANNOTATION]: JSON.stringify({ ti: ti.id, tenant: 'tenant-b', try: 1, gen: 0 }),
+    });
+    expect(await refusalOf(await projected('lf-ns', uid))).toBe('identity_mismatch');
+  });
+
+  it('a malformed request, and an apiserver failure, answer fixed texts', async () => {
+    expect(await refusalOf('')).toBe('malformed');
+    expect(await refusalOf('x'.repeat(17 * 1024))).toBe('malformed');
+    const down: ExchangeKubeClient = {
+      ...kube,
+      reviewToken: () => Promise.reject(new Error(`connect ECONNREFUSED ${PLANTED}`)),
+    };
+    expect(await refusalOf(`tok-${PLANTED}`, exchangeWith({ kube: down }))).toBe('unavailable');
+    expect(reviews).toBe(0 + 1);
+  });
+});
+
+describe('exchange boot check', () => {
+  it('fails closed without a Kubernetes client, over cleartext non-loopback, without TokenReview permission; passes with it', async () => {
+    const code = async (p: Promise<unknown>) =>
+      p.then(
+        () => 'ok',
+        (e: { code?: string }) => e.code,
+      );
+    expect(await code(checkExchangeBoot({ kube: null, channelMode: 'tls' }))).toBe(
+      'LF_EXCHANGE_NO_KUBERNETES',
+    );
+    expect(await code(checkExchangeBoot({ kube, channelMode: 'cleartext-non-loopback' }))).toBe(
+      'LF_EXCHANGE_INSECURE_CHANNEL',
+    );
+    const plane = await startKubeDouble({
+      staticTokens: {
+        'cp-token': {
+          username: 'system:serviceaccount:leoflow:leoflow-control-plane',
+          groups: ['system:serviceaccounts', 'system:authenticated'],
+        },
+      },
+    });
+    try {
+      const kc = new KubeConfig();
+      kc.loadFromFile(
+        plane.kubeconfig(mkdtempSync(join(tmpdir(), 'exchange-')), { token: 'cp-token' }),
+      );
+      const cp = kubeExchangeClient(kc);
+      expect(await code(checkExchangeBoot({ kube: cp, channelMode: 'tls' }))).toBe(
+        'LF_EXCHANGE_TOKENREVIEW_FORBIDDEN',
+      );
+      // and the exchange call itself is forbidden (403) without the grant
+      await expect(cp.reviewToken('x', [EXCHANGE_AUDIENCE])).rejects.toMatchObject({ code: 403 });
+      const sys = plane.api.context(ADMIN_USER);
+      plane.api.createObject(
+        plane.api.type('rbac.authorization.k8s.io', 'clusterroles'),
+        undefined,
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRole',
+          metadata: { name: 'leoflow-tokenreview' },
+          rules: [
+            {
+              apiGroups: ['authentication.k8s.io'],
+              resources: ['tokenreviews'],
+              verbs: ['create'],
+            },
+          ],
+        },
+        sys,
+      );
+      plane.api.createObject(
+        plane.api.type('rbac.authorization.k8s.io', 'clusterrolebindings'),
+        undefined,
+        {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRoleBinding',
+          metadata: { name: 'leoflow-tokenreview' },
+          roleRef: {
+            apiGroup: 'rbac.authorization.k8s.io',
+            kind: 'ClusterRole',
+            name: 'leoflow-tokenreview',
+          },
+          subjects: [
+            { kind: 'ServiceAccount', name: 'leoflow-control-plane', namespace: 'leoflow' },
+          ],
+        },
+        sys,
+      );
+      expect(await code(checkExchangeBoot({ kube: cp, channelMode: 'tls' }))).toBe('ok');
+      expect(await cp.reviewToken('x', [EXCHANGE_AUDIENCE])).toMatchObject({
+        authenticated: false,
+      });
+    } finally {
+      await plane.close();
+    }
+  });
+});
+
