@@ -16,6 +16,7 @@ import { CLI, REPO, abortMeasurement, cleanupAll, log, resetAbort } from './lib.
 import * as agentPortBomb from './agent-port-bomb.mjs';
 import * as apiAuth from './api-auth.mjs';
 import * as attemptStart from './attempt-start.mjs';
+import * as exchangeRegistration from './exchange-registration.mjs';
 import * as standbyStart from './standby-start.mjs';
 import * as door401 from './door-401.mjs';
 import * as doorRpcLatency from './door-rpc-latency.mjs';
@@ -43,6 +44,7 @@ const MEASUREMENTS = {
   log_throughput: logThroughput,
   pro_failover: proFailover,
   attempt_start: attemptStart,
+  exchange_registration: exchangeRegistration,
 };
 
 // A measurement that runs longer than this is abandoned (its cleanup still runs).

@@ -1,4 +1,5 @@
 import type { SecretKind } from '@leoflow/core';
+import type { ExchangeRefusal } from '../exchange/token-exchange.js';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
 
 /**
@@ -150,7 +151,7 @@ export class CredentialMetrics {
     this.tokenReviewsTotal.inc();
   }
 
-  exchanged(outcome: string): void {
+  exchanged(outcome: 'attempt' | 'worker' | ExchangeRefusal): void {
     this.tokenExchangesTotal.inc({ outcome });
   }
 

@@ -167,7 +167,13 @@ describe('CredentialMetrics', () => {
     const m = new CredentialMetrics({ defaultMetrics: false });
     const { samples } = parseExposition(await m.registry.metrics());
     const labelNames = new Set(samples.flatMap((s) => Object.keys(s.labels)));
-    expect(labelNames).toEqual(new Set(['kind', 'reason', 'le']));
+    // outcome: the token exchange's fixed classes (attempt, worker, a refusal class), never a name
+    expect(labelNames).toEqual(new Set(['kind', 'reason', 'le', 'outcome']));
+    m.exchanged('not_live');
+    const after = parseExposition(await m.registry.metrics()).samples;
+    expect(new Set(after.flatMap((s) => (s.labels.outcome ? [s.labels.outcome] : [])))).toEqual(
+      new Set(['attempt', 'worker', 'not_live']),
+    );
   });
 });
 
