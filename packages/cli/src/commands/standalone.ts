@@ -167,7 +167,10 @@ export async function standaloneConfig(
   if (doorKeys !== undefined) cfg.door.trustedKeysFile = resolve(doorKeys);
   const dirSchema = pick(flags.directorySchema, 'LEOFLOW_DIRECTORY_SCHEMA');
   if (dirSchema) cfg.directory.schema = dirSchema;
-  if (cfg.database.kind === 'postgres' && (cfg.database.schema ?? 'public') === cfg.directory.schema) {
+  if (
+    cfg.database.kind === 'postgres' &&
+    (cfg.database.schema ?? 'public') === cfg.directory.schema
+  ) {
     // the directory is read by doors before any cell is contacted; it never shares a cell's schema
     throw new CliError(
       `--database-schema and --directory-schema are both "${cfg.directory.schema}": give the cell's store a schema of its own`,

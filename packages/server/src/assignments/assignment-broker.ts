@@ -105,7 +105,6 @@ export class AssignmentBroker {
     this.#onRefenceError = opts.onRefenceError ?? (() => undefined);
   }
 
-
   enqueue(attempt: WaitingAttempt): void {
     this.#waiting.push(attempt);
     this.#match();
