@@ -51,14 +51,18 @@ describe('agent process: standby', () => {
       holdTokenPipe: true,
       env: STANDBY_ENV,
     });
-    // Idle: the warm-up opens the connection but sends no call, with or without a credential.
+    // Idle: the warm-up opens the connection and rehearses its first calls WITHOUT a bearer, so
+    // the gate refuses each and no handler sees a call.
     await waitFor(
-      () => fake.sessionsOpened > 0,
+      () => fake.anonymousRefused.length >= 4,
       10_000,
-      'the standby agent to open its connection',
+      'the standby agent to rehearse its first calls',
     );
     await new Promise((r) => setTimeout(r, 300));
     expect(fake.calls).toHaveLength(0);
+    expect([...fake.anonymousRefused].sort()).toEqual(
+      ['GetConnections', 'GetVariables', 'Heartbeat', 'Register'].sort(),
+    );
 
     (agent.child.stdio[3] as Writable).end(
       JSON.stringify({ token: TOKEN, task_instance_id: 'ti-1', workdir }),

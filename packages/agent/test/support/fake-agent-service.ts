@@ -88,6 +88,8 @@ export class FakeAgentService {
   readonly #counts = new Map<string, number>();
   readonly #sessions = new Set<http2.ServerHttp2Session>();
   readonly #sockets = new Set<Socket>();
+  /** methods of calls refused at the gate for want of a bearer (a standby's rehearsal) */
+  readonly anonymousRefused: string[] = [];
   /** HTTP/2 sessions (connections) agents opened, with or without a call on them */
   sessionsOpened = 0;
   #server: http2.Http2Server | undefined;
@@ -219,7 +221,20 @@ export class FakeAgentService {
   }
 
   async #listen(port = 0): Promise<void> {
-    const server = http2.createServer(connectNodeAdapter({ routes: this.#routes }));
+    const connect = connectNodeAdapter({ routes: this.#routes });
+    // As the agent port's gate does: a call without a bearer (the exchange aside) is refused
+    // before its body is read, so it never reaches a handler (nor `calls`).
+    const server = http2.createServer((req, res) => {
+      const exchange = req.url.endsWith(`/${AgentService.method.exchangeToken.name}`);
+      if (req.headers['authorization'] || exchange) {
+        connect(req, res);
+        return;
+      }
+      this.anonymousRefused.push(req.url.slice(req.url.lastIndexOf('/') + 1));
+      res.writeHead(200, { 'content-type': 'application/grpc+proto' });
+      res.addTrailers({ 'grpc-status': String(Code.Unauthenticated), 'grpc-message': 'no bearer' });
+      res.end();
+    });
     server.on('connection', (socket: Socket) => {
       this.#sockets.add(socket);
       socket.on('close', () => this.#sockets.delete(socket));
