@@ -6,9 +6,11 @@ import {
   mkdirSync,
   openSync,
   readFileSync,
+  renameSync,
   rmSync,
   symlinkSync,
 } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { toBinary } from '@bufbuild/protobuf';
@@ -125,7 +127,7 @@ export class SubprocessExecutor implements Executor {
     this.children.set(key, child);
     child.once('exit', (code, signal) => {
       this.children.delete(key);
-      if (!this.opts.keepWorkDirs) rmSync(workdir, { recursive: true, force: true });
+      if (!this.opts.keepWorkDirs) removeSoon(workdir);
       for (const l of this.listeners) l({ identity, exitCode: code, signal });
     });
     const pipe = child.stdio[3] as NodeJS.WritableStream | null;
@@ -345,4 +347,20 @@ export function assignmentPayload(
 
 function attemptKey(taskInstanceId: string, tryNumber: number): string {
   return `${taskInstanceId}-try${tryNumber}`;
+}
+
+/**
+ * Removes a finished attempt's work dir off the event loop: a synchronous recursive delete
+ * stalled the loop for milliseconds right while the downstream's agent was registering. It is
+ * renamed first (one syscall), so a re-dispatch of the same try that makes the same directory
+ * again can never have its fresh dir deleted by this removal.
+ */
+function removeSoon(workdir: string): void {
+  const doomed = `${workdir}.removing-${randomUUID()}`;
+  try {
+    renameSync(workdir, doomed);
+  } catch {
+    return; // already gone (the agent never got one, or a test removed it)
+  }
+  void rm(doomed, { recursive: true, force: true }).catch(() => undefined);
 }
