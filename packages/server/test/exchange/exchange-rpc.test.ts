@@ -3,6 +3,7 @@
  * a bearer (every other RPC without one is still refused before its body is read); it answers
  * Unimplemented where the exchange is not wired, and refuses a cleartext non-loopback channel.
  */
+import http2 from 'node:http2';
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
@@ -116,5 +117,50 @@ describe('ExchangeToken on the agent port', () => {
       Code.FailedPrecondition,
     );
     expect(called).toBe(0);
+  });
+
+  /**
+   * A raw HTTP/2 call whose body never ends: a five-byte gRPC prefix announcing 1 KiB and a few
+   * bytes of it, the stream left open. Answers the grpc-status the server sent, or 'waiting' if
+   * it sent none within the time (it is still reading the body).
+   */
+  async function openBodyCall(method: string, withinMs: number): Promise<string> {
+    const session = http2.connect(`http://127.0.0.1:${server!.port}`);
+    try {
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': `/${AgentService.typeName}/${method}`,
+        'content-type': 'application/grpc+proto',
+        te: 'trailers',
+      });
+      const prefix = Buffer.from([0, 0, 0, 4, 0]);
+      stream.write(Buffer.concat([prefix, Buffer.alloc(16, 1)]));
+      return await new Promise<string>((resolve) => {
+        const timer = setTimeout(() => resolve('waiting'), withinMs);
+        const settle = (headers: http2.IncomingHttpHeaders) => {
+          const status = headers['grpc-status'];
+          if (status !== undefined) {
+            clearTimeout(timer);
+            resolve(String(status));
+          }
+        };
+        stream.on('response', settle);
+        stream.on('trailers', settle);
+        stream.on('error', () => undefined);
+        stream.resume();
+      });
+    } finally {
+      session.destroy();
+    }
+  }
+
+  it('refuses a bearer-less call before reading its body; only the exchange reads one', async () => {
+    const exchange: TokenExchange = () => Promise.reject(new Error('not reached'));
+    await start({ exchange, channelMode: 'cleartext-loopback' });
+    // Refused while the body is still arriving: the gate never waited for it.
+    expect(await openBodyCall('GetVariables', 2_000)).toBe(String(Code.Unauthenticated));
+    expect(await openBodyCall('Register', 2_000)).toBe(String(Code.Unauthenticated));
+    // The exchange takes its credential from the body, so it waits for the body to end.
+    expect(await openBodyCall('ExchangeToken', 500)).toBe('waiting');
   });
 });
