@@ -170,8 +170,7 @@ function storedSecret(namespace: string, name: string): StoredSecret | undefined
     StoredSecret | undefined;
 }
 function storedPod(name: string): Record<string, unknown> | undefined {
-  return double.store.list(podsType(), NS).find((p) => p.metadata.name === name) as
-    Record<string, unknown> | undefined;
+  return double.store.list(podsType(), NS).find((p) => p.metadata.name === name);
 }
 const decode = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
 
