@@ -193,7 +193,13 @@ async function started(id: string): Promise<{ pod: string; value: string; uid: s
 function planted(
   name: string,
   annotations: Record<string, string>,
-  opts: { owner?: Record<string, unknown>[]; secretName?: string; namespace?: string } = {},
+  opts: {
+    owner?: Record<string, unknown>[];
+    secretName?: string;
+    namespace?: string;
+    /** bound to a node: a graceful delete then leaves it terminating, not gone */
+    nodeName?: string;
+  } = {},
 ): { value: string; uid: string } {
   const namespace = opts.namespace ?? NS;
   const pod = double.api.createObject(
@@ -203,7 +209,11 @@ function planted(
       apiVersion: 'v1',
       kind: 'Pod',
       metadata: { name, annotations },
-      spec: { serviceAccountName: SA, containers: [{ name: 'agent', image: 'agent' }] },
+      spec: {
+        serviceAccountName: SA,
+        containers: [{ name: 'agent', image: 'agent' }],
+        ...(opts.nodeName ? { nodeName: opts.nodeName } : {}),
+      },
     },
     admin(),
   ) as { metadata: { uid: string } };
@@ -468,6 +478,11 @@ describe('the exchange of a bootstrap Secret, hostile side', () => {
     const gone = planted('lf-gone', attemptAnnotation(ti.id));
     deletePodNow('lf-gone');
     expect(await refusalOf(gone.value)).toBe('pod_gone');
+    // terminating (a graceful delete in progress) is gone too
+    const going = planted('lf-going', attemptAnnotation(ti.id), { nodeName: 'node-a' });
+    double.api.deleteObject(podsType(), NS, 'lf-going', { gracePeriodSeconds: 30 }, admin());
+    expect(storedPod('lf-going')?.metadata).toHaveProperty('deletionTimestamp');
+    expect(await refusalOf(going.value)).toBe('pod_gone');
 
     const first = planted('lf-again', attemptAnnotation(ti.id));
     deletePodNow('lf-again');
