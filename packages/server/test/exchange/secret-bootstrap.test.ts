@@ -513,6 +513,13 @@ describe('the exchange of a bootstrap Secret, hostile side', () => {
   it('a warm-pool pod is refused on this path (warm pools need projected tokens)', async () => {
     const p = planted('lf-warm', { [WORKER_POOL_ANNOTATION]: 'pool-a' });
     expect(await refusalOf(p.value)).toBe('not_a_pod');
+    // a pool pod that also names a live attempt is still a pool pod
+    const ti = liveTi('ti-warm');
+    const both = planted('lf-warm-both', {
+      ...attemptAnnotation(ti.id),
+      [WORKER_POOL_ANNOTATION]: 'pool-a',
+    });
+    expect(await refusalOf(both.value)).toBe('not_a_pod');
   });
 
   it('without the fallback configured a BOOTSTRAP_SECRET request is malformed', async () => {
