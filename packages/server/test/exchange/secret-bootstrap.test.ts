@@ -49,6 +49,8 @@ import { secretKeyRefExchangeTransport } from '../../src/executor/kubernetes/tok
 const NS = 'tenant-a-tasks';
 const OTHER_NS = 'tenant-b-tasks';
 const SA = 'task-runner';
+/** a user that may handle secrets and watch pods, but not create them */
+const NO_PODS_TOKEN = 'no-pod-create-token';
 const clock = new ManualClock(Date.parse('2026-06-01T00:00:00Z'));
 let double: KubeDouble;
 let dir: string;
@@ -290,7 +292,9 @@ function executorConfig(): KubernetesExecutorConfig {
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'leoflow-secret-bootstrap-'));
-  double = await startKubeDouble();
+  double = await startKubeDouble({
+    staticTokens: { [NO_PODS_TOKEN]: { username: 'no-pod-create', groups: [] } },
+  });
   kc = new KubeConfig();
   kc.loadFromFile(double.kubeconfig(dir));
   secretKube = kubeBootstrapSecretClient(kc);
@@ -345,7 +349,13 @@ afterAll(async () => {
 
 describe('the executor under secret_key_ref', () => {
   it('creates the Secret first, owned by the pod; the Pod holds a secretKeyRef, nothing else', async () => {
+    const added: string[] = [];
+    const stop = double.store.watchFrom(double.store.currentRevision(), (e) => {
+      if (e.type === 'ADDED') added.push(e.resourceType.resource);
+    });
     const { pod, value, uid } = await started('ti-shape');
+    stop();
+    expect(added).toEqual(['secrets', 'pods']);
     const secret = storedSecret(NS, bootstrapSecretName(pod))!;
     expect(secret.metadata.ownerReferences).toEqual([
       expect.objectContaining({ apiVersion: 'v1', kind: 'Pod', name: pod, uid, controller: true }),
@@ -398,6 +408,65 @@ describe('the executor under secret_key_ref', () => {
     expect(storedSecret(NS, bootstrapSecretName(stopped.pod))).toBeUndefined();
     // either way its value no longer exchanges
     expect(await refusalOf(stopped.value)).toBe('not_authenticated');
+  });
+});
+
+describe('the executor under secret_key_ref, a pod that cannot be created', () => {
+  it('leaves no bootstrap Secret behind (and the live control: the same start as admin works)', async () => {
+    const rbac = (resource: string) => double.api.type('rbac.authorization.k8s.io', resource);
+    double.api.createObject(
+      rbac('roles'),
+      NS,
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'Role',
+        metadata: { name: 'no-pod-create' },
+        rules: [
+          { apiGroups: [''], resources: ['secrets'], verbs: ['create', 'get', 'patch', 'delete'] },
+          { apiGroups: [''], resources: ['pods'], verbs: ['get', 'list', 'watch', 'delete'] },
+        ],
+      },
+      admin(),
+    );
+    double.api.createObject(
+      rbac('rolebindings'),
+      NS,
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: { name: 'no-pod-create' },
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'no-pod-create' },
+        subjects: [{ kind: 'User', name: 'no-pod-create' }],
+      },
+      admin(),
+    );
+    const limited = new KubernetesExecutor({
+      config: {
+        ...executorConfig(),
+        kubeconfig: double.kubeconfig(dir, { token: NO_PODS_TOKEN, file: 'limited.kubeconfig' }),
+      },
+      logger,
+      attemptLive: () => Promise.resolve(true),
+      transport: secretKeyRefExchangeTransport,
+    });
+    try {
+      await limited.whenSynced();
+      const ti = liveTi('ti-no-pod');
+      const secretsBefore = double.store.list(secretsType(), NS).length;
+      await expect(
+        limited.start({
+          identity: identityOf(ti),
+          credential: { mint: () => Promise.reject(new Error('not minted')) },
+          agentUrl: 'http://127.0.0.1:1',
+          heartbeatIntervalMs: 1_000,
+        }),
+      ).rejects.toMatchObject({ code: 'LF_POD_CREATE_FAILED' });
+      expect(double.store.list(secretsType(), NS).length).toBe(secretsBefore);
+    } finally {
+      await limited.close();
+    }
+    const { pod } = await started('ti-no-pod');
+    expect(storedSecret(NS, bootstrapSecretName(pod))).toBeDefined();
   });
 });
 
