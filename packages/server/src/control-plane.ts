@@ -290,6 +290,7 @@ export async function startControlPlane(
           channelMode: agentChannelMode(cfg.agent),
           metrics,
           bootstrap: credentialCfg.exchangeBootstrap,
+          warmPools: credentialCfg.warmPoolsEnabled,
         })
       : undefined;
   let agentUrl = '';

@@ -15,6 +15,8 @@ export async function checkExchangeBoot(input: {
   channelMode: AgentChannelMode;
   /** set under auth.exchange_bootstrap=secret_key_ref: the client and the tenant namespaces */
   secretBootstrap?: { kube: BootstrapSecretKube; namespaces: readonly string[] };
+  /** under secret_key_ref, TokenReviews are still needed (warm pools bootstrap from projected tokens) */
+  alsoTokenReviews?: boolean;
 }): Promise<void> {
   if (!input.kube) {
     throw new LeoflowError(
@@ -43,7 +45,7 @@ export async function checkExchangeBoot(input: {
         `auth.exchange_bootstrap=secret_key_ref but the control plane may not ${missing.join(', ')} on secrets; apply deploy/components/exchange-secret-fallback (its namespace Role grants secrets create/get/patch/delete) or set auth.exchange_bootstrap=projected_token`,
       );
     }
-    return;
+    if (!input.alsoTokenReviews) return;
   }
   let allowed: boolean;
   try {

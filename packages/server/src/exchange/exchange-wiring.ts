@@ -19,6 +19,8 @@ export async function wireExchange(input: {
   metrics?: ExchangeMetrics;
   /** auth.exchange_bootstrap; projected_token when absent */
   bootstrap?: ExchangeBootstrap;
+  /** execution.warm_pools_enabled: warm pods exchange projected tokens whatever the bootstrap */
+  warmPools?: boolean;
   /** tests: clients of their own */
   kube?: ExchangeKubeClient;
   secretKube?: BootstrapSecretKube;
@@ -46,6 +48,7 @@ export async function wireExchange(input: {
     kube,
     channelMode: input.channelMode,
     ...(secretKeyRef && secretKube ? { secretBootstrap: { kube: secretKube, namespaces } } : {}),
+    alsoTokenReviews: input.warmPools === true,
   });
   return {
     kube: kube!,

@@ -629,6 +629,16 @@ describe('boot under secret_key_ref', () => {
       ),
     });
   });
+  it('with warm pools on, the TokenReview right is asked for as well (pools need projected tokens)', async () => {
+    await expect(
+      checkExchangeBoot({
+        kube,
+        channelMode: 'tls',
+        secretBootstrap: { kube: secretKube, namespaces: [NS] },
+        alsoTokenReviews: true,
+      }),
+    ).rejects.toMatchObject({ code: 'LF_EXCHANGE_TOKENREVIEW_FORBIDDEN' });
+  });
   it('boots with the rights (admin), TokenReview permission not asked', async () => {
     await expect(
       checkExchangeBoot({
