@@ -24,9 +24,9 @@ export interface PodTokenTransport {
   readonly mintsAtCreate: boolean;
   /**
    * true (auth.exchange_bootstrap=secret_key_ref): the executor creates the pod's bootstrap
-   * Secret before the pod, owns it to the pod, and deletes it when the attempt ends.
+   * Secret before the pod, owns it to the pod, and deletes it when the attempt ends. Absent = false.
    */
-  readonly bootstrapSecret: boolean;
+  readonly bootstrapSecret?: boolean;
   /** what doctor and the executor's posture say of this transport */
   readonly description: string;
   /** the exposure it leaves open, and its fix (doctor's finding); null = none */
