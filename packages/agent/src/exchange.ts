@@ -9,6 +9,11 @@ import {
 
 /** Set by the exchange transport: where the projected service-account token is (a path). */
 export const EXCHANGE_TOKEN_FILE_ENV = 'LEOFLOW_EXCHANGE_TOKEN_FILE';
+/**
+ * Set under auth.exchange_bootstrap=secret_key_ref: the pod's per-attempt bootstrap value, put in
+ * the agent's env by the kubelet from the pod's own Secret (valueFrom.secretKeyRef).
+ */
+export const EXCHANGE_BOOTSTRAP_ENV = 'LEOFLOW_EXCHANGE_BOOTSTRAP';
 /** Where the container's termination message goes (the pod's terminationMessagePath). */
 export const TERMINATION_LOG_ENV = 'LEOFLOW_TERMINATION_LOG';
 export const DEFAULT_TERMINATION_LOG = '/dev/termination-log';
@@ -23,8 +28,8 @@ export class ExchangeBootstrapError extends Error {
 export interface ExchangeBootstrapOptions {
   /** an AgentService client whose interceptors add no bearer to ExchangeToken (rpc.ts) */
   client: Pick<Client<typeof AgentService>, 'exchangeToken'>;
-  /** the projected token's file */
-  tokenFile: string;
+  /** the projected token's file, or the SecretKeyRef fallback's value (taken from the env) */
+  bootstrap: { tokenFile: string } | { secretValue: string };
   /** the scope the caller is for: an attempt pod's agent, or a warm pool's worker */
   expectScope: 'attempt' | 'worker';
   timeoutMs?: number;
@@ -57,19 +62,31 @@ export function readBootstrapCredential(file: string): string {
 }
 
 /**
- * The exchange, the pod's first call: its projected service-account token for a Leoflow token.
+ * The exchange, the pod's first call: its projected service-account token (or, under the
+ * SecretKeyRef fallback, its bootstrap Secret's value) for a Leoflow token.
  * The attempt agent uses the attempt token exactly as the envvar transport's; a warm-pool worker
  * asks for scope 'worker'. A refusal is final (a pod exchanges once): no retry.
  */
 export async function exchangeBootstrapCredential(
   opts: ExchangeBootstrapOptions,
 ): Promise<ExchangedToken> {
-  const credential = readBootstrapCredential(opts.tokenFile);
+  const fromSecret = 'secretValue' in opts.bootstrap;
+  const credential =
+    'secretValue' in opts.bootstrap
+      ? opts.bootstrap.secretValue.trim()
+      : readBootstrapCredential(opts.bootstrap.tokenFile);
+  if (credential === '') {
+    throw new ExchangeBootstrapError(
+      `${EXCHANGE_BOOTSTRAP_ENV} is empty: the pod's bootstrap Secret holds no value (auth.exchange_bootstrap=secret_key_ref)`,
+    );
+  }
   let res;
   try {
     res = await opts.client.exchangeToken(
       {
-        kind: BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN,
+        kind: fromSecret
+          ? BootstrapCredentialKind.BOOTSTRAP_SECRET
+          : BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN,
         credential,
         protocolVersion: AGENT_PROTOCOL_VERSION,
       },

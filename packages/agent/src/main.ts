@@ -11,6 +11,7 @@ import { createAgentConnection } from './rpc.js';
 import { isRunnerInvocation, runnerMain } from './runner/runner-main.js';
 import { parseAssignment, type Assignment } from './assignment.js';
 import {
+  EXCHANGE_BOOTSTRAP_ENV,
   EXCHANGE_TOKEN_FILE_ENV,
   ExchangeBootstrapError,
   exchangeBootstrapCredential,
@@ -94,11 +95,14 @@ async function main(): Promise<number> {
   // agent's first call trades it for the attempt token.
   const exchangeFile = process.env[EXCHANGE_TOKEN_FILE_ENV];
   delete process.env[EXCHANGE_TOKEN_FILE_ENV];
+  // The SecretKeyRef fallback: the bootstrap value itself is in the env; taken out at once.
+  const exchangeSecret = process.env[EXCHANGE_BOOTSTRAP_ENV];
+  delete process.env[EXCHANGE_BOOTSTRAP_ENV];
   try {
-    if (exchangeFile && !config.standby) {
+    if ((exchangeFile || exchangeSecret !== undefined) && !config.standby) {
       const exchanged = await exchangeBootstrapCredential({
         client,
-        tokenFile: exchangeFile,
+        bootstrap: exchangeFile ? { tokenFile: exchangeFile } : { secretValue: exchangeSecret! },
         expectScope: 'attempt',
         timeoutMs: config.rpcTimeoutMs,
       });

@@ -7,12 +7,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ReportedState } from '@leoflow/protocol';
+import { BootstrapCredentialKind, ReportedState } from '@leoflow/protocol';
 import { defaultSpec } from './support/fake-agent-service.js';
 import { useHarness } from './support/harness.js';
 
 const { tempDir, startFake, start } = useHarness();
 const PROJECTED = 'projected.sa.token-value';
+const BOOTSTRAP = 'tenant-ns/lf-pod-bootstrap/c2VjcmV0LWtleS1yZWYtZmFsbGJhY2stdmFsdWUtMTIzNA';
 
 describe('agent, exchange transport', () => {
   it('exchanges first, without a bearer, then runs with the exchanged token', async () => {
@@ -87,5 +88,49 @@ describe('agent, exchange transport', () => {
     expect((await agent.exited).code).toBe(2);
     expect(readFileSync(term, 'utf8')).toMatch(/token exchange was refused.*exchange not wired/);
     expect(fake.calls.map((c) => c.method)).toEqual(['ExchangeToken']);
+  });
+
+  it('SecretKeyRef fallback: exchanges LEOFLOW_EXCHANGE_BOOTSTRAP as BOOTSTRAP_SECRET; the task never sees it', async () => {
+    const seen: [string, BootstrapCredentialKind][] = [];
+    const fake = await startFake({
+      spec: defaultSpec({ command: 'env; echo ran' }),
+      exchangeToken: (credential, kind) => {
+        seen.push([credential, kind]);
+        return 'exchanged-attempt-token';
+      },
+    });
+    const agent = start({
+      url: fake.url,
+      token: '',
+      workdir: tempDir(),
+      env: { LEOFLOW_EXCHANGE_BOOTSTRAP: BOOTSTRAP },
+    });
+    expect((await agent.exited).code).toBe(0);
+    expect(seen).toEqual([[BOOTSTRAP, BootstrapCredentialKind.BOOTSTRAP_SECRET]]);
+    expect(fake.calls[0]).toMatchObject({ method: 'ExchangeToken', authorization: null });
+    for (const c of fake.calls.slice(1)) {
+      expect(c.authorization).toBe('Bearer exchanged-attempt-token');
+    }
+    const output = fake.lines().join('\n');
+    expect(output).toContain('ran');
+    expect(output).toContain('PATH=');
+    expect(output).not.toContain('LEOFLOW_EXCHANGE_BOOTSTRAP');
+    expect(output).not.toContain(BOOTSTRAP);
+    expect(agent.diagnostics()).not.toContain(BOOTSTRAP);
+  });
+
+  it('SecretKeyRef fallback: an empty value is a clear error, no call', async () => {
+    const fake = await startFake({ spec: defaultSpec(), exchangeToken: () => 'never' });
+    const dir = tempDir();
+    const term = path.join(dir, 'termination-log');
+    const agent = start({
+      url: fake.url,
+      token: '',
+      workdir: tempDir(),
+      env: { LEOFLOW_EXCHANGE_BOOTSTRAP: ' ', LEOFLOW_TERMINATION_LOG: term },
+    });
+    expect((await agent.exited).code).toBe(2);
+    expect(readFileSync(term, 'utf8')).toMatch(/LEOFLOW_EXCHANGE_BOOTSTRAP is empty/);
+    expect(fake.calls).toEqual([]);
   });
 });

@@ -255,6 +255,7 @@ export async function startControlPlane(
         store,
         logger,
         credentialCfg.agentTokenTransport,
+        credentialCfg.exchangeBootstrap,
       ),
     );
   }
@@ -288,6 +289,8 @@ export async function startControlPlane(
           kubernetes: cfg.kubernetes,
           channelMode: agentChannelMode(cfg.agent),
           metrics,
+          bootstrap: credentialCfg.exchangeBootstrap,
+          warmPools: credentialCfg.warmPoolsEnabled,
         })
       : undefined;
   let agentUrl = '';

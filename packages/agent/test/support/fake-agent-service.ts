@@ -5,6 +5,7 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import {
   AgentService,
+  type BootstrapCredentialKind,
   HeartbeatResponseSchema,
   ReportStateResponseSchema,
   TaskSpecSchema,
@@ -42,7 +43,7 @@ export interface Script {
   reportState?: (n: number) => ReportInit | void;
   pushXCom?: (n: number) => { accepted: boolean; rejectionReason?: string } | void;
   /** ExchangeToken: the credential the agent sent in → the token answered (scope ATTEMPT) */
-  exchangeToken?: (credential: string) => string;
+  exchangeToken?: (credential: string, kind: BootstrapCredentialKind) => string;
 }
 
 export interface RecordedCall {
@@ -138,7 +139,7 @@ export class FakeAgentService {
         this.#record('ExchangeToken', ctx);
         if (!s.exchangeToken) throw new ConnectError('exchange not wired', Code.Unimplemented);
         return {
-          token: s.exchangeToken(req.credential),
+          token: s.exchangeToken(req.credential, req.kind),
           scope: LeoflowTokenScope.ATTEMPT,
           expiresAtMs: BigInt(Date.now() + 600_000),
         };

@@ -10,6 +10,13 @@ import { formatDuration, parseDuration } from './duration.js';
 
 export const AGENT_TOKEN_TRANSPORTS = ['envvar', 'exchange'] as const;
 export type AgentTokenTransport = (typeof AGENT_TOKEN_TRANSPORTS)[number];
+/**
+ * Where an exchange-mode pod's bootstrap credential comes from: a projected service-account
+ * token (the default), or — for clusters that cannot project one — a per-attempt Secret the pod
+ * references with secretKeyRef. A setting under exchange, not a third transport.
+ */
+export const EXCHANGE_BOOTSTRAPS = ['projected_token', 'secret_key_ref'] as const;
+export type ExchangeBootstrap = (typeof EXCHANGE_BOOTSTRAPS)[number];
 export const SECRET_SCOPING_MODES = [
   'permissive',
   'enforce',
@@ -35,6 +42,8 @@ const _allLiveness: Missing<SecretLivenessMode, typeof SECRET_LIVENESS_MODES> = 
 export interface CredentialPlaneConfig {
   /** auth.agent_token_transport — Kubernetes executor only */
   agentTokenTransport: AgentTokenTransport;
+  /** auth.exchange_bootstrap — meaningful only under agentTokenTransport=exchange */
+  exchangeBootstrap: ExchangeBootstrap;
   /** auth.secret_scoping */
   secretScoping: SecretScopingMode;
   /** auth.secret_liveness_mode */
@@ -51,6 +60,7 @@ export interface CredentialPlaneConfig {
 
 export const DEFAULT_CREDENTIAL_PLANE_CONFIG: Readonly<CredentialPlaneConfig> = Object.freeze({
   agentTokenTransport: 'envvar',
+  exchangeBootstrap: 'projected_token',
   secretScoping: 'permissive',
   secretLivenessMode: 'observe',
   maxAttemptCredentialLifetimeSeconds: 24 * 3600,
@@ -86,6 +96,13 @@ export const CREDENTIAL_PLANE_KEYS: readonly ConfigKeySpec[] = Object.freeze([
     kind: 'enum',
     allowed: AGENT_TOKEN_TRANSPORTS,
     description: "how a Kubernetes pod's agent obtains its bearer token",
+  },
+  {
+    key: 'auth.exchange_bootstrap',
+    field: 'exchangeBootstrap',
+    kind: 'enum',
+    allowed: EXCHANGE_BOOTSTRAPS,
+    description: 'what an exchange pod presents: a projected token, or a per-attempt Secret',
   },
   {
     key: 'auth.secret_scoping',
@@ -275,6 +292,17 @@ export function validateConfig(
   })) {
     // A key already reported as the wrong type needs no second, ladder-worded complaint.
     if (!typeProblems.has(v.key)) out.push({ key: v.key, message: v.message, ...at(v.key) });
+  }
+
+  if (cfg.exchangeBootstrap === 'secret_key_ref' && cfg.agentTokenTransport !== 'exchange') {
+    // The per-attempt Secret is a bootstrap credential for the exchange; under envvar it would
+    // sit beside a literal token and protect nothing, so the combination is refused.
+    out.push({
+      key: 'auth.exchange_bootstrap',
+      value: cfg.exchangeBootstrap,
+      ...at('auth.exchange_bootstrap'),
+      message: `auth.exchange_bootstrap=secret_key_ref requires auth.agent_token_transport=exchange; auth.agent_token_transport is ${show(cfg.agentTokenTransport)}. Set it to exchange, or set auth.exchange_bootstrap to projected_token.`,
+    });
   }
 
   if (cfg.warmPoolsEnabled === true) {

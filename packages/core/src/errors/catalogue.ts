@@ -288,6 +288,11 @@ export const ERROR_CATALOGUE = {
     null,
     "Grant the control plane's ServiceAccount create on authentication.k8s.io/tokenreviews (apply deploy/components/exchange), or set auth.agent_token_transport=envvar.",
   ),
+  LF_EXCHANGE_SECRET_RIGHTS_MISSING: c(
+    'config',
+    null,
+    "Grant the control plane's ServiceAccount secrets create/get/patch/delete in every tenant namespace (apply deploy/components/exchange-secret-fallback), or set auth.exchange_bootstrap=projected_token.",
+  ),
   LF_EXCHANGE_INSECURE_CHANNEL: c(
     'config',
     null,

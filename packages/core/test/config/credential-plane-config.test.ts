@@ -30,6 +30,7 @@ describe('defaults', () => {
     const r = resolveConfig({});
     expect(r.config).toEqual({
       agentTokenTransport: 'envvar',
+      exchangeBootstrap: 'projected_token',
       secretScoping: 'permissive',
       secretLivenessMode: 'observe',
       maxAttemptCredentialLifetimeSeconds: 86_400,
@@ -54,6 +55,7 @@ describe('env names', () => {
   it('are LEOFLOW_ + the key upper-cased with . → _', () => {
     expect(CREDENTIAL_PLANE_KEYS.map((k) => envNameForKey(k.key))).toEqual([
       'LEOFLOW_AUTH_AGENT_TOKEN_TRANSPORT',
+      'LEOFLOW_AUTH_EXCHANGE_BOOTSTRAP',
       'LEOFLOW_AUTH_SECRET_SCOPING',
       'LEOFLOW_AUTH_SECRET_LIVENESS_MODE',
       'LEOFLOW_AUTH_MAX_ATTEMPT_CREDENTIAL_LIFETIME',
@@ -167,6 +169,7 @@ describe('precedence: defaults < file < env < flags', () => {
     expect(r.problems).toEqual([]);
     expect(r.config).toEqual({
       agentTokenTransport: 'exchange',
+      exchangeBootstrap: 'projected_token',
       secretScoping: 'enforce',
       secretLivenessMode: 'enforce',
       maxAttemptCredentialLifetimeSeconds: 7_200,
@@ -176,6 +179,7 @@ describe('precedence: defaults < file < env < flags', () => {
     });
     expect(r.sources).toEqual({
       'auth.agent_token_transport': 'file',
+      'auth.exchange_bootstrap': 'default',
       'auth.secret_scoping': 'env',
       'auth.secret_liveness_mode': 'file',
       'auth.max_attempt_credential_lifetime': 'flags',
@@ -528,5 +532,45 @@ describe('validateConfig on a hand-built config', () => {
         'execution.heartbeat_interval',
       ]),
     );
+  });
+});
+
+describe('auth.exchange_bootstrap (the SecretKeyRef fallback is a setting under exchange)', () => {
+  it('defaults to projected_token, which boots under either transport', () => {
+    expect(loadCredentialPlaneConfig({}).config.exchangeBootstrap).toBe('projected_token');
+    expect(validateConfig(cfg({ agentTokenTransport: 'exchange' }))).toEqual([]);
+  });
+
+  it('secret_key_ref boots under exchange', () => {
+    const { config } = loadCredentialPlaneConfig({
+      env: {
+        LEOFLOW_AUTH_AGENT_TOKEN_TRANSPORT: 'exchange',
+        LEOFLOW_AUTH_EXCHANGE_BOOTSTRAP: 'secret_key_ref',
+      },
+    });
+    expect(config).toMatchObject({
+      agentTokenTransport: 'exchange',
+      exchangeBootstrap: 'secret_key_ref',
+    });
+  });
+
+  it('secret_key_ref under envvar is refused, naming both keys', () => {
+    const problems = validateConfig(cfg({ exchangeBootstrap: 'secret_key_ref' }));
+    expect(keysOf(problems)).toEqual(['auth.exchange_bootstrap']);
+    expect(problems[0]?.message).toMatch(
+      /auth\.exchange_bootstrap=secret_key_ref requires auth\.agent_token_transport=exchange/,
+    );
+    expect(() =>
+      loadCredentialPlaneConfig({ file: { auth: { exchange_bootstrap: 'secret_key_ref' } } }),
+    ).toThrow(expect.objectContaining({ code: 'LF_CONFIG_INVALID' }));
+  });
+
+  it('is not a third transport value', () => {
+    expect(keysOf(validateConfig(cfg({ agentTokenTransport: 'secret_key_ref' as never })))).toEqual(
+      ['auth.agent_token_transport'],
+    );
+    expect(keysOf(validateConfig(cfg({ exchangeBootstrap: 'secretKeyRef' as never })))).toEqual([
+      'auth.exchange_bootstrap',
+    ]);
   });
 });

@@ -42,6 +42,7 @@ export function redactedConfig(cfg: ServerConfig): RedactedConfig {
       'auth.secret_liveness_mode': c.secretLivenessMode,
       'auth.max_attempt_credential_lifetime': formatDuration(c.maxAttemptCredentialLifetimeSeconds),
       'auth.agent_token_transport': c.agentTokenTransport,
+      'auth.exchange_bootstrap': c.exchangeBootstrap,
       'execution.warm_pools_enabled': c.warmPoolsEnabled,
     },
     execution: {

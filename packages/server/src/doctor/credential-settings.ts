@@ -74,6 +74,7 @@ export function credentialSettings(ctx: SectionContext): CredentialPosture {
       subprocess: tokenTransportOf('subprocess', cfg),
       kubernetes: tokenTransportOf('kubernetes', cfg),
       configured: cred.agentTokenTransport,
+      exchange_bootstrap: cred.exchangeBootstrap,
       warm_pools: cred.warmPoolsEnabled
         ? 'enabled in config; not available in this build'
         : 'disabled',

@@ -87,6 +87,8 @@ export interface Posture {
     kubernetes: string;
     /** auth.agent_token_transport as configured (used by the Kubernetes executor only) */
     configured: string;
+    /** auth.exchange_bootstrap as configured (meaningful under exchange only) */
+    exchange_bootstrap: string;
     warm_pools: string;
   };
   key_storage: {

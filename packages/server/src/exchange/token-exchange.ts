@@ -16,6 +16,13 @@ import { IDENTITY_ANNOTATION } from '../executor/kubernetes/labels.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import { EXCHANGE_AUDIENCE } from './audience.js';
+import {
+  BOOTSTRAP_SECRET_KEY,
+  bootstrapSecretName,
+  bootstrapValueMatches,
+  parseBootstrapLocator,
+} from './bootstrap-secret.js';
+import type { BootstrapSecretKube } from './kube-bootstrap-secret.js';
 import type { ExchangeKubeClient } from './kube-token-review.js';
 import { WORKER_POOL_ANNOTATION, type ReviewedPod, type WorkerBootstrap } from './reviewed-pod.js';
 
@@ -92,6 +99,11 @@ export interface TokenExchangeDeps {
   tenantPlacement(
     tenantId: string,
   ): { namespace: string; serviceAccounts: readonly string[] } | undefined;
+  /**
+   * auth.exchange_bootstrap=secret_key_ref: the Secret client and the tenant namespaces a
+   * bootstrap Secret may be in; absent = a BOOTSTRAP_SECRET request is refused as malformed.
+   */
+  bootstrapSecrets?: { kube: BootstrapSecretKube; namespaces: readonly string[] };
   /** warm pools (h-warm); absent = a worker-pool pod is refused */
   workerBootstrap?: WorkerBootstrap;
   metrics?: ExchangeMetrics;
@@ -194,7 +206,8 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     };
   }
 
-  async function attemptToken(pod: ReviewedPod): Promise<{ token: string; expiresAtMs: number }> {
+  /** The live attempt a reviewed pod's identity annotation names, placement checked. */
+  async function liveAttempt(pod: ReviewedPod): Promise<AttemptIdentity> {
     const named = annotatedAttempt(pod.annotations[IDENTITY_ANNOTATION]);
     if (!named) return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
     const ti = await store.getTaskInstanceById(named.ti);
@@ -228,14 +241,121 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
       task_instance_id: ti.id,
       dispatch_gen: ti.dispatch_gen,
     };
+    return identity;
+  }
+
+  async function mint(identity: AttemptIdentity): Promise<ExchangeTokenResponse> {
     const now = clock.now();
     const token = await tokens.mint(identity, now);
-    return { token, expiresAtMs: (Math.floor(now / 1000) + tokens.ttlSeconds) * 1000 };
+    deps.metrics?.exchanged('attempt');
+    return create(ExchangeTokenResponseSchema, {
+      token,
+      scope: LeoflowTokenScope.ATTEMPT,
+      expiresAtMs: BigInt((Math.floor(now / 1000) + tokens.ttlSeconds) * 1000),
+    });
+  }
+
+  /**
+   * The SecretKeyRef fallback: the value names its Secret; one read of it, a constant-time
+   * compare, its one controller owner (the pod), one read of that pod. No TokenReview: the
+   * kubelet put the value in the pod's env, and only the pod the Secret is owned by names it.
+   */
+  async function secretBootstrapped(
+    credential: string,
+    secrets: NonNullable<TokenExchangeDeps['bootstrapSecrets']>,
+  ): Promise<{ pod: ReviewedPod; secret: { uid: string; resourceVersion: string } }> {
+    const locator = parseBootstrapLocator(credential);
+    if (!locator) return refuse('malformed');
+    const { namespace, name } = locator;
+    // Only where this control plane puts attempt pods: it asks nothing of any other namespace.
+    if (!secrets.namespaces.includes(namespace)) return refuse('not_authenticated', { namespace });
+    let secret;
+    try {
+      secret = await secrets.kube.readSecret(namespace, name);
+    } catch (err) {
+      logger.warn({ error: describe(err) }, 'reading the bootstrap Secret failed');
+      return refuse('unavailable');
+    }
+    const stored = secret?.data?.[BOOTSTRAP_SECRET_KEY];
+    // Gone (exchanged already, or the attempt ended) or never ours: the same refusal.
+    if (!secret || stored === undefined || secret.metadata?.deletionTimestamp) {
+      return refuse('not_authenticated', { namespace, secret: name });
+    }
+    if (!bootstrapValueMatches(credential, Buffer.from(stored, 'base64').toString('utf8'))) {
+      return refuse('not_authenticated', { namespace, secret: name });
+    }
+    const controllers = (secret.metadata?.ownerReferences ?? []).filter((o) => o.controller);
+    const owner = controllers[0];
+    if (controllers.length !== 1 || !owner || owner.kind !== 'Pod' || owner.apiVersion !== 'v1') {
+      return refuse('not_a_pod', { namespace, secret: name });
+    }
+    if (bootstrapSecretName(owner.name) !== name) {
+      return refuse('identity_mismatch', { namespace, secret: name });
+    }
+    if (exchangedPods.has(owner.uid)) return refuse('replayed', { namespace, pod: owner.name });
+    let pod: V1Pod | null;
+    try {
+      pod = await kube.readPod(namespace, owner.name);
+    } catch (err) {
+      logger.warn({ error: describe(err) }, 'reading the exchanging pod failed');
+      return refuse('unavailable');
+    }
+    if (!pod || pod.metadata?.deletionTimestamp) {
+      return refuse('pod_gone', { namespace, pod: owner.name });
+    }
+    // The same name, another pod (re-created): the Secret was not made for it.
+    if (pod.metadata?.uid !== owner.uid) {
+      return refuse('identity_mismatch', { namespace, pod: owner.name });
+    }
+    return {
+      pod: {
+        namespace,
+        name: owner.name,
+        uid: owner.uid,
+        serviceAccount: pod.spec?.serviceAccountName ?? 'default',
+        annotations: { ...(pod.metadata?.annotations ?? {}) },
+      },
+      secret: {
+        uid: secret.metadata?.uid ?? '',
+        resourceVersion: secret.metadata?.resourceVersion ?? '',
+      },
+    };
+  }
+
+  async function exchangeSecret(credential: string): Promise<ExchangeTokenResponse> {
+    const secrets = deps.bootstrapSecrets;
+    if (!secrets) return refuse('malformed');
+    const { pod, secret } = await secretBootstrapped(credential, secrets);
+    // Warm pools need projected tokens: a worker pod is never bootstrapped from a Secret.
+    if (
+      pod.annotations[WORKER_POOL_ANNOTATION] !== undefined ||
+      pod.annotations[IDENTITY_ANNOTATION] === undefined
+    ) {
+      return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+    }
+    const identity = await liveAttempt(pod);
+    // Deleting the Secret (exactly the one read) is what makes the exchange once-only across
+    // replicas: of two racing exchanges only one deletion succeeds, and only it mints.
+    let deleted: boolean;
+    try {
+      deleted = await secrets.kube.deleteSecret(
+        pod.namespace,
+        bootstrapSecretName(pod.name),
+        secret,
+      );
+    } catch (err) {
+      logger.warn({ error: describe(err) }, 'deleting the bootstrap Secret failed');
+      return refuse('unavailable');
+    }
+    if (!deleted) return refuse('replayed', { namespace: pod.namespace, pod: pod.name });
+    exchangedPods.add(pod.uid);
+    return mint(identity);
   }
 
   return async (req) => {
     if (
-      req.kind !== BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN ||
+      (req.kind !== BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN &&
+        req.kind !== BootstrapCredentialKind.BOOTSTRAP_SECRET) ||
       req.credential === '' ||
       Buffer.byteLength(req.credential) > MAX_CREDENTIAL_BYTES
     ) {
@@ -244,21 +364,15 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     const tokenKey = createHash('sha256').update(req.credential).digest('hex');
     if (usedTokens.has(tokenKey)) return refuse('replayed');
     usedTokens.add(tokenKey);
+    if (req.kind === BootstrapCredentialKind.BOOTSTRAP_SECRET)
+      return exchangeSecret(req.credential);
     const pod = await reviewed(req.credential);
     const forAttempt = pod.annotations[IDENTITY_ANNOTATION] !== undefined;
     const forPool = pod.annotations[WORKER_POOL_ANNOTATION] !== undefined;
     if (forAttempt === forPool)
       return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
     exchangedPods.add(pod.uid);
-    if (forAttempt) {
-      const issued = await attemptToken(pod);
-      deps.metrics?.exchanged('attempt');
-      return create(ExchangeTokenResponseSchema, {
-        token: issued.token,
-        scope: LeoflowTokenScope.ATTEMPT,
-        expiresAtMs: BigInt(issued.expiresAtMs),
-      });
-    }
+    if (forAttempt) return mint(await liveAttempt(pod));
     const issued = deps.workerBootstrap ? await deps.workerBootstrap.issue(pod) : null;
     if (!issued) return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
     deps.metrics?.exchanged('worker');

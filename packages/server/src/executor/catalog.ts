@@ -22,7 +22,10 @@ const subprocess: ExecutorKind = {
 
 const kubernetes: ExecutorKind = {
   name: 'kubernetes',
-  posture: (cfg) => kubernetesPosture(podTokenTransport(cfg.credentials.agentTokenTransport)),
+  posture: (cfg) =>
+    kubernetesPosture(
+      podTokenTransport(cfg.credentials.agentTokenTransport, cfg.credentials.exchangeBootstrap),
+    ),
 };
 
 const runner: ExecutorKind = {

@@ -164,6 +164,7 @@ describe('doctor report: a healthy Lite install', () => {
         kubernetes:
           'literal env value LEOFLOW_AGENT_TOKEN on the Pod object (auth.agent_token_transport=envvar)',
         configured: 'envvar',
+        exchange_bootstrap: 'projected_token',
       },
       key_storage: {
         vault: { source: 'lite-keyring-file', file: FILES.vault, mode: '0600', env_var: null },

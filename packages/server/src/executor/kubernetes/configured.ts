@@ -15,13 +15,14 @@ export async function createKubernetesExecutor(
   store: Pick<TaskInstanceStore, 'getTaskInstanceById'>,
   logger: Logger,
   transport: 'envvar' | 'exchange' = 'envvar',
+  exchangeBootstrap: 'projected_token' | 'secret_key_ref' = 'projected_token',
 ): Promise<Executor> {
   const { KubernetesExecutor } = await import('./kubernetes-executor.js');
   const { podTokenTransport } = await import('./token-transport.js');
   return new KubernetesExecutor({
     config: cfg,
     logger,
-    transport: podTokenTransport(transport),
+    transport: podTokenTransport(transport, exchangeBootstrap),
     // The same predicate the heartbeat path uses: this try, this dispatch, still active.
     attemptLive: async (id) => {
       const row = await store.getTaskInstanceById(id.task_instance_id);

@@ -19,6 +19,7 @@ import type {
   StartedAgent,
 } from '../executor.js';
 import { allowlistOf } from './allowlist.js';
+import { BootstrapSecrets } from './bootstrap-secrets.js';
 import { IDENTITY_ANNOTATION, LABEL, MANAGED_BY, labelValue } from './labels.js';
 import { buildAttemptPod, type KubernetesTenantPlacement } from './pod-builder.js';
 import { podOutcome, type PodFailureCause } from './pod-outcome.js';
@@ -147,6 +148,8 @@ export class KubernetesExecutor implements Executor {
   private sweepTimer: NodeJS.Timeout | null = null;
   private closed = false;
   private readonly selector: string;
+  /** auth.exchange_bootstrap=secret_key_ref only */
+  private readonly secrets: BootstrapSecrets | null;
 
   constructor(private readonly opts: KubernetesExecutorOptions) {
     this.cfg = opts.config;
@@ -162,6 +165,9 @@ export class KubernetesExecutor implements Executor {
       else this.kc.loadFromCluster();
     }
     this.core = this.kc.makeApiClient(CoreV1Api);
+    this.secrets = this.transport.bootstrapSecret
+      ? new BootstrapSecrets(this.core, { instance: this.cfg.instance, executor: this.name })
+      : null;
     this.selector = [
       `${LABEL.managedBy}=${MANAGED_BY}`,
       `${LABEL.instance}=${labelValue(this.cfg.instance)}`,
@@ -259,19 +265,71 @@ export class KubernetesExecutor implements Executor {
     });
     const name = pod.metadata!.name!;
     const key = attemptKey(identity.task_instance_id, identity.try_number);
+    // The bootstrap Secret first: the pod references it, and the kubelet must not meet it missing.
+    let secretCreated = false;
+    if (this.secrets) {
+      try {
+        secretCreated = await this.secrets.create(
+          this.secrets.build(placement.namespace, name, identity),
+        );
+      } catch (err) {
+        throw new KubernetesExecutorError(
+          'LF_POD_CREATE_FAILED',
+          `LF_POD_CREATE_FAILED: could not create the bootstrap Secret of pod ${name} in namespace ${placement.namespace} (${describeKubeError(err)}); check the control plane's RBAC (apply deploy/components/exchange-secret-fallback) and that the namespace exists`,
+        );
+      }
+    }
     this.created.set(key, { identity, namespace: placement.namespace, name });
+    let uid: string | undefined;
     try {
-      await this.core.createNamespacedPod({ namespace: placement.namespace, body: pod });
+      const made = await this.core.createNamespacedPod({
+        namespace: placement.namespace,
+        body: pod,
+      });
+      uid = made.metadata?.uid;
     } catch (err) {
-      // The same dispatch's pod already exists (a retried create): it is this attempt's pod.
-      if (statusOf(err) === 409) return { hostname: name };
+      // The same dispatch's pod already exists (a retried create): it is this attempt's pod. A
+      // Secret made just now is not the one it references (that one was exchanged or is gone).
+      if (statusOf(err) === 409) {
+        if (secretCreated) await this.removeSecret(placement.namespace, name);
+        return { hostname: name };
+      }
       this.created.delete(key);
+      if (this.secrets) await this.removeSecret(placement.namespace, name);
       throw new KubernetesExecutorError(
         'LF_POD_CREATE_FAILED',
         `LF_POD_CREATE_FAILED: could not create pod ${name} in namespace ${placement.namespace} (${describeKubeError(err)}); check the control plane's RBAC and that the namespace exists`,
       );
     }
+    if (this.secrets) {
+      try {
+        if (!uid) throw new Error('the pod create answered no uid');
+        await this.secrets.own(placement.namespace, name, uid);
+      } catch (err) {
+        // Unowned, the exchange refuses the Secret: fail the start now, leaving nothing behind.
+        this.created.delete(key);
+        await this.deletePod({ metadata: { name, namespace: placement.namespace } }, 0);
+        await this.removeSecret(placement.namespace, name);
+        throw new KubernetesExecutorError(
+          'LF_POD_CREATE_FAILED',
+          `LF_POD_CREATE_FAILED: could not make pod ${name} the owner of its bootstrap Secret in namespace ${placement.namespace} (${describeKubeError(err)}); check the control plane's RBAC (secrets patch, deploy/components/exchange-secret-fallback)`,
+        );
+      }
+    }
     return { hostname: name };
+  }
+
+  /** The attempt's bootstrap Secret, gone with its attempt (garbage collection is the backstop). */
+  private async removeSecret(namespace: string | undefined, podName: string | undefined) {
+    if (!this.secrets || !namespace || !podName) return;
+    try {
+      await this.secrets.remove(namespace, podName);
+    } catch (err) {
+      this.opts.logger.warn(
+        { namespace, pod: podName, error: describeKubeError(err) },
+        'could not delete a bootstrap Secret; garbage collection removes it with its pod',
+      );
+    }
   }
 
   /** The cached pods of this executor for an attempt (any dispatch). */
@@ -324,9 +382,11 @@ export class KubernetesExecutor implements Executor {
     const outcome = podOutcome(pod, this.now(), this.cfg.podStartTimeoutMs);
     if (outcome.kind === 'ended') {
       this.report(pod, identity, outcome.exitCode, outcome.cause);
+      void this.removeSecret(pod.metadata?.namespace, pod.metadata?.name);
       if (!this.cfg.keepFinishedPods) void this.deletePod(pod, 0);
     } else if (outcome.kind === 'cannot-start') {
       this.report(pod, identity, null, outcome.cause);
+      void this.removeSecret(pod.metadata?.namespace, pod.metadata?.name);
       void this.deletePod(pod, 0);
     }
   }
@@ -343,6 +403,7 @@ export class KubernetesExecutor implements Executor {
       return;
     }
     if (live) return;
+    await this.removeSecret(pod.metadata?.namespace, pod.metadata?.name);
     const outcome = podOutcome(pod, this.now(), this.cfg.podStartTimeoutMs);
     if (outcome.kind === 'ended' && this.cfg.keepFinishedPods) return;
     this.opts.logger.info(
@@ -372,6 +433,7 @@ export class KubernetesExecutor implements Executor {
       // Deleted before it finished (by an operator, a node drain): its agent is gone unreported.
       const uid = pod.metadata?.uid ?? '';
       if (!this.reported.has(uid) && !this.closed) this.report(pod, identity, null, null);
+      if (!this.closed) void this.removeSecret(pod.metadata?.namespace, pod.metadata?.name);
     }
     this.reported.delete(pod.metadata?.uid ?? '');
     this.checked.delete(pod.metadata?.uid ?? '');
@@ -409,12 +471,13 @@ export class KubernetesExecutor implements Executor {
       });
     if (made) targets.set(`${made.namespace}/${made.name}`, made);
     await Promise.all(
-      [...targets.values()].map((t) =>
-        this.deletePod(
+      [...targets.values()].map(async (t) => {
+        await this.removeSecret(t.namespace, t.name);
+        await this.deletePod(
           { metadata: { name: t.name, namespace: t.namespace } },
           this.cfg.terminationGracePeriodSeconds,
-        ),
-      ),
+        );
+      }),
     );
   }
 

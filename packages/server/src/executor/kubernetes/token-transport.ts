@@ -1,5 +1,10 @@
 import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import type { ExecutorPosture } from '../executor.js';
+import {
+  BOOTSTRAP_SECRET_KEY,
+  EXCHANGE_BOOTSTRAP_ENV,
+  bootstrapSecretName,
+} from '../../exchange/bootstrap-secret.js';
 import { EXCHANGE_TOKEN_FILE_ENV, projectedExchangeToken } from './projected-token.js';
 
 /** The environment variable the envvar transport puts the attempt's credential in. */
@@ -17,6 +22,11 @@ export interface PodTokenTransport {
    * pod carries no Leoflow credential and the agent obtains it itself (the exchange).
    */
   readonly mintsAtCreate: boolean;
+  /**
+   * true (auth.exchange_bootstrap=secret_key_ref): the executor creates the pod's bootstrap
+   * Secret before the pod, owns it to the pod, and deletes it when the attempt ends. Absent = false.
+   */
+  readonly bootstrapSecret?: boolean;
   /** what doctor and the executor's posture say of this transport */
   readonly description: string;
   /** the exposure it leaves open, and its fix (doctor's finding); null = none */
@@ -34,6 +44,7 @@ export interface PodTokenTransport {
 export const envvarTransport: PodTokenTransport = {
   name: 'envvar',
   mintsAtCreate: true,
+  bootstrapSecret: false,
   description: `literal env value ${AGENT_TOKEN_ENV} on the Pod object (auth.agent_token_transport=envvar)`,
   exposure: {
     what: "The Kubernetes executor puts each attempt token as a plaintext env value on its Pod, where any principal that can get pods in the task namespace reads it (kubectl get pod -o yaml, the API, audit logs and controllers that record pod specs) and task code in the pod can read it from the agent's initial environment (/proc/<agent pid>/environ, same uid), until the attempt ends under enforced liveness or the token expires.",
@@ -54,6 +65,7 @@ export function exchangeTransport(expirationSeconds = 600): PodTokenTransport {
   return {
     name: 'exchange',
     mintsAtCreate: false,
+    bootstrapSecret: false,
     description:
       'projected service-account token (audience leoflow-control-plane) exchanged by the agent for its attempt token; no credential on the Pod object (auth.agent_token_transport=exchange)',
     exposure: null,
@@ -69,9 +81,42 @@ export function exchangeTransport(expirationSeconds = 600): PodTokenTransport {
   };
 }
 
-/** The transport auth.agent_token_transport names. */
-export function podTokenTransport(name: 'envvar' | 'exchange'): PodTokenTransport {
-  return name === 'exchange' ? exchangeTransport() : envvarTransport;
+/**
+ * exchange with auth.exchange_bootstrap=secret_key_ref, for clusters that cannot project a
+ * service-account token: the agent's env LEOFLOW_EXCHANGE_BOOTSTRAP comes from
+ * valueFrom.secretKeyRef of the pod's own per-attempt Secret (`<pod>-bootstrap`, created first by
+ * the executor); the Pod object holds the Secret's name only, never its value.
+ */
+export const secretKeyRefExchangeTransport: PodTokenTransport = {
+  name: 'exchange',
+  mintsAtCreate: false,
+  bootstrapSecret: true,
+  description:
+    'per-attempt bootstrap Secret (secretKeyRef, owned by the pod) exchanged by the agent for its attempt token; no credential on the Pod object (auth.agent_token_transport=exchange, auth.exchange_bootstrap=secret_key_ref)',
+  exposure: null,
+  apply(pod, container) {
+    container.env = [
+      ...(container.env ?? []),
+      {
+        name: EXCHANGE_BOOTSTRAP_ENV,
+        valueFrom: {
+          secretKeyRef: {
+            name: bootstrapSecretName(pod.metadata!.name!),
+            key: BOOTSTRAP_SECRET_KEY,
+          },
+        },
+      },
+    ];
+  },
+};
+
+/** The transport auth.agent_token_transport (and, under exchange, auth.exchange_bootstrap) names. */
+export function podTokenTransport(
+  name: 'envvar' | 'exchange',
+  bootstrap: 'projected_token' | 'secret_key_ref' = 'projected_token',
+): PodTokenTransport {
+  if (name !== 'exchange') return envvarTransport;
+  return bootstrap === 'secret_key_ref' ? secretKeyRefExchangeTransport : exchangeTransport();
 }
 
 /** The Kubernetes executor's posture: the transport it uses. */
