@@ -32,7 +32,7 @@ const ATTEMPT_RPCS = [
   'ReportState',
   'PushXCom',
 ];
-const { tempDir, startFake, startWorker } = useWorkerHarness();
+const { tempDir, startFake, startWorker, cleanups } = useWorkerHarness();
 
 function uidEnv(dir: string): Record<string, string> {
   return {
@@ -234,6 +234,11 @@ async function inProcessWorker(
     onWorker: (w) => (worker = w),
     overrides,
   });
+  // a test that fails half way must not leave the worker (and its task) running
+  cleanups.push(async () => {
+    worker?.stop();
+    await code;
+  });
   return { code, diag, terminationLog, stop: () => worker?.stop() };
 }
 
@@ -298,4 +303,35 @@ describe('warm worker: a survivor recycles the pod', () => {
     expect(fake.count('AckAssignment')).toBe(2);
     expect(existsSync(w.terminationLog)).toBe(false);
   }, 30_000);
+});
+
+describe('warm worker: cancellation', () => {
+  it('an AssignmentCancellation on the stream stops the running attempt; the worker then takes the next one', async () => {
+    const dir = tempDir();
+    const queue = new AssignmentQueue();
+    queue.assign('as-1', 'att1.tok.Q1');
+    queue.assign('as-2', 'att2.tok.Q2');
+    // the stream re-opened while attempt 1 runs (free_slots 0) carries its cancellation
+    queue.onStream = (n) =>
+      n === 2
+        ? [{ event: { case: 'cancellation', value: { assignmentId: 'as-1', reason: 'revoked' } } }]
+        : [];
+    const fake = await startFake(
+      {
+        spec: defaultSpec({ command: 'true' }),
+        specFor: (auth) =>
+          auth === 'Bearer att1.tok.Q1' ? defaultSpec({ command: 'sleep 60' }) : undefined,
+      },
+      queue,
+    );
+    const startedAt = Date.now();
+    const w = await inProcessWorker(dir, fake.url, {
+      sweepDescendants: () => Promise.resolve([]),
+    });
+    await waitFor(() => fake.count('AckAssignment') === 2, 20_000, "attempt 2's ack");
+    await waitFor(() => fake.reports.some((r) => r.exitCode === 0), 20_000, "attempt 2's report");
+    expect(Date.now() - startedAt).toBeLessThan(20_000);
+    w.stop();
+    expect(await w.code).toBe(EXIT.OK);
+  }, 40_000);
 });
