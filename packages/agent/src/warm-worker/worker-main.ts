@@ -1,3 +1,4 @@
+import { statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -70,6 +71,7 @@ export async function warmWorkerMain(o: WarmWorkerMainOptions): Promise<number> 
       `bootstrap failed: ${EXCHANGE_TOKEN_FILE_ENV} is not set: a warm worker exchanges the pod's projected service-account token (auth.agent_token_transport=exchange)`,
     );
   }
+  warnIfAttemptsCanRead(tokenFile, attemptUids !== undefined, diag);
   let workerToken: TokenHolder;
   try {
     // ExchangeToken carries no bearer; the holder's placeholder is never sent.
@@ -135,5 +137,24 @@ function workerAttemptUids(
     };
   } catch (err) {
     throw new ConfigError((err as Error).message);
+  }
+}
+
+/**
+ * The projected token stays mounted for the pod's life. An attempt cannot trade it again (the
+ * exchange happens once per pod), but it is still the pod's service-account credential, so an
+ * attempt uid must not be able to read it: the volume wants defaultMode 0400 (root).
+ */
+function warnIfAttemptsCanRead(file: string, attemptUids: boolean, diag: Diagnostics): void {
+  if (!attemptUids) return;
+  try {
+    if ((statSync(file).mode & 0o044) !== 0) {
+      diag.log(
+        'warn',
+        `warm worker: ${file} is readable by other uids, so attempts can read the projected token; mount it with defaultMode 0400`,
+      );
+    }
+  } catch {
+    // unreadable: the exchange reports it
   }
 }

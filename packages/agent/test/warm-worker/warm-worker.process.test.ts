@@ -50,7 +50,9 @@ describe('warm worker: bootstrap', () => {
   it('exchanges the projected token once and waits for work with the worker token, one free slot', async () => {
     const queue = new AssignmentQueue();
     const fake = await startFake({ spec: defaultSpec() }, queue);
-    const worker = startWorker(fake.url, tempDir());
+    const dir = tempDir();
+    // the projected volume as it should be mounted for a worker: 0400
+    const worker = startWorker(fake.url, dir, uidEnv(dir), 0o400);
     await waitFor(() => fake.count('AwaitAssignment') >= 1, 10_000, 'AwaitAssignment');
     expect(fake.count('ExchangeToken')).toBe(1);
     expect(fake.callsOf('ExchangeToken')[0]!.authorization).toBeNull();
@@ -61,6 +63,7 @@ describe('warm worker: bootstrap', () => {
     expect(fake.count('ExchangeToken')).toBe(1);
     expect(worker.diagnostics()).not.toContain(PROJECTED);
     expect(worker.diagnostics()).not.toContain(WORKER_TOKEN);
+    expect(worker.diagnostics()).not.toContain('readable by other uids');
   });
 
   it('refuses an attempt-scoped answer: exit 2, the reason in the termination log, no AwaitAssignment', async () => {
@@ -172,6 +175,8 @@ describe.skipIf(!isRoot)('warm worker: two attempts on one pod', () => {
     worker.child.kill('SIGTERM');
     expect((await worker.exited).code).toBe(EXIT.OK);
 
+    // the token file here is 0644, as a projected volume's default mode
+    expect(worker.diagnostics()).toContain('is readable by other uids');
     // (d, f) before attempt 2's Register (so before its task): attempt 1's leftovers are gone
     expect(beforeAttempt2).toEqual({ bgGone: true, workdir1Gone: true });
     expect(uid1).toBeGreaterThanOrEqual(RANGE.first);

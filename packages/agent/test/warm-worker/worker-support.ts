@@ -82,9 +82,14 @@ export function useWorkerHarness() {
   };
 
   /** The built agent as a warm pool pod runs it: LEOFLOW_WARM_WORKER=1, a projected token file. */
-  const startWorker = (url: string, dir: string, env: Record<string, string> = {}) => {
+  const startWorker = (
+    url: string,
+    dir: string,
+    env: Record<string, string> = {},
+    tokenMode = 0o644,
+  ) => {
     const tokenFile = path.join(dir, 'sa-token');
-    writeFileSync(tokenFile, `${PROJECTED}\n`);
+    writeFileSync(tokenFile, `${PROJECTED}\n`, { mode: tokenMode });
     const terminationLog = path.join(dir, 'termination-log');
     const child = spawn(process.execPath, [AGENT_MAIN], {
       env: {
