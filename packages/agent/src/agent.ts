@@ -43,6 +43,13 @@ export const EXIT = {
   REPORT_UNDELIVERED: 3,
   /** the control plane said should_terminate on a heartbeat; the task group was killed */
   TERMINATED: 4,
+  /**
+   * a warm worker found something of its previous attempt alive after the sweep (a process, its
+   * work dir): the pod takes no further attempt and the pool recycles it
+   */
+  RECYCLE: 5,
+  /** a warm worker's token was refused on AwaitAssignment: the pool recycles the pod */
+  WORKER_REFUSED: 6,
   /** the agent received SIGTERM/SIGINT/SIGHUP */
   SIGNALLED: 143,
 } as const;

@@ -9,6 +9,8 @@ import { stderrDiagnostics, type Diagnostics } from './diag.js';
 import { AttemptIsolation } from './isolation.js';
 import { createAgentConnection } from './rpc.js';
 import { isRunnerInvocation, runnerMain } from './runner/runner-main.js';
+import { isWarmWorker, warmWorkerMain } from './warm-worker/worker-main.js';
+import type { WarmWorker } from './warm-worker/warm-worker.js';
 import { parseAssignment, type Assignment } from './assignment.js';
 import {
   EXCHANGE_BOOTSTRAP_ENV,
@@ -164,6 +166,24 @@ async function main(): Promise<number> {
 
 function noop(): void {}
 
+/** A warm pool's pod: the worker serves attempts until the pool recycles it. */
+function workerMain(): Promise<number> {
+  const diag = stderrDiagnostics();
+  let worker: WarmWorker | undefined;
+  for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(s, () => worker?.stop());
+  const crash = (err: unknown): void => {
+    diag.log(
+      'error',
+      `warm worker crashed: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`,
+    );
+    worker?.killNow();
+    process.exit(EXIT.FAILURE);
+  };
+  process.on('uncaughtException', crash);
+  process.on('unhandledRejection', crash);
+  return warmWorkerMain({ env: process.env, diag, onWorker: (w) => (worker = w) });
+}
+
 /** Gives the attempt's uid back; one whose processes survived SIGKILL stays held (and is logged). */
 async function releaseUid(isolation: AttemptIsolation | undefined, diag: Diagnostics) {
   if (isolation && !(await isolation.end())) {
@@ -175,9 +195,15 @@ async function releaseUid(isolation: AttemptIsolation | undefined, diag: Diagnos
 }
 
 // The same bundle is the runner daemon (`leoflow-runner --url-stdin`, the file the door's
-// `bundle` path serves); an agent started by an executor has no arguments.
+// `bundle` path serves) and a warm pool's worker (LEOFLOW_WARM_WORKER=1); an agent started by
+// an executor has no arguments.
 const argv = process.argv.slice(2);
-(isRunnerInvocation(argv) ? runnerMain(argv) : main()).then(
+(isRunnerInvocation(argv)
+  ? runnerMain(argv)
+  : isWarmWorker(process.env)
+    ? workerMain()
+    : main()
+).then(
   (code) => process.exit(code),
   (err: unknown) => {
     process.stderr.write(

@@ -1,11 +1,11 @@
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@connectrpc/connect';
 import type { AckAssignmentResponse, AgentService, Assignment } from '@leoflow/protocol';
 import { Agent } from '../agent.js';
 import type { AgentConfig } from '../config.js';
 import type { Diagnostics } from '../diag.js';
-import { AttemptIsolation } from '../isolation.js';
+import { AttemptIsolation, type IsolationSettings } from '../isolation.js';
 import { TokenHolder } from '../token.js';
 
 /** What every attempt of one daemon shares. */
@@ -19,6 +19,8 @@ export interface AttemptHost {
   /** per-attempt uids (root only); undefined runs the task as the daemon's user */
   attemptUids: AgentConfig['attemptUids'];
   diag: Diagnostics;
+  /** builds an attempt's isolation (tests inject one that reports survivors) */
+  isolationFor?: (settings: IsolationSettings) => AttemptIsolation;
   /** the agent's timings (tests shorten them) */
   timings?: Partial<
     Pick<AgentConfig, 'reportDeadlineMs' | 'bootstrapDeadlineMs' | 'killGraceMs' | 'rpcTimeoutMs'>
@@ -37,6 +39,7 @@ export class RunnerAttempt {
   readonly #workdir: string;
   readonly #diag: Diagnostics;
   readonly #client: Client<typeof AgentService>;
+  #leftovers: string[] = [];
 
   constructor(a: Assignment, host: AttemptHost) {
     this.assignmentId = a.assignmentId;
@@ -63,9 +66,10 @@ export class RunnerAttempt {
       rpcTimeoutMs: host.timings?.rpcTimeoutMs ?? 10_000,
     };
     this.#client = host.clientFor(tokens);
+    const isolationFor = host.isolationFor ?? ((s) => new AttemptIsolation(s));
     this.#isolation =
       host.attemptUids && process.getuid?.() === 0
-        ? new AttemptIsolation({ ...host.attemptUids, pathVar: host.agentEnv['PATH'] })
+        ? isolationFor({ ...host.attemptUids, pathVar: host.agentEnv['PATH'] })
         : undefined;
     this.#agent = new Agent({
       config,
@@ -76,6 +80,29 @@ export class RunnerAttempt {
       agentEnv: host.agentEnv,
       startedAt: Date.now(),
     });
+  }
+
+  /** the attempt's work dir (0700, removed when the attempt ends) */
+  get workdir(): string {
+    return this.#workdir;
+  }
+
+  /** the attempt's own uid while it holds one (root with attempt uids) */
+  get uid(): number | undefined {
+    return this.#isolation?.uid;
+  }
+
+  /** True when the attempt runs under a uid of its own (root with attempt uids). */
+  get isolated(): boolean {
+    return this.#isolation !== undefined;
+  }
+
+  /**
+   * What of the attempt survived its end, once run() has returned: processes of its uid that
+   * outlived SIGKILL, a work dir that could not be removed. Empty when nothing is left.
+   */
+  get leftovers(): readonly string[] {
+    return this.#leftovers;
   }
 
   /** Takes the assignment, with the attempt's own token (never the runner's session). */
@@ -100,14 +127,29 @@ export class RunnerAttempt {
       this.#agent.killTaskGroupNow();
       return 1;
     } finally {
-      if (this.#isolation && !(await this.#isolation.end())) {
+      this.#leftovers = await this.#cleanUp();
+    }
+  }
+
+  async #cleanUp(): Promise<string[]> {
+    const leftovers: string[] = [];
+    if (this.#isolation) {
+      const uid = this.#isolation.uid;
+      if (!(await this.#isolation.end())) {
         this.#diag.log(
           'error',
-          `processes of uid ${this.#isolation.uid ?? '?'} survived SIGKILL; the uid stays held`,
+          `processes of uid ${uid ?? '?'} survived SIGKILL; the uid stays held`,
         );
+        leftovers.push(`processes of uid ${uid ?? '?'} survived SIGKILL`);
       }
-      rmSync(this.#workdir, { recursive: true, force: true });
     }
+    try {
+      rmSync(this.#workdir, { recursive: true, force: true });
+    } catch (err) {
+      this.#diag.log('error', `work dir ${this.#workdir} not removed: ${String(err)}`);
+    }
+    if (existsSync(this.#workdir)) leftovers.push(`work dir ${this.#workdir} still exists`);
+    return leftovers;
   }
 
   /** The control plane cancelled it (terminate, revoke): stop the task now. */

@@ -5,6 +5,8 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { create, type MessageInitShape } from '@bufbuild/protobuf';
 import {
   AgentService,
+  AwaitAssignmentResponseSchema,
+  type AwaitAssignmentRequest,
   type BootstrapCredentialKind,
   HeartbeatResponseSchema,
   ReportStateResponseSchema,
@@ -21,6 +23,7 @@ import {
 export type SpecInit = MessageInitShape<typeof TaskSpecSchema>;
 type HeartbeatInit = MessageInitShape<typeof HeartbeatResponseSchema>;
 type ReportInit = MessageInitShape<typeof ReportStateResponseSchema>;
+export type AwaitEventInit = MessageInitShape<typeof AwaitAssignmentResponseSchema>;
 
 /** Each hook gets the 1-based call number; throwing (e.g. a ConnectError) fails the RPC. */
 export interface Script {
@@ -44,6 +47,19 @@ export interface Script {
   pushXCom?: (n: number) => { accepted: boolean; rejectionReason?: string } | void;
   /** ExchangeToken: the credential the agent sent in → the token answered (scope ATTEMPT) */
   exchangeToken?: (credential: string, kind: BootstrapCredentialKind) => string;
+  /** the scope ExchangeToken answers with (default ATTEMPT; a warm worker expects WORKER) */
+  exchangeScope?: LeoflowTokenScope;
+  /** a warm worker's stream: the events to send, until the generator ends or the call goes */
+  awaitAssignment?: (
+    n: number,
+    req: AwaitAssignmentRequest,
+    signal: AbortSignal,
+  ) => AsyncIterable<AwaitEventInit>;
+  ackAssignment?: (n: number) => { accepted: boolean; terminateReason?: string } | void;
+  /** the spec by the bearer the call carries (several attempts on one worker); else `spec` */
+  specFor?: (authorization: string | null) => SpecInit | undefined;
+  /** the variables by bearer; else `variables` */
+  variablesFor?: (authorization: string | null) => Record<string, string> | undefined;
 }
 
 export interface RecordedCall {
@@ -134,13 +150,14 @@ export class FakeAgentService {
 
   #routes = (router: ConnectRouter): void => {
     const s = this.script;
+    const record = (method: string, ctx: HandlerContext): number => this.#record(method, ctx);
     router.service(AgentService, {
       exchangeToken: (req, ctx) => {
         this.#record('ExchangeToken', ctx);
         if (!s.exchangeToken) throw new ConnectError('exchange not wired', Code.Unimplemented);
         return {
           token: s.exchangeToken(req.credential, req.kind),
-          scope: LeoflowTokenScope.ATTEMPT,
+          scope: s.exchangeScope ?? LeoflowTokenScope.ATTEMPT,
           expiresAtMs: BigInt(Date.now() + 600_000),
         };
       },
@@ -153,11 +170,14 @@ export class FakeAgentService {
       getTaskSpec: (_req, ctx) => {
         const n = this.#record('GetTaskSpec', ctx);
         s.getTaskSpec?.(n);
-        return { spec: create(TaskSpecSchema, s.spec) };
+        const spec = s.specFor?.(ctx.requestHeader.get('authorization')) ?? s.spec;
+        return { spec: create(TaskSpecSchema, spec) };
       },
       getVariables: (_req, ctx) => {
         const n = this.#record('GetVariables', ctx);
         s.getVariables?.(n);
+        const own = s.variablesFor?.(ctx.requestHeader.get('authorization'));
+        if (own) return { variables: own };
         if (typeof s.variables === 'number') fail(s.variables, 'refused');
         return { variables: s.variables ?? {} };
       },
@@ -199,6 +219,17 @@ export class FakeAgentService {
         const res = s.pushXCom?.(n);
         this.xcomPushes.push(req);
         return res ?? { accepted: true };
+      },
+      awaitAssignment: async function* (this: void, req, ctx) {
+        const n = record('AwaitAssignment', ctx);
+        if (!s.awaitAssignment) throw new ConnectError('no assignments here', Code.Unimplemented);
+        for await (const e of s.awaitAssignment(n, req, ctx.signal)) {
+          yield create(AwaitAssignmentResponseSchema, e);
+        }
+      },
+      ackAssignment: (_req, ctx) => {
+        const n = this.#record('AckAssignment', ctx);
+        return s.ackAssignment?.(n) ?? { accepted: true };
       },
     });
   };
