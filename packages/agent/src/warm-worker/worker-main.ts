@@ -77,7 +77,7 @@ export async function warmWorkerMain(o: WarmWorkerMainOptions): Promise<number> 
     // ExchangeToken carries no bearer; the holder's placeholder is never sent.
     const exchanged = await exchangeBootstrapCredential({
       client: createAgentClient(config.agentUrl, new TokenHolder('pending')),
-      tokenFile,
+      bootstrap: { tokenFile },
       expectScope: 'worker',
       timeoutMs: config.rpcTimeoutMs,
     });
