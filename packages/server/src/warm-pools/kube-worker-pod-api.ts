@@ -10,7 +10,10 @@ import {
 import type { PoolPodState, WorkerPodApi } from './pool-manager.js';
 
 /** What the pool pods share with the Kubernetes executor's attempt pods. */
-export type PoolPodSettings = Omit<PoolPodBuildInput, 'name' | 'pool' | 'poolKey'>;
+export type PoolPodSettings = Omit<PoolPodBuildInput, 'name' | 'pool' | 'poolKey' | 'agentUrl'> & {
+  /** read at each create: the agent port's URL is known only once it listens */
+  agentUrl: () => string;
+};
 
 /** A stable error: the API's status and reason word only (a body can quote the pod sent). */
 export class WorkerPodApiError extends Error {
@@ -31,7 +34,13 @@ export function kubeWorkerPodApi(core: CoreV1Api, settings: PoolPodSettings): Wo
     ].join(',');
   return {
     async create({ namespace, name, pool, poolKey }) {
-      const body = buildPoolPod({ ...settings, name, pool, poolKey });
+      const body = buildPoolPod({
+        ...settings,
+        agentUrl: settings.agentUrl(),
+        name,
+        pool,
+        poolKey,
+      });
       try {
         const made = await core.createNamespacedPod({ namespace, body });
         return { uid: made.metadata?.uid ?? '' };

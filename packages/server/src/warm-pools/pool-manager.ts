@@ -166,7 +166,8 @@ export class WarmPoolManager implements WorkerBootstrap {
     const now = this.deps.clock.now();
     for (const pool of this.#pools.values()) {
       const c = pool.config;
-      if (this.deps.api.list) await this.#sweepListed(pool, await this.deps.api.list(c.namespace, pool.key));
+      if (this.deps.api.list)
+        await this.#sweepListed(pool, await this.deps.api.list(c.namespace, pool.key));
       for (const m of [...pool.members.values()]) {
         if (now - m.createdAtMs >= c.maxWorkerLifetimeMs && !m.busy) {
           await this.recycle(pool.key, m.name, 'lifetime');

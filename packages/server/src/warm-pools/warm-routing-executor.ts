@@ -177,7 +177,8 @@ export class WarmRoutingExecutor implements Executor {
     // Attempts no longer in the broker (ended, released) are no longer warm ones.
     for (const [key, launch] of this.#warm) {
       const { task_instance_id, try_number } = launch.identity;
-      if (this.#o.broker.stateOf(task_instance_id, try_number) === undefined) this.#warm.delete(key);
+      if (this.#o.broker.stateOf(task_instance_id, try_number) === undefined)
+        this.#warm.delete(key);
     }
   }
 

@@ -1,4 +1,10 @@
-import type { V1Container, V1EnvVar, V1Pod, V1Volume, V1VolumeMount } from '@kubernetes/client-node';
+import type {
+  V1Container,
+  V1EnvVar,
+  V1Pod,
+  V1Volume,
+  V1VolumeMount,
+} from '@kubernetes/client-node';
 import type { WarmPoolConfig } from '../../config/warm-pool-config.js';
 import { WORKER_POOL_ANNOTATION } from '../../exchange/reviewed-pod.js';
 import { LABEL, MANAGED_BY, TASK_COMPONENT, labelValue } from './labels.js';
