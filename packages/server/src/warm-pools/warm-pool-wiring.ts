@@ -97,16 +97,16 @@ export async function wireWarmPools(input: WarmPoolWiringInput): Promise<WarmPoo
   });
   let routing: WarmRoutingExecutor | null = null;
   let timer: NodeJS.Timeout | null = null;
-  let running = false;
-  const reconcile = async () => {
-    if (running || !input.leading()) return;
-    running = true;
-    try {
+  // One pass at a time: a caller (the timer, a test) waits for the pass in flight, then runs.
+  let last: Promise<void> = Promise.resolve();
+  const reconcile = () => {
+    const pass = last.then(async () => {
+      if (!input.leading()) return;
       await routing?.reconcile();
       await manager.reconcile();
-    } finally {
-      running = false;
-    }
+    });
+    last = pass.catch(() => undefined);
+    return pass;
   };
   return {
     manager,
