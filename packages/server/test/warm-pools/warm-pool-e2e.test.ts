@@ -394,14 +394,16 @@ describe('warm pools, server side, through the double', () => {
       const ti = (await cp.store.getTaskInstance(run.id, 'work'))!;
       return ti.dispatch_gen > 0 ? ti : undefined;
     });
-    // the first hand-over's token: Register tells it to stop, the spec and secrets refuse it
+    // the first hand-over's token: Register and Heartbeat tell it to stop, secrets refuse it
     const stale = bearer(assignment.attemptToken);
     const reg = await client.register(
       { protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w', sessionKey: 'j'.repeat(32) },
       stale,
     );
     expect(reg.shouldTerminate).toBe(true);
-    expect(await codeOf(client.getTaskSpec({}, stale))).not.toBe('ok');
+    const beat = await client.heartbeat({}, stale).catch((err: unknown) => ConnectError.from(err));
+    expect(beat instanceof ConnectError || beat.shouldTerminate).toBe(true);
+    if (!(beat instanceof ConnectError)) expect(beat.renewedToken).toBe('');
     expect(await codeOf(client.getVariables({ names: ['x'] }, stale))).not.toBe('ok');
     await cp.warmPools!.reconcile();
     const cold = await waitFor('the cold fallback pod', () =>
