@@ -330,6 +330,28 @@ describe('warm pools, server side, through the double', () => {
     expect(stream.events.filter((e) => e.event.case === 'assignment')).toEqual([]);
     expect(cp.warmPools!.broker.waiting + cp.warmPools!.broker.held).toBe(0);
     expect((await cp.store.getTaskInstance(runB.id, 'work'))?.state).not.toBe('running');
+    // Below the routing, the warm broker itself: B's attempt labelled with A's pool waits.
+    const minted: string[] = [];
+    cp.warmPools!.broker.enqueue({
+      identity: {
+        tenant_id: 'beta',
+        dag_id: 'd',
+        dag_run_id: 'dr',
+        run_id: 'r',
+        task_id: 't',
+        try_number: 1,
+        task_instance_id: 'ti-beta-direct',
+        dispatch_gen: 0,
+      },
+      labels: { [WORKER_POOL_ANNOTATION]: POOL_KEY },
+      credential: { mint: () => Promise.resolve(`minted-${minted.push('b')}`) },
+      heartbeatIntervalMs: 1_000,
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(minted).toEqual([]);
+    expect(cp.warmPools!.broker.stateOf('ti-beta-direct', 1)).toBe('waiting');
+    cp.warmPools!.broker.cancel('ti-beta-direct', 1, 'test over');
+    expect(stream.events.filter((e) => e.event.case === 'assignment')).toEqual([]);
 
     const runA = await trigger('default');
     const assignment = await stream.next('assignment');
