@@ -55,6 +55,11 @@ import { AssignmentBroker } from './assignments/assignment-broker.js';
 import { requeueFence } from './assignments/requeue-fence.js';
 import { createAssignmentHandlers } from './assignments/assignment-rpc.js';
 import { RunnerExecutor } from './executor/runner-executor.js';
+import {
+  wireWarmPools,
+  type WarmPoolWiringInput,
+  type WarmPools,
+} from './warm-pools/warm-pool-wiring.js';
 import { ConnectionSecrets } from './cells/connection-secrets.js';
 import { closeMovedSessions } from './cells/moved-sessions.js';
 import { RunnerSessions, SESSION_CLOSE } from './cells/runner-sessions.js';
@@ -122,6 +127,8 @@ export interface ControlPlane {
   leading(): boolean;
   /** what /readyz answers */
   readiness(): Promise<Readiness>;
+  /** warm pools, when enabled and configured (tests drive reconcile() directly) */
+  warmPools: WarmPools | null;
   /** Lite: stops everything, running attempts included */
   close(): Promise<void>;
   /**
@@ -143,6 +150,8 @@ export interface ControlPlaneOptions {
   decorateExecutor?: (executor: Executor) => Executor;
   /** test-only crash points; default: from LEOFLOW_TEST_FAULT + LEOFLOW_TEST_FAULT_ARM */
   faults?: FaultInjector;
+  /** tests: a short worker token TTL and a fast renewal check */
+  warmPools?: Pick<WarmPoolWiringInput, 'workerTokenTtlSeconds' | 'renewCheckMs'>;
 }
 
 /** Starts everything Lite runs in one process: store, scheduler, agent RPC, REST API. */
@@ -247,17 +256,33 @@ export async function startControlPlane(
       }),
     );
   }
+  // execution.warm_pools_enabled with pools configured (boot already refused it without the
+  // exchange transport and liveness=enforce): pool pods, the worker stream, warm routing.
+  const warmPoolsConfig = cfg.kubernetes?.warmPools;
+  const warmPools =
+    credentialCfg.warmPoolsEnabled && cfg.kubernetes && warmPoolsConfig?.length
+      ? await wireWarmPools({
+          kubernetes: { ...cfg.kubernetes, warmPools: warmPoolsConfig },
+          agentKeys,
+          clock,
+          store,
+          logger,
+          agentUrl: () => agentUrl,
+          heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs,
+          refence: requeueFence(store, clock),
+          leading: () => leadership.fence() !== null,
+          ...(opts.warmPools ?? {}),
+        })
+      : undefined;
   if (cfg.kubernetes && !built.has('kubernetes')) {
-    built.set(
-      'kubernetes',
-      await createKubernetesExecutor(
-        cfg.kubernetes,
-        store,
-        logger,
-        credentialCfg.agentTokenTransport,
-        credentialCfg.exchangeBootstrap,
-      ),
+    const cold = await createKubernetesExecutor(
+      cfg.kubernetes,
+      store,
+      logger,
+      credentialCfg.agentTokenTransport,
+      credentialCfg.exchangeBootstrap,
     );
+    built.set('kubernetes', warmPools ? warmPools.route(cold) : cold);
   }
   const defaultName = opts.executor?.name ?? cfg.defaultExecutor;
   const configured = built.get(defaultName);
@@ -285,13 +310,17 @@ export async function startControlPlane(
   // cleartext non-loopback channel, no TokenReview permission) rather than at the first pod.
   const exchange =
     credentialCfg.agentTokenTransport === 'exchange'
-      ? await wireExchange({
-          kubernetes: cfg.kubernetes,
-          channelMode: agentChannelMode(cfg.agent),
-          metrics,
-          bootstrap: credentialCfg.exchangeBootstrap,
-          warmPools: credentialCfg.warmPoolsEnabled,
-        })
+      ? {
+          ...(await wireExchange({
+            kubernetes: cfg.kubernetes,
+            channelMode: agentChannelMode(cfg.agent),
+            metrics,
+            bootstrap: credentialCfg.exchangeBootstrap,
+            warmPools: credentialCfg.warmPoolsEnabled,
+          })),
+          // A pod annotated with a pool's key gets a worker token, once, if the pool made it.
+          ...(warmPools ? { workerBootstrap: warmPools.manager } : {}),
+        }
       : undefined;
   let agentUrl = '';
   // Created once the vault exists; a value under an unknown key id asks it for one reload.
@@ -371,7 +400,11 @@ export async function startControlPlane(
       },
       store,
       clock,
+      ...(warmPools
+        ? { warm: { broker: warmPools.broker, awaitAssignment: warmPools.stream } }
+        : {}),
     }),
+    ...(warmPools ? { workerVerifier: warmPools.tokens } : {}),
   });
   const { vault, runs, verifier, scheduler } = parts;
   // Rotations by another process (a replica, the CLI) reach this one without a restart.
@@ -512,6 +545,7 @@ export async function startControlPlane(
   }
   if (schedules) {
     executors.warm({ agentUrl, heartbeatIntervalMs: cfg.execution.heartbeatIntervalMs });
+    warmPools?.start();
     scheduler.start();
     elector?.start();
   }
@@ -538,6 +572,7 @@ export async function startControlPlane(
     scheduler,
     executor,
     executors,
+    warmPools: warmPools ?? null,
     role,
     leading: () => leadership.fence() !== null,
     readiness,
@@ -546,6 +581,7 @@ export async function startControlPlane(
       sshRunners?.close();
       await scheduler.stop();
       await elector?.stop();
+      warmPools?.close();
       await api?.close();
       await probeServer?.close();
       await executors.close();
@@ -566,6 +602,7 @@ export async function startControlPlane(
         sshRunners?.close();
         await scheduler.stop();
         await elector?.stop();
+        warmPools?.close();
         // Fastify's close waits for the requests it is serving.
         await api?.close();
         await probeServer?.close();

@@ -3,6 +3,7 @@ import type { Logger } from 'pino';
 import { AgentTokenIssuer } from './auth/agent-token.js';
 import type { SigningKey, SigningKeyring } from './auth/signing-keys.js';
 import { CachingAgentTokenVerifier } from './auth/token-cache.js';
+import type { WorkerTokenVerification } from './auth/worker-token.js';
 import { AttemptRecorder } from './credentials/attempt-record.js';
 import { SecretDelivery, type SecretMetrics } from './credentials/secret-delivery.js';
 import type { Executors } from './executor/executors.js';
@@ -66,6 +67,8 @@ export interface PlaneInputs {
   exchange?: Omit<TokenExchangeDeps, 'store' | 'tokens' | 'clock' | 'logger'>;
   /** what the agent channel protects (the exchange refuses cleartext non-loopback) */
   channelMode?: AgentChannelMode;
+  /** warm pools: the agent port admits worker tokens (Register, AwaitAssignment only) */
+  workerVerifier?: WorkerTokenVerification;
 }
 
 /** The control plane's parts, wired once; listeners (agent port, REST, metrics) are the caller's. */
@@ -144,7 +147,12 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
       : {}),
     ...(input.channelMode ? { channelMode: input.channelMode } : {}),
   });
-  const agentAuth = createAgentAuthentication({ verifier, clock, ...(records ? { records } : {}) });
+  const agentAuth = createAgentAuthentication({
+    verifier,
+    clock,
+    ...(records ? { records } : {}),
+    ...(input.workerVerifier ? { workerVerifier: input.workerVerifier } : {}),
+  });
   const newScheduler = () =>
     new Scheduler({
       store,

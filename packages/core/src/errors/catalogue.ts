@@ -298,6 +298,16 @@ export const ERROR_CATALOGUE = {
     null,
     'The exchange hands out credentials: configure agent TLS (agent.tls) or bind the agent port to loopback, or set auth.agent_token_transport=envvar.',
   ),
+  LF_WARM_POOL_POD_FAILED: c(
+    'run',
+    null,
+    "Check the control plane's RBAC (create, delete and list pods in the pool's namespace) and that the pool's service account exists; the message gives the API status.",
+  ),
+  LF_WARM_WORKER_NOT_SERVING: c(
+    'auth',
+    null,
+    'The warm-pool pod was recycled or is unknown to this control plane: the pool replaces it; a worker exits and is not restarted in place.',
+  ),
   LF_POD_CREATE_FAILED: c(
     'run',
     null,

@@ -39,6 +39,12 @@ export interface AssignmentWorker {
   /** attempts it may hold at once on this stream */
   readonly slots: number;
   send(event: WorkerEvent): void;
+  /** its ack was accepted: the attempt runs on it now */
+  acked?(identity: WaitingAttempt['identity']): void;
+  /** an acked attempt left it (ended, cancelled, or the worker detached) */
+  released?(identity: WaitingAttempt['identity']): void;
+  /** it let an assignment's ack deadline pass (the attempt went back to the queue) */
+  unacked?(identity: WaitingAttempt['identity']): void;
 }
 
 /**
@@ -140,6 +146,7 @@ export class AssignmentBroker {
       return { accepted: false, reason: 'expired' };
     }
     h.ack_deadline = null;
+    h.worker.acked?.(id);
     return { accepted: true };
   }
 
@@ -210,9 +217,19 @@ export class AssignmentBroker {
     return h.ack_deadline === null ? 'acked' : 'assigned';
   }
 
+  /** Attempts waiting with a confirmed generation (none whose requeue fence is being written). */
+  waitingAttempts(): WaitingAttempt[] {
+    return this.#waiting.filter((a) => !this.#fencing.has(a));
+  }
+
   /** Attempts held on workers (assigned or acked), by attempt key. */
   heldAttempts(): Array<WaitingAttempt['identity']> {
     return [...this.#held.values()].map((h) => h.attempt.identity);
+  }
+
+  /** Some attached worker would take this attempt now (a free slot, its tenant and labels). */
+  hasFreeWorkerFor(tenant_id: string, labels: Readonly<Record<string, string>>): boolean {
+    return this.#freeWorkerFor(tenant_id, labels) !== undefined;
   }
 
   get waiting(): number {
@@ -267,6 +284,7 @@ export class AssignmentBroker {
     }
     const attempt = h.attempt;
     this.#waiting.unshift(attempt);
+    if (cancelReason !== undefined) h.worker.unacked?.(attempt.identity);
     if (!minted || this.#refence === null) return;
     this.#fencing.add(attempt);
     this.#refence(attempt.identity).then(
@@ -293,7 +311,8 @@ export class AssignmentBroker {
   }
 
   #drop(h: Held): void {
-    this.#held.delete(h.assignment_id);
+    if (!this.#held.delete(h.assignment_id)) return;
+    if (h.ack_deadline === null) h.worker.released?.(h.attempt.identity);
     const key = attemptKey(h.attempt.identity.task_instance_id, h.attempt.identity.try_number);
     if (this.#byAttempt.get(key) === h.assignment_id) this.#byAttempt.delete(key);
     this.#workers.get(h.worker.id)?.held.delete(h.assignment_id);
@@ -311,7 +330,9 @@ export class AssignmentBroker {
         this.#again = false;
         for (let i = 0; i < this.#waiting.length;) {
           const attempt = this.#waiting[i]!;
-          const w = this.#fencing.has(attempt) ? undefined : this.#freeWorkerFor(attempt);
+          const w = this.#fencing.has(attempt)
+            ? undefined
+            : this.#freeWorkerFor(attempt.identity.tenant_id, attempt.labels);
           if (!w) {
             i += 1;
             continue;
@@ -325,11 +346,14 @@ export class AssignmentBroker {
     }
   }
 
-  #freeWorkerFor(a: WaitingAttempt): { worker: AssignmentWorker; held: Set<string> } | undefined {
+  #freeWorkerFor(
+    tenant_id: string,
+    labels: Readonly<Record<string, string>>,
+  ): { worker: AssignmentWorker; held: Set<string> } | undefined {
     for (const w of this.#workers.values()) {
-      if (w.worker.tenant_id !== a.identity.tenant_id) continue;
+      if (w.worker.tenant_id !== tenant_id) continue;
       if (w.held.size >= w.worker.slots) continue;
-      if (!Object.entries(a.labels).every(([k, v]) => w.worker.labels[k] === v)) continue;
+      if (!Object.entries(labels).every(([k, v]) => w.worker.labels[k] === v)) continue;
       return w;
     }
     return undefined;

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { create } from '@bufbuild/protobuf';
-import { Code, ConnectError, type ServiceImpl } from '@connectrpc/connect';
+import { Code, ConnectError, type HandlerContext, type ServiceImpl } from '@connectrpc/connect';
 import { createWritableIterable } from '@connectrpc/connect/protocol';
 import {
   AckAssignmentResponseSchema,
@@ -10,12 +10,13 @@ import {
   checkAgentProtocol,
   SUPPORTED_AGENT_PROTOCOLS,
   TaskSpecSchema,
+  type AwaitAssignmentRequest,
   type AwaitAssignmentResponse,
 } from '@leoflow/protocol';
 import { isActive, type Clock } from '@leoflow/core';
 import type { RunnerRecord } from '../store/directory-types.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
-import { attemptPrincipal, runnerPrincipal } from '../rpc/agent-auth.js';
+import { AGENT_PRINCIPAL, attemptPrincipal, runnerPrincipal } from '../rpc/agent-auth.js';
 import type { AssignmentBroker, WorkerEvent } from './assignment-broker.js';
 
 /** An idle AwaitAssignment stream gets a Keepalive this often (the door and proxies keep it). */
@@ -30,6 +31,17 @@ export interface AssignmentRpcDeps {
   store: Pick<TaskInstanceStore, 'getAttemptFence'>;
   clock: Clock;
   keepaliveMs?: number;
+  /**
+   * Warm pools (execution.warm_pools_enabled): a worker principal's stream, and the warm
+   * broker an ack may belong to. Absent: a worker token is refused here.
+   */
+  warm?: {
+    broker: AssignmentBroker;
+    awaitAssignment: (
+      req: AwaitAssignmentRequest,
+      ctx: HandlerContext,
+    ) => AsyncIterable<AwaitAssignmentResponse>;
+  };
 }
 
 type AssignmentHandlers = Pick<
@@ -47,6 +59,16 @@ export function createAssignmentHandlers(deps: AssignmentRpcDeps): AssignmentHan
   const keepaliveMs = deps.keepaliveMs ?? DEFAULT_KEEPALIVE_MS;
   return {
     async *awaitAssignment(req, ctx) {
+      if (ctx.values.get(AGENT_PRINCIPAL)?.kind === 'worker') {
+        if (!deps.warm) {
+          throw new ConnectError(
+            'warm pools are not enabled on this control plane (execution.warm_pools_enabled)',
+            Code.PermissionDenied,
+          );
+        }
+        yield* deps.warm.awaitAssignment(req, ctx);
+        return;
+      }
       const principal = runnerPrincipal(ctx);
       const verdict = checkAgentProtocol(req.protocolVersion, SUPPORTED_AGENT_PROTOCOLS);
       if (!verdict.compatible) {
@@ -69,7 +91,7 @@ export function createAssignmentHandlers(deps: AssignmentRpcDeps): AssignmentHan
         tenant_id: runner.tenant_id,
         labels: runner.labels,
         slots,
-        send: (e) => send(toMessage(e)),
+        send: (e) => send(assignmentMessage(e)),
       });
       const keepalive = setInterval(
         () =>
@@ -94,7 +116,13 @@ export function createAssignmentHandlers(deps: AssignmentRpcDeps): AssignmentHan
 
     async ackAssignment(req, ctx) {
       const { claims } = attemptPrincipal(ctx);
-      const outcome = deps.broker.ack(req.assignmentId, claims);
+      // Assignment ids are random and unique across both brokers: the one holding it answers.
+      let broker = deps.broker;
+      let outcome = broker.ack(req.assignmentId, claims);
+      if (!outcome.accepted && outcome.reason === 'unknown' && deps.warm) {
+        broker = deps.warm.broker;
+        outcome = broker.ack(req.assignmentId, claims);
+      }
       if (!outcome.accepted) {
         return create(AckAssignmentResponseSchema, {
           accepted: false,
@@ -114,7 +142,7 @@ export function createAssignmentHandlers(deps: AssignmentRpcDeps): AssignmentHan
         fence.dispatch_gen !== claims.dispatch_gen ||
         !isActive(fence.state)
       ) {
-        deps.broker.release(claims.task_instance_id, claims.try_number);
+        broker.release(claims.task_instance_id, claims.try_number);
         return create(AckAssignmentResponseSchema, {
           accepted: false,
           shouldTerminate: true,
@@ -126,7 +154,8 @@ export function createAssignmentHandlers(deps: AssignmentRpcDeps): AssignmentHan
   };
 }
 
-function toMessage(e: WorkerEvent): AwaitAssignmentResponse {
+/** A broker event as the stream's message (runner and warm-pool streams alike). */
+export function assignmentMessage(e: WorkerEvent): AwaitAssignmentResponse {
   if (e.kind === 'cancellation') {
     return create(AwaitAssignmentResponseSchema, {
       event: {

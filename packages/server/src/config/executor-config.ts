@@ -26,6 +26,7 @@ export const KUBERNETES_DEFAULTS = Object.freeze({
   instance: 'leoflow',
   runAsUser: 65532,
   terminationGracePeriodSeconds: 30,
+  warmPoolReconcileIntervalMs: 5_000,
 });
 
 const SECTION_KEYS = ['default', 'kubernetes'];
@@ -41,6 +42,7 @@ const KUBERNETES_KEYS = [
   'keep_finished_pods',
   'tenants',
   'warm_pools',
+  'warm_pool_reconcile_interval',
 ];
 const TENANT_KEYS = [
   'namespace',
@@ -234,6 +236,26 @@ function parseKubernetes(
       if (parsed) tenants[id] = parsed;
     }
   }
+  let warmPoolReconcileIntervalMs: number = KUBERNETES_DEFAULTS.warmPoolReconcileIntervalMs;
+  if (raw.warm_pool_reconcile_interval !== undefined && raw.warm_pool_reconcile_interval !== null) {
+    let seconds = NaN;
+    try {
+      seconds = parseDuration(
+        raw.warm_pool_reconcile_interval,
+        `${base}.warm_pool_reconcile_interval`,
+      );
+    } catch {
+      // reported below
+    }
+    if (Number.isFinite(seconds) && seconds > 0) {
+      warmPoolReconcileIntervalMs = Math.round(seconds * 1000);
+    } else {
+      problem(
+        `${base}.warm_pool_reconcile_interval`,
+        `${base}.warm_pool_reconcile_interval is ${show(raw.warm_pool_reconcile_interval)}; set it to a positive duration such as 5s (how often warm pools are topped up and checked)`,
+      );
+    }
+  }
   const warmPools = parseWarmPools(
     raw.warm_pools,
     tenants,
@@ -243,7 +265,7 @@ function parseKubernetes(
   );
   if (agentImage === null) return null;
   return {
-    ...(warmPools.length > 0 ? { warmPools } : {}),
+    ...(warmPools.length > 0 ? { warmPools, warmPoolReconcileIntervalMs } : {}),
     kubeconfig:
       kubeconfig === null
         ? null

@@ -152,6 +152,8 @@ export interface KubernetesExecutorConfig {
   tenants: Record<string, KubernetesTenantConfig>;
   /** executor.kubernetes.warm_pools; used only when execution.warm_pools_enabled is true */
   warmPools?: WarmPoolConfig[];
+  /** executor.kubernetes.warm_pool_reconcile_interval: how often pools are topped up and checked */
+  warmPoolReconcileIntervalMs?: number;
 }
 
 export function defaultServerConfig(dataDir: string): ServerConfig {

@@ -32,9 +32,27 @@ export interface WorkerPodApi {
     poolKey: string;
   }): Promise<{ uid: string }>;
   delete(namespace: string, name: string): Promise<void>;
+  /**
+   * The pool's pods as the apiserver has them (by the pool's label). Optional: without it the
+   * manager cannot notice a pod that died or was deleted behind its back.
+   */
+  list?(namespace: string, poolKey: string): Promise<PoolPodState[]>;
 }
 
-export type RecycleReason = 'attempts' | 'lifetime' | 'idle' | 'survivor' | 'gone';
+/** One pool pod, as listed. */
+export interface PoolPodState {
+  name: string;
+  uid: string;
+  /** the container ended; its termination message ("survivor" when an attempt left a trace) */
+  finished: { message: string } | null;
+  deleting: boolean;
+}
+
+/** The word a worker writes to its termination message when something of an attempt survived. */
+export const SURVIVOR_MESSAGE = 'survivor';
+
+/** `unacked`: the worker let an assignment's ack deadline pass; it is not trusted with another. */
+export type RecycleReason = 'attempts' | 'lifetime' | 'idle' | 'survivor' | 'gone' | 'unacked';
 
 interface Member {
   name: string;
@@ -62,6 +80,7 @@ interface Pool {
  */
 export class WarmPoolManager implements WorkerBootstrap {
   readonly #pools = new Map<string, Pool>();
+  readonly #recycled: { poolKey: string; name: string; reason: RecycleReason }[] = [];
 
   constructor(
     pools: readonly WarmPoolConfig[],
@@ -132,17 +151,23 @@ export class WarmPoolManager implements WorkerBootstrap {
     if (!pool || !m || m.recycled) return;
     m.recycled = reason;
     pool.members.delete(podName);
+    this.#recycled.push({ poolKey, name: podName, reason });
+    if (this.#recycled.length > 100) this.#recycled.shift();
     await this.deps.api.delete(pool.config.namespace, podName).catch(() => undefined);
   }
 
   /**
-   * One pass: recycle members past their lifetime or (above the floor) their idle TTL, then
-   * create pods until each pool has min_idle idle ones, never more than max_size in all.
+   * One pass: recycle members whose pod is gone or finished (listed), past their lifetime or
+   * (above the floor) their idle TTL; delete pool pods this process does not know (a previous
+   * process's: their tokens open nothing here); then create pods until each pool has min_idle
+   * idle ones, never more than max_size in all.
    */
   async reconcile(): Promise<void> {
     const now = this.deps.clock.now();
     for (const pool of this.#pools.values()) {
       const c = pool.config;
+      if (this.deps.api.list)
+        await this.#sweepListed(pool, await this.deps.api.list(c.namespace, pool.key));
       for (const m of [...pool.members.values()]) {
         if (now - m.createdAtMs >= c.maxWorkerLifetimeMs && !m.busy) {
           await this.recycle(pool.key, m.name, 'lifetime');
@@ -178,6 +203,34 @@ export class WarmPoolManager implements WorkerBootstrap {
         idle.push(m);
       }
     }
+  }
+
+  async #sweepListed(pool: Pool, listed: PoolPodState[]): Promise<void> {
+    const byName = new Map(listed.map((p) => [p.name, p]));
+    for (const m of [...pool.members.values()]) {
+      const p = byName.get(m.name);
+      if (!p || p.uid !== m.uid || p.deleting) {
+        await this.recycle(pool.key, m.name, 'gone');
+      } else if (p.finished) {
+        const survived = p.finished.message.includes(SURVIVOR_MESSAGE);
+        await this.recycle(pool.key, m.name, survived ? 'survivor' : 'gone');
+      }
+    }
+    for (const p of listed) {
+      if (!pool.members.has(p.name) && !p.deleting) {
+        await this.deps.api.delete(pool.config.namespace, p.name).catch(() => undefined);
+      }
+    }
+  }
+
+  /** Why each pod left its pool, most recent last (tests and /metrics). */
+  get recycled(): ReadonlyArray<{ poolKey: string; name: string; reason: RecycleReason }> {
+    return this.#recycled;
+  }
+
+  /** The pool this worker token's pod belongs to, or undefined (for the assignment stream). */
+  poolConfig(poolKey: string): WarmPoolConfig | undefined {
+    return this.#pools.get(poolKey)?.config;
   }
 
   /** Members of a pool, for tests and /metrics. */

@@ -1,0 +1,156 @@
+import { randomBytes } from 'node:crypto';
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError, type HandlerContext } from '@connectrpc/connect';
+import { createWritableIterable } from '@connectrpc/connect/protocol';
+import {
+  agentProtocolRefusal,
+  AwaitAssignmentResponseSchema,
+  checkAgentProtocol,
+  SUPPORTED_AGENT_PROTOCOLS,
+  type AwaitAssignmentRequest,
+  type AwaitAssignmentResponse,
+} from '@leoflow/protocol';
+import type { Clock } from '@leoflow/core';
+import type { AssignmentBroker } from '../assignments/assignment-broker.js';
+import { assignmentMessage } from '../assignments/assignment-rpc.js';
+import type { WorkerTokenIssuer } from '../auth/worker-token.js';
+import { workerPrincipal } from '../rpc/agent-auth.js';
+import { WORKER_POOL_ANNOTATION } from '../exchange/reviewed-pod.js';
+import type { WarmPoolManager } from './pool-manager.js';
+
+/** A renewal is pushed once a worker token has this fraction of its TTL left. */
+export const WORKER_RENEW_AT_REMAINING = 1 / 3;
+
+/** The sanitised refusal of a worker whose pod is no longer a serving pool member. */
+export const WORKER_NOT_SERVING =
+  'LF_WARM_WORKER_NOT_SERVING: this warm-pool pod is not serving (recycled or unknown); the pool replaces it';
+
+export interface WorkerStreamDeps {
+  /** the warm pools' own broker: never the runners' one */
+  broker: AssignmentBroker;
+  manager: Pick<
+    WarmPoolManager,
+    'serving' | 'attemptStarted' | 'attemptFinished' | 'poolConfig' | 'recycle'
+  >;
+  tokens: Pick<WorkerTokenIssuer, 'mint' | 'ttlSeconds'>;
+  clock: Clock;
+  keepaliveMs: number;
+  /** how often the stream looks at the clock for a due renewal */
+  renewCheckMs?: number;
+  onError?: (err: unknown) => void;
+}
+
+/**
+ * AwaitAssignment for a warm-pool worker: it waits in the warm broker, labelled with its pool,
+ * for one attempt at a time. Its worker token is renewed on this stream (the worker has no
+ * other RPC to renew it with), at a third of its TTL left, as long as its pod still serves;
+ * a recycled pod gets no renewal, so its token simply runs out.
+ */
+export function createWorkerStream(deps: WorkerStreamDeps) {
+  const renewCheckMs = deps.renewCheckMs ?? 1_000;
+  const onError = deps.onError ?? (() => undefined);
+  return async function* awaitAssignment(
+    req: AwaitAssignmentRequest,
+    ctx: HandlerContext,
+  ): AsyncIterable<AwaitAssignmentResponse> {
+    const { claims } = workerPrincipal(ctx);
+    const verdict = checkAgentProtocol(req.protocolVersion, SUPPORTED_AGENT_PROTOCOLS);
+    if (!verdict.compatible) {
+      throw new ConnectError(
+        agentProtocolRefusal(verdict, SUPPORTED_AGENT_PROTOCOLS, req.agentVersion),
+        Code.FailedPrecondition,
+      );
+    }
+    const serving = () => deps.manager.serving(claims.pool_key, claims.pod_name, claims.pod_uid);
+    const pool = deps.manager.poolConfig(claims.pool_key);
+    if (!serving() || !pool || pool.tenant !== claims.tenant_id) {
+      throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
+    }
+    const out = createWritableIterable<AwaitAssignmentResponse>();
+    const send = (m: AwaitAssignmentResponse) => {
+      void out.write(m).catch(() => undefined);
+    };
+    const identity = {
+      pool_key: claims.pool_key,
+      tenant_id: claims.tenant_id,
+      pod_name: claims.pod_name,
+      pod_uid: claims.pod_uid,
+    };
+    let detached = false;
+    const leave = () => {
+      if (detached) return;
+      detached = true;
+      detach();
+    };
+    const detach = deps.broker.attach({
+      id: `wrm_${randomBytes(9).toString('base64url')}`,
+      tenant_id: claims.tenant_id,
+      labels: { [WORKER_POOL_ANNOTATION]: claims.pool_key },
+      // A warm pod runs one attempt at a time: its cleanup between attempts is the isolation.
+      slots: Math.max(0, Math.min(1, req.freeSlots)),
+      send: (e) => send(assignmentMessage(e)),
+      acked: () => deps.manager.attemptStarted(claims.pool_key, claims.pod_name),
+      released: () => {
+        deps.manager.attemptFinished(claims.pool_key, claims.pod_name).catch(onError);
+      },
+      // No other worker may exist for the attempt: this one leaves the pool, and the executor's
+      // reconcile sends the attempt to a cold pod rather than back to a worker that did not ack.
+      unacked: () => {
+        deps.manager.recycle(claims.pool_key, claims.pod_name, 'unacked').catch(onError);
+        leave();
+        out.close();
+      },
+    });
+    const ttlMs = deps.tokens.ttlSeconds * 1000;
+    let expiresAtMs = claims.exp * 1000;
+    let renewing = false;
+    const renewal = setInterval(() => {
+      if (renewing || deps.clock.now() < expiresAtMs - ttlMs * WORKER_RENEW_AT_REMAINING) return;
+      if (!serving()) {
+        // Recycled: no new token; the stream ends and the old token runs out on its own.
+        out.close();
+        return;
+      }
+      renewing = true;
+      deps.tokens.mint(identity, deps.clock.now()).then(
+        (renewed) => {
+          renewing = false;
+          expiresAtMs = renewed.expiresAtMs;
+          send(
+            create(AwaitAssignmentResponseSchema, {
+              event: {
+                case: 'workerToken',
+                value: { token: renewed.token, expiresAtMs: BigInt(renewed.expiresAtMs) },
+              },
+            }),
+          );
+        },
+        (err: unknown) => {
+          renewing = false;
+          onError(err);
+        },
+      );
+    }, renewCheckMs);
+    renewal.unref();
+    const keepalive = setInterval(
+      () =>
+        send(
+          create(AwaitAssignmentResponseSchema, {
+            event: { case: 'keepalive', value: { serverTimeMs: BigInt(deps.clock.now()) } },
+          }),
+        ),
+      deps.keepaliveMs,
+    );
+    keepalive.unref();
+    const end = () => out.close();
+    ctx.signal.addEventListener('abort', end, { once: true });
+    try {
+      for await (const m of out) yield m;
+    } finally {
+      clearInterval(renewal);
+      clearInterval(keepalive);
+      ctx.signal.removeEventListener('abort', end);
+      leave();
+    }
+  };
+}

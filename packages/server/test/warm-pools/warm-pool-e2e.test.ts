@@ -1,0 +1,468 @@
+/**
+ * Warm pools end to end, server side, through the kube-apiserver double: the pool's pod is
+ * created in the double (no credential on it), a fake worker — a Connect client on the real
+ * agent port — exchanges the pod's projected token once for a worker token, waits for an
+ * assignment, acks it with the attempt's own token, gets its worker token renewed on the stream,
+ * and the pool recycles the pod (deleted in the double) at max_attempts_per_worker. The hostile
+ * sides: a worker token on every other RPC, a second exchange, another tenant's attempt, an
+ * unacked assignment's token, a recycled pod's token.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
+import { ADMIN_USER, startKubeDouble, type KubeDouble } from '@leoflow/kube-double';
+import {
+  AgentService,
+  AGENT_PROTOCOL_VERSION,
+  BootstrapCredentialKind,
+  LeoflowTokenScope,
+  ReportedState,
+  type AwaitAssignmentResponse,
+} from '@leoflow/protocol';
+import { dagSpecHash, isActive, type Clock } from '@leoflow/core';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultServerConfig } from '../../src/config/server-config.js';
+import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
+import { startControlPlane, type ControlPlane } from '../../src/control-plane.js';
+import { EXCHANGE_AUDIENCE } from '../../src/exchange/audience.js';
+import { IDENTITY_ANNOTATION, LABEL } from '../../src/executor/kubernetes/labels.js';
+import { AGENT_TOKEN_ENV } from '../../src/executor/kubernetes/token-transport.js';
+import {
+  EXCHANGE_TOKEN_FILE_ENV,
+  EXCHANGE_TOKEN_VOLUME,
+} from '../../src/executor/kubernetes/projected-token.js';
+import { WARM_WORKER_ENV } from '../../src/executor/kubernetes/pool-pod-builder.js';
+import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
+import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
+import { spec, task } from '../support/spec-builders.js';
+
+const NS_A = 'pool-a';
+const NS_B = 'pool-b';
+const SA = 'runner-sa';
+const IMAGE = 'leoflow-agent:warm';
+const WORKER_TTL_SECONDS = 30;
+
+/** Real time plus what the test advanced: everything else in the control plane keeps moving. */
+class SteppedClock implements Clock {
+  #offset = 0;
+  now(): number {
+    return Date.now() + this.#offset;
+  }
+  advance(ms: number): void {
+    this.#offset += ms;
+  }
+}
+
+const POOL: WarmPoolConfig = {
+  tenant: 'default',
+  namespace: NS_A,
+  serviceAccount: SA,
+  image: IMAGE,
+  minIdle: 1,
+  maxSize: 2,
+  maxAttemptsPerWorker: 1,
+  maxWorkerLifetimeMs: 3_600_000,
+  idleTtlMs: 300_000,
+};
+const POOL_KEY = warmPoolKey(POOL);
+
+const clock = new SteppedClock();
+const logs: string[] = [];
+const workerTokens = new Set<string>();
+let double: KubeDouble;
+let adminCore: CoreV1Api;
+let dir: string;
+let cp: ControlPlane;
+let client: Client<typeof AgentService>;
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'leoflow-warm-e2e-'));
+  double = await startKubeDouble();
+  const api = double.api;
+  const admin = api.context(ADMIN_USER);
+  for (const ns of [NS_A, NS_B]) {
+    api.createObject(api.type('', 'namespaces'), undefined, { metadata: { name: ns } }, admin);
+    api.createObject(api.type('', 'serviceaccounts'), ns, { metadata: { name: SA } }, admin);
+  }
+  const kc = new KubeConfig();
+  kc.loadFromFile(double.kubeconfig(dir));
+  adminCore = kc.makeApiClient(CoreV1Api);
+  const cfg = defaultServerConfig(join(dir, 'data'));
+  cfg.http.port = 0;
+  cfg.agent.port = 0;
+  cfg.metrics.port = null;
+  cfg.execution.heartbeatIntervalMs = 1_000;
+  cfg.execution.schedulerTickMs = 50;
+  cfg.credentials.agentTokenTransport = 'exchange';
+  cfg.credentials.secretLivenessMode = 'enforce';
+  cfg.credentials.warmPoolsEnabled = true;
+  cfg.defaultExecutor = 'kubernetes';
+  const tenant = (namespace: string) => ({
+    namespace,
+    images: [IMAGE],
+    serviceAccounts: [SA],
+    maxResources: { cpu: '1', memory: '1Gi' },
+    defaultResources: {},
+  });
+  cfg.kubernetes = {
+    kubeconfig: double.kubeconfig(dir),
+    agentImage: IMAGE,
+    agentUrl: null,
+    podStartTimeoutMs: 120_000,
+    instance: 'warm',
+    runAsUser: 65532,
+    terminationGracePeriodSeconds: 0,
+    agentCaConfigMap: null,
+    keepFinishedPods: true,
+    tenants: { default: tenant(NS_A), beta: tenant(NS_B) },
+    warmPools: [POOL],
+    // the test drives reconcile() itself
+    warmPoolReconcileIntervalMs: 3_600_000,
+  };
+  cp = await startControlPlane(cfg, {
+    clock,
+    logger: pino({ level: 'debug' }, { write: (line: string) => void logs.push(line) }),
+    warmPools: { workerTokenTtlSeconds: WORKER_TTL_SECONDS, renewCheckMs: 25 },
+  });
+  await cp.store.ensureTenant('beta', 'beta', clock.now());
+  client = createClient(AgentService, createGrpcTransport({ baseUrl: cp.agentUrl }));
+}, 60_000);
+
+afterAll(async () => {
+  await cp?.close();
+  await double?.close();
+  rmSync(dir, { recursive: true, force: true });
+}, 60_000);
+
+type Pod = {
+  metadata: { name: string; namespace: string; uid: string; annotations?: Record<string, string> };
+  spec: Record<string, unknown>;
+};
+
+function podsIn(namespace: string, executor: string): Pod[] {
+  return (double.store.list(double.api.type('', 'pods')) as Pod[]).filter(
+    (p) =>
+      p.metadata.namespace === namespace &&
+      (p.metadata as { labels?: Record<string, string> }).labels?.[LABEL.executor] === executor,
+  );
+}
+
+async function projected(pod: Pod): Promise<string> {
+  const reply = await adminCore.createNamespacedServiceAccountToken({
+    namespace: pod.metadata.namespace,
+    name: SA,
+    body: {
+      apiVersion: 'authentication.k8s.io/v1',
+      kind: 'TokenRequest',
+      spec: {
+        audiences: [EXCHANGE_AUDIENCE],
+        expirationSeconds: 600,
+        boundObjectRef: {
+          kind: 'Pod',
+          apiVersion: 'v1',
+          name: pod.metadata.name,
+          uid: pod.metadata.uid,
+        },
+      },
+    },
+  });
+  return reply.status?.token ?? '';
+}
+
+function exchange(credential: string) {
+  return client.exchangeToken({
+    kind: BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN,
+    credential,
+    protocolVersion: AGENT_PROTOCOL_VERSION,
+  });
+}
+
+const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+
+async function codeOf(p: Promise<unknown>): Promise<Code | 'ok'> {
+  try {
+    await p;
+    return 'ok';
+  } catch (err) {
+    return ConnectError.from(err).code;
+  }
+}
+
+/** A worker's AwaitAssignment stream: its events in order, as they arrive. */
+function openStream(token: string) {
+  const abort = new AbortController();
+  const events: AwaitAssignmentResponse[] = [];
+  let failure: ConnectError | null = null;
+  let ended = false;
+  void (async () => {
+    try {
+      for await (const m of client.awaitAssignment(
+        { freeSlots: 1, protocolVersion: AGENT_PROTOCOL_VERSION, agentVersion: 'test' },
+        { ...bearer(token), signal: abort.signal },
+      )) {
+        events.push(m);
+      }
+    } catch (err) {
+      failure = ConnectError.from(err);
+    } finally {
+      ended = true;
+    }
+  })();
+  return {
+    events,
+    failure: () => failure,
+    ended: () => ended,
+    close: () => abort.abort(),
+    next: async <K extends NonNullable<AwaitAssignmentResponse['event']['case']>>(kind: K) => {
+      const m = await waitFor(`a ${kind} event`, () =>
+        Promise.resolve(events.find((e) => e.event.case === kind)),
+      );
+      events.splice(events.indexOf(m), 1);
+      return m.event.value as Extract<AwaitAssignmentResponse['event'], { case: K }>['value'];
+    },
+  };
+}
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 20_000) {
+  const until = Date.now() + ms;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+let serial = 0;
+async function trigger(tenant: string) {
+  const s = spec({
+    dag_id: `warm_${tenant}_${++serial}`,
+    tasks: [task('work', { command: 'true' })],
+  });
+  await cp.store.putDagVersion(tenant, s, dagSpecHash(s), clock.now());
+  return cp.runs.trigger(tenant, s.dag_id, {});
+}
+
+/** Pool pods a test has exchanged already. */
+const used = new Set<string>();
+
+/** An idle pool pod not exchanged yet (the pool keeps min_idle of them), exchanged. */
+async function bootstrapWorker(): Promise<{ pod: Pod; token: string }> {
+  await cp.warmPools!.reconcile();
+  const pod = podsIn(NS_A, 'warm-pool').find((p) => !used.has(p.metadata.name));
+  expect(pod, 'the pool keeps an idle pod').toBeDefined();
+  used.add(pod!.metadata.name);
+  const res = await exchange(await projected(pod!));
+  expect(res.scope).toBe(LeoflowTokenScope.WORKER);
+  workerTokens.add(res.token);
+  return { pod: pod!, token: res.token };
+}
+
+describe('warm pools, server side, through the double', () => {
+  let first: { pod: Pod; token: string };
+
+  it('creates the pool pod with no credential on it; exchanging its projected token once gives a worker token, a second exchange is refused', async () => {
+    first = await bootstrapWorker();
+    const text = JSON.stringify(first.pod);
+    expect(text).not.toContain(AGENT_TOKEN_ENV);
+    expect(text).not.toMatch(/eyJ[A-Za-z0-9_-]{10,}\./);
+    expect(first.pod.metadata.annotations?.[WORKER_POOL_ANNOTATION]).toBe(POOL_KEY);
+    expect(first.pod.metadata.annotations?.[IDENTITY_ANNOTATION]).toBeUndefined();
+    const p = first.pod.spec as {
+      serviceAccountName: string;
+      volumes: { name: string; projected?: { sources: { serviceAccountToken?: unknown }[] } }[];
+      containers: {
+        image: string;
+        env: { name: string; value?: string }[];
+        volumeMounts: { name: string; readOnly?: boolean }[];
+      }[];
+    };
+    expect(p.serviceAccountName).toBe(SA);
+    expect(p.containers[0]!.image).toBe(IMAGE);
+    expect(p.volumes.find((v) => v.name === EXCHANGE_TOKEN_VOLUME)?.projected?.sources[0]).toEqual({
+      serviceAccountToken: { audience: EXCHANGE_AUDIENCE, expirationSeconds: 600, path: 'token' },
+    });
+    expect(
+      p.containers[0]!.volumeMounts.find((m) => m.name === EXCHANGE_TOKEN_VOLUME)?.readOnly,
+    ).toBe(true);
+    const env = Object.fromEntries(p.containers[0]!.env.map((e) => [e.name, e.value]));
+    expect(env[WARM_WORKER_ENV]).toBe('1');
+    expect(env[EXCHANGE_TOKEN_FILE_ENV]).toBeDefined();
+    expect(env.LEOFLOW_AGENT_URL).toBe(cp.agentUrl);
+    // the same pod, a fresh projected token: one worker token per pod, ever
+    expect(await codeOf(exchange(await projected(first.pod)))).not.toBe('ok');
+  });
+
+  it('a worker token opens Register and AwaitAssignment only: every other RPC is PermissionDenied', async () => {
+    const auth = bearer(first.token);
+    expect(
+      await codeOf(
+        client.register({ protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w' }, auth),
+      ),
+    ).toBe('ok');
+    expect(await codeOf(client.getTaskSpec({}, auth))).toBe(Code.PermissionDenied);
+    expect(await codeOf(client.getVariables({ names: ['x'] }, auth))).toBe(Code.PermissionDenied);
+    expect(await codeOf(client.getConnections({ names: ['x'] }, auth))).toBe(Code.PermissionDenied);
+    expect(await codeOf(client.heartbeat({}, auth))).toBe(Code.PermissionDenied);
+    expect(await codeOf(client.reportState({ state: ReportedState.SUCCESS }, auth))).toBe(
+      Code.PermissionDenied,
+    );
+    expect(await codeOf(client.ackAssignment({ assignmentId: 'asg_x' }, auth))).toBe(
+      Code.PermissionDenied,
+    );
+  });
+
+  it("an attempt of the pool's tenant lands on the worker with its own token; tenant B's never does; after max_attempts_per_worker the pod is deleted and its worker token refused", async () => {
+    const stream = openStream(first.token);
+    await waitFor('the worker to attach', () =>
+      Promise.resolve(cp.warmPools!.broker.workers === 1 ? true : undefined),
+    );
+    // Tenant B, same service account and image: a cold pod in B's namespace, nothing on A's stream.
+    const runB = await trigger('beta');
+    const coldB = await waitFor('tenant B cold pod', () =>
+      Promise.resolve(podsIn(NS_B, 'kubernetes')[0]),
+    );
+    expect(coldB.metadata.namespace).toBe(NS_B);
+    expect(stream.events.filter((e) => e.event.case === 'assignment')).toEqual([]);
+    expect(cp.warmPools!.broker.waiting + cp.warmPools!.broker.held).toBe(0);
+    expect((await cp.store.getTaskInstance(runB.id, 'work'))?.state).not.toBe('running');
+    // Below the routing, the warm broker itself: B's attempt labelled with A's pool waits.
+    const minted: string[] = [];
+    cp.warmPools!.broker.enqueue({
+      identity: {
+        tenant_id: 'beta',
+        dag_id: 'd',
+        dag_run_id: 'dr',
+        run_id: 'r',
+        task_id: 't',
+        try_number: 1,
+        task_instance_id: 'ti-beta-direct',
+        dispatch_gen: 0,
+      },
+      labels: { [WORKER_POOL_ANNOTATION]: POOL_KEY },
+      credential: { mint: () => Promise.resolve(`minted-${minted.push('b')}`) },
+      heartbeatIntervalMs: 1_000,
+    });
+    await new Promise((r) => setTimeout(r, 100));
+    expect(minted).toEqual([]);
+    expect(cp.warmPools!.broker.stateOf('ti-beta-direct', 1)).toBe('waiting');
+    cp.warmPools!.broker.cancel('ti-beta-direct', 1, 'test over');
+    expect(stream.events.filter((e) => e.event.case === 'assignment')).toEqual([]);
+
+    const runA = await trigger('default');
+    const assignment = await stream.next('assignment');
+    expect(assignment.spec?.tenantId).toBe('default');
+    expect(assignment.spec?.dagId).toBe(runA.dag_id);
+    expect(assignment.attemptToken).not.toBe(first.token);
+    expect(podsIn(NS_A, 'kubernetes')).toEqual([]); // no cold pod for it
+    const ack = await client.ackAssignment(
+      { assignmentId: assignment.assignmentId },
+      bearer(assignment.attemptToken),
+    );
+    expect(ack.accepted).toBe(true);
+    expect(
+      cp.warmPools!.manager.members(POOL_KEY).find((m) => m.name === first.pod.metadata.name),
+    ).toMatchObject({ busy: true, attempts: 1 });
+    // the attempt runs and reports with its own token
+    const at = bearer(assignment.attemptToken);
+    await client.register(
+      { protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w', sessionKey: 'k'.repeat(32) },
+      at,
+    );
+    await client.reportState({ state: ReportedState.SUCCESS, exitCode: 0 }, at);
+    await waitFor('the attempt to end', async () => {
+      const r = (await cp.store.getTaskInstance(runA.id, 'work'))!;
+      return !isActive(r.state) && r.state !== 'scheduled' && r.state !== 'none' ? r : undefined;
+    });
+    await cp.warmPools!.reconcile();
+    expect(
+      double.store.get(double.api.type('', 'pods'), NS_A, first.pod.metadata.name),
+    ).toBeFalsy();
+    expect(cp.warmPools!.manager.recycled.at(-1)).toMatchObject({
+      name: first.pod.metadata.name,
+      reason: 'attempts',
+    });
+    stream.close();
+    const again = openStream(first.token);
+    await waitFor('the refusal', () => Promise.resolve(again.ended() ? true : undefined));
+    expect(again.failure()?.code).toBe(Code.Unauthenticated);
+    expect(again.failure()?.rawMessage).toContain('LF_WARM_WORKER_NOT_SERVING');
+  }, 60_000);
+
+  it('an unacked assignment returns to the queue after its lease, its token dies, the worker is recycled and the attempt falls back to a cold pod', async () => {
+    const w = await bootstrapWorker();
+    const stream = openStream(w.token);
+    await waitFor('the worker to attach', () =>
+      Promise.resolve(cp.warmPools!.broker.workers === 1 ? true : undefined),
+    );
+    const run = await trigger('default');
+    const assignment = await stream.next('assignment');
+    clock.advance(31_000); // past the 30 s ack lease
+    await cp.warmPools!.reconcile();
+    await waitFor('the stream to end', () => Promise.resolve(stream.ended() ? true : undefined));
+    expect(cp.warmPools!.manager.recycled.at(-1)).toMatchObject({
+      name: w.pod.metadata.name,
+      reason: 'unacked',
+    });
+    const late = await client
+      .ackAssignment({ assignmentId: assignment.assignmentId }, bearer(assignment.attemptToken))
+      .catch((err: unknown) => ConnectError.from(err));
+    expect(late instanceof ConnectError || late.accepted === false).toBe(true);
+    await waitFor('the requeue fence', async () => {
+      const ti = (await cp.store.getTaskInstance(run.id, 'work'))!;
+      return ti.dispatch_gen > 0 ? ti : undefined;
+    });
+    // the first hand-over's token: Register and Heartbeat tell it to stop, secrets refuse it
+    const stale = bearer(assignment.attemptToken);
+    const reg = await client.register(
+      { protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w', sessionKey: 'j'.repeat(32) },
+      stale,
+    );
+    expect(reg.shouldTerminate).toBe(true);
+    const beat = await client.heartbeat({}, stale).catch((err: unknown) => ConnectError.from(err));
+    expect(beat instanceof ConnectError || beat.shouldTerminate).toBe(true);
+    if (!(beat instanceof ConnectError)) expect(beat.renewedToken).toBe('');
+    expect(await codeOf(client.getVariables({ names: ['x'] }, stale))).not.toBe('ok');
+    await cp.warmPools!.reconcile();
+    const cold = await waitFor('the cold fallback pod', () =>
+      Promise.resolve(podsIn(NS_A, 'kubernetes')[0]),
+    );
+    expect(
+      (cold.metadata as { labels?: Record<string, string> }).labels?.[LABEL.dispatchGen],
+    ).not.toBe('0');
+  }, 60_000);
+
+  it('renews the worker token on the stream; the renewed one opens a new stream while the old one expires', async () => {
+    const w = await bootstrapWorker();
+    const stream = openStream(w.token);
+    await waitFor('the worker to attach', () =>
+      Promise.resolve(cp.warmPools!.broker.workers >= 1 ? true : undefined),
+    );
+    expect(stream.events.some((e) => e.event.case === 'workerToken')).toBe(false);
+    clock.advance((WORKER_TTL_SECONDS * 2 * 1000) / 3 + 1_000);
+    const renewal = await stream.next('workerToken');
+    workerTokens.add(renewal.token);
+    expect(renewal.token).not.toBe(w.token);
+    expect(Number(renewal.expiresAtMs)).toBeGreaterThan(clock.now() + 20_000);
+    stream.close();
+    clock.advance((WORKER_TTL_SECONDS / 3) * 1000 + 6_000); // the old one past exp and tolerance
+    const old = openStream(w.token);
+    await waitFor('the old token refused', () => Promise.resolve(old.ended() ? true : undefined));
+    expect(old.failure()?.code).toBe(Code.Unauthenticated);
+    const renewed = openStream(renewal.token);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(renewed.ended()).toBe(false);
+    expect(renewed.failure()).toBeNull();
+    renewed.close();
+  }, 60_000);
+
+  it('no worker token reaches the logs', () => {
+    expect(workerTokens.size).toBeGreaterThanOrEqual(3);
+    const text = logs.join('\n');
+    for (const t of workerTokens) expect(text).not.toContain(t);
+  });
+});

@@ -1,0 +1,131 @@
+/**
+ * Warm routing in front of the Kubernetes executor: which attempts go warm (the pool of their
+ * tenant, service account and image, with an idle worker attached) and which get a cold pod.
+ */
+import { ManualClock } from '@leoflow/core';
+import { describe, expect, it } from 'vitest';
+import { AssignmentBroker } from '../../src/assignments/assignment-broker.js';
+import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
+import type { AttemptLaunch, Executor } from '../../src/executor/executor.js';
+import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
+import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
+import { WarmRoutingExecutor } from '../../src/warm-pools/warm-routing-executor.js';
+
+const POOL: Pick<WarmPoolConfig, 'tenant' | 'serviceAccount' | 'image'> = {
+  tenant: 'acme',
+  serviceAccount: 'etl',
+  image: 'agent:1',
+};
+const KEY = warmPoolKey(POOL);
+const allowlist = {
+  images: ['agent:1', 'agent:2'],
+  serviceAccounts: ['etl', 'other'],
+  maxResources: {},
+  defaultResources: {},
+};
+
+function setup() {
+  const clock = new ManualClock(1_000_000);
+  const broker = new AssignmentBroker(clock);
+  const cold: string[] = [];
+  const inner: Executor = {
+    name: 'kubernetes',
+    posture: { tokenTransport: 'exchange' },
+    start: (l) => {
+      cold.push(l.identity.task_instance_id);
+      return Promise.resolve();
+    },
+    terminate: () => Promise.resolve(),
+    onAgentExit: () => undefined,
+    running: () => 0,
+    close: () => Promise.resolve(),
+  };
+  const routing = new WarmRoutingExecutor({
+    inner,
+    broker,
+    manager: {
+      poolFor: (t, sa, img) =>
+        warmPoolKey({ tenant: t, serviceAccount: sa, image: img }) === KEY ? KEY : undefined,
+    },
+    store: { getAttemptFence: () => Promise.resolve(undefined) },
+    placement: (tenant) =>
+      tenant === 'acme' || tenant === 'beta' ? { namespace: tenant, allowlist } : undefined,
+  });
+  const attach = (tenant = 'acme') =>
+    broker.attach({
+      id: `w-${tenant}`,
+      tenant_id: tenant,
+      labels: { [WORKER_POOL_ANNOTATION]: KEY },
+      slots: 1,
+      send: () => undefined,
+    });
+  return { routing, broker, cold, attach };
+}
+
+function launch(
+  tenant: string,
+  id: string,
+  kubernetes?: { image?: string; service_account?: string },
+): AttemptLaunch {
+  return {
+    identity: {
+      tenant_id: tenant,
+      dag_id: 'd',
+      dag_run_id: 'dr',
+      run_id: 'r',
+      task_id: 't',
+      try_number: 1,
+      task_instance_id: id,
+      dispatch_gen: 0,
+    },
+    credential: { mint: () => Promise.resolve('token') },
+    ...(kubernetes ? { task: { kubernetes } as never } : {}),
+    agentUrl: 'http://agent',
+    heartbeatIntervalMs: 1_000,
+  };
+}
+
+describe('WarmRoutingExecutor', () => {
+  it("resolves the pool as the pod builder would: the tenant's defaults or its choice", () => {
+    const { routing } = setup();
+    expect(routing.poolOf(launch('acme', 'a'))).toBe(KEY);
+    expect(routing.poolOf(launch('acme', 'b', { image: 'agent:1', service_account: 'etl' }))).toBe(
+      KEY,
+    );
+    // another identity, another image, another tenant with the same choice: no pool
+    expect(routing.poolOf(launch('acme', 'c', { service_account: 'other' }))).toBeUndefined();
+    expect(routing.poolOf(launch('acme', 'd', { image: 'agent:2' }))).toBeUndefined();
+    expect(routing.poolOf(launch('beta', 'e'))).toBeUndefined();
+    // a choice the allowlist refuses goes cold, where it is refused as always
+    expect(routing.poolOf(launch('acme', 'f', { image: 'evil:1' }))).toBeUndefined();
+  });
+
+  it('goes warm only with an idle worker of the pool attached; else cold', async () => {
+    const { routing, broker, cold, attach } = setup();
+    await routing.start(launch('acme', 'no-worker'));
+    expect(cold).toEqual(['no-worker']);
+    attach('beta'); // a worker of another tenant does not count
+    await routing.start(launch('acme', 'other-tenant-worker'));
+    expect(cold).toEqual(['no-worker', 'other-tenant-worker']);
+    attach('acme');
+    await routing.start(launch('acme', 'warm'));
+    expect(cold).toHaveLength(2);
+    expect(broker.stateOf('warm', 1)).toBeDefined();
+    expect(
+      await routing.probeClaim(
+        {
+          task_instance_id: 'warm',
+          try_number: 1,
+          dispatch_gen: 0,
+          hostname: null,
+          pid: null,
+          queued_at: 1,
+        },
+        2,
+      ),
+    ).toMatchObject({ state: 'starting' });
+    // the one worker is busy now: the next attempt of the pool is cold
+    await routing.start(launch('acme', 'busy'));
+    expect(cold).toEqual(['no-worker', 'other-tenant-worker', 'busy']);
+  });
+});
