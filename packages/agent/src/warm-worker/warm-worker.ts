@@ -128,7 +128,10 @@ export class WarmWorker {
     if (this.#current || this.#exitCode !== undefined) return;
     const attempt = new RunnerAttempt(a, { ...this.#o, clientFor: (t) => this.#clientFor(t) });
     this.#current = attempt;
-    this.#restartStream?.abort();
+    // The stream stays open while the attempt runs: its renewals and a cancellation of this
+    // attempt arrive on it, and the server, which holds this assignment against the stream's one
+    // slot, offers nothing more. Reopening it here would detach this worker from the broker and
+    // put the not-yet-acked assignment back in the queue.
     this.#running = this.#runAttempt(attempt);
   }
 

@@ -21,13 +21,16 @@ export interface StreamSeen {
 
 /**
  * The control plane's assignment side, as a warm worker sees it: each AwaitAssignment stream
- * with a free slot gets the next queued assignment; `onStream` adds events first (renewals).
- * A stream stays open until the worker drops it.
+ * with a free slot gets the next queued assignment; `onStream` adds events first (renewals),
+ * `afterAssignment` some after it. A stream stays open until the worker drops it (a worker keeps
+ * its stream while it runs the attempt, and opens a new one when it is free again).
  */
 export class AssignmentQueue {
   readonly pending: AwaitEventInit[] = [];
   readonly streams: StreamSeen[] = [];
   onStream: ((n: number) => AwaitEventInit[]) | undefined;
+  /** events stream n sends a while after its assignment (a cancellation of the running attempt) */
+  afterAssignment: ((n: number) => { delayMs: number; events: AwaitEventInit[] }) | undefined;
 
   assign(id: string, attemptToken: string): void {
     this.pending.push({
@@ -47,7 +50,14 @@ export class AssignmentQueue {
     this.streams.push({ n, freeSlots: req.freeSlots });
     for (const e of this.onStream?.(n) ?? []) yield e;
     const next = req.freeSlots > 0 ? this.pending.shift() : undefined;
-    if (next) yield next;
+    if (next) {
+      yield next;
+      const later = this.afterAssignment?.(n);
+      if (later) {
+        await new Promise((r) => setTimeout(r, later.delayMs));
+        if (!signal.aborted) for (const e of later.events) yield e;
+      }
+    }
     await new Promise<void>((resolve) => {
       if (signal.aborted) resolve();
       signal.addEventListener('abort', () => resolve(), { once: true });

@@ -1,0 +1,207 @@
+/**
+ * Warm pools end to end with the REAL worker: the pool's pod runs the built agent bundle
+ * (LEOFLOW_WARM_WORKER=1) in the kubelet simulator, exchanges its projected token once through
+ * the apiserver double, and runs two attempts (two runs, one after the other) on the same pod — no attempt
+ * pod is created and one TokenReview is sent in all. Between the attempts the worker kills what
+ * the first one left behind: a detached `sleep` started by task 1 is dead before task 2 runs, and
+ * a canary Variable only task 2 declares reaches neither task 1, the pod object nor the logs.
+ */
+import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  ADMIN_USER,
+  startKubeDouble,
+  startKubelet,
+  type KubeDouble,
+  type Kubelet,
+} from '@leoflow/kube-double';
+import { dagSpecHash, isActive } from '@leoflow/core';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultServerConfig } from '../../src/config/server-config.js';
+import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
+import { startControlPlane, type ControlPlane } from '../../src/control-plane.js';
+import { IDENTITY_ANNOTATION } from '../../src/executor/kubernetes/labels.js';
+import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
+import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
+import { agentImage } from '../support/agent-image.js';
+import { spec, task } from '../support/spec-builders.js';
+
+const NAMESPACE = 'warm-tasks';
+const SA = 'leoflow-task';
+const IMAGE = 'leoflow-agent:warm-kubelet';
+const CANARY = 'canary-warm-7f3c9a1e5b';
+const POOL: WarmPoolConfig = {
+  tenant: 'default',
+  namespace: NAMESPACE,
+  serviceAccount: SA,
+  image: IMAGE,
+  minIdle: 1,
+  maxSize: 1,
+  maxAttemptsPerWorker: 10,
+  maxWorkerLifetimeMs: 3_600_000,
+  idleTtlMs: 300_000,
+};
+
+let double: KubeDouble;
+let kubelet: Kubelet;
+let dir: string;
+let shared: string;
+let cp: ControlPlane;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), 'leoflow-warm-kubelet-'));
+  // Where the tasks (each under its own attempt uid) leave their notes for the test.
+  shared = mkdtempSync(join(tmpdir(), 'leoflow-warm-kubelet-notes-'));
+  chmodSync(shared, 0o777);
+  double = await startKubeDouble();
+  const api = double.api;
+  const admin = api.context(ADMIN_USER);
+  api.createObject(api.type('', 'namespaces'), undefined, { metadata: { name: NAMESPACE } }, admin);
+  api.createObject(api.type('', 'serviceaccounts'), NAMESPACE, { metadata: { name: SA } }, admin);
+  kubelet = startKubelet({
+    double,
+    nodeName: 'node-warm',
+    workRoot: join(dir, 'kubelet'),
+    imageMap: { [IMAGE]: agentImage() },
+    allocatable: { cpu: '8', memory: '16Gi' },
+    tickIntervalMs: 100,
+  });
+  const cfg = defaultServerConfig(join(dir, 'data'));
+  cfg.http.port = 0;
+  cfg.agent.port = 0;
+  cfg.metrics.port = 0;
+  cfg.execution.heartbeatIntervalMs = 1_000;
+  cfg.execution.schedulerTickMs = 50;
+  cfg.credentials.agentTokenTransport = 'exchange';
+  cfg.credentials.secretLivenessMode = 'enforce';
+  cfg.credentials.warmPoolsEnabled = true;
+  // Undeclared secrets are refused (the default, permissive, would deliver them, audited).
+  cfg.credentials.secretScoping = 'enforce';
+  cfg.defaultExecutor = 'kubernetes';
+  cfg.kubernetes = {
+    kubeconfig: double.kubeconfig(dir),
+    agentImage: IMAGE,
+    agentUrl: null,
+    podStartTimeoutMs: 30_000,
+    instance: 'warm-kubelet',
+    runAsUser: 65532,
+    terminationGracePeriodSeconds: 5,
+    agentCaConfigMap: null,
+    keepFinishedPods: true,
+    tenants: {
+      default: {
+        namespace: NAMESPACE,
+        images: [IMAGE],
+        serviceAccounts: [SA],
+        maxResources: { cpu: '1', memory: '1Gi' },
+        defaultResources: {},
+      },
+    },
+    warmPools: [POOL],
+    warmPoolReconcileIntervalMs: 200,
+  };
+  cp = await startControlPlane(cfg, {
+    logger: pino({ level: 'debug' }, { write: (line: string) => void logs.push(line) }),
+  });
+  const adminToken = readFileSync(cp.adminTokenFile, 'utf8').trim();
+  const put = await fetch(`${cp.httpUrl}/api/v1/variables/warm_canary`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${adminToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ value: CANARY, secret: true }),
+  });
+  expect(put.status).toBe(200);
+}, 60_000);
+
+afterAll(async () => {
+  await cp?.close();
+  await kubelet?.stop();
+  await double?.close();
+  rmSync(dir, { recursive: true, force: true });
+  rmSync(shared, { recursive: true, force: true });
+}, 60_000);
+
+async function waitFor<T>(what: string, probe: () => T | undefined | Promise<T | undefined>) {
+  const until = Date.now() + 45_000;
+  for (;;) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+type Pod = {
+  metadata: { name: string; annotations?: Record<string, string> };
+  status?: { phase?: string };
+};
+const pods = () => double.store.list(double.api.type('', 'pods'), NAMESPACE) as unknown as Pod[];
+
+async function tokenReviews(): Promise<number> {
+  const text = await (await fetch(cp.metricsUrl!)).text();
+  return Number(/^leoflow_token_reviews_total (\d+)/m.exec(text)?.[1] ?? NaN);
+}
+
+describe('a warm pool pod running the real worker (kubelet simulator)', () => {
+  it('runs two attempts on one pod, kills what the first left behind, one TokenReview in all', async () => {
+    const poolLabels = { [WORKER_POOL_ANNOTATION]: warmPoolKey(POOL) };
+    await waitFor('the pool worker to wait for work', () =>
+      cp.warmPools?.broker.hasFreeWorkerFor('default', poolLabels) ? true : undefined,
+    );
+    const pidFile = join(shared, 'leftover.pid');
+    const freeWorker = () =>
+      waitFor('the pool worker to be free again', () =>
+        cp.warmPools?.broker.hasFreeWorkerFor('default', poolLabels) ? true : undefined,
+      );
+    // A process is left behind only if it still runs: a killed one may linger as a zombie until
+    // whoever inherited it reaps it, and kill -0 succeeds on a zombie.
+    const alive = (pid: string) =>
+      `s=$(awk '{print $3}' /proc/${pid}/stat 2>/dev/null); if [ -n "$s" ] && [ "$s" != Z ]; then echo leftover-alive; else echo leftover-gone; fi`;
+    const runOne = async (dagId: string, t: ReturnType<typeof task>) => {
+      const s = spec({ dag_id: dagId, tasks: [t] });
+      await cp.store.putDagVersion('default', s, dagSpecHash(s), Date.now());
+      const run = await cp.runs.trigger('default', s.dag_id, {});
+      const row = await waitFor(`${dagId} to end`, async () => {
+        const r = (await cp.store.getTaskInstance(run.id, t.task_id))!;
+        return !isActive(r.state) && r.state !== 'scheduled' && r.state !== 'none' ? r : undefined;
+      });
+      expect([dagId, row.state, row.exit_code]).toEqual([dagId, 'success', 0]);
+      return run;
+    };
+    // Two runs one after the other, so the second meets the same worker, free again.
+    await runOne(
+      'warm_first',
+      task('first', {
+        // A process meant to outlive its attempt: its own session, detached from the task.
+        command: `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > ${pidFile}; env > ${shared}/first.env; id -u > ${shared}/first.uid`,
+      }),
+    );
+    await freeWorker();
+    const run = await runOne(
+      'warm_second',
+      task('second', {
+        variables: ['warm_canary'],
+        command: `${alive(`$(cat ${pidFile})`)}; id -u > ${shared}/second.uid; test "$AIRFLOW_VAR_WARM_CANARY" = ${CANARY} && echo canary-delivered`,
+      }),
+    );
+    const out = (await cp.store.readLogs(run.id, 'second', 1, 0, 200)).map((l) => l.message);
+    expect(out, out.join('\n')).toContain('leftover-gone');
+    expect(out).toContain('canary-delivered');
+
+    // One pod in all, the pool's: no attempt pod was created, and it exchanged once.
+    const all = pods();
+    expect(all.map((p) => p.metadata.annotations?.[IDENTITY_ANNOTATION])).toEqual([undefined]);
+    expect(all[0]?.metadata.annotations?.[WORKER_POOL_ANNOTATION]).toBe(warmPoolKey(POOL));
+    expect(await tokenReviews()).toBe(1);
+
+    // Each attempt ran under its own uid; the first one never saw the canary.
+    const uid1 = readFileSync(join(shared, 'first.uid'), 'utf8').trim();
+    const uid2 = readFileSync(join(shared, 'second.uid'), 'utf8').trim();
+    expect(uid1).not.toBe(uid2);
+    expect(readFileSync(join(shared, 'first.env'), 'utf8')).not.toContain(CANARY);
+    expect(JSON.stringify(all)).not.toContain(CANARY);
+    expect(logs.join('\n')).not.toContain(CANARY);
+  }, 90_000);
+});
