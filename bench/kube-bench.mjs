@@ -74,10 +74,14 @@ export async function startCluster({ kubernetes = {} } = {}) {
   return { configFile, podCreatedAt, podsCreated, double };
 }
 
-/** Runs `attempts` one-task runs one after another; the timestamps of each attempt's start. */
-export async function measureRuns(sa, dagId, attempts, prefix, podCreatedAt) {
+/**
+ * Runs `attempts` one-task runs one after another; the timestamps of each attempt's start.
+ * `pauseMs` waits between runs (a warm worker cleans up after its attempt before it is free).
+ */
+export async function measureRuns(sa, dagId, attempts, prefix, podCreatedAt, pauseMs = 0) {
   const out = [];
   for (let i = 0; i < attempts; i++) {
+    if (i > 0 && pauseMs > 0) await new Promise((r) => setTimeout(r, pauseMs));
     const runId = `${prefix}_${i}`;
     await triggerRun(sa, dagId, runId);
     const detail = await waitForRun(sa, dagId, runId, { timeoutMs: 60_000, pollMs: 100 });

@@ -28,6 +28,7 @@ import * as memory from './memory.mjs';
 import * as proFailover from './pro-failover.mjs';
 import * as secretRpc from './secret-rpc.mjs';
 import * as throughput from './throughput.mjs';
+import * as warmPoolStart from './warm-pool-start.mjs';
 
 const MEASUREMENTS = {
   inter_task_latency: interTaskLatency,
@@ -45,6 +46,7 @@ const MEASUREMENTS = {
   pro_failover: proFailover,
   attempt_start: attemptStart,
   exchange_registration: exchangeRegistration,
+  warm_pool_start: warmPoolStart,
 };
 
 // A measurement that runs longer than this is abandoned (its cleanup still runs).
