@@ -445,6 +445,11 @@ describe('warm pools, server side, through the double', () => {
     expect(stream.events.some((e) => e.event.case === 'workerToken')).toBe(false);
     clock.advance((WORKER_TTL_SECONDS * 2 * 1000) / 3 + 1_000);
     const renewal = await stream.next('workerToken');
+    // pushed before the old token runs out, not after
+    const oldExpMs =
+      (JSON.parse(Buffer.from(w.token.split('.')[1]!, 'base64url').toString()) as { exp: number })
+        .exp * 1000;
+    expect(clock.now()).toBeLessThan(oldExpMs);
     workerTokens.add(renewal.token);
     expect(renewal.token).not.toBe(w.token);
     expect(Number(renewal.expiresAtMs)).toBeGreaterThan(clock.now() + 20_000);
