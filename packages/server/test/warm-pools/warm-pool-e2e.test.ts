@@ -373,6 +373,9 @@ describe('warm pools, server side, through the double', () => {
       { protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w', sessionKey: 'k'.repeat(32) },
       at,
     );
+    // liveness-gated and renewed on Heartbeat like any attempt token
+    const beat = await client.heartbeat({ sentAtMs: BigInt(clock.now()) }, at);
+    expect(beat.shouldTerminate).toBe(false);
     await client.reportState({ state: ReportedState.SUCCESS, exitCode: 0 }, at);
     await waitFor('the attempt to end', async () => {
       const r = (await cp.store.getTaskInstance(runA.id, 'work'))!;
