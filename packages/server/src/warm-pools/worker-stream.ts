@@ -21,9 +21,9 @@ import type { WarmPoolManager } from './pool-manager.js';
 /** A renewal is pushed once a worker token has this fraction of its TTL left. */
 export const WORKER_RENEW_AT_REMAINING = 1 / 3;
 
+export const WORKER_NOT_SERVING_CODE = 'LF_WARM_WORKER_NOT_SERVING';
 /** The sanitised refusal of a worker whose pod is no longer a serving pool member. */
-export const WORKER_NOT_SERVING =
-  'LF_WARM_WORKER_NOT_SERVING: this warm-pool pod is not serving (recycled or unknown); the pool replaces it';
+export const WORKER_NOT_SERVING = `${WORKER_NOT_SERVING_CODE}: this warm-pool pod is not serving (recycled or unknown); the pool replaces it`;
 
 export interface WorkerStreamDeps {
   /** the warm pools' own broker: never the runners' one */

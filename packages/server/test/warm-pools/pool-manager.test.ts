@@ -165,7 +165,10 @@ describe('WarmPoolManager', () => {
       ...over,
     });
     // a: still running; b: its container ended with "survivor"; c: deleted behind its back
-    listed.set(b!.name, state(b!.name, { finished: { message: `LF: ${SURVIVOR_MESSAGE}` } }));
+    listed.set(
+      b!.name,
+      state(b!.name, { finished: { terminationMessage: `LF: ${SURVIVOR_MESSAGE}` } }),
+    );
     pods.delete(c!.name);
     pods.set('stranger', { namespace: POOL.namespace, uid: 'uid-x', poolKey: key });
     await m.reconcile();
@@ -179,7 +182,7 @@ describe('WarmPoolManager', () => {
     expect(pods.has('stranger')).toBe(false);
     expect(m.members(key)).toHaveLength(3); // the floor refilled
     // a finished pod without the word is 'gone', not 'survivor'
-    listed.set(a!.name, state(a!.name, { finished: { message: 'exit 0' } }));
+    listed.set(a!.name, state(a!.name, { finished: { terminationMessage: 'exit 0' } }));
     await m.reconcile();
     expect(m.recycled.at(-1)).toMatchObject({ name: a!.name, reason: 'gone' });
   });
