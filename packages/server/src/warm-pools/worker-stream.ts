@@ -14,16 +14,12 @@ import type { Clock } from '@leoflow/core';
 import type { AssignmentBroker } from '../assignments/assignment-broker.js';
 import { assignmentMessage } from '../assignments/assignment-rpc.js';
 import type { WorkerTokenIssuer } from '../auth/worker-token.js';
-import { workerPrincipal } from '../rpc/agent-auth.js';
+import { WORKER_NOT_SERVING, workerPrincipal } from '../rpc/agent-auth.js';
 import { WORKER_POOL_ANNOTATION } from '../exchange/reviewed-pod.js';
 import type { WarmPoolManager } from './pool-manager.js';
 
 /** A renewal is pushed once a worker token has this fraction of its TTL left. */
 export const WORKER_RENEW_AT_REMAINING = 1 / 3;
-
-export const WORKER_NOT_SERVING_CODE = 'LF_WARM_WORKER_NOT_SERVING';
-/** The sanitised refusal of a worker whose pod is no longer a serving pool member. */
-export const WORKER_NOT_SERVING = `${WORKER_NOT_SERVING_CODE}: this warm-pool pod is not serving (recycled or unknown); the pool replaces it`;
 
 export interface WorkerStreamDeps {
   /** the warm pools' own broker: never the runners' one */

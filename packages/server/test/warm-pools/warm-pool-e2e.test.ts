@@ -394,6 +394,15 @@ describe('warm pools, server side, through the double', () => {
     await waitFor('the refusal', () => Promise.resolve(again.ended() ? true : undefined));
     expect(again.failure()?.code).toBe(Code.Unauthenticated);
     expect(again.failure()?.rawMessage).toContain('LF_WARM_WORKER_NOT_SERVING');
+    // Register too: the deleted pod's token, signature and exp still good, opens nothing
+    expect(
+      await codeOf(
+        client.register(
+          { protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w' },
+          bearer(first.token),
+        ),
+      ),
+    ).toBe(Code.Unauthenticated);
   }, 60_000);
 
   it('an unacked assignment returns to the queue after its lease, its token dies, the worker is recycled and the attempt falls back to a cold pod', async () => {
