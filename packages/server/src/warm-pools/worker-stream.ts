@@ -45,6 +45,11 @@ export interface WorkerStreamDeps {
 export function createWorkerStream(deps: WorkerStreamDeps) {
   const renewCheckMs = deps.renewCheckMs ?? 1_000;
   const onError = deps.onError ?? (() => undefined);
+  /**
+   * One stream per pod, the latest: a worker reconnecting after a broken connection replaces
+   * its old stream, and a pod never holds two slots (two attempts at once) through two streams.
+   */
+  const streams = new Map<string, () => void>();
   return async function* awaitAssignment(
     req: AwaitAssignmentRequest,
     ctx: HandlerContext,
@@ -97,6 +102,12 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
         out.close();
       },
     });
+    const replaced = () => {
+      leave();
+      out.close();
+    };
+    streams.get(claims.pod_uid)?.();
+    streams.set(claims.pod_uid, replaced);
     const ttlMs = deps.tokens.ttlSeconds * 1000;
     let expiresAtMs = claims.exp * 1000;
     let renewing = false;
@@ -146,6 +157,7 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
       clearInterval(renewal);
       clearInterval(keepalive);
       ctx.signal.removeEventListener('abort', end);
+      if (streams.get(claims.pod_uid) === replaced) streams.delete(claims.pod_uid);
       leave();
     }
   };

@@ -465,15 +465,19 @@ describe('warm pools, server side, through the double', () => {
     workerTokens.add(renewal.token);
     expect(renewal.token).not.toBe(w.token);
     expect(Number(renewal.expiresAtMs)).toBeGreaterThan(clock.now() + 20_000);
-    stream.close();
     clock.advance((WORKER_TTL_SECONDS / 3) * 1000 + 6_000); // the old one past exp and tolerance
     const old = openStream(w.token);
     await waitFor('the old token refused', () => Promise.resolve(old.ended() ? true : undefined));
     expect(old.failure()?.code).toBe(Code.Unauthenticated);
+    // the renewed token opens a stream; it replaces the pod's first one (one stream per pod)
     const renewed = openStream(renewal.token);
+    await waitFor('the first stream replaced', () =>
+      Promise.resolve(stream.ended() ? true : undefined),
+    );
     await new Promise((r) => setTimeout(r, 200));
     expect(renewed.ended()).toBe(false);
     expect(renewed.failure()).toBeNull();
+    expect(cp.warmPools!.broker.workers).toBe(1);
     renewed.close();
   }, 60_000);
 
