@@ -42,6 +42,8 @@ describe('buildPoolPod', () => {
   it('passes Pod Security Admission restricted', () => {
     const pod = buildPoolPod(input);
     expect(restrictedViolations(pod.spec as unknown as Record<string, unknown>)).toEqual([]);
+    // beyond restricted, as attempt pods: a read-only root, writes only to its emptyDirs
+    expect(pod.spec!.containers[0]!.securityContext?.readOnlyRootFilesystem).toBe(true);
   });
 
   it("names its pool (annotation and label), runs the pool's identity and image, carries no attempt and no credential", () => {
