@@ -55,6 +55,7 @@ import { AssignmentBroker } from './assignments/assignment-broker.js';
 import { requeueFence } from './assignments/requeue-fence.js';
 import { createAssignmentHandlers } from './assignments/assignment-rpc.js';
 import { RunnerExecutor } from './executor/runner-executor.js';
+import type { WorkerTokenClaims } from './auth/worker-token.js';
 import {
   wireWarmPools,
   type WarmPoolWiringInput,
@@ -404,7 +405,13 @@ export async function startControlPlane(
         ? { warm: { broker: warmPools.broker, awaitAssignment: warmPools.stream } }
         : {}),
     }),
-    ...(warmPools ? { workerVerifier: warmPools.tokens } : {}),
+    ...(warmPools
+      ? {
+          workerVerifier: warmPools.tokens,
+          workerServing: (c: WorkerTokenClaims) =>
+            warmPools.manager.serving(c.pool_key, c.pod_name, c.pod_uid),
+        }
+      : {}),
   });
   const { vault, runs, verifier, scheduler } = parts;
   // Rotations by another process (a replica, the CLI) reach this one without a restart.

@@ -3,7 +3,7 @@ import type { Logger } from 'pino';
 import { AgentTokenIssuer } from './auth/agent-token.js';
 import type { SigningKey, SigningKeyring } from './auth/signing-keys.js';
 import { CachingAgentTokenVerifier } from './auth/token-cache.js';
-import type { WorkerTokenVerification } from './auth/worker-token.js';
+import type { WorkerTokenClaims, WorkerTokenVerification } from './auth/worker-token.js';
 import { AttemptRecorder } from './credentials/attempt-record.js';
 import { SecretDelivery, type SecretMetrics } from './credentials/secret-delivery.js';
 import type { Executors } from './executor/executors.js';
@@ -69,6 +69,8 @@ export interface PlaneInputs {
   channelMode?: AgentChannelMode;
   /** warm pools: the agent port admits worker tokens (Register, AwaitAssignment only) */
   workerVerifier?: WorkerTokenVerification;
+  /** warm pools: a worker token's pod still serves its pool (else its token opens nothing) */
+  workerServing?: (claims: WorkerTokenClaims) => boolean;
 }
 
 /** The control plane's parts, wired once; listeners (agent port, REST, metrics) are the caller's. */
@@ -152,6 +154,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     clock,
     ...(records ? { records } : {}),
     ...(input.workerVerifier ? { workerVerifier: input.workerVerifier } : {}),
+    ...(input.workerServing ? { workerServing: input.workerServing } : {}),
   });
   const newScheduler = () =>
     new Scheduler({

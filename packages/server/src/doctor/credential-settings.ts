@@ -75,9 +75,17 @@ export function credentialSettings(ctx: SectionContext): CredentialPosture {
       kubernetes: tokenTransportOf('kubernetes', cfg),
       configured: cred.agentTokenTransport,
       exchange_bootstrap: cred.exchangeBootstrap,
-      warm_pools: cred.warmPoolsEnabled
-        ? 'enabled in config; not available in this build'
-        : 'disabled',
+      warm_pools: warmPoolsPosture(cred.warmPoolsEnabled, cfg.kubernetes?.warmPools?.length ?? 0),
     },
   };
+}
+
+/**
+ * The server side of warm pools is built; the agent's worker loop is not, so no shipped image
+ * serves a pool yet (docs/kubernetes.md, "Warm pools"): doctor says so rather than "enabled".
+ */
+function warmPoolsPosture(enabled: boolean, pools: number): string {
+  if (!enabled) return 'disabled';
+  if (pools === 0) return 'enabled in config; no executor.kubernetes.warm_pools configured';
+  return `enabled: ${pools} pool(s)`;
 }

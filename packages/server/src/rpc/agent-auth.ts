@@ -117,6 +117,10 @@ export const WORKER_TOKEN_REFUSAL =
   'a worker token authorizes only Register and AwaitAssignment, not secrets or task RPCs; ' +
   'each attempt calls with its own token from the assignment';
 
+export const WORKER_NOT_SERVING_CODE = 'LF_WARM_WORKER_NOT_SERVING';
+/** The sanitised refusal of a worker token whose pod is no longer a serving pool member. */
+export const WORKER_NOT_SERVING = `${WORKER_NOT_SERVING_CODE}: this warm-pool pod is not serving (recycled or unknown); the pool replaces it`;
+
 /**
  * THE declaration of which RPC accepts which principal (docs/credentials.md, "Which RPC checks
  * what" and "An expired credential", mirror it; a test keeps the doc true). Past exp only the
@@ -175,6 +179,11 @@ export interface AgentAuthenticationDeps {
    * one token can never verify as both.
    */
   workerVerifier?: WorkerTokenVerification;
+  /**
+   * Warm pools: is the token's pod still a serving member of its pool? A recycled or deleted
+   * pod's token, though its signature and exp still hold, then opens nothing (Register included).
+   */
+  workerServing?: (claims: WorkerTokenClaims) => boolean;
 }
 
 export interface AgentAuthentication {
@@ -319,6 +328,9 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
       if (bearer?.kind === 'worker') {
         if (row?.worker !== 'worker-token') {
           throw new ConnectError(WORKER_TOKEN_REFUSAL, Code.PermissionDenied);
+        }
+        if (deps.workerServing && !deps.workerServing(bearer.claims)) {
+          throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
         }
         const principal: WorkerPrincipal = {
           kind: 'worker',

@@ -80,7 +80,7 @@ function podState(pod: V1Pod): PoolPodState {
     uid: pod.metadata?.uid ?? '',
     finished:
       phase === 'Succeeded' || phase === 'Failed' || terminated !== undefined
-        ? { message: terminated?.message ?? '' }
+        ? { terminationMessage: terminated?.message ?? '' }
         : null,
     deleting: pod.metadata?.deletionTimestamp !== undefined,
   };

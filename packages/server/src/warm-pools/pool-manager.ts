@@ -44,7 +44,7 @@ export interface PoolPodState {
   name: string;
   uid: string;
   /** the container ended; its termination message ("survivor" when an attempt left a trace) */
-  finished: { message: string } | null;
+  finished: { terminationMessage: string } | null;
   deleting: boolean;
 }
 
@@ -212,7 +212,7 @@ export class WarmPoolManager implements WorkerBootstrap {
       if (!p || p.uid !== m.uid || p.deleting) {
         await this.recycle(pool.key, m.name, 'gone');
       } else if (p.finished) {
-        const survived = p.finished.message.includes(SURVIVOR_MESSAGE);
+        const survived = p.finished.terminationMessage.includes(SURVIVOR_MESSAGE);
         await this.recycle(pool.key, m.name, survived ? 'survivor' : 'gone');
       }
     }

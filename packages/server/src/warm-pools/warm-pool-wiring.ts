@@ -8,7 +8,6 @@ import type { KubernetesExecutorConfig } from '../config/server-config.js';
 import type { Executor } from '../executor/executor.js';
 import { allowlistOf } from '../executor/kubernetes/allowlist.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
-import { kubeWorkerPodApi } from './kube-worker-pod-api.js';
 import { WarmPoolManager, type WorkerPodApi } from './pool-manager.js';
 import { WarmRoutingExecutor } from './warm-routing-executor.js';
 import { createWorkerStream } from './worker-stream.js';
@@ -60,7 +59,9 @@ export async function wireWarmPools(input: WarmPoolWiringInput): Promise<WarmPoo
   const tokens = new WorkerTokenIssuer(input.agentKeys, input.workerTokenTtlSeconds);
   let podApi = input.podApi;
   if (!podApi) {
+    // Loaded on demand, like the executor: no pools, no Kubernetes client in the process.
     const { KubeConfig, CoreV1Api } = await import('@kubernetes/client-node');
+    const { kubeWorkerPodApi } = await import('./kube-worker-pod-api.js');
     const kc = new KubeConfig();
     if (k8s.kubeconfig) kc.loadFromFile(k8s.kubeconfig);
     else kc.loadFromCluster();

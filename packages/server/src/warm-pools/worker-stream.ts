@@ -14,16 +14,12 @@ import type { Clock } from '@leoflow/core';
 import type { AssignmentBroker } from '../assignments/assignment-broker.js';
 import { assignmentMessage } from '../assignments/assignment-rpc.js';
 import type { WorkerTokenIssuer } from '../auth/worker-token.js';
-import { workerPrincipal } from '../rpc/agent-auth.js';
+import { WORKER_NOT_SERVING, workerPrincipal } from '../rpc/agent-auth.js';
 import { WORKER_POOL_ANNOTATION } from '../exchange/reviewed-pod.js';
 import type { WarmPoolManager } from './pool-manager.js';
 
 /** A renewal is pushed once a worker token has this fraction of its TTL left. */
 export const WORKER_RENEW_AT_REMAINING = 1 / 3;
-
-/** The sanitised refusal of a worker whose pod is no longer a serving pool member. */
-export const WORKER_NOT_SERVING =
-  'LF_WARM_WORKER_NOT_SERVING: this warm-pool pod is not serving (recycled or unknown); the pool replaces it';
 
 export interface WorkerStreamDeps {
   /** the warm pools' own broker: never the runners' one */
@@ -49,6 +45,11 @@ export interface WorkerStreamDeps {
 export function createWorkerStream(deps: WorkerStreamDeps) {
   const renewCheckMs = deps.renewCheckMs ?? 1_000;
   const onError = deps.onError ?? (() => undefined);
+  /**
+   * One stream per pod, the latest: a worker reconnecting after a broken connection replaces
+   * its old stream, and a pod never holds two slots (two attempts at once) through two streams.
+   */
+  const streams = new Map<string, () => void>();
   return async function* awaitAssignment(
     req: AwaitAssignmentRequest,
     ctx: HandlerContext,
@@ -101,6 +102,12 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
         out.close();
       },
     });
+    const replaced = () => {
+      leave();
+      out.close();
+    };
+    streams.get(claims.pod_uid)?.();
+    streams.set(claims.pod_uid, replaced);
     const ttlMs = deps.tokens.ttlSeconds * 1000;
     let expiresAtMs = claims.exp * 1000;
     let renewing = false;
@@ -150,6 +157,7 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
       clearInterval(renewal);
       clearInterval(keepalive);
       ctx.signal.removeEventListener('abort', end);
+      if (streams.get(claims.pod_uid) === replaced) streams.delete(claims.pod_uid);
       leave();
     }
   };

@@ -6,8 +6,10 @@ import { parseExecutorSection } from '../../src/config/executor-config.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
 import { WORKER_POOL_ANNOTATION, type ReviewedPod } from '../../src/exchange/reviewed-pod.js';
 import {
+  SURVIVOR_MESSAGE,
   WarmPoolManager,
   warmPoolKey,
+  type PoolPodState,
   type WorkerPodApi,
 } from '../../src/warm-pools/pool-manager.js';
 import { T0, useTempDirs } from '../auth/fixtures.js';
@@ -130,6 +132,59 @@ describe('WarmPoolManager', () => {
     await m.reconcile();
     expect(pods.has(w2!.name)).toBe(false);
     expect(pods.size).toBe(1); // replaced to keep the floor
+  });
+
+  it('reconcile lists the pool: a pod gone or finished is recycled (survivor when its message says so), a pod it did not create is deleted', async () => {
+    const clock = new ManualClock(T0);
+    const { api, pods } = fakeApi();
+    const key = warmPoolKey(POOL);
+    // what the apiserver has: every pod of the fake, as running unless the test says otherwise
+    const listed = new Map<string, PoolPodState>();
+    const withList: WorkerPodApi = {
+      ...api,
+      list: () =>
+        Promise.resolve(
+          [...pods.entries()].map(
+            ([name, p]) =>
+              listed.get(name) ?? { name, uid: p.uid, finished: null, deleting: false },
+          ),
+        ),
+    };
+    const m = new WarmPoolManager([{ ...POOL, minIdle: 3, maxSize: 3 }], {
+      api: withList,
+      tokens,
+      clock,
+    });
+    await m.reconcile();
+    const [a, b, c] = m.members(key);
+    const state = (name: string, over: Partial<PoolPodState> = {}): PoolPodState => ({
+      name,
+      uid: pods.get(name)!.uid,
+      finished: null,
+      deleting: false,
+      ...over,
+    });
+    // a: still running; b: its container ended with "survivor"; c: deleted behind its back
+    listed.set(
+      b!.name,
+      state(b!.name, { finished: { terminationMessage: `LF: ${SURVIVOR_MESSAGE}` } }),
+    );
+    pods.delete(c!.name);
+    pods.set('stranger', { namespace: POOL.namespace, uid: 'uid-x', poolKey: key });
+    await m.reconcile();
+    const reasons = Object.fromEntries(m.recycled.map((r) => [r.name, r.reason]));
+    expect(reasons[b!.name]).toBe('survivor');
+    expect(reasons[c!.name]).toBe('gone');
+    expect(reasons[a!.name]).toBeUndefined();
+    expect(m.serving(key, a!.name, a!.uid)).toBe(true);
+    expect(m.serving(key, b!.name, b!.uid)).toBe(false);
+    expect(pods.has(b!.name)).toBe(false);
+    expect(pods.has('stranger')).toBe(false);
+    expect(m.members(key)).toHaveLength(3); // the floor refilled
+    // a finished pod without the word is 'gone', not 'survivor'
+    listed.set(a!.name, state(a!.name, { finished: { terminationMessage: 'exit 0' } }));
+    await m.reconcile();
+    expect(m.recycled.at(-1)).toMatchObject({ name: a!.name, reason: 'gone' });
   });
 
   it("one tenant never gets another tenant's pool: the key differs by tenant, service account and image", () => {

@@ -373,6 +373,9 @@ describe('warm pools, server side, through the double', () => {
       { protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w', sessionKey: 'k'.repeat(32) },
       at,
     );
+    // liveness-gated and renewed on Heartbeat like any attempt token
+    const beat = await client.heartbeat({ sentAtMs: BigInt(clock.now()) }, at);
+    expect(beat.shouldTerminate).toBe(false);
     await client.reportState({ state: ReportedState.SUCCESS, exitCode: 0 }, at);
     await waitFor('the attempt to end', async () => {
       const r = (await cp.store.getTaskInstance(runA.id, 'work'))!;
@@ -391,6 +394,15 @@ describe('warm pools, server side, through the double', () => {
     await waitFor('the refusal', () => Promise.resolve(again.ended() ? true : undefined));
     expect(again.failure()?.code).toBe(Code.Unauthenticated);
     expect(again.failure()?.rawMessage).toContain('LF_WARM_WORKER_NOT_SERVING');
+    // Register too: the deleted pod's token, signature and exp still good, opens nothing
+    expect(
+      await codeOf(
+        client.register(
+          { protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w' },
+          bearer(first.token),
+        ),
+      ),
+    ).toBe(Code.Unauthenticated);
   }, 60_000);
 
   it('an unacked assignment returns to the queue after its lease, its token dies, the worker is recycled and the attempt falls back to a cold pod', async () => {
@@ -445,18 +457,27 @@ describe('warm pools, server side, through the double', () => {
     expect(stream.events.some((e) => e.event.case === 'workerToken')).toBe(false);
     clock.advance((WORKER_TTL_SECONDS * 2 * 1000) / 3 + 1_000);
     const renewal = await stream.next('workerToken');
+    // pushed before the old token runs out, not after
+    const oldExpMs =
+      (JSON.parse(Buffer.from(w.token.split('.')[1]!, 'base64url').toString()) as { exp: number })
+        .exp * 1000;
+    expect(clock.now()).toBeLessThan(oldExpMs);
     workerTokens.add(renewal.token);
     expect(renewal.token).not.toBe(w.token);
     expect(Number(renewal.expiresAtMs)).toBeGreaterThan(clock.now() + 20_000);
-    stream.close();
     clock.advance((WORKER_TTL_SECONDS / 3) * 1000 + 6_000); // the old one past exp and tolerance
     const old = openStream(w.token);
     await waitFor('the old token refused', () => Promise.resolve(old.ended() ? true : undefined));
     expect(old.failure()?.code).toBe(Code.Unauthenticated);
+    // the renewed token opens a stream; it replaces the pod's first one (one stream per pod)
     const renewed = openStream(renewal.token);
+    await waitFor('the first stream replaced', () =>
+      Promise.resolve(stream.ended() ? true : undefined),
+    );
     await new Promise((r) => setTimeout(r, 200));
     expect(renewed.ended()).toBe(false);
     expect(renewed.failure()).toBeNull();
+    expect(cp.warmPools!.broker.workers).toBe(1);
     renewed.close();
   }, 60_000);
 

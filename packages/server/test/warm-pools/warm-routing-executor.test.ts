@@ -51,15 +51,16 @@ function setup() {
     placement: (tenant) =>
       tenant === 'acme' || tenant === 'beta' ? { namespace: tenant, allowlist } : undefined,
   });
+  const sent: string[] = [];
   const attach = (tenant = 'acme') =>
     broker.attach({
       id: `w-${tenant}`,
       tenant_id: tenant,
       labels: { [WORKER_POOL_ANNOTATION]: KEY },
       slots: 1,
-      send: () => undefined,
+      send: (e) => void sent.push(e.kind),
     });
-  return { routing, broker, cold, attach };
+  return { routing, broker, cold, attach, sent };
 }
 
 function launch(
@@ -127,5 +128,16 @@ describe('WarmRoutingExecutor', () => {
     // the one worker is busy now: the next attempt of the pool is cold
     await routing.start(launch('acme', 'busy'));
     expect(cold).toEqual(['no-worker', 'other-tenant-worker', 'busy']);
+  });
+
+  it('terminate cancels a held warm attempt on its worker; the cold executor is not asked', async () => {
+    const { routing, broker, attach, sent } = setup();
+    attach('acme');
+    await routing.start(launch('acme', 'held'));
+    await new Promise((r) => setImmediate(r));
+    expect(sent).toEqual(['assignment']);
+    await routing.terminate('held', 1);
+    expect(sent).toEqual(['assignment', 'cancellation']);
+    expect(broker.stateOf('held', 1)).toBeUndefined();
   });
 });
