@@ -23,6 +23,12 @@ export interface WarmPoolConfig {
   maxWorkerLifetimeMs: number;
   /** … or after sitting idle this long (ms), when the pool has more than min_idle */
   idleTtlMs: number;
+  /**
+   * Each attempt in the pod runs under its own uid (default true): the worker then runs as root
+   * with only the capabilities that takes, so the namespace must admit Pod Security `baseline`.
+   * false: a `restricted` pod, every attempt under the worker's one uid.
+   */
+  attemptUids?: boolean;
 }
 
 export const WARM_POOL_DEFAULTS = Object.freeze({
@@ -42,6 +48,7 @@ const POOL_KEYS = [
   'max_attempts_per_worker',
   'max_worker_lifetime',
   'worker_idle_ttl',
+  'attempt_uids',
 ];
 
 type Problem = (key: string, message: string) => void;
@@ -137,6 +144,16 @@ export function parseWarmPools(
         return fallbackMs;
       }
     };
+    const bool = (key: string, fallback: boolean): boolean => {
+      const v = r[key];
+      if (v === undefined || v === null) return fallback;
+      if (typeof v !== 'boolean') {
+        problem(`${at}.${key}`, `${at}.${key} is ${show(v)}; set it to true or false`);
+        ok = false;
+        return fallback;
+      }
+      return v;
+    };
     const minIdle = int('min_idle', WARM_POOL_DEFAULTS.minIdle, 0);
     const maxSize = int('max_size', WARM_POOL_DEFAULTS.maxSize, 1);
     if (minIdle > maxSize) {
@@ -160,6 +177,7 @@ export function parseWarmPools(
       ),
       maxWorkerLifetimeMs: duration('max_worker_lifetime', WARM_POOL_DEFAULTS.maxWorkerLifetimeMs),
       idleTtlMs: duration('worker_idle_ttl', WARM_POOL_DEFAULTS.idleTtlMs),
+      attemptUids: bool('attempt_uids', true),
     };
     const key = `${pool.tenant}\u0000${pool.serviceAccount}\u0000${pool.image}`;
     const dup = seen.get(key);

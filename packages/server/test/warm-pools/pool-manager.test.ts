@@ -225,8 +225,11 @@ describe('executor.kubernetes.warm_pools', () => {
         minIdle: 2,
         idleTtlMs: 600_000,
         maxAttemptsPerWorker: 50,
+        attemptUids: true,
       }),
     ]);
+    const shared = parseExecutorSection(section([{ tenant: 'acme', attempt_uids: false }]), null);
+    expect(shared.kubernetes?.warmPools?.[0]?.attemptUids).toBe(false);
   });
 
   it.each([
@@ -251,6 +254,7 @@ describe('executor.kubernetes.warm_pools', () => {
     ],
     [[{ tenant: 'acme', min_idle: 9, max_size: 2 }], 'executor.kubernetes.warm_pools[0].min_idle'],
     [[{ tenant: 'acme', bogus: 1 }], 'executor.kubernetes.warm_pools[0].bogus'],
+    [[{ tenant: 'acme', attempt_uids: 'yes' }], 'executor.kubernetes.warm_pools[0].attempt_uids'],
     [[{ tenant: 'acme' }, { tenant: 'acme' }], 'executor.kubernetes.warm_pools[1]'],
     ['nope', 'executor.kubernetes.warm_pools'],
   ])('%j → LF_CONFIG_INVALID naming %s', (pools, key) => {

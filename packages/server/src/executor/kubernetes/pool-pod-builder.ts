@@ -20,6 +20,20 @@ export const POOL_LABEL = 'leoflow.io/worker-pool';
 
 const CA_DIR = '/etc/leoflow/tls';
 
+/**
+ * What the worker needs, as root, to run each attempt under its own uid — all within Pod
+ * Security `baseline`: setuid/setgid to the attempt's uid, chown its work dir to it, kill its
+ * leftovers, and remove its files afterwards.
+ */
+export const ATTEMPT_UID_CAPABILITIES = Object.freeze([
+  'CHOWN',
+  'DAC_OVERRIDE',
+  'FOWNER',
+  'KILL',
+  'SETGID',
+  'SETUID',
+]);
+
 export interface PoolPodBuildInput {
   name: string;
   pool: WarmPoolConfig;
@@ -36,12 +50,14 @@ export interface PoolPodBuildInput {
 }
 
 /**
- * One warm-pool pod. Pure, like buildAttemptPod, and as locked down: the pod names its pool
+ * One warm-pool pod. Pure, like buildAttemptPod, and as locked down but for the attempt-uid
+ * capabilities (pool.attemptUids, default on; off, it is `restricted`): the pod names its pool
  * (annotation and label) and nothing else — no attempt identity, no Leoflow credential. The
  * worker proves which pod it is with the projected token (bound to this pod by the kubelet),
  * exchanged once for a worker token; every attempt's token reaches it in-band later.
  */
 export function buildPoolPod(input: PoolPodBuildInput): V1Pod {
+  const attemptUids = input.pool.attemptUids !== false;
   const projected = projectedExchangeToken(input.projectedTokenSeconds ?? 600);
   const env: V1EnvVar[] = [
     { name: WARM_WORKER_ENV, value: '1' },
@@ -81,16 +97,29 @@ export function buildPoolPod(input: PoolPodBuildInput): V1Pod {
     volumeMounts: mounts,
     // The worker writes why it exited here ("survivor" when an attempt left something behind).
     terminationMessagePolicy: 'FallbackToLogsOnError',
-    securityContext: {
-      runAsNonRoot: true,
-      runAsUser: input.runAsUser,
-      runAsGroup: input.runAsUser,
-      allowPrivilegeEscalation: false,
-      privileged: false,
-      readOnlyRootFilesystem: true,
-      capabilities: { drop: ['ALL'] },
-      seccompProfile: { type: 'RuntimeDefault' },
-    },
+    securityContext: attemptUids
+      ? {
+          // root, but only to give each attempt its own uid: switch to it, hand it its work
+          // dir, kill what it leaves, remove its files; no escalation, nothing else.
+          runAsNonRoot: false,
+          runAsUser: 0,
+          runAsGroup: 0,
+          allowPrivilegeEscalation: false,
+          privileged: false,
+          readOnlyRootFilesystem: true,
+          capabilities: { drop: ['ALL'], add: [...ATTEMPT_UID_CAPABILITIES] },
+          seccompProfile: { type: 'RuntimeDefault' },
+        }
+      : {
+          runAsNonRoot: true,
+          runAsUser: input.runAsUser,
+          runAsGroup: input.runAsUser,
+          allowPrivilegeEscalation: false,
+          privileged: false,
+          readOnlyRootFilesystem: true,
+          capabilities: { drop: ['ALL'] },
+          seccompProfile: { type: 'RuntimeDefault' },
+        },
   };
   return {
     apiVersion: 'v1',
@@ -118,13 +147,15 @@ export function buildPoolPod(input: PoolPodBuildInput): V1Pod {
       hostPID: false,
       hostIPC: false,
       terminationGracePeriodSeconds: input.terminationGracePeriodSeconds,
-      securityContext: {
-        runAsNonRoot: true,
-        runAsUser: input.runAsUser,
-        runAsGroup: input.runAsUser,
-        fsGroup: input.runAsUser,
-        seccompProfile: { type: 'RuntimeDefault' },
-      },
+      securityContext: attemptUids
+        ? { seccompProfile: { type: 'RuntimeDefault' } }
+        : {
+            runAsNonRoot: true,
+            runAsUser: input.runAsUser,
+            runAsGroup: input.runAsUser,
+            fsGroup: input.runAsUser,
+            seccompProfile: { type: 'RuntimeDefault' },
+          },
       containers: [container],
       volumes,
     },

@@ -1,10 +1,12 @@
 /**
- * The warm-pool pod: as locked down as an attempt pod, naming its pool and nothing else.
+ * The warm-pool pod: as locked down as an attempt pod (but for the attempt-uid capabilities,
+ * unless attempt_uids is off), naming its pool and nothing else.
  */
 import { describe, expect, it } from 'vitest';
 import { WORKER_POOL_ANNOTATION } from '../../../src/exchange/reviewed-pod.js';
 import { IDENTITY_ANNOTATION, LABEL } from '../../../src/executor/kubernetes/labels.js';
 import {
+  ATTEMPT_UID_CAPABILITIES,
   POOL_LABEL,
   WARM_POOL_EXECUTOR,
   WARM_WORKER_ENV,
@@ -39,11 +41,45 @@ const input = {
 };
 
 describe('buildPoolPod', () => {
-  it('passes Pod Security Admission restricted', () => {
-    const pod = buildPoolPod(input);
+  it('with attempt_uids off, passes Pod Security Admission restricted', () => {
+    const pod = buildPoolPod({ ...input, pool: { ...input.pool, attemptUids: false } });
     expect(restrictedViolations(pod.spec as unknown as Record<string, unknown>)).toEqual([]);
     // beyond restricted, as attempt pods: a read-only root, writes only to its emptyDirs
     expect(pod.spec!.containers[0]!.securityContext?.readOnlyRootFilesystem).toBe(true);
+  });
+
+  it('by default runs the worker as root with only the attempt-uid capabilities (Pod Security baseline)', () => {
+    const pod = buildPoolPod(input);
+    const c = pod.spec!.containers[0]!.securityContext!;
+    expect(c).toMatchObject({
+      runAsUser: 0,
+      runAsNonRoot: false,
+      allowPrivilegeEscalation: false,
+      privileged: false,
+      readOnlyRootFilesystem: true,
+      seccompProfile: { type: 'RuntimeDefault' },
+    });
+    expect(c.capabilities?.drop).toEqual(['ALL']);
+    expect([...(c.capabilities?.add ?? [])].sort()).toEqual([...ATTEMPT_UID_CAPABILITIES].sort());
+    // every added capability is one Pod Security baseline allows
+    const baseline = [
+      'AUDIT_WRITE',
+      'CHOWN',
+      'DAC_OVERRIDE',
+      'FOWNER',
+      'FSETID',
+      'KILL',
+      'MKNOD',
+      'NET_BIND_SERVICE',
+      'SETFCAP',
+      'SETGID',
+      'SETPCAP',
+      'SETUID',
+      'SYS_CHROOT',
+    ];
+    for (const cap of c.capabilities?.add ?? []) expect(baseline).toContain(cap);
+    expect(pod.spec?.hostPID).toBe(false);
+    expect(restrictedViolations(pod.spec as unknown as Record<string, unknown>)).not.toEqual([]);
   });
 
   it("names its pool (annotation and label), runs the pool's identity and image, carries no attempt and no credential", () => {
