@@ -179,12 +179,13 @@ const decode = (b64: string) => Buffer.from(b64, 'base64').toString('utf8');
 /** An attempt started by the executor; its value as the kubelet would hand it to the agent. */
 async function started(id: string): Promise<{ pod: string; value: string; uid: string }> {
   const ti = liveTi(id);
-  const { hostname } = await executor.start({
+  const { hostname: startedAs } = await executor.start({
     identity: identityOf(ti),
     credential: { mint: () => Promise.reject(new Error('the exchange mints nothing at create')) },
     agentUrl: 'http://127.0.0.1:1',
     heartbeatIntervalMs: 1_000,
   });
+  const hostname = startedAs!;
   const secret = storedSecret(NS, bootstrapSecretName(hostname))!;
   const value = decode(secret.data![BOOTSTRAP_SECRET_KEY]!);
   values.push(value);

@@ -305,8 +305,8 @@ describe('warm pools, server side, through the double', () => {
       ),
     ).toBe('ok');
     expect(await codeOf(client.getTaskSpec({}, auth))).toBe(Code.PermissionDenied);
-    expect(await codeOf(client.getVariables({ names: ['x'] }, auth))).toBe(Code.PermissionDenied);
-    expect(await codeOf(client.getConnections({ names: ['x'] }, auth))).toBe(Code.PermissionDenied);
+    expect(await codeOf(client.getVariables({}, auth))).toBe(Code.PermissionDenied);
+    expect(await codeOf(client.getConnections({}, auth))).toBe(Code.PermissionDenied);
     expect(await codeOf(client.heartbeat({}, auth))).toBe(Code.PermissionDenied);
     expect(await codeOf(client.reportState({ state: ReportedState.SUCCESS }, auth))).toBe(
       Code.PermissionDenied,
@@ -438,7 +438,7 @@ describe('warm pools, server side, through the double', () => {
     const beat = await client.heartbeat({}, stale).catch((err: unknown) => ConnectError.from(err));
     expect(beat instanceof ConnectError || beat.shouldTerminate).toBe(true);
     if (!(beat instanceof ConnectError)) expect(beat.renewedToken).toBe('');
-    expect(await codeOf(client.getVariables({ names: ['x'] }, stale))).not.toBe('ok');
+    expect(await codeOf(client.getVariables({}, stale))).not.toBe('ok');
     await cp.warmPools!.reconcile();
     const cold = await waitFor('the cold fallback pod', () =>
       Promise.resolve(podsIn(NS_A, 'kubernetes')[0]),
