@@ -232,6 +232,15 @@ export class AssignmentBroker {
     return this.#freeWorkerFor(tenant_id, labels) !== undefined;
   }
 
+  /** Some attached worker matches this attempt's tenant and labels, free or busy. */
+  hasWorkerFor(tenant_id: string, labels: Readonly<Record<string, string>>): boolean {
+    for (const w of this.#workers.values()) {
+      if (w.worker.tenant_id !== tenant_id) continue;
+      if (Object.entries(labels).every(([k, v]) => w.worker.labels[k] === v)) return true;
+    }
+    return false;
+  }
+
   get waiting(): number {
     return this.#waiting.length;
   }

@@ -15,6 +15,13 @@ import type { WarmPoolManager } from './pool-manager.js';
 
 /** How long a warm-routed attempt may wait (for a worker, or for its ack) before it is lost. */
 export const DEFAULT_WARM_WAIT_MS = 5 * 60_000;
+/**
+ * How long an attempt waits for a pool worker that is busy (attached, its slot taken) before it
+ * gets a cold pod. A chain's downstream is dispatched the moment its upstream reports, while the
+ * worker that ran the upstream is still removing what it left: it is free again within
+ * milliseconds, far sooner than a cold pod starts.
+ */
+export const DEFAULT_BUSY_WORKER_WAIT_MS = 2_000;
 
 export interface WarmRoutingOptions {
   /** the Kubernetes executor: cold pods, and the fallback */
@@ -27,6 +34,8 @@ export interface WarmRoutingOptions {
   /** the truth about attempts: an ended one frees its worker */
   store: Pick<TaskInstanceStore, 'getAttemptFence'>;
   waitMs?: number;
+  /** DEFAULT_BUSY_WORKER_WAIT_MS; 0 sends an attempt with no free worker cold at once */
+  busyWorkerWaitMs?: number;
   onError?: (err: unknown) => void;
 }
 
@@ -37,7 +46,8 @@ function attemptKey(taskInstanceId: string, tryNumber: number): string {
 /**
  * The Kubernetes executor with warm pools in front. An attempt whose tenant, service account
  * and image — resolved exactly as the pod builder would — match a pool that has an idle worker
- * attached goes to that pool's broker (its token minted at hand-over, in-band); any other
+ * attached goes to that pool's broker (its token minted at hand-over, in-band); one whose pool's
+ * workers are all busy waits for one briefly (busyWorkerWaitMs), then gets a cold pod; any other
  * attempt gets its cold pod. An attempt requeued in the warm broker (its assignment not acked
  * in time: its token died with the requeue fence) falls back to a cold pod at the next
  * reconcile when no warm worker is free for it: it never waits on a pool that may have none.
@@ -50,12 +60,16 @@ export class WarmRoutingExecutor implements Executor {
   /** warm-routed attempts, with their launch (for a cold fallback) */
   readonly #warm = new Map<string, AttemptLaunch>();
   readonly #listeners: Array<(exit: AgentExit) => void> = [];
+  readonly #busyWaitMs: number;
+  /** attempts waiting briefly for a busy worker: the timer that sends them cold */
+  readonly #busyWaits = new Map<string, NodeJS.Timeout>();
 
   constructor(o: WarmRoutingOptions) {
     this.#o = o;
     this.name = o.inner.name;
     this.posture = o.inner.posture;
     this.#waitMs = o.waitMs ?? DEFAULT_WARM_WAIT_MS;
+    this.#busyWaitMs = o.busyWorkerWaitMs ?? DEFAULT_BUSY_WORKER_WAIT_MS;
     o.inner.onAgentExit((exit) => this.#emit(exit));
   }
 
@@ -79,11 +93,26 @@ export class WarmRoutingExecutor implements Executor {
   start(launch: AttemptLaunch): Promise<StartedAgent | void> {
     const pool = this.poolOf(launch);
     const labels = pool ? { [WORKER_POOL_ANNOTATION]: pool } : undefined;
-    if (!labels || !this.#o.broker.hasFreeWorkerFor(launch.identity.tenant_id, labels)) {
-      return this.#o.inner.start(launch);
-    }
+    const tenant = launch.identity.tenant_id;
+    const free = labels !== undefined && this.#o.broker.hasFreeWorkerFor(tenant, labels);
+    const busy =
+      !free &&
+      labels !== undefined &&
+      this.#busyWaitMs > 0 &&
+      this.#o.broker.hasWorkerFor(tenant, labels);
+    if (!labels || (!free && !busy)) return this.#o.inner.start(launch);
     const { identity } = launch;
-    this.#warm.set(attemptKey(identity.task_instance_id, identity.try_number), launch);
+    const key = attemptKey(identity.task_instance_id, identity.try_number);
+    this.#warm.set(key, launch);
+    if (busy) {
+      // Waits for the busy worker, briefly; then a cold pod (unless a worker took it meanwhile).
+      const timer = setTimeout(() => {
+        this.#busyWaits.delete(key);
+        void this.#coldIfStillWaiting(key).catch((err: unknown) => this.#o.onError?.(err));
+      }, this.#busyWaitMs);
+      timer.unref();
+      this.#busyWaits.set(key, timer);
+    }
     this.#o.broker.enqueue({
       identity: { ...identity, dispatch_gen: identity.dispatch_gen ?? 0 },
       labels,
@@ -145,34 +174,10 @@ export class WarmRoutingExecutor implements Executor {
     }
     this.#o.broker.expireUnacked();
     for (const waiting of this.#o.broker.waitingAttempts()) {
-      const { task_instance_id, try_number, tenant_id } = waiting.identity;
-      if (this.#o.broker.hasFreeWorkerFor(tenant_id, waiting.labels)) continue;
-      const key = attemptKey(task_instance_id, try_number);
-      const launch = this.#warm.get(key);
-      if (!launch) continue;
-      if (this.#o.broker.cancel(task_instance_id, try_number, 'cold fallback').was !== 'waiting') {
-        continue;
-      }
-      this.#warm.delete(key);
-      const gen = waiting.identity.dispatch_gen;
-      await this.#o.inner
-        .start({
-          ...launch,
-          identity: { ...launch.identity, dispatch_gen: gen },
-          credential: { mint: (f) => launch.credential.mint(f ?? { dispatch_gen: gen }) },
-        })
-        .catch((err: unknown) => {
-          this.#o.onError?.(err);
-          this.#emit({
-            identity: waiting.identity,
-            exitCode: null,
-            signal: null,
-            cause: {
-              code: 'LF_POD_CREATE_FAILED',
-              message: 'the cold fallback of an unacked warm assignment could not create its pod',
-            },
-          });
-        });
+      const key = attemptKey(waiting.identity.task_instance_id, waiting.identity.try_number);
+      // still within its brief wait for a busy worker: its own timer decides
+      if (this.#busyWaits.has(key)) continue;
+      await this.#coldIfStillWaiting(key);
     }
     // Attempts no longer in the broker (ended, released) are no longer warm ones.
     for (const [key, launch] of this.#warm) {
@@ -180,6 +185,47 @@ export class WarmRoutingExecutor implements Executor {
       if (this.#o.broker.stateOf(task_instance_id, try_number) === undefined)
         this.#warm.delete(key);
     }
+  }
+
+  /**
+   * A warm attempt still waiting in the broker with no free worker for it goes to a cold pod,
+   * under the dispatch generation it has now (a requeue may have moved it on).
+   */
+  async #coldIfStillWaiting(key: string): Promise<void> {
+    const launch = this.#warm.get(key);
+    if (!launch) return;
+    const { task_instance_id, try_number } = launch.identity;
+    const waiting = this.#o.broker
+      .waitingAttempts()
+      .find(
+        (w) =>
+          w.identity.task_instance_id === task_instance_id && w.identity.try_number === try_number,
+      );
+    if (!waiting) return; // a worker took it, or it ended
+    if (this.#o.broker.hasFreeWorkerFor(waiting.identity.tenant_id, waiting.labels)) return;
+    if (this.#o.broker.cancel(task_instance_id, try_number, 'cold fallback').was !== 'waiting') {
+      return;
+    }
+    this.#warm.delete(key);
+    const gen = waiting.identity.dispatch_gen;
+    await this.#o.inner
+      .start({
+        ...launch,
+        identity: { ...launch.identity, dispatch_gen: gen },
+        credential: { mint: (f) => launch.credential.mint(f ?? { dispatch_gen: gen }) },
+      })
+      .catch((err: unknown) => {
+        this.#o.onError?.(err);
+        this.#emit({
+          identity: waiting.identity,
+          exitCode: null,
+          signal: null,
+          cause: {
+            code: 'LF_POD_CREATE_FAILED',
+            message: 'the cold fallback of a warm attempt could not create its pod',
+          },
+        });
+      });
   }
 
   onAgentExit(listener: (exit: AgentExit) => void): void {
@@ -191,6 +237,8 @@ export class WarmRoutingExecutor implements Executor {
   }
 
   async close(): Promise<void> {
+    for (const timer of this.#busyWaits.values()) clearTimeout(timer);
+    this.#busyWaits.clear();
     this.#o.broker.close();
     await this.#o.inner.close();
   }

@@ -1,10 +1,11 @@
 /**
  * Warm pools end to end with the REAL worker: the pool's pod runs the built agent bundle
  * (LEOFLOW_WARM_WORKER=1) in the kubelet simulator, exchanges its projected token once through
- * the apiserver double, and runs two attempts (two runs, one after the other) on the same pod — no attempt
- * pod is created and one TokenReview is sent in all. Between the attempts the worker kills what
- * the first one left behind: a detached `sleep` started by task 1 is dead before task 2 runs, and
- * a canary Variable only task 2 declares reaches neither task 1, the pod object nor the logs.
+ * the apiserver double, and runs a chain of two attempts on the same pod — the downstream waits
+ * for the worker that is still cleaning up after the upstream — so no attempt pod is created and
+ * one TokenReview is sent in all. Between the attempts the worker kills what the first one left
+ * behind: a detached `sleep` started by task 1 is dead before task 2 runs, and a canary Variable
+ * only task 2 declares reaches neither task 1, the pod object nor the logs.
  */
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -145,47 +146,41 @@ async function tokenReviews(): Promise<number> {
 }
 
 describe('a warm pool pod running the real worker (kubelet simulator)', () => {
-  it('runs two attempts on one pod, kills what the first left behind, one TokenReview in all', async () => {
+  it('runs a chain on one pod, kills what the first attempt left behind, one TokenReview in all', async () => {
     const poolLabels = { [WORKER_POOL_ANNOTATION]: warmPoolKey(POOL) };
     await waitFor('the pool worker to wait for work', () =>
       cp.warmPools?.broker.hasFreeWorkerFor('default', poolLabels) ? true : undefined,
     );
     const pidFile = join(shared, 'leftover.pid');
-    const freeWorker = () =>
-      waitFor('the pool worker to be free again', () =>
-        cp.warmPools?.broker.hasFreeWorkerFor('default', poolLabels) ? true : undefined,
-      );
     // A process is left behind only if it still runs: a killed one may linger as a zombie until
     // whoever inherited it reaps it, and kill -0 succeeds on a zombie.
     const alive = (pid: string) =>
       `s=$(awk '{print $3}' /proc/${pid}/stat 2>/dev/null); if [ -n "$s" ] && [ "$s" != Z ]; then echo leftover-alive; else echo leftover-gone; fi`;
-    const runOne = async (dagId: string, t: ReturnType<typeof task>) => {
-      const s = spec({ dag_id: dagId, tasks: [t] });
-      await cp.store.putDagVersion('default', s, dagSpecHash(s), Date.now());
-      const run = await cp.runs.trigger('default', s.dag_id, {});
-      const row = await waitFor(`${dagId} to end`, async () => {
-        const r = (await cp.store.getTaskInstance(run.id, t.task_id))!;
+    // A chain: the downstream is dispatched the moment the upstream reports, while the one
+    // worker is still cleaning up after it; it waits for that worker rather than going cold.
+    const s = spec({
+      dag_id: 'warm_chain',
+      tasks: [
+        task('first', {
+          // A process meant to outlive its attempt: its own session, detached from the task.
+          command: `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > ${pidFile}; env > ${shared}/first.env; id -u > ${shared}/first.uid`,
+        }),
+        task('second', {
+          depends_on: ['first'],
+          variables: ['warm_canary'],
+          command: `${alive(`$(cat ${pidFile})`)}; id -u > ${shared}/second.uid; test "$AIRFLOW_VAR_WARM_CANARY" = ${CANARY} && echo canary-delivered`,
+        }),
+      ],
+    });
+    await cp.store.putDagVersion('default', s, dagSpecHash(s), Date.now());
+    const run = await cp.runs.trigger('default', s.dag_id, {});
+    for (const id of ['first', 'second']) {
+      const row = await waitFor(`${id} to end`, async () => {
+        const r = (await cp.store.getTaskInstance(run.id, id))!;
         return !isActive(r.state) && r.state !== 'scheduled' && r.state !== 'none' ? r : undefined;
       });
-      expect([dagId, row.state, row.exit_code]).toEqual([dagId, 'success', 0]);
-      return run;
-    };
-    // Two runs one after the other, so the second meets the same worker, free again.
-    await runOne(
-      'warm_first',
-      task('first', {
-        // A process meant to outlive its attempt: its own session, detached from the task.
-        command: `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $! > ${pidFile}; env > ${shared}/first.env; id -u > ${shared}/first.uid`,
-      }),
-    );
-    await freeWorker();
-    const run = await runOne(
-      'warm_second',
-      task('second', {
-        variables: ['warm_canary'],
-        command: `${alive(`$(cat ${pidFile})`)}; id -u > ${shared}/second.uid; test "$AIRFLOW_VAR_WARM_CANARY" = ${CANARY} && echo canary-delivered`,
-      }),
-    );
+      expect([id, row.state, row.exit_code]).toEqual([id, 'success', 0]);
+    }
     const out = (await cp.store.readLogs(run.id, 'second', 1, 0, 200)).map((l) => l.message);
     expect(out, out.join('\n')).toContain('leftover-gone');
     expect(out).toContain('canary-delivered');

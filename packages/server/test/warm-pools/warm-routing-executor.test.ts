@@ -24,7 +24,7 @@ const allowlist = {
   defaultResources: {},
 };
 
-function setup() {
+function setup(busyWorkerWaitMs = 0, attemptsLive = false) {
   const clock = new ManualClock(1_000_000);
   const broker = new AssignmentBroker(clock);
   const cold: string[] = [];
@@ -47,9 +47,17 @@ function setup() {
       poolFor: (t, sa, img) =>
         warmPoolKey({ tenant: t, serviceAccount: sa, image: img }) === KEY ? KEY : undefined,
     },
-    store: { getAttemptFence: () => Promise.resolve(undefined) },
+    store: {
+      getAttemptFence: () =>
+        Promise.resolve(
+          attemptsLive
+            ? ({ tenant_id: 'acme', try_number: 1, dispatch_gen: 0, state: 'running' } as never)
+            : undefined,
+        ),
+    },
     placement: (tenant) =>
       tenant === 'acme' || tenant === 'beta' ? { namespace: tenant, allowlist } : undefined,
+    busyWorkerWaitMs,
   });
   const sent: string[] = [];
   const attach = (tenant = 'acme') =>
@@ -125,7 +133,7 @@ describe('WarmRoutingExecutor', () => {
         2,
       ),
     ).toMatchObject({ state: 'starting' });
-    // the one worker is busy now: the next attempt of the pool is cold
+    // the one worker is busy now: with no wait for a busy worker, the next attempt is cold
     await routing.start(launch('acme', 'busy'));
     expect(cold).toEqual(['no-worker', 'other-tenant-worker', 'busy']);
   });
@@ -139,5 +147,40 @@ describe('WarmRoutingExecutor', () => {
     await routing.terminate('held', 1);
     expect(sent).toEqual(['assignment', 'cancellation']);
     expect(broker.stateOf('held', 1)).toBeUndefined();
+  });
+
+  it('waits briefly for a busy worker of its pool: taken warm once the worker is free', async () => {
+    const { routing, broker, cold, attach } = setup(2_000);
+    const detach = attach('acme');
+    await routing.start(launch('acme', 'first'));
+    await new Promise((r) => setImmediate(r));
+    expect(broker.stateOf('first', 1)).toBe('assigned');
+    // the downstream, dispatched while the worker still holds the upstream
+    await routing.start(launch('acme', 'second'));
+    expect(cold).toEqual([]);
+    expect(broker.stateOf('second', 1)).toBe('waiting');
+    // the upstream ends and the worker is free again (its stream re-opened): it takes the second
+    broker.release('first', 1);
+    detach();
+    attach('acme');
+    await new Promise((r) => setImmediate(r));
+    expect(broker.stateOf('second', 1)).toBe('assigned');
+    await new Promise((r) => setTimeout(r, 2_100));
+    expect(cold).toEqual([]);
+    await routing.close();
+  });
+
+  it('a busy worker that stays busy past the wait: the attempt gets its cold pod', async () => {
+    const { routing, broker, cold, attach } = setup(150, true);
+    attach('acme');
+    await routing.start(launch('acme', 'first'));
+    await routing.start(launch('acme', 'second'));
+    // a reconcile inside the wait leaves it waiting for the worker
+    await routing.reconcile();
+    expect(cold).toEqual([]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(cold).toEqual(['second']);
+    expect(broker.stateOf('second', 1)).toBeUndefined();
+    await routing.close();
   });
 });
