@@ -7,6 +7,7 @@ import {
   LogStream,
   ReportedState,
   TaskType,
+  type RegisterPrefetch,
   type TaskSpec,
 } from '@leoflow/protocol';
 import type { AgentConfig } from './config.js';
@@ -121,6 +122,8 @@ export class Agent {
   readonly #startedAt: number;
   readonly #isolation: AttemptIsolation | undefined;
   readonly #assignedSpec: TaskSpec | undefined;
+  /** what Register answered for the attempt's preparation (unset parts are fetched) */
+  #prefetch: RegisterPrefetch | undefined;
 
   #shipper: LogShipper | undefined;
   /** the shipper's buffer is past its high-water mark: the task's output is not read */
@@ -201,6 +204,10 @@ export class Agent {
           hostname: os.hostname(),
           pid: process.pid,
           sessionKey: this.#tokens.sessionKey,
+          // secrets, upstream XComs (and the spec, when it did not come on the pipe) in the
+          // answer: one round trip between Register and the task's start instead of two
+          prefetch: true,
+          wantSpec: !this.#assignedSpec,
         },
         { timeoutMs: this.#callTimeout(bootstrapDeadline) },
       ),
@@ -217,8 +224,12 @@ export class Agent {
       if (!this.#cfg.heartbeatIntervalFromEnv && reg.heartbeatIntervalSeconds > 0) {
         this.#heartbeatIntervalMs = reg.heartbeatIntervalSeconds * 1000;
       }
+      this.#prefetch = reg.prefetch;
+      const prefetchedSpec = reg.prefetch?.spec?.spec;
       if (this.#assignedSpec) {
         spec = this.#assignedSpec;
+      } else if (prefetchedSpec) {
+        spec = prefetchedSpec;
       } else {
         const res = await this.#bootstrapCall('GetTaskSpec', bootstrapDeadline, () =>
           this.#client.getTaskSpec({}, { timeoutMs: this.#callTimeout(bootstrapDeadline) }),
@@ -282,17 +293,24 @@ export class Agent {
       const xcomDir = path.join(workdir, 'xcom');
       this.#secretReadsFile = path.join(workdir, SECRET_READS_FILE_NAME);
       // Each fetch stands alone, so they share one round trip.
+      const prefetched = this.#prefetch;
       const [variables, connections, xcomEnv] = await Promise.all([
         this.#fetchSecrets(
           'variables',
+          prefetched?.variables?.variables,
+          prefetched?.variablesRefused,
           async () => (await this.#client.getVariables({}, this.#quickOpts())).variables,
         ),
         this.#fetchSecrets(
           'connections',
+          prefetched?.connections?.connectionUris,
+          prefetched?.connectionsRefused,
           async () => (await this.#client.getConnections({}, this.#quickOpts())).connectionUris,
         ),
         this.#fetchUpstreamXComs(spec, xcomDir, runAs && asRoot ? runAs : undefined),
       ]);
+      // the values now live only in the task's env, as when each part came on its own call
+      this.#prefetch = undefined;
       const built = buildTaskEnv({
         agentEnv: this.#agentEnv,
         spec,
@@ -632,19 +650,31 @@ export class Agent {
    */
   async #fetchSecrets(
     what: 'variables' | 'connections',
+    prefetched: Record<string, string> | undefined,
+    refusedAtRegister: string | undefined,
     fn: () => Promise<Record<string, string>>,
   ): Promise<Record<string, string> | undefined> {
+    if (prefetched) return prefetched;
+    if (refusedAtRegister) {
+      // the refusal its own call would have answered (PermissionDenied), given once at Register
+      this.#refusedSecretFetch(what, 'PermissionDenied');
+      return undefined;
+    }
     try {
       return await retryUntil(
         fn,
         this.#preTaskRetry(what === 'variables' ? 'GetVariables' : 'GetConnections'),
       );
     } catch (err) {
-      const line = `secret fetch refused: ${codeName(err)} (${what})`;
-      this.#shipper?.add('agent', line);
-      this.#diag.log('warn', line);
+      this.#refusedSecretFetch(what, codeName(err));
       return undefined;
     }
+  }
+
+  #refusedSecretFetch(what: 'variables' | 'connections', code: string): void {
+    const line = `secret fetch refused: ${code} (${what})`;
+    this.#shipper?.add('agent', line);
+    this.#diag.log('warn', line);
   }
 
   async #fetchUpstreamXComs(
@@ -656,8 +686,13 @@ export class Agent {
     if (chownTo) chownSync(xcomDir, chownTo.uid, chownTo.gid);
     const env: EnvMap = {};
     // Fetched together; written and exported in depends_on order (the later one wins a name).
+    const prefetched = new Map(
+      (this.#prefetch?.xcoms?.upstreams ?? []).map((u) => [u.upstreamTaskId, u.xcom]),
+    );
     const fetched = await Promise.all(
       spec.dependsOn.map(async (upstream): Promise<Uint8Array | undefined> => {
+        const answered = prefetched.get(upstream);
+        if (answered) return answered.found ? answered.value : undefined;
         try {
           const res = await retryUntil(
             () =>

@@ -9,6 +9,7 @@ import {
   type AwaitAssignmentRequest,
   type BootstrapCredentialKind,
   HeartbeatResponseSchema,
+  RegisterPrefetchSchema,
   ReportStateResponseSchema,
   TaskSpecSchema,
   TaskType,
@@ -22,6 +23,7 @@ import {
 
 export type SpecInit = MessageInitShape<typeof TaskSpecSchema>;
 type HeartbeatInit = MessageInitShape<typeof HeartbeatResponseSchema>;
+export type PrefetchInit = MessageInitShape<typeof RegisterPrefetchSchema>;
 type ReportInit = MessageInitShape<typeof ReportStateResponseSchema>;
 export type AwaitEventInit = MessageInitShape<typeof AwaitAssignmentResponseSchema>;
 
@@ -36,6 +38,12 @@ export interface Script {
     | void
     | Promise<{ shouldTerminate?: boolean; terminateReason?: string } | void>;
   getTaskSpec?: (n: number) => void;
+  /**
+   * Register's prefetch, answered only when the request asks for it: 'all' answers every part
+   * from this script (variables, connections, xcoms, spec) as the control plane does; a function
+   * answers what it returns. Absent: an older server, which ignores the request field.
+   */
+  prefetch?: 'all' | ((req: RegisterRequest) => PrefetchInit | undefined);
   variables?: Record<string, string> | Code;
   /** runs before GetVariables answers (e.g. to cut the call) */
   getVariables?: (n: number) => void;
@@ -124,6 +132,35 @@ export class FakeAgentService {
     return this.#counts.get(method) ?? 0;
   }
 
+  /** Every part from the script, as the control plane's Register answers a live attempt. */
+  #prefetchAll(req: RegisterRequest, authorization: string | null): PrefetchInit {
+    const s = this.script;
+    const spec = s.specFor?.(authorization) ?? s.spec;
+    const enc = (v: Uint8Array | string) =>
+      typeof v === 'string' ? new TextEncoder().encode(v) : v;
+    return {
+      ...(typeof s.variables === 'number'
+        ? { variablesRefused: 'refused' }
+        : { variables: { variables: s.variablesFor?.(authorization) ?? s.variables ?? {} } }),
+      ...(typeof s.connections === 'number'
+        ? { connectionsRefused: 'refused' }
+        : { connections: { connectionUris: s.connections ?? {} } }),
+      xcoms: {
+        upstreams: (spec.dependsOn ?? []).map((upstreamTaskId) => {
+          const v = s.xcoms?.[upstreamTaskId];
+          return {
+            upstreamTaskId,
+            xcom:
+              v === undefined
+                ? { found: false }
+                : { found: true, value: enc(v), contentType: 'text/plain' },
+          };
+        }),
+      },
+      ...(req.wantSpec ? { spec: { spec } } : {}),
+    };
+  }
+
   callsOf(method: string): RecordedCall[] {
     return this.calls.filter((c) => c.method === method);
   }
@@ -165,7 +202,18 @@ export class FakeAgentService {
         const n = this.#record('Register', ctx);
         const extra = (await s.register?.(n)) ?? {};
         this.registers.push(req);
-        return { sessionId: 'ti-1', serverTimeMs: BigInt(Date.now()), ...extra };
+        const prefetch =
+          req.prefetch && !extra.shouldTerminate && s.prefetch
+            ? s.prefetch === 'all'
+              ? this.#prefetchAll(req, ctx.requestHeader.get('authorization'))
+              : s.prefetch(req)
+            : undefined;
+        return {
+          sessionId: 'ti-1',
+          serverTimeMs: BigInt(Date.now()),
+          ...extra,
+          ...(prefetch ? { prefetch } : {}),
+        };
       },
       getTaskSpec: (_req, ctx) => {
         const n = this.#record('GetTaskSpec', ctx);

@@ -500,6 +500,11 @@ export const ERROR_CATALOGUE = {
     'Run agents of a protocol the control plane accepts: upgrade the control plane first, then the agents (docs/agent.md, "Compatibility").',
     'failed_precondition',
   ),
+  LF_REGISTER_PREFETCH_SKIPPED: c(
+    'run',
+    null,
+    'Nothing to fix for that attempt: its agent asked for the part with its own call. If it repeats, read the error logged just before it (a store or DAG-version read failed).',
+  ),
   LF_RUNNER_NOT_FOUND: c(
     'auth',
     404,

@@ -38,6 +38,7 @@ import type { TokenExchange } from '../exchange/token-exchange.js';
 import { AGENT_PRINCIPAL, attemptPrincipal } from './agent-auth.js';
 import type { AgentChannelMode } from './agent-server.js';
 import { taskSpecMessage } from './task-spec-message.js';
+import { registerPrefetch } from './register-prefetch.js';
 import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 
@@ -118,6 +119,55 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
    * The fence's view of the attempt's task instance (tenant-checked): a narrow read of the
    * latest committed row, cheaper than the whole row on the PushLogs hot path.
    */
+  /** The attempt's task instance, run, DAG version and task; NotFound/FailedPrecondition otherwise. */
+  async function attemptTask(claims: AgentTokenClaims) {
+    const ti = await ownTaskInstance(claims);
+    const run = ti && (await store.getRunById(ti.dag_run_id));
+    if (!ti || !run) {
+      throw new ConnectError('the task instance of this attempt was not found', Code.NotFound);
+    }
+    const spec = await deps.specs.get(run.tenant_id, run.dag_id, run.dag_version);
+    const task = spec.tasks.find((t) => t.task_id === ti.task_id);
+    if (!task) {
+      throw new ConnectError(
+        `task ${ti.task_id} is not in version ${run.dag_version} of DAG ${run.dag_id}`,
+        Code.FailedPrecondition,
+      );
+    }
+    return { ti, run, spec, task };
+  }
+
+  /** Register's prefetch: each part through the gate of its own RPC (register-prefetch.ts). */
+  function prefetchFor(claims: AgentTokenClaims, wantSpec: boolean) {
+    return registerPrefetch(
+      {
+        variables: () => deps.secrets.variables(claims),
+        connections: () => deps.secrets.connections(claims),
+        task: async () => {
+          const { ti, run, spec, task } = await attemptTask(claims);
+          return {
+            spec: taskSpecMessage(run, ti, spec, task),
+            dependsOn: task.depends_on,
+            dagRunId: ti.dag_run_id,
+          };
+        },
+        xcom: (dagRunId, upstream) => store.getXCom(dagRunId, upstream, 'return_value'),
+        onSkipped: (part, err) =>
+          logger.warn(
+            {
+              code: 'LF_REGISTER_PREFETCH_SKIPPED',
+              task_instance_id: claims.task_instance_id,
+              try_number: claims.try_number,
+              part,
+              reason: err instanceof Error ? err.constructor.name : typeof err,
+            },
+            `Register could not prefetch the attempt's ${part}; the agent asks with its own call`,
+          ),
+      },
+      wantSpec,
+    );
+  }
+
   async function ownAttemptFence(claims: AgentTokenClaims) {
     const fence = await store.getAttemptFence(claims.task_instance_id);
     return fence && fence.tenant_id === claims.tenant_id ? fence : undefined;
@@ -222,29 +272,21 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       // No scheduler poke: queued -> running unblocks nothing the scheduler decides, and a tick
       // here would compete with this agent's next calls on the path to its task's start.
       faults.hit('after_register');
+      // After the write and the per-try record, never before: a superseded try got
+      // should_terminate above and nothing else.
+      const prefetch = req.prefetch ? await prefetchFor(claims, req.wantSpec) : undefined;
       return create(RegisterResponseSchema, {
         sessionId: ti.id,
         serverTimeMs: BigInt(clock.now()),
         heartbeatIntervalSeconds: Math.max(1, Math.round(deps.heartbeatIntervalMs / 1000)),
+        ...(prefetch ? { prefetch } : {}),
       });
     },
 
     async getTaskSpec(_req, ctx) {
       const { claims } = attemptPrincipal(ctx);
       // Free: the spec carries no secret, and a stale attempt learns to stop from Heartbeat.
-      const ti = await ownTaskInstance(claims);
-      const run = ti && (await store.getRunById(ti.dag_run_id));
-      if (!ti || !run) {
-        throw new ConnectError('the task instance of this attempt was not found', Code.NotFound);
-      }
-      const spec = await deps.specs.get(run.tenant_id, run.dag_id, run.dag_version);
-      const task = spec.tasks.find((t) => t.task_id === ti.task_id);
-      if (!task) {
-        throw new ConnectError(
-          `task ${ti.task_id} is not in version ${run.dag_version} of DAG ${run.dag_id}`,
-          Code.FailedPrecondition,
-        );
-      }
+      const { ti, run, spec, task } = await attemptTask(claims);
       return create(GetTaskSpecResponseSchema, { spec: taskSpecMessage(run, ti, spec, task) });
     },
 
@@ -412,14 +454,8 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
     async fetchXCom(req, ctx) {
       const { claims } = attemptPrincipal(ctx);
       // Free of the liveness gate; authorised by the dependency below.
-      const ti = await ownTaskInstance(claims);
-      const run = ti && (await store.getRunById(ti.dag_run_id));
-      if (!ti || !run) {
-        throw new ConnectError('the task instance of this attempt was not found', Code.NotFound);
-      }
-      const spec = await deps.specs.get(run.tenant_id, run.dag_id, run.dag_version);
-      const task = spec.tasks.find((t) => t.task_id === ti.task_id);
-      if (!task?.depends_on.includes(req.upstreamTaskId)) {
+      const { ti, task } = await attemptTask(claims);
+      if (!task.depends_on.includes(req.upstreamTaskId)) {
         throw new ConnectError(
           `task ${ti.task_id} may not read xcom from ${req.upstreamTaskId} (not an upstream it depends on)`,
           Code.PermissionDenied,

@@ -15,7 +15,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file leoflow/agent/v1/agent.proto.
  */
 export const file_leoflow_agent_v1_agent: GenFile = /*@__PURE__*/
-  fileDesc("ChxsZW9mbG93L2FnZW50L3YxL2FnZW50LnByb3RvEhBsZW9mbG93LmFnZW50LnYxIn0KFEV4Y2hhbmdlVG9rZW5SZXF1ZXN0EjcKBGtpbmQYASABKA4yKS5sZW9mbG93LmFnZW50LnYxLkJvb3RzdHJhcENyZWRlbnRpYWxLaW5kEhIKCmNyZWRlbnRpYWwYAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoBSJxChVFeGNoYW5nZVRva2VuUmVzcG9uc2USDQoFdG9rZW4YASABKAkSMgoFc2NvcGUYAiABKA4yIy5sZW9mbG93LmFnZW50LnYxLkxlb2Zsb3dUb2tlblNjb3BlEhUKDWV4cGlyZXNfYXRfbXMYAyABKAMiXQoWQXdhaXRBc3NpZ25tZW50UmVxdWVzdBISCgpmcmVlX3Nsb3RzGAEgASgFEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoBSKIAgoXQXdhaXRBc3NpZ25tZW50UmVzcG9uc2USMgoKYXNzaWdubWVudBgBIAEoCzIcLmxlb2Zsb3cuYWdlbnQudjEuQXNzaWdubWVudEgAEjwKDHdvcmtlcl90b2tlbhgCIAEoCzIkLmxlb2Zsb3cuYWdlbnQudjEuV29ya2VyVG9rZW5SZW5ld2FsSAASQAoMY2FuY2VsbGF0aW9uGAMgASgLMigubGVvZmxvdy5hZ2VudC52MS5Bc3NpZ25tZW50Q2FuY2VsbGF0aW9uSAASMAoJa2VlcGFsaXZlGAQgASgLMhsubGVvZmxvdy5hZ2VudC52MS5LZWVwYWxpdmVIAEIHCgVldmVudCKhAQoKQXNzaWdubWVudBIVCg1hc3NpZ25tZW50X2lkGAEgASgJEhUKDWF0dGVtcHRfdG9rZW4YAiABKAkSKAoEc3BlYxgDIAEoCzIaLmxlb2Zsb3cuYWdlbnQudjEuVGFza1NwZWMSFwoPYWNrX2RlYWRsaW5lX21zGAQgASgDEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAUgASgFIjoKEldvcmtlclRva2VuUmVuZXdhbBINCgV0b2tlbhgBIAEoCRIVCg1leHBpcmVzX2F0X21zGAIgASgDIj8KFkFzc2lnbm1lbnRDYW5jZWxsYXRpb24SFQoNYXNzaWdubWVudF9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiIwoJS2VlcGFsaXZlEhYKDnNlcnZlcl90aW1lX21zGAEgASgDIi0KFEFja0Fzc2lnbm1lbnRSZXF1ZXN0EhUKDWFzc2lnbm1lbnRfaWQYASABKAkiXQoVQWNrQXNzaWdubWVudFJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgIEhgKEHNob3VsZF90ZXJtaW5hdGUYAiABKAgSGAoQdGVybWluYXRlX3JlYXNvbhgDIAEoCSJ2Cg9SZWdpc3RlclJlcXVlc3QSFQoNYWdlbnRfdmVyc2lvbhgBIAEoCRIQCghob3N0bmFtZRgCIAEoCRILCgNwaWQYAyABKAUSEwoLc2Vzc2lvbl9rZXkYBCABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgFIAEoBSKWAQoQUmVnaXN0ZXJSZXNwb25zZRISCgpzZXNzaW9uX2lkGAEgASgJEhYKDnNlcnZlcl90aW1lX21zGAIgASgDEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAMgASgFEhgKEHNob3VsZF90ZXJtaW5hdGUYBCABKAgSGAoQdGVybWluYXRlX3JlYXNvbhgFIAEoCSIUChJHZXRUYXNrU3BlY1JlcXVlc3QiPwoTR2V0VGFza1NwZWNSZXNwb25zZRIoCgRzcGVjGAEgASgLMhoubGVvZmxvdy5hZ2VudC52MS5UYXNrU3BlYyKSBAoIVGFza1NwZWMSEQoJdGVuYW50X2lkGAEgASgJEg4KBmRhZ19pZBgCIAEoCRITCgtkYWdfdmVyc2lvbhgDIAEoBRIOCgZydW5faWQYBCABKAkSDwoHdGFza19pZBgFIAEoCRISCgp0cnlfbnVtYmVyGAYgASgFEhEKCW1heF90cmllcxgHIAEoBRIoCgR0eXBlGAggASgOMhoubGVvZmxvdy5hZ2VudC52MS5UYXNrVHlwZRIPCgdjb21tYW5kGAkgASgJEjAKA2VudhgKIAMoCzIjLmxlb2Zsb3cuYWdlbnQudjEuVGFza1NwZWMuRW52RW50cnkSIQoZZXhlY3V0aW9uX3RpbWVvdXRfc2Vjb25kcxgLIAEoBRIUCgxkb194Y29tX3B1c2gYDCABKAgSEgoKZGVwZW5kc19vbhgNIAMoCRIUCgxsb2dpY2FsX2RhdGUYDiABKAkSGwoTZGF0YV9pbnRlcnZhbF9zdGFydBgPIAEoCRIZChFkYXRhX2ludGVydmFsX2VuZBgQIAEoCRITCgtwYXJhbXNfanNvbhgRIAEoCRIRCgljb25mX2pzb24YEiABKAkSEAoIcnVuX3R5cGUYEyABKAkSGAoQdGFza19pbnN0YW5jZV9pZBgUIAEoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIiYKEEhlYXJ0YmVhdFJlcXVlc3QSEgoKc2VudF9hdF9tcxgBIAEoAyJ2ChFIZWFydGJlYXRSZXNwb25zZRIYChBzaG91bGRfdGVybWluYXRlGAEgASgIEhYKDnNlcnZlcl90aW1lX21zGAIgASgDEhUKDXJlbmV3ZWRfdG9rZW4YAyABKAkSGAoQdGVybWluYXRlX3JlYXNvbhgEIAEoCSLLAQoSUmVwb3J0U3RhdGVSZXF1ZXN0Ei4KBXN0YXRlGAEgASgOMh8ubGVvZmxvdy5hZ2VudC52MS5SZXBvcnRlZFN0YXRlEhEKCWV4aXRfY29kZRgCIAEoBRIVCg1lcnJvcl9tZXNzYWdlGAMgASgJEhYKDm9jY3VycmVkX2F0X21zGAQgASgDEhEKCXRpbWVkX291dBgFIAEoCBIWCg52YXJpYWJsZXNfcmVhZBgGIAMoCRIYChBjb25uZWN0aW9uc19yZWFkGAcgAygJIkUKE1JlcG9ydFN0YXRlUmVzcG9uc2USFAoMYWNrbm93bGVkZ2VkGAEgASgIEhgKEHNob3VsZF90ZXJtaW5hdGUYAiABKAgiQwoPUHVzaFhDb21SZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDBIUCgxjb250ZW50X3R5cGUYAyABKAkiPgoQUHVzaFhDb21SZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIYChByZWplY3Rpb25fcmVhc29uGAIgASgJIjkKEEZldGNoWENvbVJlcXVlc3QSGAoQdXBzdHJlYW1fdGFza19pZBgBIAEoCRILCgNrZXkYAiABKAkiRwoRRmV0Y2hYQ29tUmVzcG9uc2USDQoFZm91bmQYASABKAgSDQoFdmFsdWUYAiABKAwSFAoMY29udGVudF90eXBlGAMgASgJIm0KB0xvZ0xpbmUSEwoLbGluZV9udW1iZXIYASABKAMSDwoHdGltZV9tcxgCIAEoAxIrCgZzdHJlYW0YAyABKA4yGy5sZW9mbG93LmFnZW50LnYxLkxvZ1N0cmVhbRIPCgdtZXNzYWdlGAQgASgJIjsKD1B1c2hMb2dzUmVxdWVzdBIoCgVsaW5lcxgBIAMoCzIZLmxlb2Zsb3cuYWdlbnQudjEuTG9nTGluZSI1ChBQdXNoTG9nc1Jlc3BvbnNlEiEKGWFja25vd2xlZGdlZF90aHJvdWdoX2xpbmUYASABKAMiFQoTR2V0VmFyaWFibGVzUmVxdWVzdCKSAQoUR2V0VmFyaWFibGVzUmVzcG9uc2USSAoJdmFyaWFibGVzGAEgAygLMjUubGVvZmxvdy5hZ2VudC52MS5HZXRWYXJpYWJsZXNSZXNwb25zZS5WYXJpYWJsZXNFbnRyeRowCg5WYXJpYWJsZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhcKFUdldENvbm5lY3Rpb25zUmVxdWVzdCKmAQoWR2V0Q29ubmVjdGlvbnNSZXNwb25zZRJVCg9jb25uZWN0aW9uX3VyaXMYASADKAsyPC5sZW9mbG93LmFnZW50LnYxLkdldENvbm5lY3Rpb25zUmVzcG9uc2UuQ29ubmVjdGlvblVyaXNFbnRyeRo1ChNDb25uZWN0aW9uVXJpc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqswEKF0Jvb3RzdHJhcENyZWRlbnRpYWxLaW5kEikKJUJPT1RTVFJBUF9DUkVERU5USUFMX0tJTkRfVU5TUEVDSUZJRUQQABI9CjlCT09UU1RSQVBfQ1JFREVOVElBTF9LSU5EX1BST0pFQ1RFRF9TRVJWSUNFX0FDQ09VTlRfVE9LRU4QARIuCipCT09UU1RSQVBfQ1JFREVOVElBTF9LSU5EX0JPT1RTVFJBUF9TRUNSRVQQAip5ChFMZW9mbG93VG9rZW5TY29wZRIjCh9MRU9GTE9XX1RPS0VOX1NDT1BFX1VOU1BFQ0lGSUVEEAASHwobTEVPRkxPV19UT0tFTl9TQ09QRV9BVFRFTVBUEAESHgoaTEVPRkxPV19UT0tFTl9TQ09QRV9XT1JLRVIQAipjCghUYXNrVHlwZRIZChVUQVNLX1RZUEVfVU5TUEVDSUZJRUQQABISCg5UQVNLX1RZUEVfQkFTSBABEhQKEFRBU0tfVFlQRV9QWVRIT04QAhISCg5UQVNLX1RZUEVfTk9ERRADKp4BCg1SZXBvcnRlZFN0YXRlEh4KGlJFUE9SVEVEX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWUkVQT1JURURfU1RBVEVfUlVOTklORxABEhoKFlJFUE9SVEVEX1NUQVRFX1NVQ0NFU1MQAhIZChVSRVBPUlRFRF9TVEFURV9GQUlMRUQQAxIaChZSRVBPUlRFRF9TVEFURV9TS0lQUEVEEAQqawoJTG9nU3RyZWFtEhoKFkxPR19TVFJFQU1fVU5TUEVDSUZJRUQQABIVChFMT0dfU1RSRUFNX1NURE9VVBABEhUKEUxPR19TVFJFQU1fU1RERVJSEAISFAoQTE9HX1NUUkVBTV9BR0VOVBADMt0ICgxBZ2VudFNlcnZpY2USUQoIUmVnaXN0ZXISIS5sZW9mbG93LmFnZW50LnYxLlJlZ2lzdGVyUmVxdWVzdBoiLmxlb2Zsb3cuYWdlbnQudjEuUmVnaXN0ZXJSZXNwb25zZRJaCgtHZXRUYXNrU3BlYxIkLmxlb2Zsb3cuYWdlbnQudjEuR2V0VGFza1NwZWNSZXF1ZXN0GiUubGVvZmxvdy5hZ2VudC52MS5HZXRUYXNrU3BlY1Jlc3BvbnNlElQKCUhlYXJ0YmVhdBIiLmxlb2Zsb3cuYWdlbnQudjEuSGVhcnRiZWF0UmVxdWVzdBojLmxlb2Zsb3cuYWdlbnQudjEuSGVhcnRiZWF0UmVzcG9uc2USWgoLUmVwb3J0U3RhdGUSJC5sZW9mbG93LmFnZW50LnYxLlJlcG9ydFN0YXRlUmVxdWVzdBolLmxlb2Zsb3cuYWdlbnQudjEuUmVwb3J0U3RhdGVSZXNwb25zZRJRCghQdXNoWENvbRIhLmxlb2Zsb3cuYWdlbnQudjEuUHVzaFhDb21SZXF1ZXN0GiIubGVvZmxvdy5hZ2VudC52MS5QdXNoWENvbVJlc3BvbnNlElQKCUZldGNoWENvbRIiLmxlb2Zsb3cuYWdlbnQudjEuRmV0Y2hYQ29tUmVxdWVzdBojLmxlb2Zsb3cuYWdlbnQudjEuRmV0Y2hYQ29tUmVzcG9uc2USUQoIUHVzaExvZ3MSIS5sZW9mbG93LmFnZW50LnYxLlB1c2hMb2dzUmVxdWVzdBoiLmxlb2Zsb3cuYWdlbnQudjEuUHVzaExvZ3NSZXNwb25zZRJdCgxHZXRWYXJpYWJsZXMSJS5sZW9mbG93LmFnZW50LnYxLkdldFZhcmlhYmxlc1JlcXVlc3QaJi5sZW9mbG93LmFnZW50LnYxLkdldFZhcmlhYmxlc1Jlc3BvbnNlEmMKDkdldENvbm5lY3Rpb25zEicubGVvZmxvdy5hZ2VudC52MS5HZXRDb25uZWN0aW9uc1JlcXVlc3QaKC5sZW9mbG93LmFnZW50LnYxLkdldENvbm5lY3Rpb25zUmVzcG9uc2USYAoNRXhjaGFuZ2VUb2tlbhImLmxlb2Zsb3cuYWdlbnQudjEuRXhjaGFuZ2VUb2tlblJlcXVlc3QaJy5sZW9mbG93LmFnZW50LnYxLkV4Y2hhbmdlVG9rZW5SZXNwb25zZRJoCg9Bd2FpdEFzc2lnbm1lbnQSKC5sZW9mbG93LmFnZW50LnYxLkF3YWl0QXNzaWdubWVudFJlcXVlc3QaKS5sZW9mbG93LmFnZW50LnYxLkF3YWl0QXNzaWdubWVudFJlc3BvbnNlMAESYAoNQWNrQXNzaWdubWVudBImLmxlb2Zsb3cuYWdlbnQudjEuQWNrQXNzaWdubWVudFJlcXVlc3QaJy5sZW9mbG93LmFnZW50LnYxLkFja0Fzc2lnbm1lbnRSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("ChxsZW9mbG93L2FnZW50L3YxL2FnZW50LnByb3RvEhBsZW9mbG93LmFnZW50LnYxIn0KFEV4Y2hhbmdlVG9rZW5SZXF1ZXN0EjcKBGtpbmQYASABKA4yKS5sZW9mbG93LmFnZW50LnYxLkJvb3RzdHJhcENyZWRlbnRpYWxLaW5kEhIKCmNyZWRlbnRpYWwYAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoBSJxChVFeGNoYW5nZVRva2VuUmVzcG9uc2USDQoFdG9rZW4YASABKAkSMgoFc2NvcGUYAiABKA4yIy5sZW9mbG93LmFnZW50LnYxLkxlb2Zsb3dUb2tlblNjb3BlEhUKDWV4cGlyZXNfYXRfbXMYAyABKAMiXQoWQXdhaXRBc3NpZ25tZW50UmVxdWVzdBISCgpmcmVlX3Nsb3RzGAEgASgFEhUKDWFnZW50X3ZlcnNpb24YAiABKAkSGAoQcHJvdG9jb2xfdmVyc2lvbhgDIAEoBSKIAgoXQXdhaXRBc3NpZ25tZW50UmVzcG9uc2USMgoKYXNzaWdubWVudBgBIAEoCzIcLmxlb2Zsb3cuYWdlbnQudjEuQXNzaWdubWVudEgAEjwKDHdvcmtlcl90b2tlbhgCIAEoCzIkLmxlb2Zsb3cuYWdlbnQudjEuV29ya2VyVG9rZW5SZW5ld2FsSAASQAoMY2FuY2VsbGF0aW9uGAMgASgLMigubGVvZmxvdy5hZ2VudC52MS5Bc3NpZ25tZW50Q2FuY2VsbGF0aW9uSAASMAoJa2VlcGFsaXZlGAQgASgLMhsubGVvZmxvdy5hZ2VudC52MS5LZWVwYWxpdmVIAEIHCgVldmVudCKhAQoKQXNzaWdubWVudBIVCg1hc3NpZ25tZW50X2lkGAEgASgJEhUKDWF0dGVtcHRfdG9rZW4YAiABKAkSKAoEc3BlYxgDIAEoCzIaLmxlb2Zsb3cuYWdlbnQudjEuVGFza1NwZWMSFwoPYWNrX2RlYWRsaW5lX21zGAQgASgDEiIKGmhlYXJ0YmVhdF9pbnRlcnZhbF9zZWNvbmRzGAUgASgFIjoKEldvcmtlclRva2VuUmVuZXdhbBINCgV0b2tlbhgBIAEoCRIVCg1leHBpcmVzX2F0X21zGAIgASgDIj8KFkFzc2lnbm1lbnRDYW5jZWxsYXRpb24SFQoNYXNzaWdubWVudF9pZBgBIAEoCRIOCgZyZWFzb24YAiABKAkiIwoJS2VlcGFsaXZlEhYKDnNlcnZlcl90aW1lX21zGAEgASgDIi0KFEFja0Fzc2lnbm1lbnRSZXF1ZXN0EhUKDWFzc2lnbm1lbnRfaWQYASABKAkiXQoVQWNrQXNzaWdubWVudFJlc3BvbnNlEhAKCGFjY2VwdGVkGAEgASgIEhgKEHNob3VsZF90ZXJtaW5hdGUYAiABKAgSGAoQdGVybWluYXRlX3JlYXNvbhgDIAEoCSKbAQoPUmVnaXN0ZXJSZXF1ZXN0EhUKDWFnZW50X3ZlcnNpb24YASABKAkSEAoIaG9zdG5hbWUYAiABKAkSCwoDcGlkGAMgASgFEhMKC3Nlc3Npb25fa2V5GAQgASgJEhgKEHByb3RvY29sX3ZlcnNpb24YBSABKAUSEAoIcHJlZmV0Y2gYBiABKAgSEQoJd2FudF9zcGVjGAcgASgIIswBChBSZWdpc3RlclJlc3BvbnNlEhIKCnNlc3Npb25faWQYASABKAkSFgoOc2VydmVyX3RpbWVfbXMYAiABKAMSIgoaaGVhcnRiZWF0X2ludGVydmFsX3NlY29uZHMYAyABKAUSGAoQc2hvdWxkX3Rlcm1pbmF0ZRgEIAEoCBIYChB0ZXJtaW5hdGVfcmVhc29uGAUgASgJEjQKCHByZWZldGNoGAYgASgLMiIubGVvZmxvdy5hZ2VudC52MS5SZWdpc3RlclByZWZldGNoIqsCChBSZWdpc3RlclByZWZldGNoEjkKCXZhcmlhYmxlcxgBIAEoCzImLmxlb2Zsb3cuYWdlbnQudjEuR2V0VmFyaWFibGVzUmVzcG9uc2USPQoLY29ubmVjdGlvbnMYAiABKAsyKC5sZW9mbG93LmFnZW50LnYxLkdldENvbm5lY3Rpb25zUmVzcG9uc2USGQoRdmFyaWFibGVzX3JlZnVzZWQYAyABKAkSGwoTY29ubmVjdGlvbnNfcmVmdXNlZBgEIAEoCRIwCgV4Y29tcxgFIAEoCzIhLmxlb2Zsb3cuYWdlbnQudjEuUHJlZmV0Y2hlZFhDb21zEjMKBHNwZWMYBiABKAsyJS5sZW9mbG93LmFnZW50LnYxLkdldFRhc2tTcGVjUmVzcG9uc2UiRgoPUHJlZmV0Y2hlZFhDb21zEjMKCXVwc3RyZWFtcxgBIAMoCzIgLmxlb2Zsb3cuYWdlbnQudjEuUHJlZmV0Y2hlZFhDb20iXQoOUHJlZmV0Y2hlZFhDb20SGAoQdXBzdHJlYW1fdGFza19pZBgBIAEoCRIxCgR4Y29tGAIgASgLMiMubGVvZmxvdy5hZ2VudC52MS5GZXRjaFhDb21SZXNwb25zZSIUChJHZXRUYXNrU3BlY1JlcXVlc3QiPwoTR2V0VGFza1NwZWNSZXNwb25zZRIoCgRzcGVjGAEgASgLMhoubGVvZmxvdy5hZ2VudC52MS5UYXNrU3BlYyKSBAoIVGFza1NwZWMSEQoJdGVuYW50X2lkGAEgASgJEg4KBmRhZ19pZBgCIAEoCRITCgtkYWdfdmVyc2lvbhgDIAEoBRIOCgZydW5faWQYBCABKAkSDwoHdGFza19pZBgFIAEoCRISCgp0cnlfbnVtYmVyGAYgASgFEhEKCW1heF90cmllcxgHIAEoBRIoCgR0eXBlGAggASgOMhoubGVvZmxvdy5hZ2VudC52MS5UYXNrVHlwZRIPCgdjb21tYW5kGAkgASgJEjAKA2VudhgKIAMoCzIjLmxlb2Zsb3cuYWdlbnQudjEuVGFza1NwZWMuRW52RW50cnkSIQoZZXhlY3V0aW9uX3RpbWVvdXRfc2Vjb25kcxgLIAEoBRIUCgxkb194Y29tX3B1c2gYDCABKAgSEgoKZGVwZW5kc19vbhgNIAMoCRIUCgxsb2dpY2FsX2RhdGUYDiABKAkSGwoTZGF0YV9pbnRlcnZhbF9zdGFydBgPIAEoCRIZChFkYXRhX2ludGVydmFsX2VuZBgQIAEoCRITCgtwYXJhbXNfanNvbhgRIAEoCRIRCgljb25mX2pzb24YEiABKAkSEAoIcnVuX3R5cGUYEyABKAkSGAoQdGFza19pbnN0YW5jZV9pZBgUIAEoCRoqCghFbnZFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIiYKEEhlYXJ0YmVhdFJlcXVlc3QSEgoKc2VudF9hdF9tcxgBIAEoAyJ2ChFIZWFydGJlYXRSZXNwb25zZRIYChBzaG91bGRfdGVybWluYXRlGAEgASgIEhYKDnNlcnZlcl90aW1lX21zGAIgASgDEhUKDXJlbmV3ZWRfdG9rZW4YAyABKAkSGAoQdGVybWluYXRlX3JlYXNvbhgEIAEoCSLLAQoSUmVwb3J0U3RhdGVSZXF1ZXN0Ei4KBXN0YXRlGAEgASgOMh8ubGVvZmxvdy5hZ2VudC52MS5SZXBvcnRlZFN0YXRlEhEKCWV4aXRfY29kZRgCIAEoBRIVCg1lcnJvcl9tZXNzYWdlGAMgASgJEhYKDm9jY3VycmVkX2F0X21zGAQgASgDEhEKCXRpbWVkX291dBgFIAEoCBIWCg52YXJpYWJsZXNfcmVhZBgGIAMoCRIYChBjb25uZWN0aW9uc19yZWFkGAcgAygJIkUKE1JlcG9ydFN0YXRlUmVzcG9uc2USFAoMYWNrbm93bGVkZ2VkGAEgASgIEhgKEHNob3VsZF90ZXJtaW5hdGUYAiABKAgiQwoPUHVzaFhDb21SZXF1ZXN0EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoDBIUCgxjb250ZW50X3R5cGUYAyABKAkiPgoQUHVzaFhDb21SZXNwb25zZRIQCghhY2NlcHRlZBgBIAEoCBIYChByZWplY3Rpb25fcmVhc29uGAIgASgJIjkKEEZldGNoWENvbVJlcXVlc3QSGAoQdXBzdHJlYW1fdGFza19pZBgBIAEoCRILCgNrZXkYAiABKAkiRwoRRmV0Y2hYQ29tUmVzcG9uc2USDQoFZm91bmQYASABKAgSDQoFdmFsdWUYAiABKAwSFAoMY29udGVudF90eXBlGAMgASgJIm0KB0xvZ0xpbmUSEwoLbGluZV9udW1iZXIYASABKAMSDwoHdGltZV9tcxgCIAEoAxIrCgZzdHJlYW0YAyABKA4yGy5sZW9mbG93LmFnZW50LnYxLkxvZ1N0cmVhbRIPCgdtZXNzYWdlGAQgASgJIjsKD1B1c2hMb2dzUmVxdWVzdBIoCgVsaW5lcxgBIAMoCzIZLmxlb2Zsb3cuYWdlbnQudjEuTG9nTGluZSI1ChBQdXNoTG9nc1Jlc3BvbnNlEiEKGWFja25vd2xlZGdlZF90aHJvdWdoX2xpbmUYASABKAMiFQoTR2V0VmFyaWFibGVzUmVxdWVzdCKSAQoUR2V0VmFyaWFibGVzUmVzcG9uc2USSAoJdmFyaWFibGVzGAEgAygLMjUubGVvZmxvdy5hZ2VudC52MS5HZXRWYXJpYWJsZXNSZXNwb25zZS5WYXJpYWJsZXNFbnRyeRowCg5WYXJpYWJsZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIhcKFUdldENvbm5lY3Rpb25zUmVxdWVzdCKmAQoWR2V0Q29ubmVjdGlvbnNSZXNwb25zZRJVCg9jb25uZWN0aW9uX3VyaXMYASADKAsyPC5sZW9mbG93LmFnZW50LnYxLkdldENvbm5lY3Rpb25zUmVzcG9uc2UuQ29ubmVjdGlvblVyaXNFbnRyeRo1ChNDb25uZWN0aW9uVXJpc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEqswEKF0Jvb3RzdHJhcENyZWRlbnRpYWxLaW5kEikKJUJPT1RTVFJBUF9DUkVERU5USUFMX0tJTkRfVU5TUEVDSUZJRUQQABI9CjlCT09UU1RSQVBfQ1JFREVOVElBTF9LSU5EX1BST0pFQ1RFRF9TRVJWSUNFX0FDQ09VTlRfVE9LRU4QARIuCipCT09UU1RSQVBfQ1JFREVOVElBTF9LSU5EX0JPT1RTVFJBUF9TRUNSRVQQAip5ChFMZW9mbG93VG9rZW5TY29wZRIjCh9MRU9GTE9XX1RPS0VOX1NDT1BFX1VOU1BFQ0lGSUVEEAASHwobTEVPRkxPV19UT0tFTl9TQ09QRV9BVFRFTVBUEAESHgoaTEVPRkxPV19UT0tFTl9TQ09QRV9XT1JLRVIQAipjCghUYXNrVHlwZRIZChVUQVNLX1RZUEVfVU5TUEVDSUZJRUQQABISCg5UQVNLX1RZUEVfQkFTSBABEhQKEFRBU0tfVFlQRV9QWVRIT04QAhISCg5UQVNLX1RZUEVfTk9ERRADKp4BCg1SZXBvcnRlZFN0YXRlEh4KGlJFUE9SVEVEX1NUQVRFX1VOU1BFQ0lGSUVEEAASGgoWUkVQT1JURURfU1RBVEVfUlVOTklORxABEhoKFlJFUE9SVEVEX1NUQVRFX1NVQ0NFU1MQAhIZChVSRVBPUlRFRF9TVEFURV9GQUlMRUQQAxIaChZSRVBPUlRFRF9TVEFURV9TS0lQUEVEEAQqawoJTG9nU3RyZWFtEhoKFkxPR19TVFJFQU1fVU5TUEVDSUZJRUQQABIVChFMT0dfU1RSRUFNX1NURE9VVBABEhUKEUxPR19TVFJFQU1fU1RERVJSEAISFAoQTE9HX1NUUkVBTV9BR0VOVBADMt0ICgxBZ2VudFNlcnZpY2USUQoIUmVnaXN0ZXISIS5sZW9mbG93LmFnZW50LnYxLlJlZ2lzdGVyUmVxdWVzdBoiLmxlb2Zsb3cuYWdlbnQudjEuUmVnaXN0ZXJSZXNwb25zZRJaCgtHZXRUYXNrU3BlYxIkLmxlb2Zsb3cuYWdlbnQudjEuR2V0VGFza1NwZWNSZXF1ZXN0GiUubGVvZmxvdy5hZ2VudC52MS5HZXRUYXNrU3BlY1Jlc3BvbnNlElQKCUhlYXJ0YmVhdBIiLmxlb2Zsb3cuYWdlbnQudjEuSGVhcnRiZWF0UmVxdWVzdBojLmxlb2Zsb3cuYWdlbnQudjEuSGVhcnRiZWF0UmVzcG9uc2USWgoLUmVwb3J0U3RhdGUSJC5sZW9mbG93LmFnZW50LnYxLlJlcG9ydFN0YXRlUmVxdWVzdBolLmxlb2Zsb3cuYWdlbnQudjEuUmVwb3J0U3RhdGVSZXNwb25zZRJRCghQdXNoWENvbRIhLmxlb2Zsb3cuYWdlbnQudjEuUHVzaFhDb21SZXF1ZXN0GiIubGVvZmxvdy5hZ2VudC52MS5QdXNoWENvbVJlc3BvbnNlElQKCUZldGNoWENvbRIiLmxlb2Zsb3cuYWdlbnQudjEuRmV0Y2hYQ29tUmVxdWVzdBojLmxlb2Zsb3cuYWdlbnQudjEuRmV0Y2hYQ29tUmVzcG9uc2USUQoIUHVzaExvZ3MSIS5sZW9mbG93LmFnZW50LnYxLlB1c2hMb2dzUmVxdWVzdBoiLmxlb2Zsb3cuYWdlbnQudjEuUHVzaExvZ3NSZXNwb25zZRJdCgxHZXRWYXJpYWJsZXMSJS5sZW9mbG93LmFnZW50LnYxLkdldFZhcmlhYmxlc1JlcXVlc3QaJi5sZW9mbG93LmFnZW50LnYxLkdldFZhcmlhYmxlc1Jlc3BvbnNlEmMKDkdldENvbm5lY3Rpb25zEicubGVvZmxvdy5hZ2VudC52MS5HZXRDb25uZWN0aW9uc1JlcXVlc3QaKC5sZW9mbG93LmFnZW50LnYxLkdldENvbm5lY3Rpb25zUmVzcG9uc2USYAoNRXhjaGFuZ2VUb2tlbhImLmxlb2Zsb3cuYWdlbnQudjEuRXhjaGFuZ2VUb2tlblJlcXVlc3QaJy5sZW9mbG93LmFnZW50LnYxLkV4Y2hhbmdlVG9rZW5SZXNwb25zZRJoCg9Bd2FpdEFzc2lnbm1lbnQSKC5sZW9mbG93LmFnZW50LnYxLkF3YWl0QXNzaWdubWVudFJlcXVlc3QaKS5sZW9mbG93LmFnZW50LnYxLkF3YWl0QXNzaWdubWVudFJlc3BvbnNlMAESYAoNQWNrQXNzaWdubWVudBImLmxlb2Zsb3cuYWdlbnQudjEuQWNrQXNzaWdubWVudFJlcXVlc3QaJy5sZW9mbG93LmFnZW50LnYxLkFja0Fzc2lnbm1lbnRSZXNwb25zZWIGcHJvdG8z");
 
 /**
  * @generated from message leoflow.agent.v1.ExchangeTokenRequest
@@ -335,6 +335,22 @@ export type RegisterRequest = Message<"leoflow.agent.v1.RegisterRequest"> & {
    * @generated from field: int32 protocol_version = 5;
    */
   protocolVersion: number;
+
+  /**
+   * Ask for the attempt's declared secrets, its upstreams' return values and (want_spec) its
+   * spec in the answer, so the task can start one round trip after Register instead of two.
+   * The server computes them after the fenced queued -> running write and the per-try record,
+   * through the same gates as GetVariables, GetConnections, FetchXCom and GetTaskSpec. A server
+   * that predates the field ignores it; the agent then makes those calls itself.
+   *
+   * @generated from field: bool prefetch = 6;
+   */
+  prefetch: boolean;
+
+  /**
+   * @generated from field: bool want_spec = 7;
+   */
+  wantSpec: boolean;
 };
 
 /**
@@ -377,6 +393,14 @@ export type RegisterResponse = Message<"leoflow.agent.v1.RegisterResponse"> & {
    * @generated from field: string terminate_reason = 5;
    */
   terminateReason: string;
+
+  /**
+   * Present only when the request asked for it and the write landed (never with
+   * should_terminate).
+   *
+   * @generated from field: leoflow.agent.v1.RegisterPrefetch prefetch = 6;
+   */
+  prefetch?: RegisterPrefetch | undefined;
 };
 
 /**
@@ -385,6 +409,95 @@ export type RegisterResponse = Message<"leoflow.agent.v1.RegisterResponse"> & {
  */
 export const RegisterResponseSchema: GenMessage<RegisterResponse> = /*@__PURE__*/
   messageDesc(file_leoflow_agent_v1_agent, 11);
+
+/**
+ * What Register answered for the attempt's preparation. A part left unset was not prefetched:
+ * the agent makes that part's own call, which answers as it always does.
+ *
+ * @generated from message leoflow.agent.v1.RegisterPrefetch
+ */
+export type RegisterPrefetch = Message<"leoflow.agent.v1.RegisterPrefetch"> & {
+  /**
+   * @generated from field: leoflow.agent.v1.GetVariablesResponse variables = 1;
+   */
+  variables?: GetVariablesResponse | undefined;
+
+  /**
+   * @generated from field: leoflow.agent.v1.GetConnectionsResponse connections = 2;
+   */
+  connections?: GetConnectionsResponse | undefined;
+
+  /**
+   * Delivery of that part was refused (the PermissionDenied message its own RPC would have
+   * answered): the task runs without it, as after a refused GetVariables/GetConnections.
+   *
+   * @generated from field: string variables_refused = 3;
+   */
+  variablesRefused: string;
+
+  /**
+   * @generated from field: string connections_refused = 4;
+   */
+  connectionsRefused: string;
+
+  /**
+   * One entry per upstream in the spec's depends_on, when every one could be read.
+   *
+   * @generated from field: leoflow.agent.v1.PrefetchedXComs xcoms = 5;
+   */
+  xcoms?: PrefetchedXComs | undefined;
+
+  /**
+   * @generated from field: leoflow.agent.v1.GetTaskSpecResponse spec = 6;
+   */
+  spec?: GetTaskSpecResponse | undefined;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.RegisterPrefetch.
+ * Use `create(RegisterPrefetchSchema)` to create a new message.
+ */
+export const RegisterPrefetchSchema: GenMessage<RegisterPrefetch> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 12);
+
+/**
+ * @generated from message leoflow.agent.v1.PrefetchedXComs
+ */
+export type PrefetchedXComs = Message<"leoflow.agent.v1.PrefetchedXComs"> & {
+  /**
+   * @generated from field: repeated leoflow.agent.v1.PrefetchedXCom upstreams = 1;
+   */
+  upstreams: PrefetchedXCom[];
+};
+
+/**
+ * Describes the message leoflow.agent.v1.PrefetchedXComs.
+ * Use `create(PrefetchedXComsSchema)` to create a new message.
+ */
+export const PrefetchedXComsSchema: GenMessage<PrefetchedXComs> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 13);
+
+/**
+ * @generated from message leoflow.agent.v1.PrefetchedXCom
+ */
+export type PrefetchedXCom = Message<"leoflow.agent.v1.PrefetchedXCom"> & {
+  /**
+   * @generated from field: string upstream_task_id = 1;
+   */
+  upstreamTaskId: string;
+
+  /**
+   * @generated from field: leoflow.agent.v1.FetchXComResponse xcom = 2;
+   */
+  xcom?: FetchXComResponse | undefined;
+};
+
+/**
+ * Describes the message leoflow.agent.v1.PrefetchedXCom.
+ * Use `create(PrefetchedXComSchema)` to create a new message.
+ */
+export const PrefetchedXComSchema: GenMessage<PrefetchedXCom> = /*@__PURE__*/
+  messageDesc(file_leoflow_agent_v1_agent, 14);
 
 /**
  * @generated from message leoflow.agent.v1.GetTaskSpecRequest
@@ -397,7 +510,7 @@ export type GetTaskSpecRequest = Message<"leoflow.agent.v1.GetTaskSpecRequest"> 
  * Use `create(GetTaskSpecRequestSchema)` to create a new message.
  */
 export const GetTaskSpecRequestSchema: GenMessage<GetTaskSpecRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 12);
+  messageDesc(file_leoflow_agent_v1_agent, 15);
 
 /**
  * @generated from message leoflow.agent.v1.GetTaskSpecResponse
@@ -414,7 +527,7 @@ export type GetTaskSpecResponse = Message<"leoflow.agent.v1.GetTaskSpecResponse"
  * Use `create(GetTaskSpecResponseSchema)` to create a new message.
  */
 export const GetTaskSpecResponseSchema: GenMessage<GetTaskSpecResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 13);
+  messageDesc(file_leoflow_agent_v1_agent, 16);
 
 /**
  * @generated from message leoflow.agent.v1.TaskSpec
@@ -540,7 +653,7 @@ export type TaskSpec = Message<"leoflow.agent.v1.TaskSpec"> & {
  * Use `create(TaskSpecSchema)` to create a new message.
  */
 export const TaskSpecSchema: GenMessage<TaskSpec> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 14);
+  messageDesc(file_leoflow_agent_v1_agent, 17);
 
 /**
  * @generated from message leoflow.agent.v1.HeartbeatRequest
@@ -557,7 +670,7 @@ export type HeartbeatRequest = Message<"leoflow.agent.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 15);
+  messageDesc(file_leoflow_agent_v1_agent, 18);
 
 /**
  * @generated from message leoflow.agent.v1.HeartbeatResponse
@@ -591,7 +704,7 @@ export type HeartbeatResponse = Message<"leoflow.agent.v1.HeartbeatResponse"> & 
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 16);
+  messageDesc(file_leoflow_agent_v1_agent, 19);
 
 /**
  * @generated from message leoflow.agent.v1.ReportStateRequest
@@ -641,7 +754,7 @@ export type ReportStateRequest = Message<"leoflow.agent.v1.ReportStateRequest"> 
  * Use `create(ReportStateRequestSchema)` to create a new message.
  */
 export const ReportStateRequestSchema: GenMessage<ReportStateRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 17);
+  messageDesc(file_leoflow_agent_v1_agent, 20);
 
 /**
  * @generated from message leoflow.agent.v1.ReportStateResponse
@@ -663,7 +776,7 @@ export type ReportStateResponse = Message<"leoflow.agent.v1.ReportStateResponse"
  * Use `create(ReportStateResponseSchema)` to create a new message.
  */
 export const ReportStateResponseSchema: GenMessage<ReportStateResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 18);
+  messageDesc(file_leoflow_agent_v1_agent, 21);
 
 /**
  * @generated from message leoflow.agent.v1.PushXComRequest
@@ -690,7 +803,7 @@ export type PushXComRequest = Message<"leoflow.agent.v1.PushXComRequest"> & {
  * Use `create(PushXComRequestSchema)` to create a new message.
  */
 export const PushXComRequestSchema: GenMessage<PushXComRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 19);
+  messageDesc(file_leoflow_agent_v1_agent, 22);
 
 /**
  * @generated from message leoflow.agent.v1.PushXComResponse
@@ -714,7 +827,7 @@ export type PushXComResponse = Message<"leoflow.agent.v1.PushXComResponse"> & {
  * Use `create(PushXComResponseSchema)` to create a new message.
  */
 export const PushXComResponseSchema: GenMessage<PushXComResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 20);
+  messageDesc(file_leoflow_agent_v1_agent, 23);
 
 /**
  * @generated from message leoflow.agent.v1.FetchXComRequest
@@ -738,7 +851,7 @@ export type FetchXComRequest = Message<"leoflow.agent.v1.FetchXComRequest"> & {
  * Use `create(FetchXComRequestSchema)` to create a new message.
  */
 export const FetchXComRequestSchema: GenMessage<FetchXComRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 21);
+  messageDesc(file_leoflow_agent_v1_agent, 24);
 
 /**
  * @generated from message leoflow.agent.v1.FetchXComResponse
@@ -765,7 +878,7 @@ export type FetchXComResponse = Message<"leoflow.agent.v1.FetchXComResponse"> & 
  * Use `create(FetchXComResponseSchema)` to create a new message.
  */
 export const FetchXComResponseSchema: GenMessage<FetchXComResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 22);
+  messageDesc(file_leoflow_agent_v1_agent, 25);
 
 /**
  * @generated from message leoflow.agent.v1.LogLine
@@ -799,7 +912,7 @@ export type LogLine = Message<"leoflow.agent.v1.LogLine"> & {
  * Use `create(LogLineSchema)` to create a new message.
  */
 export const LogLineSchema: GenMessage<LogLine> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 23);
+  messageDesc(file_leoflow_agent_v1_agent, 26);
 
 /**
  * @generated from message leoflow.agent.v1.PushLogsRequest
@@ -816,7 +929,7 @@ export type PushLogsRequest = Message<"leoflow.agent.v1.PushLogsRequest"> & {
  * Use `create(PushLogsRequestSchema)` to create a new message.
  */
 export const PushLogsRequestSchema: GenMessage<PushLogsRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 24);
+  messageDesc(file_leoflow_agent_v1_agent, 27);
 
 /**
  * @generated from message leoflow.agent.v1.PushLogsResponse
@@ -833,7 +946,7 @@ export type PushLogsResponse = Message<"leoflow.agent.v1.PushLogsResponse"> & {
  * Use `create(PushLogsResponseSchema)` to create a new message.
  */
 export const PushLogsResponseSchema: GenMessage<PushLogsResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 25);
+  messageDesc(file_leoflow_agent_v1_agent, 28);
 
 /**
  * @generated from message leoflow.agent.v1.GetVariablesRequest
@@ -846,7 +959,7 @@ export type GetVariablesRequest = Message<"leoflow.agent.v1.GetVariablesRequest"
  * Use `create(GetVariablesRequestSchema)` to create a new message.
  */
 export const GetVariablesRequestSchema: GenMessage<GetVariablesRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 26);
+  messageDesc(file_leoflow_agent_v1_agent, 29);
 
 /**
  * @generated from message leoflow.agent.v1.GetVariablesResponse
@@ -863,7 +976,7 @@ export type GetVariablesResponse = Message<"leoflow.agent.v1.GetVariablesRespons
  * Use `create(GetVariablesResponseSchema)` to create a new message.
  */
 export const GetVariablesResponseSchema: GenMessage<GetVariablesResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 27);
+  messageDesc(file_leoflow_agent_v1_agent, 30);
 
 /**
  * @generated from message leoflow.agent.v1.GetConnectionsRequest
@@ -876,7 +989,7 @@ export type GetConnectionsRequest = Message<"leoflow.agent.v1.GetConnectionsRequ
  * Use `create(GetConnectionsRequestSchema)` to create a new message.
  */
 export const GetConnectionsRequestSchema: GenMessage<GetConnectionsRequest> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 28);
+  messageDesc(file_leoflow_agent_v1_agent, 31);
 
 /**
  * @generated from message leoflow.agent.v1.GetConnectionsResponse
@@ -895,7 +1008,7 @@ export type GetConnectionsResponse = Message<"leoflow.agent.v1.GetConnectionsRes
  * Use `create(GetConnectionsResponseSchema)` to create a new message.
  */
 export const GetConnectionsResponseSchema: GenMessage<GetConnectionsResponse> = /*@__PURE__*/
-  messageDesc(file_leoflow_agent_v1_agent, 29);
+  messageDesc(file_leoflow_agent_v1_agent, 32);
 
 /**
  * @generated from enum leoflow.agent.v1.BootstrapCredentialKind
