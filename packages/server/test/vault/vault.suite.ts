@@ -581,8 +581,9 @@ export function registerVaultSuite(harness: VaultSuiteHarness): void {
       expect(await vault.remainingUnderOldKeys()).toBe(0);
       const onlyNew = new VaultService(store, new Keyring(k2), { runnerTokens: directory });
       const revealed = (await registry(onlyNew, directory).revealToken(t, 'lin-1')).token;
-      expect(revealed).toBe(replacement);
-      expect(revealed).not.toBe(first);
+      // compared as booleans: a red run prints no token
+      expect(revealed === replacement).toBe(true);
+      expect(revealed === first).toBe(false);
     });
 
     it("another cell's runner token (under a key this keyring never held) is neither re-sealed nor counted", async () => {
