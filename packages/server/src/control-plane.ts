@@ -373,6 +373,8 @@ export async function startControlPlane(
     agentKeys,
     agentTokenTtlSeconds: ttlSeconds,
     vaultKeyring: keyring,
+    // runner tokens are sealed by this keyring too: rotation must re-encrypt them
+    runnerTokens: directory,
     onVaultUnreadable: (v) =>
       logger.error(
         { kind: v.kind, tenant_id: v.tenant_id, id: v.id, key_id: v.key_id, code: v.code },

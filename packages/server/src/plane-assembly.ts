@@ -18,6 +18,7 @@ import { AttemptLifecycle } from './scheduler/attempt-lifecycle.js';
 import { RunOperations } from './scheduler/run-operations.js';
 import { Scheduler, type SchedulerTimings } from './scheduler/scheduler.js';
 import { SpecCache } from './scheduler/spec-cache.js';
+import type { RunnerTokenSealStore } from './store/ports/runner-token-seals.js';
 import type { Store } from './store/store.js';
 import type { FaultInjector } from './util/test-faults.js';
 import type { Keyring } from './vault/keyring.js';
@@ -36,6 +37,11 @@ export interface PlaneInputs {
   onVaultUnreadable?: (v: UnreadableValue) => void;
   /** a value needs a key id the vault keyring lacks: reload it (VaultKeyringReloader) */
   onVaultUnknownKey?: (keyIds: string[]) => Promise<void>;
+  /**
+   * the directory's runner tokens, sealed by the vault keyring: key rotation re-encrypts and
+   * counts them (VaultServiceOptions.runnerTokens); the control plane passes its directory
+   */
+  runnerTokens?: RunnerTokenSealStore;
   /** the configured executors; dispatch uses their default */
   executors: Executors;
   /** the URL agents dial; read at each dispatch (known only once the agent port listens) */
@@ -106,6 +112,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     clock,
     ...(input.onVaultUnreadable ? { onUnreadable: input.onVaultUnreadable } : {}),
     ...(input.onVaultUnknownKey ? { onUnknownKey: input.onVaultUnknownKey } : {}),
+    ...(input.runnerTokens ? { runnerTokens: input.runnerTokens } : {}),
   });
   // The scheduler does not exist yet when the lifecycle is built; poke reaches it once it does.
   let scheduler: Scheduler | null = null;

@@ -32,6 +32,7 @@ export type { ConnectionStore } from './ports/connections.js';
 export type { DagStore } from './ports/dags.js';
 export type { LogStore } from './ports/logs.js';
 export type { RunStore } from './ports/runs.js';
+export type { RunnerTokenSealStore } from './ports/runner-token-seals.js';
 export type { SealedValueStore } from './ports/sealed-values.js';
 export type { SecretPathStore } from './ports/secret-path.js';
 export type { TaskInstanceStore } from './ports/task-instances.js';

@@ -4,10 +4,12 @@ import type { Database } from './db-types.js';
 import { directoryMigrationProvider } from './directory-migrations.js';
 import { KyselyCellStore } from './kysely/cells.js';
 import { composeSeams } from './kysely/compose.js';
+import { KyselyRunnerTokenSealStore } from './kysely/runner-token-seals.js';
 import { KyselyRunnerStore } from './kysely/runners.js';
 import type { StoreDialect } from './migrations.js';
 import { openPostgresKysely, openSqliteKysely } from './open-store.js';
 import type { CellStore } from './ports/cells.js';
+import type { RunnerTokenSealStore } from './ports/runner-token-seals.js';
 import type { RunnerStore } from './ports/runners.js';
 import { KyselyStore } from './kysely-store.js';
 import type { Store } from './store.js';
@@ -17,9 +19,10 @@ export const DIRECTORY_MIGRATION_LOCK_TABLE = 'leoflow_directory_migration_lock'
 
 /**
  * The directory port: runners (and their token hashes), cells and tenant placements — what the
- * door reads before it may contact any cell. Never a cell's own store (docs/runners.md).
+ * door reads before it may contact any cell. Never a cell's own store (docs/runners.md). The
+ * runners' sealed tokens are re-encrypted by a cell's key rotation (RunnerTokenSealStore).
  */
-export interface Directory extends RunnerStore, CellStore {
+export interface Directory extends RunnerStore, RunnerTokenSealStore, CellStore {
   readonly dialect: StoreDialect;
   migrate(): Promise<void>;
   close(): Promise<void>;
@@ -33,7 +36,7 @@ export type OpenDirectoryOptions =
   | { kind: 'postgres'; url: string; schema: string };
 
 class KyselyDirectory
-  extends composeSeams(KyselyRunnerStore, KyselyCellStore)
+  extends composeSeams(KyselyRunnerStore, KyselyRunnerTokenSealStore, KyselyCellStore)
   implements Directory
 {
   readonly dialect: StoreDialect;

@@ -33,13 +33,17 @@ export interface ConnectionRecord {
   updated_at: number;
 }
 
-export type SealedKind = 'variable' | 'connection';
+/**
+ * What the vault keyring seals, and so what key rotation re-encrypts: secret variables and
+ * connections (in a cell's store) and inbound runners' tokens (in the directory).
+ */
+export type SealedKind = 'variable' | 'connection' | 'runner_token';
 
 /** One sealed value, for key rotation. */
 export interface SealedRef {
   kind: SealedKind;
   tenant_id: string;
-  /** variable key or connection id */
+  /** variable key, connection id or runner id (what the AAD binds the ciphertext to) */
   id: string;
   key_id: string;
   cipher: Uint8Array;

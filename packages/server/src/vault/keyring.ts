@@ -29,8 +29,8 @@ const MIN_ENVELOPE = HEADER_BYTES + NONCE_BYTES + TAG_BYTES;
 
 const KEY_ID = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/;
 
-/** What a ciphertext can be bound to: the rotating kinds, and an inbound runner's token. */
-export type VaultAadKind = SealedKind | 'runner_token';
+/** What a ciphertext can be bound to: every kind key rotation re-encrypts. */
+export type VaultAadKind = SealedKind;
 
 /**
  * The additional authenticated data that binds a ciphertext to its row: a value copied into

@@ -1,6 +1,7 @@
 import { LeoflowError, type Clock, type Connection, VaultError } from '@leoflow/core';
 import type { Page } from '../store/types.js';
 import type { ConnectionStore } from '../store/ports/connections.js';
+import type { RunnerTokenSealStore } from '../store/ports/runner-token-seals.js';
 import type { SealedValueStore } from '../store/ports/sealed-values.js';
 import type { VariableStore } from '../store/ports/variables.js';
 import type {
@@ -59,7 +60,7 @@ export interface UnreadableValue {
 
 export interface KeyUsage {
   key_id: string;
-  /** sealed values (all tenants) under this key */
+  /** sealed values (all tenants) under this key, runner tokens in the directory included */
   sealed: number;
   in_keyring: boolean;
   current: boolean;
@@ -88,6 +89,12 @@ export interface VaultServiceOptions {
    * if the key is still missing afterwards the open fails as before.
    */
   onUnknownKey?: (keyIds: string[]) => Promise<void>;
+  /**
+   * The directory's inbound runner tokens, which sealRunnerToken seals with this keyring: key
+   * rotation re-encrypts and counts them too. Without it (tests of the cell store alone) they
+   * are neither rotated nor counted, so a deployment with runners must pass it.
+   */
+  runnerTokens?: RunnerTokenSealStore;
 }
 
 const MAX_NAME = 250;
@@ -106,6 +113,7 @@ export class VaultService {
   readonly #clock: Clock;
   readonly #onUnreadable: (v: UnreadableValue) => void;
   readonly #onUnknownKey: ((keyIds: string[]) => Promise<void>) | undefined;
+  readonly #runnerTokens: RunnerTokenSealStore | undefined;
 
   constructor(store: VaultServiceStore, keyring: Keyring, opts: VaultServiceOptions = {}) {
     this.#store = store;
@@ -113,6 +121,7 @@ export class VaultService {
     this.#clock = opts.clock ?? systemClock;
     this.#onUnreadable = opts.onUnreadable ?? (() => undefined);
     this.#onUnknownKey = opts.onUnknownKey;
+    this.#runnerTokens = opts.runnerTokens;
   }
 
   get currentKeyId(): string {
@@ -352,7 +361,9 @@ export class VaultService {
   // ---------------------------------------------------------------- key rotation
 
   /**
-   * Re-encrypts every sealed value that is not under the current key, in batches, online.
+   * Re-encrypts every sealed value that is not under the current key, in batches, online:
+   * the cell's secret variables and connections, then the directory's runner tokens sealed
+   * under a key this keyring holds (another cell's, under a key it never held, are left alone).
    *
    * Each value is replaced with a compare-and-set on its exact old ciphertext, so a value
    * written meanwhile (by anyone, under any key) is never overwritten: the CAS misses and
@@ -374,7 +385,7 @@ export class VaultService {
     let stalled = 0;
     for (;;) {
       opts.signal?.throwIfAborted();
-      const batch = await this.#store.listSealedNotUnderKey(current, batchSize);
+      const batch = await this.#listSealedNotUnderKey(current, batchSize);
       if (batch.length === 0) return { resealed };
       let progressed = false;
       for (const ref of batch) {
@@ -397,10 +408,10 @@ export class VaultService {
     }
   }
 
-  /** Sealed values (all tenants) not yet under the current key. */
+  /** Sealed values (all tenants, runner tokens included) not yet under the current key. */
   async remainingUnderOldKeys(): Promise<number> {
     let n = 0;
-    for (const [key_id, count] of await this.#store.countSealedByKeyId()) {
+    for (const [key_id, count] of await this.#countSealedByKeyId()) {
       if (key_id !== this.#keyring.currentKeyId) n += count;
     }
     return n;
@@ -411,7 +422,7 @@ export class VaultService {
    * values but not in the keyring means those values cannot be read (doctor shows this).
    */
   async keyUsage(): Promise<KeyUsage[]> {
-    const counts = await this.#store.countSealedByKeyId();
+    const counts = await this.#countSealedByKeyId();
     const ids = new Set([...this.#keyring.keyIds(), ...counts.keys()]);
     return [...ids].map((key_id) => ({
       key_id,
@@ -429,10 +440,42 @@ export class VaultService {
     const plain = this.#keyring.open(ref.cipher, ref.key_id, aad);
     try {
       const sealed = this.#keyring.seal(plain, aad);
+      if (ref.kind === 'runner_token') {
+        return (
+          (await this.#runnerTokens?.resealRunnerTokenIfUnchanged(ref, sealed.cipher, current)) ??
+          false
+        );
+      }
       return await this.#store.resealIfUnchanged(ref, sealed.cipher, current, this.#clock.now());
     } finally {
       plain.fill(0);
     }
+  }
+
+  /** A batch: the cell's values first, then (if room is left) the directory's runner tokens. */
+  async #listSealedNotUnderKey(current: string, limit: number): Promise<SealedRef[]> {
+    const out = await this.#store.listSealedNotUnderKey(current, limit);
+    const rest = limit - out.length;
+    if (rest <= 0 || this.#runnerTokens === undefined) return out;
+    const tokens = await this.#runnerTokens.listRunnerTokensNotUnderKey(
+      current,
+      this.#keyring.keyIds(),
+      rest,
+    );
+    return [...out, ...tokens];
+  }
+
+  /** Per key id, the cell's sealed values plus the runner tokens under keys this ring holds. */
+  async #countSealedByKeyId(): Promise<Map<string, number>> {
+    const counts = await this.#store.countSealedByKeyId();
+    if (this.#runnerTokens === undefined) return counts;
+    const merged = new Map(counts);
+    for (const [key_id, n] of await this.#runnerTokens.countRunnerTokensByKeyId(
+      this.#keyring.keyIds(),
+    )) {
+      merged.set(key_id, (merged.get(key_id) ?? 0) + n);
+    }
+    return merged;
   }
 
   // ---------------------------------------------------------------- helpers

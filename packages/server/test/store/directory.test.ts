@@ -11,6 +11,7 @@ import {
   type Directory,
 } from '../../src/store/kysely-directory.js';
 import type { Store } from '../../src/store/store.js';
+import type { SealedRef } from '../../src/store/vault-types.js';
 import { postgresTestUrl, useFreshPostgresSchema } from '../support/databases.js';
 import { forEachDialect } from '../support/dialects.js';
 
@@ -146,6 +147,89 @@ forEachDialect('directory store', (dialect) => {
     expect(await directory.runnerByTokenHash('a'.repeat(64))).toBeUndefined();
     expect(await directory.runnerById('rnr_1')).toBeUndefined();
     expect(await directory.deleteRunner('team-a', 'lin-1')).toBeUndefined();
+  });
+
+  it('runner tokens for key rotation: listed and counted only under the given key ids, resealed by compare-and-set', async () => {
+    const runner = (n: number, key_id: string, tenant_id = 'team-a') =>
+      inbound({
+        id: `rnr_${n}`,
+        tenant_id,
+        name: `lin-${n}`,
+        token_hash: String(n).repeat(64).slice(0, 64),
+        token_cipher: new Uint8Array([n, n]),
+        token_key_id: key_id,
+      });
+    await directory.insertRunner(runner(1, 'k1'));
+    await directory.insertRunner(runner(2, 'k1', 'team-b'));
+    await directory.insertRunner(runner(3, 'k2'));
+    await directory.insertRunner(runner(4, 'k-other-cell'));
+    await directory.insertRunner(
+      inbound({
+        id: 'rnr_5',
+        name: 'box',
+        kind: 'ssh',
+        token_hash: null,
+        token_cipher: null,
+        token_key_id: null,
+        ssh: { host: 'h', port: 22, user: 'u', credential: 'c', host_key: 'SHA256:x' },
+      }),
+    );
+    const held = ['k2', 'k1'];
+    expect(await directory.countRunnerTokensByKeyId(held)).toEqual(
+      new Map([
+        ['k1', 2],
+        ['k2', 1],
+      ]),
+    );
+    expect(await directory.countRunnerTokensByKeyId([])).toEqual(new Map());
+    const refs = await directory.listRunnerTokensNotUnderKey('k2', held, 10);
+    expect(refs).toEqual([
+      {
+        kind: 'runner_token',
+        tenant_id: 'team-a',
+        id: 'rnr_1',
+        key_id: 'k1',
+        cipher: new Uint8Array([1, 1]),
+      },
+      {
+        kind: 'runner_token',
+        tenant_id: 'team-b',
+        id: 'rnr_2',
+        key_id: 'k1',
+        cipher: new Uint8Array([2, 2]),
+      },
+    ]);
+    expect(await directory.listRunnerTokensNotUnderKey('k2', held, 1)).toHaveLength(1);
+    expect(await directory.listRunnerTokensNotUnderKey('k2', held, 0)).toEqual([]);
+    expect(await directory.listRunnerTokensNotUnderKey('k2', ['k2'], 10)).toEqual([]);
+
+    const [one, two] = refs as [SealedRef, SealedRef];
+    const next = new Uint8Array([9, 9, 9]);
+    // a changed ciphertext (same key id), a wrong tenant or key id: the CAS misses
+    expect(
+      await directory.resealRunnerTokenIfUnchanged(
+        { ...one, cipher: new Uint8Array([7]) },
+        next,
+        'k2',
+      ),
+    ).toBe(false);
+    expect(
+      await directory.resealRunnerTokenIfUnchanged({ ...one, tenant_id: 'team-b' }, next, 'k2'),
+    ).toBe(false);
+    expect(await directory.resealRunnerTokenIfUnchanged({ ...one, key_id: 'k2' }, next, 'k3')).toBe(
+      false,
+    );
+    expect(await directory.getRunner('team-a', 'lin-1')).toEqual(runner(1, 'k1'));
+    expect(await directory.resealRunnerTokenIfUnchanged(one, next, 'k2')).toBe(true);
+    expect(await directory.getRunner('team-a', 'lin-1')).toEqual({
+      ...runner(1, 'k1'),
+      token_cipher: next,
+      token_key_id: 'k2',
+    });
+    // done once: the same ref no longer matches
+    expect(await directory.resealRunnerTokenIfUnchanged(one, next, 'k2')).toBe(false);
+    expect(await directory.resealRunnerTokenIfUnchanged(two, next, 'k2')).toBe(true);
+    expect(await directory.countRunnerTokensByKeyId(held)).toEqual(new Map([['k2', 3]]));
   });
 
   it('cells, drain and placements: a placement names a cell, and a move replaces it', async () => {

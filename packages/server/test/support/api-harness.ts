@@ -137,7 +137,7 @@ export async function createApiHarness(
   const users = new UserTokenIssuer(userKeys);
   const tokens = new ApiTokens(store, users, clock);
   const loaded = await loadKeyring({ edition: 'lite', dataDir: dir, env: {} });
-  const vault = new VaultService(store, loaded.keyring, { clock });
+  const vault = new VaultService(store, loaded.keyring, { clock, runnerTokens: directory });
   const runs = new RunOperations(store, clock, () => undefined);
   const replies: RecordedReply[] = [];
   const app = buildRestApi({

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, describe, it } from 'vitest';
 import { openStore } from '../../src/store/index.js';
+import { openDirectory } from '../../src/store/kysely-directory.js';
 import {
   POSTGRES_HOWTO,
   postgresAvailability,
@@ -30,11 +31,19 @@ function registerPostgresTests(): void {
     registerVaultSuite({
       fresh: async () => {
         const schema = `lf_test_vault_${process.pid}_${randomBytes(4).toString('hex')}`;
-        schemas.push(schema);
+        schemas.push(schema, `${schema}_dir`);
         const store = await openStore({ kind: 'postgres', url: postgresTestUrl(), schema });
         await store.migrate();
+        // Pro's directory: a schema of its own, as in production
+        const directory = await openDirectory({
+          kind: 'postgres',
+          url: postgresTestUrl(),
+          schema: `${schema}_dir`,
+        });
+        await directory.migrate();
         return {
           store,
+          directory,
           // Every row of the vault tables as the server renders it (bytea as hex), plus the
           // raw bytea values themselves.
           dump: async () => {

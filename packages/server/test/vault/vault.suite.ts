@@ -2,6 +2,9 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { inspect } from 'node:util';
 import { isLeoflowError, type Connection, type LeoflowError } from '@leoflow/core';
 import { afterEach, describe, expect, it } from 'vitest';
+import { RunnerRegistry } from '../../src/runners/runner-registry.js';
+import { runnerTokenHash } from '../../src/runners/runner-token.js';
+import type { Directory } from '../../src/store/kysely-directory.js';
 import type { Store } from '../../src/store/store.js';
 import type { SealedRef } from '../../src/store/vault-types.js';
 import { Keyring, type KeyringEntry } from '../../src/vault/keyring.js';
@@ -10,6 +13,8 @@ import { VaultService, type UnreadableValue } from '../../src/vault/vault-servic
 
 export interface FreshDatabase {
   store: Store;
+  /** the runners' directory beside it (Lite: the same file; Pro: a schema of its own) */
+  directory: Directory;
   /** every byte the database keeps for the vault tables, as raw as the dialect allows */
   dump(): Promise<Buffer>;
 }
@@ -52,14 +57,14 @@ function pg(password: string | null, extra: Record<string, unknown> | null = nul
 }
 
 export function registerVaultSuite(harness: VaultSuiteHarness): void {
-  const open: Store[] = [];
+  const open: { close(): Promise<void> }[] = [];
   afterEach(async () => {
     await Promise.all(open.splice(0).map((s) => s.close()));
   });
 
   async function fresh(): Promise<FreshDatabase> {
     const db = await harness.fresh();
-    open.push(db.store);
+    open.push(db.directory, db.store);
     return db;
   }
 
@@ -448,6 +453,157 @@ export function registerVaultSuite(harness: VaultSuiteHarness): void {
       const err = await rejection(vault.getVariable(t, 'old'));
       expect(err.code).toBe('LF_SECRET_KEY_MISSING');
       expect(err.message).toContain(lost.id);
+    });
+  });
+
+  describe('runner tokens under key rotation', () => {
+    function registry(vault: VaultService, directory: Directory): RunnerRegistry {
+      return new RunnerRegistry({
+        runners: directory,
+        vault,
+        connectionExists: () => Promise.resolve(true),
+        clock: { now: () => T0 },
+        doorUrl: null,
+      });
+    }
+
+    async function registerInbound(
+      vault: VaultService,
+      directory: Directory,
+      t: string,
+      name: string,
+    ): Promise<string> {
+      const { token } = await registry(vault, directory).register(
+        t,
+        { name, kind: 'inbound' },
+        'user:test',
+      );
+      if (token === null) throw new Error('an inbound runner has a token');
+      return token.token;
+    }
+
+    it('a runner token sealed under the old key is re-sealed under the new one and opens once the old key is gone', async () => {
+      const { store, directory } = await fresh();
+      const [k1, k2] = [key(), key()];
+      const t = await tenant(store);
+      const old = new VaultService(store, new Keyring(k1), { runnerTokens: directory });
+      const token = await registerInbound(old, directory, t, 'lin-1');
+      await old.setVariable(t, 'api_key', 'v1', { secret: true }, T0);
+      const before = await directory.getRunner(t, 'lin-1');
+      expect(before?.token_key_id).toBe(k1.id);
+
+      const vault = new VaultService(store, new Keyring(k2, [k1]), { runnerTokens: directory });
+      expect(await vault.rotateKeys({ batchSize: 1 })).toEqual({ resealed: 2 });
+      expect(await vault.remainingUnderOldKeys()).toBe(0);
+      const after = await directory.getRunner(t, 'lin-1');
+      expect(after?.token_key_id).toBe(k2.id);
+      expect(after?.token_cipher).not.toEqual(before?.token_cipher);
+      // the door looks it up by its hash: that does not change
+      expect(after?.token_hash).toBe(runnerTokenHash(token));
+
+      const onlyNew = new VaultService(store, new Keyring(k2), { runnerTokens: directory });
+      expect((await registry(onlyNew, directory).revealToken(t, 'lin-1')).token).toBe(token);
+      expect((await onlyNew.getVariable(t, 'api_key'))?.value).toBe('v1');
+    });
+
+    it('before rotation runs, remainingUnderOldKeys and keyUsage count the runner token (ssh runners carry none)', async () => {
+      const { store, directory } = await fresh();
+      const [k1, k2] = [key(), key()];
+      const t = await tenant(store);
+      const old = new VaultService(store, new Keyring(k1), { runnerTokens: directory });
+      await registerInbound(old, directory, t, 'lin-1');
+      await registry(old, directory).register(
+        t,
+        {
+          name: 'box-1',
+          kind: 'ssh',
+          ssh: {
+            host: 'box.internal',
+            user: 'ci',
+            credential: 'box_key',
+            host_key: 'SHA256:' + 'A'.repeat(43),
+          },
+        },
+        'user:test',
+      );
+
+      // Only a runner token is sealed: told "0 remaining", an operator would drop k1 and lose it.
+      const vault = new VaultService(store, new Keyring(k2, [k1]), { runnerTokens: directory });
+      expect(await vault.remainingUnderOldKeys()).toBe(1);
+      expect(await vault.keyUsage()).toEqual([
+        { key_id: k2.id, sealed: 0, in_keyring: true, current: true },
+        { key_id: k1.id, sealed: 1, in_keyring: true, current: false },
+      ]);
+      await vault.rotateKeys({ batchSize: 10 });
+      expect(await vault.keyUsage()).toEqual([
+        { key_id: k2.id, sealed: 1, in_keyring: true, current: true },
+        { key_id: k1.id, sealed: 0, in_keyring: true, current: false },
+      ]);
+    });
+
+    it('a runner token replaced between rotation reading it and its compare-and-set is not overwritten', async () => {
+      const { store, directory } = await fresh();
+      const [k1, k2] = [key(), key()];
+      const t = await tenant(store);
+      // a replica still on the old keyring: it seals the replacement under k1 too
+      const stale = new VaultService(store, new Keyring(k1), { runnerTokens: directory });
+      const first = await registerInbound(stale, directory, t, 'lin-1');
+      const replacement = `lfr_${randomBytes(32).toString('base64url')}`;
+      let replaced = false;
+      const racing = new Proxy(directory, {
+        get(target, prop, receiver) {
+          if (prop === 'resealRunnerTokenIfUnchanged') {
+            return async (ref: SealedRef, cipher: Uint8Array, new_key_id: string) => {
+              if (!replaced) {
+                replaced = true;
+                const row = await target.getRunner(t, 'lin-1');
+                if (row === undefined) throw new Error('missing');
+                const sealed = stale.sealRunnerToken(t, row.id, replacement);
+                await target.deleteRunner(t, 'lin-1');
+                await target.insertRunner({
+                  ...row,
+                  token_hash: runnerTokenHash(replacement),
+                  token_cipher: sealed.cipher,
+                  token_key_id: sealed.key_id,
+                });
+              }
+              return target.resealRunnerTokenIfUnchanged(ref, cipher, new_key_id);
+            };
+          }
+          const v: unknown = Reflect.get(target, prop, receiver);
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      const vault = new VaultService(store, new Keyring(k2, [k1]), { runnerTokens: racing });
+      // the first CAS misses (the row changed under it); the next batch re-reads and re-seals
+      expect(await vault.rotateKeys({ batchSize: 5 })).toEqual({ resealed: 1 });
+      expect(replaced).toBe(true);
+      expect(await vault.remainingUnderOldKeys()).toBe(0);
+      const onlyNew = new VaultService(store, new Keyring(k2), { runnerTokens: directory });
+      const revealed = (await registry(onlyNew, directory).revealToken(t, 'lin-1')).token;
+      // compared as booleans: a red run prints no token
+      expect(revealed === replacement).toBe(true);
+      expect(revealed === first).toBe(false);
+    });
+
+    it("another cell's runner token (under a key this keyring never held) is neither re-sealed nor counted", async () => {
+      const { store, directory } = await fresh();
+      const [k1, k2, otherCell] = [key(), key(), key()];
+      const t = await tenant(store);
+      const other = new VaultService(store, new Keyring(otherCell), { runnerTokens: directory });
+      const theirs = await registerInbound(other, directory, t, 'theirs');
+      const old = new VaultService(store, new Keyring(k1), { runnerTokens: directory });
+      const ours = await registerInbound(old, directory, t, 'ours');
+      const before = await directory.getRunner(t, 'theirs');
+
+      const vault = new VaultService(store, new Keyring(k2, [k1]), { runnerTokens: directory });
+      expect(await vault.remainingUnderOldKeys()).toBe(1);
+      expect(await vault.rotateKeys({ batchSize: 10 })).toEqual({ resealed: 1 });
+      expect(await vault.remainingUnderOldKeys()).toBe(0);
+      expect((await vault.keyUsage()).map((u) => u.key_id).sort()).toEqual([k1.id, k2.id].sort());
+      expect(await directory.getRunner(t, 'theirs')).toEqual(before);
+      expect((await registry(other, directory).revealToken(t, 'theirs')).token).toBe(theirs);
+      expect((await registry(vault, directory).revealToken(t, 'ours')).token).toBe(ours);
     });
   });
 

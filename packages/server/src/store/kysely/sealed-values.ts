@@ -3,7 +3,7 @@ import type { SealedKind, SealedRef } from '../vault-types.js';
 import { changed, toBuffer } from './columns.js';
 import { KyselySeam } from './seam.js';
 
-/** Key rotation's view of sealed variables and connections, on Kysely. */
+/** Key rotation's view of a cell's sealed variables and connections, on Kysely. */
 export class KyselySealedValueStore extends KyselySeam implements SealedValueStore {
   async listSealedNotUnderKey(key_id: string, limit: number): Promise<SealedRef[]> {
     if (limit <= 0) return [];
@@ -91,6 +91,8 @@ export class KyselySealedValueStore extends KyselySeam implements SealedValueSto
     cipher: Uint8Array,
     new_key_id: string,
   ): Promise<boolean> {
+    // Runner tokens live in the directory (RunnerTokenSealStore), never in a cell's store.
+    if (kind === 'runner_token') return false;
     const next = toBuffer(cipher);
     if (kind === 'variable') {
       let q = this.db

@@ -1,6 +1,9 @@
 import type { SealedKind, SealedRef } from '../vault-types.js';
 
-/** Sealed values across kinds and tenants, for key rotation (online re-encryption). */
+/**
+ * A cell's sealed values (variables and connections) across tenants, for key rotation (online
+ * re-encryption). Runner tokens are in the directory: RunnerTokenSealStore.
+ */
 export interface SealedValueStore {
   /** sealed values not under `key_id`, across tenants, for online re-encryption (batch) */
   listSealedNotUnderKey(key_id: string, limit: number): Promise<SealedRef[]>;
