@@ -380,17 +380,17 @@ export class VaultService {
     if (!(batchSize >= 1)) {
       throw new LeoflowError('LF_INVALID_ARGUMENT', 'rotateKeys: batchSize must be at least 1.');
     }
-    const current = this.#keyring.currentKeyId;
     let resealed = 0;
     let stalled = 0;
     for (;;) {
       opts.signal?.throwIfAborted();
-      const batch = await this.#listSealedNotUnderKey(current, batchSize);
+      // read each round: a keyring reloaded meanwhile moves the target to its current key
+      const batch = await this.#listSealedNotUnderKey(this.#keyring.currentKeyId, batchSize);
       if (batch.length === 0) return { resealed };
       let progressed = false;
       for (const ref of batch) {
         opts.signal?.throwIfAborted();
-        if (await this.#reseal(ref, current)) {
+        if (await this.#reseal(ref)) {
           resealed += 1;
           progressed = true;
         }
@@ -432,21 +432,31 @@ export class VaultService {
     }));
   }
 
-  async #reseal(ref: SealedRef, current: string): Promise<boolean> {
+  async #reseal(ref: SealedRef): Promise<boolean> {
     await this.#ensureKeys([ref.key_id]);
     const aad = vaultAad(ref.kind, ref.tenant_id, ref.id);
     // Errors propagate: a value that cannot be opened is left exactly as it is, and the
     // error names the key id it needs.
     const plain = this.#keyring.open(ref.cipher, ref.key_id, aad);
     try {
+      // Stored under the key that sealed it, which is `current` unless the keyring was replaced
+      // (a reload) while this rotation ran: the row must name the key that opens it.
       const sealed = this.#keyring.seal(plain, aad);
       if (ref.kind === 'runner_token') {
         return (
-          (await this.#runnerTokens?.resealRunnerTokenIfUnchanged(ref, sealed.cipher, current)) ??
-          false
+          (await this.#runnerTokens?.resealRunnerTokenIfUnchanged(
+            ref,
+            sealed.cipher,
+            sealed.key_id,
+          )) ?? false
         );
       }
-      return await this.#store.resealIfUnchanged(ref, sealed.cipher, current, this.#clock.now());
+      return await this.#store.resealIfUnchanged(
+        ref,
+        sealed.cipher,
+        sealed.key_id,
+        this.#clock.now(),
+      );
     } finally {
       plain.fill(0);
     }

@@ -608,6 +608,26 @@ export function registerVaultSuite(harness: VaultSuiteHarness): void {
   });
 
   describe('key rotation', () => {
+    it('a keyring replaced mid-rotation: each value is stored under the key that sealed it, and all still open', async () => {
+      const { store } = await fresh();
+      const [k1, k2, k3] = [key(), key(), key()];
+      const seeded = await seed(new VaultService(store, new Keyring(k1)), store, 6, 4);
+      const vault = new VaultService(store, new Keyring(k2, [k1]));
+      await vault.rotateKeys({
+        batchSize: 2,
+        onProgress: (done) => {
+          // another replica's keyring reload lands while this rotation runs
+          if (done === 2) vault.replaceKeyring(new Keyring(k3, [k2, k1]));
+        },
+      });
+      const counts = await store.countSealedByKeyId();
+      expect(counts.get(k1.id) ?? 0).toBe(0);
+      expect((counts.get(k2.id) ?? 0) + (counts.get(k3.id) ?? 0)).toBe(10);
+      // the stored key id names the key that sealed each value: a keyring of those keys opens all
+      const reader = new VaultService(store, new Keyring(k3, [k2]));
+      await expectAllReadable(reader, seeded);
+    });
+
     it('interrupted halfway and resumed: every secret still decrypts, all end under the new key', async () => {
       const { store } = await fresh();
       const k1 = key();
