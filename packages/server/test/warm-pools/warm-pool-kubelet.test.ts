@@ -10,13 +10,6 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  ADMIN_USER,
-  startKubeDouble,
-  startKubelet,
-  type KubeDouble,
-  type Kubelet,
-} from '@leoflow/kube-double';
 import { dagSpecHash, isActive } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,7 +19,7 @@ import { startControlPlane, type ControlPlane } from '../../src/control-plane.js
 import { IDENTITY_ANNOTATION } from '../../src/executor/kubernetes/labels.js';
 import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
 import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
-import { agentImage } from '../support/agent-image.js';
+import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
 import { spec, task } from '../support/spec-builders.js';
 
 const NAMESPACE = 'warm-tasks';
@@ -45,32 +38,21 @@ const POOL: WarmPoolConfig = {
   idleTtlMs: 300_000,
 };
 
-let double: KubeDouble;
-let kubelet: Kubelet;
-let dir: string;
+let cluster: KubeTestCluster;
 let shared: string;
 let cp: ControlPlane;
 const logs: string[] = [];
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'leoflow-warm-kubelet-'));
   // Where the tasks (each under its own attempt uid) leave their notes for the test.
   shared = mkdtempSync(join(tmpdir(), 'leoflow-warm-kubelet-notes-'));
   chmodSync(shared, 0o777);
-  double = await startKubeDouble();
-  const api = double.api;
-  const admin = api.context(ADMIN_USER);
-  api.createObject(api.type('', 'namespaces'), undefined, { metadata: { name: NAMESPACE } }, admin);
-  api.createObject(api.type('', 'serviceaccounts'), NAMESPACE, { metadata: { name: SA } }, admin);
-  kubelet = startKubelet({
-    double,
-    nodeName: 'node-warm',
-    workRoot: join(dir, 'kubelet'),
-    imageMap: { [IMAGE]: agentImage() },
-    allocatable: { cpu: '8', memory: '16Gi' },
-    tickIntervalMs: 100,
+  cluster = await startKubeTestCluster({
+    prefix: 'leoflow-warm-kubelet-',
+    namespaces: { [NAMESPACE]: [SA] },
+    kubelet: { nodeName: 'node-warm', agentImages: [IMAGE] },
   });
-  const cfg = defaultServerConfig(join(dir, 'data'));
+  const cfg = defaultServerConfig(join(cluster.dir, 'data'));
   cfg.http.port = 0;
   cfg.agent.port = 0;
   cfg.metrics.port = 0;
@@ -83,7 +65,7 @@ beforeAll(async () => {
   cfg.credentials.secretScoping = 'enforce';
   cfg.defaultExecutor = 'kubernetes';
   cfg.kubernetes = {
-    kubeconfig: double.kubeconfig(dir),
+    kubeconfig: cluster.kubeconfig,
     agentImage: IMAGE,
     agentUrl: null,
     podStartTimeoutMs: 30_000,
@@ -118,9 +100,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await cp?.close();
-  await kubelet?.stop();
-  await double?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await cluster?.stop();
   rmSync(shared, { recursive: true, force: true });
 }, 60_000);
 
@@ -138,7 +118,8 @@ type Pod = {
   metadata: { name: string; annotations?: Record<string, string> };
   status?: { phase?: string };
 };
-const pods = () => double.store.list(double.api.type('', 'pods'), NAMESPACE) as unknown as Pod[];
+const pods = () =>
+  cluster.double.store.list(cluster.double.api.type('', 'pods'), NAMESPACE) as unknown as Pod[];
 
 async function tokenReviews(): Promise<number> {
   const text = await (await fetch(cp.metricsUrl!)).text();
