@@ -17,6 +17,7 @@ import {
   EXCHANGE_TOKEN_VOLUME,
 } from '../../src/executor/kubernetes/projected-token.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
+import { tokenReviewsCounted, waitFor } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
 
 const NAMESPACE = 'leoflow-tasks';
@@ -65,22 +66,6 @@ afterAll(async () => {
   await cp?.close();
   await cluster?.stop();
 }, 60_000);
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000) {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function reviewsCounted(): Promise<number> {
-  const text = await (await fetch(cp.metricsUrl!)).text();
-  const m = /^leoflow_token_reviews_total (\d+)/m.exec(text);
-  return Number(m?.[1] ?? NaN);
-}
 
 describe('an exchange-mode attempt through the double and the kubelet simulator', () => {
   it('runs and succeeds; its Pod carries no credential; one TokenReview per pod', async () => {
@@ -140,6 +125,6 @@ describe('an exchange-mode attempt through the double and the kubelet simulator'
       ).toBe(true);
       expect(p.spec.containers[0]?.env?.map((e) => e.name)).toContain(EXCHANGE_TOKEN_FILE_ENV);
     }
-    expect(await reviewsCounted()).toBe(pods.length);
+    expect(await tokenReviewsCounted(cp.metricsUrl)).toBe(pods.length);
   }, 90_000);
 });

@@ -26,6 +26,7 @@ import {
 import { LABEL } from '../../src/executor/kubernetes/labels.js';
 import { EXCHANGE_TOKEN_VOLUME } from '../../src/executor/kubernetes/projected-token.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
+import { tokenReviewsCounted, waitFor } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
 
 const NAMESPACE = 'leoflow-tasks';
@@ -90,22 +91,6 @@ afterAll(async () => {
   await cluster?.stop();
 }, 60_000);
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000) {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function reviewsCounted(): Promise<number> {
-  const text = await (await fetch(cp.metricsUrl!)).text();
-  const m = /^leoflow_token_reviews_total (\d+)/m.exec(text);
-  return Number(m?.[1] ?? NaN);
-}
-
 describe('a secret_key_ref attempt through the double and the kubelet simulator', () => {
   it('runs and succeeds; the value reaches neither the Pod, the task env, a log nor a second exchange', async () => {
     const s = spec({
@@ -157,6 +142,6 @@ describe('a secret_key_ref attempt through the double and the kubelet simulator'
         }),
       ),
     ).rejects.toMatchObject({ rawMessage: expect.not.stringContaining(value) });
-    expect(await reviewsCounted()).toBe(0);
+    expect(await tokenReviewsCounted(cp.metricsUrl)).toBe(0);
   }, 90_000);
 });

@@ -37,6 +37,7 @@ import { WARM_WORKER_ENV } from '../../src/executor/kubernetes/pool-pod-builder.
 import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
 import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
+import { waitFor as waitUntil } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
 
 const NS_A = 'pool-a';
@@ -220,15 +221,8 @@ function openStream(token: string) {
   };
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 20_000) {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | undefined>) =>
+  waitUntil(what, probe, 20_000, 25);
 
 let serial = 0;
 async function trigger(tenant: string) {

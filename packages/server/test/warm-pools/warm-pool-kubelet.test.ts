@@ -20,6 +20,7 @@ import { IDENTITY_ANNOTATION } from '../../src/executor/kubernetes/labels.js';
 import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
 import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
+import { tokenReviewsCounted, waitFor as waitUntil } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
 
 const NAMESPACE = 'warm-tasks';
@@ -104,15 +105,8 @@ afterAll(async () => {
   rmSync(shared, { recursive: true, force: true });
 }, 60_000);
 
-async function waitFor<T>(what: string, probe: () => T | undefined | Promise<T | undefined>) {
-  const until = Date.now() + 45_000;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const waitFor = <T>(what: string, probe: () => T | undefined | Promise<T | undefined>) =>
+  waitUntil(what, probe, 45_000);
 
 type Pod = {
   metadata: { name: string; annotations?: Record<string, string> };
@@ -120,11 +114,6 @@ type Pod = {
 };
 const pods = () =>
   cluster.double.store.list(cluster.double.api.type('', 'pods'), NAMESPACE) as unknown as Pod[];
-
-async function tokenReviews(): Promise<number> {
-  const text = await (await fetch(cp.metricsUrl!)).text();
-  return Number(/^leoflow_token_reviews_total (\d+)/m.exec(text)?.[1] ?? NaN);
-}
 
 describe('a warm pool pod running the real worker (kubelet simulator)', () => {
   it('runs a chain on one pod, kills what the first attempt left behind, one TokenReview in all', async () => {
@@ -170,7 +159,7 @@ describe('a warm pool pod running the real worker (kubelet simulator)', () => {
     const all = pods();
     expect(all.map((p) => p.metadata.annotations?.[IDENTITY_ANNOTATION])).toEqual([undefined]);
     expect(all[0]?.metadata.annotations?.[WORKER_POOL_ANNOTATION]).toBe(warmPoolKey(POOL));
-    expect(await tokenReviews()).toBe(1);
+    expect(await tokenReviewsCounted(cp.metricsUrl)).toBe(1);
 
     // Each attempt ran under its own uid; the first one never saw the canary.
     const uid1 = readFileSync(join(shared, 'first.uid'), 'utf8').trim();
