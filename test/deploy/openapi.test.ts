@@ -12,34 +12,9 @@
  * The two self-checks at the end prove each half refuses what it should, so a validator that
  * silently accepts everything cannot pass this file.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import * as k8s from '@kubernetes/client-node';
-import { parseAllDocuments } from 'yaml';
-import { afterAll, describe, expect, it } from 'vitest';
-
-const ROOT = resolve(fileURLToPath(import.meta.url), '../../..');
-const cache = mkdtempSync(join(tmpdir(), 'leoflow-openapi-'));
-afterAll(() => rmSync(cache, { recursive: true, force: true }));
-
-interface KubeObject {
-  apiVersion: string;
-  kind: string;
-  metadata: { name: string };
-  [field: string]: unknown;
-}
-
-function render(dir: string): KubeObject[] {
-  const out = execFileSync(
-    '/usr/bin/kubectl',
-    ['kustomize', join(ROOT, dir), '--cache-dir', cache],
-    { encoding: 'utf8' },
-  );
-  return parseAllDocuments(out).map((d) => d.toJSON() as KubeObject);
-}
+import { describe, expect, it } from 'vitest';
+import { find, render, type Manifest } from '../support/manifests.js';
 
 interface Model {
   validate(): void;
@@ -47,7 +22,7 @@ interface Model {
 type ModelClass = new (data: unknown) => Model;
 
 /** The kubernetes-models class of an object: `apps/v1` + Deployment → kubernetes-models/apps/v1. */
-async function schemaModel(o: KubeObject): Promise<ModelClass> {
+async function schemaModel(o: Manifest): Promise<ModelClass> {
   const module = `kubernetes-models/${o.apiVersion}`;
   const exports = (await import(module)) as Record<string, unknown>;
   const model = exports[o.kind];
@@ -56,7 +31,7 @@ async function schemaModel(o: KubeObject): Promise<ModelClass> {
 }
 
 /** The schema's refusals of an object, as "path message" lines. */
-async function schemaErrors(o: KubeObject): Promise<string[]> {
+async function schemaErrors(o: Manifest): Promise<string[]> {
   const Model = await schemaModel(o);
   try {
     new Model(o).validate();
@@ -81,7 +56,7 @@ function attributeModel(type: string): AttributeMap | undefined {
 }
 
 /** The kind's client-node model: apps/v1 Deployment → V1Deployment. */
-function kindModel(o: KubeObject): AttributeMap {
+function kindModel(o: Manifest): AttributeMap {
   const version = o.apiVersion.split('/').pop()!;
   const name = `${version[0]!.toUpperCase()}${version.slice(1)}${o.kind}`;
   const m = attributeModel(name);
@@ -133,9 +108,7 @@ describe.each(['deploy/base', 'deploy/overlays/example'])(
 );
 
 describe('the validation refuses what a strict apply refuses', () => {
-  const deployment = render('deploy/base').find(
-    (o) => o.kind === 'Deployment' && o.metadata.name === 'leoflow-scheduler',
-  )!;
+  const deployment = find(render('deploy/base'), 'Deployment', 'leoflow-scheduler');
   type Spec = {
     replicas: unknown;
     template: { spec: { containers: Record<string, unknown>[] } };

@@ -1,4 +1,3 @@
-/* eslint-disable @typescript-eslint/no-unsafe-member-access, @typescript-eslint/no-explicit-any -- rendered YAML is untyped; the assertions are the checks */
 /**
  * deploy/components/warm-pools rendered by the real `kubectl kustomize` (temporary --cache-dir):
  * it turns warm pools on, and the server's boot validation refuses the result unless the token
@@ -7,20 +6,24 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { parse, parseAllDocuments } from 'yaml';
+import { join, relative } from 'node:path';
 import { loadCredentialPlaneConfig } from '@leoflow/core';
 import { afterAll, describe, expect, it } from 'vitest';
+import {
+  container,
+  find,
+  literalEnv,
+  render as kustomize,
+  ROOT,
+  shippedConfig,
+  type Manifest,
+} from '../support/manifests.js';
 
-const ROOT = resolve(fileURLToPath(import.meta.url), '../../..');
 const scratch = mkdtempSync(join(tmpdir(), 'leoflow-warm-kustomize-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
-type Obj = Record<string, any>;
-
 /** An overlay of base + the warm-pools component (+ extra env on the scheduler), rendered. */
-function render(name: string, extraEnv: Record<string, string>): Obj[] {
+function render(name: string, extraEnv: Record<string, string>): Manifest[] {
   const dir = join(scratch, name);
   execFileSync('mkdir', ['-p', dir]);
   const patches = Object.entries(extraEnv).map(
@@ -36,32 +39,13 @@ resources: [${relative(dir, join(ROOT, 'deploy/base'))}]
 components: [${relative(dir, join(ROOT, 'deploy/components/warm-pools'))}]
 ${patches.length ? `patches:\n  - target: { kind: Deployment, name: leoflow-scheduler }\n    patch: |-\n${patches.join('\n')}\n` : ''}`,
   );
-  const out = execFileSync(
-    '/usr/bin/kubectl',
-    [
-      'kustomize',
-      dir,
-      '--load-restrictor',
-      'LoadRestrictionsNone',
-      '--cache-dir',
-      join(scratch, 'cache'),
-    ],
-    { encoding: 'utf8' },
-  );
-  return parseAllDocuments(out).map((d) => d.toJSON() as Obj);
+  return kustomize(dir, { loadRestrictorNone: true });
 }
 
 /** What the scheduler would boot with: the config file and its literal env. */
-function boot(objects: Obj[]) {
-  const cm = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'leoflow-config')!;
-  const { executor: _executor, ...file } = parse(cm.data['config.yaml'] as string) as Obj;
-  const sched = objects.find(
-    (o) => o.kind === 'Deployment' && o.metadata.name === 'leoflow-scheduler',
-  )!;
-  const env: Record<string, string> = {};
-  for (const e of sched.spec.template.spec.containers[0].env as Obj[]) {
-    if (typeof e.value === 'string') env[e.name] = e.value;
-  }
+function boot(objects: Manifest[]) {
+  const { executor: _executor, ...file } = shippedConfig(objects);
+  const env = literalEnv(find(objects, 'Deployment', 'leoflow-scheduler'));
   return () => loadCredentialPlaneConfig({ file, env });
 }
 
@@ -79,8 +63,7 @@ describe('deploy/components/warm-pools', () => {
   it('sets execution.warm_pools_enabled on both Deployments', () => {
     const objects = render('plain', {});
     for (const name of ['leoflow-scheduler', 'leoflow-api']) {
-      const d = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === name)!;
-      expect(d.spec.template.spec.containers[0].env).toContainEqual({
+      expect(container(find(objects, 'Deployment', name)).env).toContainEqual({
         name: 'LEOFLOW_EXECUTION_WARM_POOLS_ENABLED',
         value: 'true',
       });

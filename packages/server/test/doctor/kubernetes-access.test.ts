@@ -5,16 +5,9 @@
  * install but not the configuration) fails, naming the tenant, the namespace, the missing rights
  * and the fix. Unreachable clusters warn without the client's error text.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import {
-  CoreV1Api,
-  KubeConfig,
-  RbacAuthorizationV1Api,
-  type V1PolicyRule,
-} from '@kubernetes/client-node';
-import { startKubeDouble, type KubeDouble } from '@leoflow/kube-double';
+import { CoreV1Api, RbacAuthorizationV1Api, type V1PolicyRule } from '@kubernetes/client-node';
 import { parse } from 'yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseExecutorSection } from '../../src/config/executor-config.js';
@@ -23,24 +16,23 @@ import { kubernetesAccess } from '../../src/doctor/kubernetes-access.js';
 import { openKubernetesAccessProbe } from '../../src/doctor/kubernetes-probe.js';
 import { Findings, type SectionContext } from '../../src/doctor/findings.js';
 import type { DoctorDeps } from '../../src/doctor/types.js';
+import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
 
 const REPO = join(import.meta.dirname, '../../../..');
 const BOUND = 'leoflow-tasks';
 const UNBOUND = 'leoflow-prod';
 const SA = 'leoflow-control-plane';
-let double: KubeDouble;
-let dir: string;
+let cluster: KubeTestCluster;
 let saKubeconfig: string;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'leoflow-doctor-k8s-'));
-  double = await startKubeDouble();
-  const kc = new KubeConfig();
-  kc.loadFromFile(double.kubeconfig(dir, { file: 'admin.kubeconfig' }));
+  cluster = await startKubeTestCluster({
+    prefix: 'leoflow-doctor-k8s-',
+    namespaces: { [BOUND]: [SA], [UNBOUND]: [] },
+  });
+  const kc = cluster.adminConfig();
   const core = kc.makeApiClient(CoreV1Api);
   const rbac = kc.makeApiClient(RbacAuthorizationV1Api);
-  for (const name of [BOUND, UNBOUND]) await core.createNamespace({ body: { metadata: { name } } });
-  await core.createNamespacedServiceAccount({ namespace: BOUND, body: { metadata: { name: SA } } });
   // The shipped Role, exactly as deploy/base carries it.
   const role = parse(readFileSync(join(REPO, 'deploy/base/role.yaml'), 'utf8')) as {
     rules: V1PolicyRule[];
@@ -62,12 +54,11 @@ beforeAll(async () => {
     namespace: BOUND,
     body: { spec: { audiences: [], expirationSeconds: 3600 } },
   });
-  saKubeconfig = double.kubeconfig(dir, { token: tr.status!.token, file: 'sa.kubeconfig' });
+  saKubeconfig = cluster.writeKubeconfig({ token: tr.status!.token, file: 'sa.kubeconfig' });
 });
 
 afterAll(async () => {
-  await double?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await cluster?.stop();
 });
 
 function k8sConfig(tenants: Record<string, string>, kubeconfig: string): KubernetesExecutorConfig {
@@ -131,7 +122,7 @@ describe('doctor: the Kubernetes executor may work in every tenant namespace', (
   });
 
   it('warns, without the client error text, when the cluster cannot be asked', async () => {
-    const dead = double.kubeconfig(dir, { file: 'dead.kubeconfig' });
+    const dead = cluster.writeKubeconfig({ file: 'dead.kubeconfig' });
     // the double writes JSON; nothing listens on port 1
     const doc = JSON.parse(readFileSync(dead, 'utf8')) as {
       clusters: { cluster: { server: string } }[];

@@ -4,16 +4,7 @@
  * service-account token volume), the agent's first call exchanges it, the task runs and succeeds,
  * and the control plane sent exactly one TokenReview per pod (leoflow_token_reviews_total).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  ADMIN_USER,
-  startKubeDouble,
-  startKubelet,
-  type KubeDouble,
-  type Kubelet,
-} from '@leoflow/kube-double';
 import { isActive, dagSpecHash } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -25,37 +16,22 @@ import {
   EXCHANGE_TOKEN_FILE_ENV,
   EXCHANGE_TOKEN_VOLUME,
 } from '../../src/executor/kubernetes/projected-token.js';
-import { agentImage } from '../support/agent-image.js';
+import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
+import { tokenReviewsCounted, waitFor } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
 
 const NAMESPACE = 'leoflow-tasks';
 const AGENT_IMAGE = 'leoflow-agent:exchange';
-let double: KubeDouble;
-let kubelet: Kubelet;
-let dir: string;
+let cluster: KubeTestCluster;
 let cp: ControlPlane;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'leoflow-exchange-attempt-'));
-  double = await startKubeDouble();
-  const api = double.api;
-  const admin = api.context(ADMIN_USER);
-  api.createObject(api.type('', 'namespaces'), undefined, { metadata: { name: NAMESPACE } }, admin);
-  api.createObject(
-    api.type('', 'serviceaccounts'),
-    NAMESPACE,
-    { metadata: { name: 'leoflow-task' } },
-    admin,
-  );
-  kubelet = startKubelet({
-    double,
-    nodeName: 'node-a',
-    workRoot: join(dir, 'kubelet'),
-    imageMap: { [AGENT_IMAGE]: agentImage() },
-    allocatable: { cpu: '8', memory: '16Gi' },
-    tickIntervalMs: 100,
+  cluster = await startKubeTestCluster({
+    prefix: 'leoflow-exchange-attempt-',
+    namespaces: { [NAMESPACE]: ['leoflow-task'] },
+    kubelet: { agentImages: [AGENT_IMAGE] },
   });
-  const cfg = defaultServerConfig(join(dir, 'data'));
+  const cfg = defaultServerConfig(join(cluster.dir, 'data'));
   cfg.http.port = 0;
   cfg.agent.port = 0;
   cfg.metrics.port = 0;
@@ -64,7 +40,7 @@ beforeAll(async () => {
   cfg.credentials.agentTokenTransport = 'exchange';
   cfg.defaultExecutor = 'kubernetes';
   cfg.kubernetes = {
-    kubeconfig: double.kubeconfig(dir),
+    kubeconfig: cluster.kubeconfig,
     agentImage: AGENT_IMAGE,
     agentUrl: null,
     podStartTimeoutMs: 30_000,
@@ -88,26 +64,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await cp?.close();
-  await kubelet?.stop();
-  await double?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await cluster?.stop();
 }, 60_000);
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000) {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function reviewsCounted(): Promise<number> {
-  const text = await (await fetch(cp.metricsUrl!)).text();
-  const m = /^leoflow_token_reviews_total (\d+)/m.exec(text);
-  return Number(m?.[1] ?? NaN);
-}
 
 describe('an exchange-mode attempt through the double and the kubelet simulator', () => {
   it('runs and succeeds; its Pod carries no credential; one TokenReview per pod', async () => {
@@ -130,7 +88,7 @@ describe('an exchange-mode attempt through the double and the kubelet simulator'
       expect(logs.map((l) => l.message)).toContain(`exchanged-${i}`);
     }
     const pods = (
-      double.store.list(double.api.type('', 'pods')) as Record<string, unknown>[]
+      cluster.double.store.list(cluster.double.api.type('', 'pods')) as Record<string, unknown>[]
     ).filter(
       (p) =>
         (p.metadata as { labels?: Record<string, string> }).labels?.[LABEL.executor] ===
@@ -167,6 +125,6 @@ describe('an exchange-mode attempt through the double and the kubelet simulator'
       ).toBe(true);
       expect(p.spec.containers[0]?.env?.map((e) => e.name)).toContain(EXCHANGE_TOKEN_FILE_ENV);
     }
-    expect(await reviewsCounted()).toBe(pods.length);
+    expect(await tokenReviewsCounted(cp.metricsUrl)).toBe(pods.length);
   }, 90_000);
 });

@@ -5,16 +5,7 @@
  * value, the task runs and succeeds without the value or its variable in its env, the Secret is
  * gone, the value no longer exchanges, and no TokenReview was sent.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  ADMIN_USER,
-  startKubeDouble,
-  startKubelet,
-  type KubeDouble,
-  type Kubelet,
-} from '@leoflow/kube-double';
 import { isActive, dagSpecHash } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -34,47 +25,33 @@ import {
 } from '../../src/exchange/bootstrap-secret.js';
 import { LABEL } from '../../src/executor/kubernetes/labels.js';
 import { EXCHANGE_TOKEN_VOLUME } from '../../src/executor/kubernetes/projected-token.js';
-import { agentImage } from '../support/agent-image.js';
+import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
+import { tokenReviewsCounted, waitFor } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
 
 const NAMESPACE = 'leoflow-tasks';
 const AGENT_IMAGE = 'leoflow-agent:skr';
-let double: KubeDouble;
-let kubelet: Kubelet;
-let dir: string;
+let cluster: KubeTestCluster;
 let cp: ControlPlane;
 const values = new Set<string>();
 const logLines: string[] = [];
 let stopWatch: () => void = () => undefined;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'leoflow-secret-bootstrap-e2e-'));
-  double = await startKubeDouble();
+  cluster = await startKubeTestCluster({
+    prefix: 'leoflow-secret-bootstrap-e2e-',
+    namespaces: { [NAMESPACE]: ['leoflow-task'] },
+    kubelet: { agentImages: [AGENT_IMAGE] },
+  });
+  const { store } = cluster.double;
   // every bootstrap value as created (the exchange deletes its Secret), for the canaries
-  stopWatch = double.store.watchFrom(double.store.currentRevision(), (e) => {
+  stopWatch = store.watchFrom(store.currentRevision(), (e) => {
     const data = (e.object as { data?: Record<string, string> }).data;
     if (e.resourceType.resource === 'secrets' && data?.[BOOTSTRAP_SECRET_KEY]) {
       values.add(Buffer.from(data[BOOTSTRAP_SECRET_KEY], 'base64').toString('utf8'));
     }
   });
-  const api = double.api;
-  const admin = api.context(ADMIN_USER);
-  api.createObject(api.type('', 'namespaces'), undefined, { metadata: { name: NAMESPACE } }, admin);
-  api.createObject(
-    api.type('', 'serviceaccounts'),
-    NAMESPACE,
-    { metadata: { name: 'leoflow-task' } },
-    admin,
-  );
-  kubelet = startKubelet({
-    double,
-    nodeName: 'node-a',
-    workRoot: join(dir, 'kubelet'),
-    imageMap: { [AGENT_IMAGE]: agentImage() },
-    allocatable: { cpu: '8', memory: '16Gi' },
-    tickIntervalMs: 100,
-  });
-  const cfg = defaultServerConfig(join(dir, 'data'));
+  const cfg = defaultServerConfig(join(cluster.dir, 'data'));
   cfg.http.port = 0;
   cfg.agent.port = 0;
   cfg.metrics.port = 0;
@@ -84,7 +61,7 @@ beforeAll(async () => {
   cfg.credentials.exchangeBootstrap = 'secret_key_ref';
   cfg.defaultExecutor = 'kubernetes';
   cfg.kubernetes = {
-    kubeconfig: double.kubeconfig(dir),
+    kubeconfig: cluster.kubeconfig,
     agentImage: AGENT_IMAGE,
     agentUrl: null,
     podStartTimeoutMs: 30_000,
@@ -111,26 +88,8 @@ beforeAll(async () => {
 afterAll(async () => {
   stopWatch();
   await cp?.close();
-  await kubelet?.stop();
-  await double?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await cluster?.stop();
 }, 60_000);
-
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 30_000) {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-async function reviewsCounted(): Promise<number> {
-  const text = await (await fetch(cp.metricsUrl!)).text();
-  const m = /^leoflow_token_reviews_total (\d+)/m.exec(text);
-  return Number(m?.[1] ?? NaN);
-}
 
 describe('a secret_key_ref attempt through the double and the kubelet simulator', () => {
   it('runs and succeeds; the value reaches neither the Pod, the task env, a log nor a second exchange', async () => {
@@ -156,7 +115,7 @@ describe('a secret_key_ref attempt through the double and the kubelet simulator'
     expect(taskOutput).not.toContain(value);
     // the Pod as stored: a secretKeyRef, no projected token, no value
     const pods = (
-      double.store.list(double.api.type('', 'pods')) as Record<string, unknown>[]
+      cluster.double.store.list(cluster.double.api.type('', 'pods')) as Record<string, unknown>[]
     ).filter(
       (p) => (p.metadata as { labels?: Record<string, string> }).labels?.[LABEL.instance] === 'skr',
     );
@@ -167,8 +126,8 @@ describe('a secret_key_ref attempt through the double and the kubelet simulator'
     expect(podText).toContain('secretKeyRef');
     // the Secret is gone (exchanged, and the attempt ended), no control-plane log line holds it
     expect(
-      double.store
-        .list(double.api.type('', 'secrets'), NAMESPACE)
+      cluster.double.store
+        .list(cluster.double.api.type('', 'secrets'), NAMESPACE)
         .filter((x) => x.metadata.name?.endsWith('-bootstrap')),
     ).toEqual([]);
     expect(logLines.join('\n')).not.toContain(value);
@@ -183,6 +142,6 @@ describe('a secret_key_ref attempt through the double and the kubelet simulator'
         }),
       ),
     ).rejects.toMatchObject({ rawMessage: expect.not.stringContaining(value) });
-    expect(await reviewsCounted()).toBe(0);
+    expect(await tokenReviewsCounted(cp.metricsUrl)).toBe(0);
   }, 90_000);
 });

@@ -6,12 +6,9 @@
  * exchanged, and every hostile value is refused with the fixed, sanitised text of its class.
  * No TokenReview is sent on this path.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
-import { KubeConfig } from '@kubernetes/client-node';
-import { ADMIN_USER, startKubeDouble, type KubeDouble } from '@leoflow/kube-double';
+import type { KubeConfig } from '@kubernetes/client-node';
+import { ADMIN_USER, type KubeDouble } from '@leoflow/kube-double';
 import {
   BootstrapCredentialKind,
   ExchangeTokenRequestSchema,
@@ -45,6 +42,7 @@ import { KubernetesExecutor } from '../../src/executor/kubernetes/kubernetes-exe
 import { IDENTITY_ANNOTATION, LABEL } from '../../src/executor/kubernetes/labels.js';
 import { EXCHANGE_TOKEN_VOLUME } from '../../src/executor/kubernetes/projected-token.js';
 import { secretKeyRefExchangeTransport } from '../../src/executor/kubernetes/token-transport.js';
+import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
 
 const NS = 'tenant-a-tasks';
 const OTHER_NS = 'tenant-b-tasks';
@@ -52,8 +50,8 @@ const SA = 'task-runner';
 /** a user that may handle secrets and watch pods, but not create them */
 const NO_PODS_TOKEN = 'no-pod-create-token';
 const clock = new ManualClock(Date.parse('2026-06-01T00:00:00Z'));
+let cluster: KubeTestCluster;
 let double: KubeDouble;
-let dir: string;
 let kc: KubeConfig;
 let secretKube: BootstrapSecretKube;
 let executor: KubernetesExecutor;
@@ -270,7 +268,7 @@ async function waitFor(what: string, probe: () => boolean, ms = 10_000): Promise
 
 function executorConfig(): KubernetesExecutorConfig {
   return {
-    kubeconfig: double.kubeconfig(dir),
+    kubeconfig: cluster.kubeconfig,
     agentImage: 'leoflow-agent:skr',
     agentUrl: 'http://127.0.0.1:1',
     podStartTimeoutMs: 60_000,
@@ -292,27 +290,14 @@ function executorConfig(): KubernetesExecutorConfig {
 }
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'leoflow-secret-bootstrap-'));
-  double = await startKubeDouble({
-    staticTokens: { [NO_PODS_TOKEN]: { username: 'no-pod-create', groups: [] } },
+  cluster = await startKubeTestCluster({
+    prefix: 'leoflow-secret-bootstrap-',
+    double: { staticTokens: { [NO_PODS_TOKEN]: { username: 'no-pod-create', groups: [] } } },
+    namespaces: { [NS]: [SA], [OTHER_NS]: [SA] },
   });
-  kc = new KubeConfig();
-  kc.loadFromFile(double.kubeconfig(dir));
+  double = cluster.double;
+  kc = cluster.adminConfig();
   secretKube = kubeBootstrapSecretClient(kc);
-  for (const name of [NS, OTHER_NS]) {
-    double.api.createObject(
-      double.api.type('', 'namespaces'),
-      undefined,
-      { metadata: { name } },
-      admin(),
-    );
-    double.api.createObject(
-      double.api.type('', 'serviceaccounts'),
-      name,
-      { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: SA } },
-      admin(),
-    );
-  }
   executor = new KubernetesExecutor({
     config: executorConfig(),
     logger,
@@ -344,8 +329,7 @@ afterAll(async () => {
     expect(text).not.toContain(v.split('/')[2]!);
     expect(text).not.toContain(Buffer.from(v).toString('base64'));
   }
-  await double?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await cluster?.stop();
 });
 
 describe('the executor under secret_key_ref', () => {
@@ -444,7 +428,7 @@ describe('the executor under secret_key_ref, a pod that cannot be created', () =
     const limited = new KubernetesExecutor({
       config: {
         ...executorConfig(),
-        kubeconfig: double.kubeconfig(dir, { token: NO_PODS_TOKEN, file: 'limited.kubeconfig' }),
+        kubeconfig: cluster.writeKubeconfig({ token: NO_PODS_TOKEN, file: 'limited.kubeconfig' }),
       },
       logger,
       attemptLive: () => Promise.resolve(true),

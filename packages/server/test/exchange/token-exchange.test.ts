@@ -3,12 +3,9 @@
  * gets its token; TokenReviews == pods) and every hostile case of issue 15 item 4, each refused
  * with its fixed, sanitised message. Double-only: it moves the apiserver's clock.
  */
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { create } from '@bufbuild/protobuf';
 import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { ADMIN_USER, ManualClock, startKubeDouble, type KubeDouble } from '@leoflow/kube-double';
+import { ADMIN_USER, ManualClock, type KubeDouble } from '@leoflow/kube-double';
 import {
   BootstrapCredentialKind,
   ExchangeTokenRequestSchema,
@@ -31,10 +28,12 @@ import {
 } from '../../src/exchange/token-exchange.js';
 import { checkExchangeBoot } from '../../src/exchange/exchange-boot.js';
 import type { AttemptIdentity } from '../../src/auth/agent-token.js';
+import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
 
 const PLANTED = 'planted-secret-value-8f1c';
 const SA = 'task-runner';
 const clock = new ManualClock(Date.parse('2026-06-01T00:00:00Z'));
+let cluster: KubeTestCluster;
 let double: KubeDouble;
 let kube: ExchangeKubeClient;
 let adminCore: CoreV1Api;
@@ -186,14 +185,14 @@ async function refusalOf(credential: string, ex = exchange): Promise<ExchangeRef
 }
 
 beforeAll(async () => {
-  double = await startKubeDouble({ clock });
-  const kc = new KubeConfig();
-  kc.loadFromFile(double.kubeconfig(mkdtempSync(join(tmpdir(), 'exchange-'))));
+  cluster = await startKubeTestCluster({ prefix: 'exchange-', double: { clock } });
+  double = cluster.double;
+  const kc = cluster.adminConfig();
   kube = kubeExchangeClient(kc);
   adminCore = kc.makeApiClient(CoreV1Api);
 });
 afterAll(async () => {
-  await double?.close();
+  await cluster?.stop();
   // canary: the planted value reached no log line
   expect(logs.join('\n')).not.toContain(PLANTED);
 });
@@ -443,28 +442,29 @@ describe('exchange boot check', () => {
     expect(await code(checkExchangeBoot({ kube, channelMode: 'cleartext-non-loopback' }))).toBe(
       'LF_EXCHANGE_INSECURE_CHANNEL',
     );
-    const plane = await startKubeDouble({
-      staticTokens: {
-        'cp-token': {
-          username: 'system:serviceaccount:leoflow:leoflow-control-plane',
-          groups: ['system:serviceaccounts', 'system:authenticated'],
+    const plane = await startKubeTestCluster({
+      prefix: 'exchange-',
+      double: {
+        staticTokens: {
+          'cp-token': {
+            username: 'system:serviceaccount:leoflow:leoflow-control-plane',
+            groups: ['system:serviceaccounts', 'system:authenticated'],
+          },
         },
       },
     });
     try {
       const kc = new KubeConfig();
-      kc.loadFromFile(
-        plane.kubeconfig(mkdtempSync(join(tmpdir(), 'exchange-')), { token: 'cp-token' }),
-      );
+      kc.loadFromFile(plane.writeKubeconfig({ token: 'cp-token', file: 'cp.kubeconfig' }));
       const cp = kubeExchangeClient(kc);
       expect(await code(checkExchangeBoot({ kube: cp, channelMode: 'tls' }))).toBe(
         'LF_EXCHANGE_TOKENREVIEW_FORBIDDEN',
       );
       // and the exchange call itself is forbidden (403) without the grant
       await expect(cp.reviewToken('x', [EXCHANGE_AUDIENCE])).rejects.toMatchObject({ code: 403 });
-      const sys = plane.api.context(ADMIN_USER);
-      plane.api.createObject(
-        plane.api.type('rbac.authorization.k8s.io', 'clusterroles'),
+      const sys = plane.double.api.context(ADMIN_USER);
+      plane.double.api.createObject(
+        plane.double.api.type('rbac.authorization.k8s.io', 'clusterroles'),
         undefined,
         {
           apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -480,8 +480,8 @@ describe('exchange boot check', () => {
         },
         sys,
       );
-      plane.api.createObject(
-        plane.api.type('rbac.authorization.k8s.io', 'clusterrolebindings'),
+      plane.double.api.createObject(
+        plane.double.api.type('rbac.authorization.k8s.io', 'clusterrolebindings'),
         undefined,
         {
           apiVersion: 'rbac.authorization.k8s.io/v1',
@@ -503,7 +503,7 @@ describe('exchange boot check', () => {
         authenticated: false,
       });
     } finally {
-      await plane.close();
+      await plane.stop();
     }
   });
 });

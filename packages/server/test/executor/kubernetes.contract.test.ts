@@ -4,16 +4,6 @@
  * a local process (packages/kube-double). What only a real cluster proves (image pulls, PSA
  * admission, NetworkPolicy, a real kubelet's env handling) is listed in docs/kubernetes.md.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import {
-  ADMIN_USER,
-  startKubeDouble,
-  startKubelet,
-  type KubeDouble,
-  type Kubelet,
-} from '@leoflow/kube-double';
 import { pino } from 'pino';
 import { afterAll, beforeAll, expect } from 'vitest';
 import type { KubernetesExecutorConfig, ServerConfig } from '../../src/config/server-config.js';
@@ -21,7 +11,7 @@ import { KubernetesExecutor } from '../../src/executor/kubernetes/kubernetes-exe
 import { LABEL } from '../../src/executor/kubernetes/labels.js';
 import { AGENT_TOKEN_ENV } from '../../src/executor/kubernetes/token-transport.js';
 import type { TaskInstanceRow } from '../../src/store/types.js';
-import { agentImage } from '../support/agent-image.js';
+import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
 import { executorContract, type ContractSubject, type Exposure } from './contract.js';
 import { alive, filesBelow, processTree, readOr, taskStarted } from './host-exposure.js';
 
@@ -31,43 +21,23 @@ const POD_SITE = 'the Pod env value LEOFLOW_AGENT_TOKEN';
 const POD_REST_SITE = 'the rest of the Pod object';
 const ENV_SITE = "the agent container's initial environment";
 
-let double: KubeDouble;
-let kubelet: Kubelet;
-let dir: string;
-let kubeconfigPath: string;
+let cluster: KubeTestCluster;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'leoflow-kube-contract-'));
-  double = await startKubeDouble();
-  kubeconfigPath = double.kubeconfig(dir);
-  const api = double.api;
-  const admin = api.context(ADMIN_USER);
-  api.createObject(api.type('', 'namespaces'), undefined, { metadata: { name: NAMESPACE } }, admin);
-  api.createObject(
-    api.type('', 'serviceaccounts'),
-    NAMESPACE,
-    { metadata: { name: 'leoflow-task' } },
-    admin,
-  );
-  kubelet = startKubelet({
-    double,
-    nodeName: 'node-a',
-    workRoot: join(dir, 'kubelet'),
-    imageMap: { [AGENT_IMAGE]: agentImage() },
-    allocatable: { cpu: '8', memory: '16Gi' },
-    tickIntervalMs: 100,
+  cluster = await startKubeTestCluster({
+    prefix: 'leoflow-kube-contract-',
+    namespaces: { [NAMESPACE]: ['leoflow-task'] },
+    kubelet: { agentImages: [AGENT_IMAGE] },
   });
 }, 60_000);
 
 afterAll(async () => {
-  await kubelet?.stop();
-  await double?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await cluster?.stop();
 }, 60_000);
 
 function kubernetesConfig(): KubernetesExecutorConfig {
   return {
-    kubeconfig: kubeconfigPath,
+    kubeconfig: cluster.kubeconfig,
     agentImage: AGENT_IMAGE,
     agentUrl: null,
     podStartTimeoutMs: 30_000,
@@ -90,7 +60,9 @@ function kubernetesConfig(): KubernetesExecutorConfig {
 
 /** The pods of an attempt as the apiserver double stores them. */
 function podsOf(ti: TaskInstanceRow): Record<string, unknown>[] {
-  return (double.store.list(double.api.type('', 'pods')) as Record<string, unknown>[]).filter(
+  return (
+    cluster.double.store.list(cluster.double.api.type('', 'pods')) as Record<string, unknown>[]
+  ).filter(
     (p) =>
       (p.metadata as { labels?: Record<string, string> }).labels?.[LABEL.taskInstance] === ti.id,
   );
@@ -137,7 +109,7 @@ const kubernetes: ContractSubject = {
     // Every other object in the namespace (secrets, configmaps, service accounts, events).
     for (const type of ['secrets', 'configmaps', 'serviceaccounts', 'events']) {
       try {
-        for (const o of double.store.list(double.api.type('', type)))
+        for (const o of cluster.double.store.list(cluster.double.api.type('', type)))
           seen.push({ site: `${type} in the cluster`, text: JSON.stringify(o) });
       } catch {
         // a kind the double does not serve
@@ -155,7 +127,7 @@ const kubernetes: ContractSubject = {
       );
     }
     // The pod's directory on the node: its volumes, work dir and container logs.
-    for (const text of filesBelow(join(dir, 'kubelet')))
+    for (const text of filesBelow(cluster.kubeletRoot))
       seen.push({ site: 'files on the node', text });
     expect(below.length, 'the task process is running').toBeGreaterThan(0);
     return seen.filter((e) => e.text !== '');

@@ -7,13 +7,11 @@
  * sides: a worker token on every other RPC, a second exchange, another tenant's attempt, an
  * unacked assignment's token, a recycled pod's token.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { CoreV1Api, KubeConfig } from '@kubernetes/client-node';
-import { ADMIN_USER, startKubeDouble, type KubeDouble } from '@leoflow/kube-double';
+import { CoreV1Api } from '@kubernetes/client-node';
+import type { KubeDouble } from '@leoflow/kube-double';
 import {
   AgentService,
   AGENT_PROTOCOL_VERSION,
@@ -38,6 +36,8 @@ import {
 import { WARM_WORKER_ENV } from '../../src/executor/kubernetes/pool-pod-builder.js';
 import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
 import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
+import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
+import { waitFor as waitUntil } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
 
 const NS_A = 'pool-a';
@@ -73,25 +73,20 @@ const POOL_KEY = warmPoolKey(POOL);
 const clock = new SteppedClock();
 const logs: string[] = [];
 const workerTokens = new Set<string>();
+let cluster: KubeTestCluster;
 let double: KubeDouble;
 let adminCore: CoreV1Api;
-let dir: string;
 let cp: ControlPlane;
 let client: Client<typeof AgentService>;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'leoflow-warm-e2e-'));
-  double = await startKubeDouble();
-  const api = double.api;
-  const admin = api.context(ADMIN_USER);
-  for (const ns of [NS_A, NS_B]) {
-    api.createObject(api.type('', 'namespaces'), undefined, { metadata: { name: ns } }, admin);
-    api.createObject(api.type('', 'serviceaccounts'), ns, { metadata: { name: SA } }, admin);
-  }
-  const kc = new KubeConfig();
-  kc.loadFromFile(double.kubeconfig(dir));
-  adminCore = kc.makeApiClient(CoreV1Api);
-  const cfg = defaultServerConfig(join(dir, 'data'));
+  cluster = await startKubeTestCluster({
+    prefix: 'leoflow-warm-e2e-',
+    namespaces: { [NS_A]: [SA], [NS_B]: [SA] },
+  });
+  double = cluster.double;
+  adminCore = cluster.adminConfig().makeApiClient(CoreV1Api);
+  const cfg = defaultServerConfig(join(cluster.dir, 'data'));
   cfg.http.port = 0;
   cfg.agent.port = 0;
   cfg.metrics.port = null;
@@ -109,7 +104,7 @@ beforeAll(async () => {
     defaultResources: {},
   });
   cfg.kubernetes = {
-    kubeconfig: double.kubeconfig(dir),
+    kubeconfig: cluster.kubeconfig,
     agentImage: IMAGE,
     agentUrl: null,
     podStartTimeoutMs: 120_000,
@@ -134,8 +129,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await cp?.close();
-  await double?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await cluster?.stop();
 }, 60_000);
 
 type Pod = {
@@ -227,15 +221,8 @@ function openStream(token: string) {
   };
 }
 
-async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, ms = 20_000) {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const waitFor = <T>(what: string, probe: () => Promise<T | undefined>) =>
+  waitUntil(what, probe, 20_000, 25);
 
 let serial = 0;
 async function trigger(tenant: string) {

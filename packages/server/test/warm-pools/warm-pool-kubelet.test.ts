@@ -10,13 +10,6 @@
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import {
-  ADMIN_USER,
-  startKubeDouble,
-  startKubelet,
-  type KubeDouble,
-  type Kubelet,
-} from '@leoflow/kube-double';
 import { dagSpecHash, isActive } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,7 +19,8 @@ import { startControlPlane, type ControlPlane } from '../../src/control-plane.js
 import { IDENTITY_ANNOTATION } from '../../src/executor/kubernetes/labels.js';
 import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
 import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
-import { agentImage } from '../support/agent-image.js';
+import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
+import { tokenReviewsCounted, waitFor as waitUntil } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
 
 const NAMESPACE = 'warm-tasks';
@@ -45,32 +39,21 @@ const POOL: WarmPoolConfig = {
   idleTtlMs: 300_000,
 };
 
-let double: KubeDouble;
-let kubelet: Kubelet;
-let dir: string;
+let cluster: KubeTestCluster;
 let shared: string;
 let cp: ControlPlane;
 const logs: string[] = [];
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'leoflow-warm-kubelet-'));
   // Where the tasks (each under its own attempt uid) leave their notes for the test.
   shared = mkdtempSync(join(tmpdir(), 'leoflow-warm-kubelet-notes-'));
   chmodSync(shared, 0o777);
-  double = await startKubeDouble();
-  const api = double.api;
-  const admin = api.context(ADMIN_USER);
-  api.createObject(api.type('', 'namespaces'), undefined, { metadata: { name: NAMESPACE } }, admin);
-  api.createObject(api.type('', 'serviceaccounts'), NAMESPACE, { metadata: { name: SA } }, admin);
-  kubelet = startKubelet({
-    double,
-    nodeName: 'node-warm',
-    workRoot: join(dir, 'kubelet'),
-    imageMap: { [IMAGE]: agentImage() },
-    allocatable: { cpu: '8', memory: '16Gi' },
-    tickIntervalMs: 100,
+  cluster = await startKubeTestCluster({
+    prefix: 'leoflow-warm-kubelet-',
+    namespaces: { [NAMESPACE]: [SA] },
+    kubelet: { nodeName: 'node-warm', agentImages: [IMAGE] },
   });
-  const cfg = defaultServerConfig(join(dir, 'data'));
+  const cfg = defaultServerConfig(join(cluster.dir, 'data'));
   cfg.http.port = 0;
   cfg.agent.port = 0;
   cfg.metrics.port = 0;
@@ -83,7 +66,7 @@ beforeAll(async () => {
   cfg.credentials.secretScoping = 'enforce';
   cfg.defaultExecutor = 'kubernetes';
   cfg.kubernetes = {
-    kubeconfig: double.kubeconfig(dir),
+    kubeconfig: cluster.kubeconfig,
     agentImage: IMAGE,
     agentUrl: null,
     podStartTimeoutMs: 30_000,
@@ -118,32 +101,19 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await cp?.close();
-  await kubelet?.stop();
-  await double?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await cluster?.stop();
   rmSync(shared, { recursive: true, force: true });
 }, 60_000);
 
-async function waitFor<T>(what: string, probe: () => T | undefined | Promise<T | undefined>) {
-  const until = Date.now() + 45_000;
-  for (;;) {
-    const v = await probe();
-    if (v !== undefined) return v;
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
+const waitFor = <T>(what: string, probe: () => T | undefined | Promise<T | undefined>) =>
+  waitUntil(what, probe, 45_000);
 
 type Pod = {
   metadata: { name: string; annotations?: Record<string, string> };
   status?: { phase?: string };
 };
-const pods = () => double.store.list(double.api.type('', 'pods'), NAMESPACE) as unknown as Pod[];
-
-async function tokenReviews(): Promise<number> {
-  const text = await (await fetch(cp.metricsUrl!)).text();
-  return Number(/^leoflow_token_reviews_total (\d+)/m.exec(text)?.[1] ?? NaN);
-}
+const pods = () =>
+  cluster.double.store.list(cluster.double.api.type('', 'pods'), NAMESPACE) as unknown as Pod[];
 
 describe('a warm pool pod running the real worker (kubelet simulator)', () => {
   it('runs a chain on one pod, kills what the first attempt left behind, one TokenReview in all', async () => {
@@ -189,7 +159,7 @@ describe('a warm pool pod running the real worker (kubelet simulator)', () => {
     const all = pods();
     expect(all.map((p) => p.metadata.annotations?.[IDENTITY_ANNOTATION])).toEqual([undefined]);
     expect(all[0]?.metadata.annotations?.[WORKER_POOL_ANNOTATION]).toBe(warmPoolKey(POOL));
-    expect(await tokenReviews()).toBe(1);
+    expect(await tokenReviewsCounted(cp.metricsUrl)).toBe(1);
 
     // Each attempt ran under its own uid; the first one never saw the canary.
     const uid1 = readFileSync(join(shared, 'first.uid'), 'utf8').trim();

@@ -5,10 +5,7 @@
  * deletes the rest, so no pod is left that nobody owns. Pods of another installation sharing the
  * namespace are never touched.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { ADMIN_USER, startKubeDouble, type KubeDouble } from '@leoflow/kube-double';
+import { ADMIN_USER, type KubeDouble } from '@leoflow/kube-double';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AttemptIdentity } from '../../../src/auth/agent-token.js';
@@ -17,22 +14,19 @@ import type { KubernetesExecutorConfig } from '../../../src/config/server-config
 import type { AgentExit } from '../../../src/executor/executor.js';
 import { KubernetesExecutor } from '../../../src/executor/kubernetes/kubernetes-executor.js';
 import { LABEL } from '../../../src/executor/kubernetes/labels.js';
+import { startKubeTestCluster, type KubeTestCluster } from '../../support/kube-cluster.js';
 
 const NAMESPACE = 'leoflow-adopt';
+let cluster: KubeTestCluster;
 let double: KubeDouble;
-let dir: string;
 const executors: KubernetesExecutor[] = [];
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), 'leoflow-kube-adopt-'));
-  double = await startKubeDouble();
-  const admin = double.api.context(ADMIN_USER);
-  double.api.createObject(
-    double.api.type('', 'namespaces'),
-    undefined,
-    { metadata: { name: NAMESPACE } },
-    admin,
-  );
+  cluster = await startKubeTestCluster({
+    prefix: 'leoflow-kube-adopt-',
+    namespaces: { [NAMESPACE]: [] },
+  });
+  double = cluster.double;
 });
 
 afterEach(async () => {
@@ -49,8 +43,7 @@ afterEach(async () => {
 });
 
 afterAll(async () => {
-  await double?.close();
-  rmSync(dir, { recursive: true, force: true });
+  await cluster?.stop();
 });
 
 /** Through the config file's parser, as an operator would write it. */
@@ -58,7 +51,7 @@ function config(instance: string): KubernetesExecutorConfig {
   return parseExecutorSection(
     {
       kubernetes: {
-        kubeconfig: double.kubeconfig(dir),
+        kubeconfig: cluster.kubeconfig,
         agent_image: 'leoflow-agent:adopt',
         agent_url: 'http://127.0.0.1:1',
         pod_start_timeout: '60s',
