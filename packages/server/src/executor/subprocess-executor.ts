@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { toBinary } from '@bufbuild/protobuf';
 import { TaskSpecSchema, type TaskSpec } from '@leoflow/protocol';
 import type { Logger } from 'pino';
+import { StandbyPoolSize } from './standby-pool-size.js';
 import type { TaskIsolation } from './run-as-user.js';
 import type {
   AgentExit,
@@ -49,6 +50,8 @@ export interface SubprocessExecutorOptions {
    * its Register and secret calls.
    */
   standbyRefillDelayMs?: number;
+  /** how long a pool grown past `standbyAgents` waits without a miss to shrink by one */
+  standbyShrinkAfterMs?: number;
   logger: Logger;
 }
 
@@ -75,6 +78,8 @@ export class SubprocessExecutor implements Executor {
   private readonly children = new Map<string, ChildProcess>();
   private readonly listeners: ((exit: AgentExit) => void)[] = [];
   private readonly standby: StandbyAgent[] = [];
+  private readonly poolSize: StandbyPoolSize;
+  private readonly settleTimer: NodeJS.Timeout | undefined;
   private closed = false;
   private readonly isolation: TaskIsolation;
 
@@ -82,6 +87,16 @@ export class SubprocessExecutor implements Executor {
     mkdirSync(opts.workDir, { recursive: true, mode: 0o711 });
     this.isolation = opts.isolation;
     mkdirSync(opts.diagnosticsDir, { recursive: true, mode: 0o700 });
+    this.poolSize = new StandbyPoolSize(opts.standbyAgents, Date.now, opts.standbyShrinkAfterMs);
+    if (this.poolSize.ceiling > this.poolSize.floor) {
+      this.settleTimer = setInterval(
+        () => {
+          if (this.poolSize.settle()) this.releaseExtraStandby();
+        },
+        Math.max(50, Math.floor(this.poolSize.quietMs / 4)),
+      );
+      this.settleTimer.unref();
+    }
   }
 
   async start(launch: AttemptLaunch): Promise<StartedAgent> {
@@ -100,6 +115,7 @@ export class SubprocessExecutor implements Executor {
       chownSync(workdir, this.isolation.runAs.uid, this.isolation.runAs.gid);
 
     const standby = this.takeStandby(launch.agentUrl);
+    this.poolSize.attemptStarted(standby !== undefined);
     let child: ChildProcess;
     let spawned: Promise<void>;
     if (standby) {
@@ -170,6 +186,14 @@ export class SubprocessExecutor implements Executor {
     this.refillStandby(target);
   }
 
+  /** Past the pool's target: the newest idle agents are told to exit (an empty assignment). */
+  private releaseExtraStandby(): void {
+    while (this.standby.length > this.poolSize.target) {
+      const s = this.standby.pop()!;
+      (s.child.stdio[3] as NodeJS.WritableStream | null)?.end();
+    }
+  }
+
   private takeStandby(agentUrl: string): StandbyAgent | undefined {
     while (this.standby.length > 0) {
       const s = this.standby.shift()!;
@@ -189,7 +213,7 @@ export class SubprocessExecutor implements Executor {
 
   private refillStandby(launch: Pick<AttemptLaunch, 'agentUrl' | 'heartbeatIntervalMs'>): void {
     if (this.closed) return;
-    while (this.standby.length < this.opts.standbyAgents) {
+    while (this.standby.length < this.poolSize.target) {
       const diagName = `standby-${randomUUID()}.log`;
       const child = this.spawnAgent(
         launch,
@@ -297,6 +321,7 @@ export class SubprocessExecutor implements Executor {
 
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.settleTimer);
     // Standby agents hold nothing; an empty assignment tells them to exit.
     for (const s of this.standby.splice(0))
       (s.child.stdio[3] as NodeJS.WritableStream | null)?.end();
