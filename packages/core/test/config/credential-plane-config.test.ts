@@ -470,15 +470,36 @@ describe('warm pools (T84)', () => {
     expect(config.warmPoolsEnabled).toBe(true);
   });
 
-  it("Lite's standby agents are not warm pools: the guard does not fire for them (envvar + observe boot)", () => {
-    const { config } = loadCredentialPlaneConfig({
-      env: { LEOFLOW_EXECUTION_STANDBY_AGENTS: '4' },
-    });
+  // Core never reads the standby count (it is the CLI's subprocess setting), so the guard can only
+  // tell the two apart by execution.warm_pools_enabled: the same environment, standby agents in
+  // both, is refused with warm pools on and boots without them.
+  it("Lite's standby agents are not warm pools: refused only when warm pools are on", () => {
+    const standby = { LEOFLOW_EXECUTION_STANDBY_AGENTS: '4' };
+    expect(CREDENTIAL_PLANE_KEYS.map((k) => k.key)).not.toContain('execution.standby_agents');
+
+    let thrown: unknown;
+    try {
+      loadCredentialPlaneConfig({
+        env: { ...standby, LEOFLOW_EXECUTION_WARM_POOLS_ENABLED: 'true' },
+      });
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toMatchObject({ code: 'LF_CONFIG_INVALID' });
+    const { problems } = (thrown as { details: { problems: ConfigProblem[] } }).details;
+    expect(keysOf(problems)).toEqual(['auth.agent_token_transport', 'auth.secret_liveness_mode']);
+    for (const p of problems) {
+      expect(p.message).toContain('auth.agent_token_transport=exchange');
+      expect(p.message).toContain('auth.secret_liveness_mode=enforce');
+    }
+
+    const { config, sources } = loadCredentialPlaneConfig({ env: standby });
     expect(config).toMatchObject({
       warmPoolsEnabled: false,
       agentTokenTransport: 'envvar',
       secretLivenessMode: 'observe',
     });
+    expect(sources['execution.warm_pools_enabled']).toBe('default');
   });
 });
 

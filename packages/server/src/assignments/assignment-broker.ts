@@ -86,8 +86,11 @@ export class AssignmentBroker {
   readonly #onMintError: (err: unknown) => void;
   readonly #refence: Refence | null;
   readonly #onRefenceError: (err: unknown) => void;
-  /** waiting attempts whose new generation is being written: not handed out until it is */
-  readonly #fencing = new Set<WaitingAttempt>();
+  /**
+   * waiting attempts whose new generation is being written: not handed out until it is; each
+   * with the write's outcome (the generation the store confirmed, or null)
+   */
+  readonly #fencing = new Map<WaitingAttempt, Promise<number | null>>();
   #matching = false;
   #again = false;
 
@@ -164,20 +167,35 @@ export class AssignmentBroker {
   /**
    * Terminate or revoke: a waiting attempt leaves the queue; a held one is cancelled on its
    * worker (pushed now, not at its next heartbeat). What it was: so the executor knows whether
-   * an agent exists that will report.
+   * an agent exists that will report. A waiting attempt whose requeue fence is still being
+   * written has `settled`: its identity under the generation the store holds once that write has
+   * landed. The end an executor reports for it must carry that generation, or the lifecycle
+   * drops it as stale (null: no write in flight, its identity stands).
    */
   cancel(
     task_instance_id: string,
     try_number: number,
     reason: string,
-  ): { was: 'waiting'; attempt: WaitingAttempt } | { was: 'held' | 'none' } {
+  ):
+    | {
+        was: 'waiting';
+        attempt: WaitingAttempt;
+        settled: Promise<WaitingAttempt['identity']> | null;
+      }
+    | { was: 'held' | 'none' } {
     const key = attemptKey(task_instance_id, try_number);
     const i = this.#waiting.findIndex(
       (a) => attemptKey(a.identity.task_instance_id, a.identity.try_number) === key,
     );
     if (i >= 0) {
-      const [attempt] = this.#waiting.splice(i, 1);
-      return { was: 'waiting', attempt: attempt! };
+      const attempt = this.#waiting.splice(i, 1)[0]!;
+      const fencing = this.#fencing.get(attempt);
+      const settled = fencing
+        ? fencing.then((gen) =>
+            gen === null ? attempt.identity : { ...attempt.identity, dispatch_gen: gen },
+          )
+        : null;
+      return { was: 'waiting', attempt, settled };
     }
     const aid = this.#byAttempt.get(key);
     const h = aid === undefined ? undefined : this.#held.get(aid);
@@ -295,16 +313,20 @@ export class AssignmentBroker {
     this.#waiting.unshift(attempt);
     if (cancelReason !== undefined) h.worker.unacked?.(attempt.identity);
     if (!minted || this.#refence === null) return;
-    this.#fencing.add(attempt);
-    this.#refence(attempt.identity).then(
-      (gen) => this.#fenced(attempt, gen),
+    const confirmed = this.#refence(attempt.identity).then(
+      (gen) => {
+        this.#fenced(attempt, gen);
+        return gen;
+      },
       (err: unknown) => {
         // Nothing is handed out with a generation the store did not confirm: the attempt is
         // forgotten, the executor answers `gone` for its claim and the scheduler resets it.
         this.#onRefenceError(err);
         this.#fenced(attempt, null);
+        return null;
       },
     );
+    this.#fencing.set(attempt, confirmed);
   }
 
   #fenced(attempt: WaitingAttempt, gen: number | null): void {

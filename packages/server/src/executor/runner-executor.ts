@@ -83,11 +83,13 @@ export class RunnerExecutor implements Executor {
    * Waiting: it leaves the queue and the attempt ends now (no agent exists to report). Held: a
    * cancellation is pushed to its runner, whose agent stops the task and reports.
    */
-  terminate(taskInstanceId: string, tryNumber: number): Promise<void> {
+  async terminate(taskInstanceId: string, tryNumber: number): Promise<void> {
     const found = this.#broker.cancel(taskInstanceId, tryNumber, 'termination requested');
     if (found.was === 'waiting') {
+      // A requeue's new generation still being written: the end is reported under it.
+      const identity = found.settled ? await found.settled : found.attempt.identity;
       this.#emit({
-        identity: found.attempt.identity,
+        identity,
         exitCode: null,
         signal: null,
         cause: {
@@ -96,7 +98,6 @@ export class RunnerExecutor implements Executor {
         },
       });
     }
-    return Promise.resolve();
   }
 
   /** Frees the slots of attempts that ended and returns unacked assignments past their deadline. */

@@ -503,8 +503,25 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
         message: l.message,
       }));
       const { keep, note } = await logBudgets.admit(claims, rows, now);
-      if (keep.length > 0) await store.appendLogs(keep);
-      if (note) await store.putLogLine(note);
+      // FENCE again, in the write's transaction: a try superseded since the read above (a retry,
+      // a requeue moving it to the next dispatch generation) stores nothing.
+      if (
+        (keep.length > 0 || note) &&
+        !(await store.appendLogsIfNotSuperseded(
+          {
+            task_instance_id: claims.task_instance_id,
+            try_number: claims.try_number,
+            dispatch_gen: claims.dispatch_gen,
+          },
+          keep,
+          note,
+        ))
+      ) {
+        throw new ConnectError(
+          'this attempt was superseded by a later try; its write was not applied',
+          Code.FailedPrecondition,
+        );
+      }
       const last = rows.reduce((m, r) => Math.max(m, r.line_number), 0);
       return create(PushLogsResponseSchema, { acknowledgedThroughLine: BigInt(last) });
     },

@@ -142,8 +142,10 @@ export class WarmRoutingExecutor implements Executor {
     const found = this.#o.broker.cancel(taskInstanceId, tryNumber, 'termination requested');
     if (found.was === 'waiting') {
       this.#warm.delete(key);
+      // A requeue's new generation still being written: the end is reported under it.
+      const identity = found.settled ? await found.settled : found.attempt.identity;
       this.#emit({
-        identity: found.attempt.identity,
+        identity,
         exitCode: null,
         signal: null,
         cause: {

@@ -26,7 +26,7 @@ export interface WorkerStreamDeps {
   broker: AssignmentBroker;
   manager: Pick<
     WarmPoolManager,
-    'serving' | 'attemptStarted' | 'attemptFinished' | 'poolConfig' | 'recycle'
+    'serving' | 'attemptStarted' | 'attemptFinished' | 'poolConfig' | 'recycle' | 'members'
   >;
   tokens: Pick<WorkerTokenIssuer, 'mint' | 'ttlSeconds'>;
   clock: Clock;
@@ -67,6 +67,16 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
     if (!serving() || !pool || pool.tenant !== claims.tenant_id) {
       throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
     }
+    // A pod still busy with an attempt whose stream dropped, back with a free slot: the worker
+    // says that attempt is over, so the pod is idle from now, or recycled at its attempt limit
+    // (synchronously: then it is not serving, and takes nothing more).
+    if (
+      req.freeSlots >= 1 &&
+      deps.manager.members(claims.pool_key).some((m) => m.name === claims.pod_name && m.busy)
+    ) {
+      deps.manager.attemptFinished(claims.pool_key, claims.pod_name).catch(onError);
+      if (!serving()) throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
+    }
     const out = createWritableIterable<AwaitAssignmentResponse>();
     const send = (m: AwaitAssignmentResponse) => {
       void out.write(m).catch(() => undefined);
@@ -92,6 +102,10 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
       send: (e) => send(assignmentMessage(e)),
       acked: () => deps.manager.attemptStarted(claims.pool_key, claims.pod_name),
       released: () => {
+        // Released because this stream went away (the broker drops what a leaving worker had
+        // acked): the attempt runs on, under its own token, so the pod stays busy; its end is
+        // the worker's next stream with a free slot (below).
+        if (detached) return;
         deps.manager.attemptFinished(claims.pool_key, claims.pod_name).catch(onError);
       },
       // No other worker may exist for the attempt: this one leaves the pool, and the executor's

@@ -1485,6 +1485,98 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       ]);
     });
 
+    it('appendLogsIfNotSuperseded writes only while the row holds the try and dispatch generation', async () => {
+      const { tenant_id, run, extract } = await fixture('lfence');
+      const key = (try_number: number) => ({
+        tenant_id,
+        dag_run_id: run.id,
+        task_id: 'extract',
+        try_number,
+      });
+      const note = (try_number: number, message: string): LogLineRow => ({
+        ...key(try_number),
+        line_number: 2_147_483_647,
+        time: T0,
+        stream: 'agent',
+        message,
+      });
+      const fence = (try_number: number, dispatch_gen: number) => ({
+        task_instance_id: extract.id,
+        try_number,
+        dispatch_gen,
+      });
+      const messages = async (try_number: number) =>
+        (await store.readLogs(run.id, 'extract', try_number, 0, 100)).map((l) => l.message);
+
+      await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'queued' }, T0);
+      // a requeue moves the queued try to the next dispatch generation: generation 0 is fenced
+      expect(
+        await store.updateTaskInstance(
+          extract.id,
+          { states: ['queued'], try_number: 1, dispatch_gen: 0 },
+          { dispatch_gen: 1 },
+          T0,
+        ),
+      ).toBe(true);
+      expect(
+        await store.appendLogsIfNotSuperseded(
+          fence(1, 0),
+          lines(key(1), [1, 2], 'gen0'),
+          note(1, 'n0'),
+        ),
+      ).toBe(false);
+      expect(await messages(1)).toEqual([]);
+      // the current generation lands, note included (its line numbers are not taken by gen 0)
+      expect(
+        await store.appendLogsIfNotSuperseded(
+          fence(1, 1),
+          lines(key(1), [1, 2], 'gen1'),
+          note(1, 'n1'),
+        ),
+      ).toBe(true);
+      expect(await messages(1)).toEqual(['gen1 1', 'gen1 2', 'n1']);
+      // its state is not compared: a finished try still ships its last lines
+      await store.updateTaskInstance(extract.id, { states: ['queued'] }, { state: 'failed' }, T0);
+      expect(await store.appendLogsIfNotSuperseded(fence(1, 1), lines(key(1), [3], 'gen1'))).toBe(
+        true,
+      );
+      // a retry supersedes try 1: its lines (and its note) no longer land; try 2's do
+      expect(
+        await store.archiveAndBumpTry(
+          extract.id,
+          { states: ['failed'] },
+          'failed',
+          { state: 'queued' },
+          T0,
+        ),
+      ).toBe(true);
+      const live = await store.getAttemptFence(extract.id);
+      expect(live).toMatchObject({ try_number: 2 });
+      expect(
+        await store.appendLogsIfNotSuperseded(
+          fence(1, 1),
+          lines(key(1), [4], 'stale'),
+          note(1, 'x'),
+        ),
+      ).toBe(false);
+      expect(await messages(1)).toEqual(['gen1 1', 'gen1 2', 'gen1 3', 'n1']);
+      expect(
+        await store.appendLogsIfNotSuperseded(
+          fence(2, live!.dispatch_gen),
+          lines(key(2), [1], 'try2'),
+        ),
+      ).toBe(true);
+      expect(await messages(2)).toEqual(['try2 1']);
+      expect(await store.appendLogsIfNotSuperseded(fence(1, 0), [], note(1, 'x'))).toBe(false);
+      expect(
+        await store.appendLogsIfNotSuperseded(
+          { task_instance_id: 'no-such-ti', try_number: 1, dispatch_gen: 0 },
+          lines(key(1), [9]),
+        ),
+      ).toBe(false);
+      expect(await messages(1)).not.toContain('m 9');
+    });
+
     it('keeps attempts apart and handles large batches', async () => {
       const { tenant_id, run } = await fixture();
       const k1 = { tenant_id, dag_run_id: run.id, task_id: 'extract', try_number: 1 };

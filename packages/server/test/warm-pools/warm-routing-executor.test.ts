@@ -3,13 +3,17 @@
  * tenant, service account and image, with an idle worker attached) and which get a cold pod.
  */
 import { ManualClock } from '@leoflow/core';
-import { describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AssignmentBroker } from '../../src/assignments/assignment-broker.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
 import type { AttemptLaunch, Executor } from '../../src/executor/executor.js';
 import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
 import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
-import { WarmRoutingExecutor } from '../../src/warm-pools/warm-routing-executor.js';
+import {
+  DEFAULT_BUSY_WORKER_WAIT_MS,
+  WarmRoutingExecutor,
+} from '../../src/warm-pools/warm-routing-executor.js';
 
 const POOL: Pick<WarmPoolConfig, 'tenant' | 'serviceAccount' | 'image'> = {
   tenant: 'acme',
@@ -24,7 +28,8 @@ const allowlist = {
   defaultResources: {},
 };
 
-function setup(busyWorkerWaitMs = 0, attemptsLive = false) {
+/** busyWorkerWaitMs 'default' leaves the option out (DEFAULT_BUSY_WORKER_WAIT_MS). */
+function setup(busyWorkerWaitMs: number | 'default' = 0, attemptsLive = false) {
   const clock = new ManualClock(1_000_000);
   const broker = new AssignmentBroker(clock);
   const cold: string[] = [];
@@ -57,7 +62,7 @@ function setup(busyWorkerWaitMs = 0, attemptsLive = false) {
     },
     placement: (tenant) =>
       tenant === 'acme' || tenant === 'beta' ? { namespace: tenant, allowlist } : undefined,
-    busyWorkerWaitMs,
+    ...(busyWorkerWaitMs === 'default' ? {} : { busyWorkerWaitMs }),
   });
   const sent: string[] = [];
   const attach = (tenant = 'acme') =>
@@ -182,5 +187,34 @@ describe('WarmRoutingExecutor', () => {
     expect(cold).toEqual(['second']);
     expect(broker.stateOf('second', 1)).toBeUndefined();
     await routing.close();
+  });
+
+  describe('the default wait for a busy worker', () => {
+    afterEach(() => vi.useRealTimers());
+
+    it('is the 2 s docs/kubernetes.md gives for DEFAULT_BUSY_WORKER_WAIT_MS', () => {
+      const doc = readFileSync(new URL('../../../../docs/kubernetes.md', import.meta.url), 'utf8');
+      const m = /up to (\d+(?:\.\d+)?) s\s+\(`DEFAULT_BUSY_WORKER_WAIT_MS`\)/.exec(doc);
+      expect(m, 'docs/kubernetes.md names the wait and its value').not.toBeNull();
+      expect(Number(m![1]) * 1000).toBe(DEFAULT_BUSY_WORKER_WAIT_MS);
+    });
+
+    it('left unset, an attempt waits exactly that long for the busy worker, then goes cold', async () => {
+      vi.useFakeTimers();
+      const { routing, broker, cold, attach } = setup('default', true);
+      attach('acme');
+      await routing.start(launch('acme', 'first'));
+      await vi.advanceTimersByTimeAsync(0);
+      expect(broker.stateOf('first', 1)).toBe('assigned');
+      await routing.start(launch('acme', 'second'));
+      expect(broker.stateOf('second', 1)).toBe('waiting');
+      await vi.advanceTimersByTimeAsync(DEFAULT_BUSY_WORKER_WAIT_MS - 1);
+      expect(cold).toEqual([]);
+      expect(broker.stateOf('second', 1)).toBe('waiting');
+      await vi.advanceTimersByTimeAsync(1);
+      expect(cold).toEqual(['second']);
+      expect(broker.stateOf('second', 1)).toBeUndefined();
+      await routing.close();
+    });
   });
 });

@@ -10,31 +10,39 @@ import { KyselySeam, type Tx } from './seam.js';
 export class KyselyLogStore extends KyselySeam implements LogStore {
   async appendLogs(lines: LogLineRow[]): Promise<void> {
     if (lines.length === 0) return;
-    const rows: Insertable<TaskLogsTable>[] = lines.map((l) => ({
-      tenant_id: l.tenant_id,
-      dag_run_id: l.dag_run_id,
-      task_id: l.task_id,
-      try_number: l.try_number,
-      line_number: l.line_number,
-      time: l.time,
-      stream: l.stream,
-      message: l.message,
-    }));
-    const insertChunk = (db: Tx, chunk: Insertable<TaskLogsTable>[]) =>
-      db
-        .insertInto('task_logs')
-        .values(chunk)
-        .onConflict((oc) =>
-          oc.columns(['dag_run_id', 'task_id', 'try_number', 'line_number']).doNothing(),
-        )
-        .execute();
-    const parts = chunks(rows, INSERT_CHUNK);
+    const parts = chunks(lines.map(toInsertable), INSERT_CHUNK);
     if (parts.length === 1) {
-      await insertChunk(this.db, rows);
+      await insertLogChunk(this.db, parts[0]!);
       return;
     }
     await this.writeTx(async (tx) => {
-      for (const part of parts) await insertChunk(tx, part);
+      for (const part of parts) await insertLogChunk(tx, part);
+    });
+  }
+
+  async appendLogsIfNotSuperseded(
+    fence: { task_instance_id: string; try_number: number; dispatch_gen: number },
+    lines: LogLineRow[],
+    note?: LogLineRow,
+  ): Promise<boolean> {
+    return this.writeTx(async (tx) => {
+      // The fence and the write in one transaction: on SQLite the write lock is held from the
+      // read (begin immediate), on PostgreSQL the row's share lock makes a concurrent retry or
+      // requeue of this task instance wait for the lines (or this push see its result).
+      let q = tx
+        .selectFrom('task_instances')
+        .select(['try_number', 'dispatch_gen'])
+        .where('id', '=', fence.task_instance_id);
+      if (this.dialect === 'postgres') q = q.forShare();
+      const ti = await q.executeTakeFirst();
+      if (ti?.try_number !== fence.try_number || Number(ti.dispatch_gen) !== fence.dispatch_gen) {
+        return false;
+      }
+      for (const part of chunks(lines.map(toInsertable), INSERT_CHUNK)) {
+        await insertLogChunk(tx, part);
+      }
+      if (note) await putLogLineOn(tx, note);
+      return true;
     });
   }
 
@@ -69,24 +77,7 @@ export class KyselyLogStore extends KyselySeam implements LogStore {
   }
 
   async putLogLine(l: LogLineRow): Promise<void> {
-    await this.db
-      .insertInto('task_logs')
-      .values({
-        tenant_id: l.tenant_id,
-        dag_run_id: l.dag_run_id,
-        task_id: l.task_id,
-        try_number: l.try_number,
-        line_number: l.line_number,
-        time: l.time,
-        stream: l.stream,
-        message: l.message,
-      })
-      .onConflict((oc) =>
-        oc
-          .columns(['dag_run_id', 'task_id', 'try_number', 'line_number'])
-          .doUpdateSet({ message: l.message, time: l.time, stream: l.stream }),
-      )
-      .execute();
+    await putLogLineOn(this.db, l);
   }
 
   async logBytes(
@@ -109,4 +100,41 @@ export class KyselyLogStore extends KyselySeam implements LogStore {
       .executeTakeFirst();
     return Number(row?.bytes ?? 0);
   }
+}
+
+function toInsertable(l: LogLineRow): Insertable<TaskLogsTable> {
+  return {
+    tenant_id: l.tenant_id,
+    dag_run_id: l.dag_run_id,
+    task_id: l.task_id,
+    try_number: l.try_number,
+    line_number: l.line_number,
+    time: l.time,
+    stream: l.stream,
+    message: l.message,
+  };
+}
+
+/** Idempotent: a line already stored (same attempt and line_number) is ignored. */
+async function insertLogChunk(db: Tx, chunk: Insertable<TaskLogsTable>[]): Promise<void> {
+  await db
+    .insertInto('task_logs')
+    .values(chunk)
+    .onConflict((oc) =>
+      oc.columns(['dag_run_id', 'task_id', 'try_number', 'line_number']).doNothing(),
+    )
+    .execute();
+}
+
+/** Inserts the line or replaces the message and time of the one stored at its line_number. */
+async function putLogLineOn(db: Tx, l: LogLineRow): Promise<void> {
+  await db
+    .insertInto('task_logs')
+    .values(toInsertable(l))
+    .onConflict((oc) =>
+      oc
+        .columns(['dag_run_id', 'task_id', 'try_number', 'line_number'])
+        .doUpdateSet({ message: l.message, time: l.time, stream: l.stream }),
+    )
+    .execute();
 }

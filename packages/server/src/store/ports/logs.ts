@@ -4,6 +4,17 @@ import type { LogLineRow } from '../types.js';
 export interface LogStore {
   /** Idempotent: a line already stored (same attempt and line_number) is ignored. */
   appendLogs(lines: LogLineRow[]): Promise<void>;
+  /**
+   * The PushLogs fence and its write in one transaction: appends `lines` (as appendLogs) and
+   * puts `note` (as putLogLine) only while the task instance's row still holds this try and
+   * dispatch generation; false, and nothing written, once a later try or generation superseded
+   * it. The attempt's state is not compared (a just-finished try still ships its last lines).
+   */
+  appendLogsIfNotSuperseded(
+    fence: { task_instance_id: string; try_number: number; dispatch_gen: number },
+    lines: LogLineRow[],
+    note?: LogLineRow,
+  ): Promise<boolean>;
   readLogs(
     dag_run_id: string,
     task_id: string,
