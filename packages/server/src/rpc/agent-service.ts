@@ -411,7 +411,8 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
 
     async pushXCom(req, ctx) {
       const { claims } = attemptPrincipal(ctx);
-      // FENCE: XCom is keyed without the try, so an old try's push would overwrite the live one.
+      // FENCE: XCom is keyed without the try, so an old try's (or an old dispatch generation's)
+      // push would overwrite the live one; checked here and again in the write's transaction.
       const ti = await fenceLive(claims);
       faults.hit('after_task_exit');
       if (req.value.byteLength > MAX_XCOM_BYTES) {
@@ -438,8 +439,11 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
           content_type: req.contentType || 'application/json',
           created_at: clock.now(),
         },
-        claims.task_instance_id,
-        claims.try_number,
+        {
+          task_instance_id: claims.task_instance_id,
+          try_number: claims.try_number,
+          dispatch_gen: claims.dispatch_gen,
+        },
       );
       if (!stored) {
         // superseded between the fence read above and the write

@@ -1373,7 +1373,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
   });
 
   describe('xcom fence', () => {
-    it('putXComIfLive writes only for the live try in queued|running, and never overwrites from an old try', async () => {
+    it('putXComIfLive writes only for the live try and dispatch generation in queued|running, and never overwrites from an old one', async () => {
       const { tenant_id, run, extract } = await fixture('xfence');
       const row = (v: string) => ({
         tenant_id,
@@ -1384,10 +1384,17 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         content_type: 'text/plain',
         created_at: T0,
       });
+      const at = (try_number: number, dispatch_gen = 0) => ({
+        task_instance_id: extract.id,
+        try_number,
+        dispatch_gen,
+      });
+      const value = async () =>
+        new TextDecoder().decode((await store.getXCom(run.id, 'extract', 'k'))!.value);
       // state none: not live
-      expect(await store.putXComIfLive(row('early'), extract.id, 1)).toBe(false);
+      expect(await store.putXComIfLive(row('early'), at(1))).toBe(false);
       await store.updateTaskInstance(extract.id, { states: ['none'] }, { state: 'running' }, T0);
-      expect(await store.putXComIfLive(row('live-1'), extract.id, 1)).toBe(true);
+      expect(await store.putXComIfLive(row('live-1'), at(1))).toBe(true);
       expect(
         await store.archiveAndBumpTry(
           extract.id,
@@ -1397,12 +1404,24 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
           T0,
         ),
       ).toBe(true);
-      expect(await store.putXComIfLive(row('stale-1'), extract.id, 1)).toBe(false);
-      expect(await store.putXComIfLive(row('live-2'), extract.id, 2)).toBe(true);
-      expect(new TextDecoder().decode((await store.getXCom(run.id, 'extract', 'k'))!.value)).toBe(
-        'live-2',
-      );
-      expect(await store.putXComIfLive(row('x'), 'no-such-ti', 1)).toBe(false);
+      expect(await store.putXComIfLive(row('stale-1'), at(1))).toBe(false);
+      expect(await store.putXComIfLive(row('live-2'), at(2))).toBe(true);
+      expect(await value()).toBe('live-2');
+      // a requeue: same try, next dispatch generation; the old generation no longer writes
+      expect(
+        await store.updateTaskInstance(
+          extract.id,
+          { states: ['queued'], try_number: 2, dispatch_gen: 0 },
+          { dispatch_gen: 1 },
+          T0,
+        ),
+      ).toBe(true);
+      expect(await store.putXComIfLive(row('live-2-gen1'), at(2, 1))).toBe(true);
+      expect(await store.putXComIfLive(row('stale-2-gen0'), at(2, 0))).toBe(false);
+      expect(await value()).toBe('live-2-gen1');
+      expect(
+        await store.putXComIfLive(row('x'), { ...at(1), task_instance_id: 'no-such-ti' }),
+      ).toBe(false);
     });
   });
 

@@ -1,7 +1,7 @@
 import { isActive, type TaskInstanceState } from '@leoflow/core';
 import type { Kysely, Selectable } from 'kysely';
 import type { Database, XComTable } from '../db-types.js';
-import type { XComStore } from '../ports/xcom.js';
+import type { AttemptWriteFence, XComStore } from '../ports/xcom.js';
 import type { XComRow } from '../types.js';
 import { num, toBuffer } from './columns.js';
 import { KyselySeam } from './seam.js';
@@ -12,21 +12,22 @@ export class KyselyXComStore extends KyselySeam implements XComStore {
     await this.#upsertXCom(this.db, row);
   }
 
-  async putXComIfLive(
-    row: XComRow,
-    task_instance_id: string,
-    try_number: number,
-  ): Promise<boolean> {
+  async putXComIfLive(row: XComRow, fence: AttemptWriteFence): Promise<boolean> {
     return this.writeTx(async (tx) => {
-      // The fence and the write in one transaction: on PostgreSQL the row lock makes a
-      // concurrent retry/clear of this task instance wait (or this push see its result).
+      // The fence and the write in one transaction: on SQLite the write lock is held from the
+      // read (begin immediate), on PostgreSQL the row lock makes a concurrent retry, clear or
+      // requeue of this task instance wait (or this push see its result).
       let q = tx
         .selectFrom('task_instances')
-        .select(['try_number', 'state'])
-        .where('id', '=', task_instance_id);
+        .select(['try_number', 'dispatch_gen', 'state'])
+        .where('id', '=', fence.task_instance_id);
       if (this.dialect === 'postgres') q = q.forUpdate();
       const ti = await q.executeTakeFirst();
-      if (ti?.try_number !== try_number || !isActive(ti.state as TaskInstanceState)) {
+      if (
+        ti?.try_number !== fence.try_number ||
+        Number(ti.dispatch_gen) !== fence.dispatch_gen ||
+        !isActive(ti.state as TaskInstanceState)
+      ) {
         return false;
       }
       await this.#upsertXCom(tx, row);

@@ -1,13 +1,21 @@
 import type { XComRow } from '../types.js';
 
+/** The attempt a fenced write is for: its task instance, try and dispatch generation. */
+export interface AttemptWriteFence {
+  task_instance_id: string;
+  try_number: number;
+  dispatch_gen: number;
+}
+
 /** XCom values pushed by tasks, keyed by (run, task, key). */
 export interface XComStore {
   putXCom(row: XComRow): Promise<void>;
   /**
-   * The PushXCom fence: writes only while (task_instance_id, try_number) is the live try
-   * (queued|running), checked in the same transaction as the write; false when it is not.
+   * The PushXCom fence: writes only while the task instance's row holds this try and dispatch
+   * generation in queued|running, checked in the same transaction as the write; false, and
+   * nothing written, when it does not (a later try, a requeue to the next generation, an end).
    */
-  putXComIfLive(row: XComRow, task_instance_id: string, try_number: number): Promise<boolean>;
+  putXComIfLive(row: XComRow, fence: AttemptWriteFence): Promise<boolean>;
   getXCom(dag_run_id: string, task_id: string, key: string): Promise<XComRow | undefined>;
   listXComs(dag_run_id: string, task_id?: string): Promise<XComRow[]>;
 }
