@@ -53,12 +53,17 @@ interface Attempt {
   task_id: string;
   try_number: number;
   task_instance_id: string;
+  /** absent is generation 0, as in a minted token */
+  dispatch_gen?: number;
 }
 
 /**
- * Per-attempt byte accounting for PushLogs. The count lives in memory (bounded LRU) and is
- * rebuilt from the store the first time an attempt is seen by this process, so a restart neither
- * resets the cap nor forgets how many lines it already dropped.
+ * Per-attempt byte accounting for PushLogs, keyed by task instance, try and dispatch generation:
+ * a batch of an old generation that the write's fence then refused (a requeue landed between
+ * the fence read and the append) counts against its own generation, never the next one's. The
+ * count lives in memory (bounded LRU) and is rebuilt from the store (the try's stored lines) the
+ * first time an attempt is seen by this process, so a restart neither resets the cap nor forgets
+ * how many lines it already dropped.
  */
 export class AttemptLogBudgets {
   readonly #entries = new Map<string, Promise<Budget>>();
@@ -78,7 +83,7 @@ export class AttemptLogBudgets {
     rows: LogLineRow[],
     now: number,
   ): Promise<{ keep: LogLineRow[]; note: LogLineRow | undefined }> {
-    const key = `${attempt.task_instance_id}#${attempt.try_number}`;
+    const key = `${attempt.task_instance_id}#${attempt.try_number}#${attempt.dispatch_gen ?? 0}`;
     let entry = this.#entries.get(key);
     if (entry) {
       this.#entries.delete(key);

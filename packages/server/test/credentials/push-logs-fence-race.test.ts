@@ -3,6 +3,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { LogStream, PushLogsRequestSchema } from '@leoflow/protocol';
 import { afterEach, expect, it } from 'vitest';
 import { requeueFence } from '../../src/assignments/requeue-fence.js';
+import { DEFAULT_LOG_LIMITS, LOG_CAP_NOTE_LINE } from '../../src/rpc/log-limits.js';
 import { forEachDialect } from '../support/dialects.js';
 import { createHarness, type Harness } from '../support/harness.js';
 import { setupVaultAndDag, startAttempt } from './support.js';
@@ -103,5 +104,36 @@ forEachDialect('PushLogs superseded between its fence read and its append', (dia
     expect(race.ran()).toBe(true);
     // the next generation runs the same try: its log (and its line numbers) are still its own
     expect(await h.store.readLogs(dag_run_id, 't', try_number, 0, 100)).toEqual([]);
+  });
+
+  it("a requeue: the old generation's refused batch does not count against the next one's byte budget", async () => {
+    h = await createHarness({
+      dialect,
+      logLimits: { ...DEFAULT_LOG_LIMITS, maxBytesPerAttempt: 20 },
+    });
+    await setupVaultAndDag(h);
+    await h.runs.trigger('default', 'cred', {});
+    await h.scheduler.tick();
+    const [queued] = h.executor.take();
+    if (!queued) throw new Error('nothing was dispatched');
+    const { try_number, dag_run_id } = queued.identity;
+    const gen = queued.identity.dispatch_gen ?? 0;
+    const race = supersedeAfterNextFenceRead(async () => {
+      const next = await requeueFence(h.store, h.clock)({ ...queued.identity, dispatch_gen: gen });
+      expect(next).toBe(gen + 1);
+    });
+    // 20 bytes: the whole budget, admitted and then refused by the write's fence
+    const full = create(PushLogsRequestSchema, {
+      lines: [{ lineNumber: 1n, timeMs: 1n, stream: LogStream.STDOUT, message: 'x'.repeat(20) }],
+    });
+    expect(await codeOf(h.agent(queued.token).pushLogs(full))).toBe('FailedPrecondition');
+    expect(race.ran()).toBe(true);
+    const live = await h.tokens.mint({ ...queued.identity, dispatch_gen: gen + 1 }, h.clock.now());
+    const own = create(PushLogsRequestSchema, {
+      lines: [{ lineNumber: 1n, timeMs: 1n, stream: LogStream.STDOUT, message: 'live 1' }],
+    });
+    expect(await codeOf(h.agent(live).pushLogs(own))).toBe('ok');
+    const stored = await h.store.readLogs(dag_run_id, 't', try_number, 0, LOG_CAP_NOTE_LINE + 1);
+    expect(stored.map((l) => l.message)).toEqual(['live 1']);
   });
 });
