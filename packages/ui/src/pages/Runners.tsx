@@ -325,9 +325,12 @@ export function RunnerDetail() {
   const remove = useMutation({
     mutationFn: () => api('DELETE', `/api/v1/runners/${enc(name)}`),
     onSuccess: () => {
-      qc.removeQueries({ queryKey: ['runners', name] });
-      void qc.invalidateQueries({ queryKey: ['runners'] });
+      // Leave the page first, then drop its entry: removed while this page was still rendered,
+      // the entry was re-created and fetched again, a 404 for the runner just deleted. Only the
+      // list refetches (exact), never the gone runner's own entry.
       void navigate('/fleet');
+      qc.removeQueries({ queryKey: ['runners', name], exact: true });
+      void qc.invalidateQueries({ queryKey: ['runners'], exact: true });
     },
   });
   if (runner.isError) return <ErrorNote error={runner.error} />;
