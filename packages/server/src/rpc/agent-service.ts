@@ -120,8 +120,11 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
    * latest committed row, cheaper than the whole row on the PushLogs hot path.
    */
   /** The attempt's task instance, run, DAG version and task; NotFound/FailedPrecondition otherwise. */
-  async function attemptTask(claims: AgentTokenClaims) {
-    const ti = await ownTaskInstance(claims);
+  async function attemptTask(
+    claims: AgentTokenClaims,
+    known?: Awaited<ReturnType<typeof ownTaskInstance>>,
+  ) {
+    const ti = known ?? (await ownTaskInstance(claims));
     const run = ti && (await store.getRunById(ti.dag_run_id));
     if (!ti || !run) {
       throw new ConnectError('the task instance of this attempt was not found', Code.NotFound);
@@ -138,17 +141,23 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
   }
 
   /** Register's prefetch: each part through the gate of its own RPC (register-prefetch.ts). */
-  function prefetchFor(claims: AgentTokenClaims, wantSpec: boolean) {
+  function prefetchFor(
+    claims: AgentTokenClaims,
+    wantSpec: boolean,
+    ti: Awaited<ReturnType<typeof ownTaskInstance>>,
+  ) {
     return registerPrefetch(
       {
         variables: () => deps.secrets.variables(claims),
         connections: () => deps.secrets.connections(claims),
         task: async () => {
-          const { ti, run, spec, task } = await attemptTask(claims);
+          // Register already read the task instance: one row read fewer on the hop's path
+          const own = await attemptTask(claims, ti);
+          const { run, spec, task } = own;
           return {
-            spec: taskSpecMessage(run, ti, spec, task),
+            spec: taskSpecMessage(run, own.ti, spec, task),
             dependsOn: task.depends_on,
-            dagRunId: ti.dag_run_id,
+            dagRunId: own.ti.dag_run_id,
           };
         },
         xcom: (dagRunId, upstream) => store.getXCom(dagRunId, upstream, 'return_value'),
@@ -274,7 +283,7 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
       faults.hit('after_register');
       // After the write and the per-try record, never before: a superseded try got
       // should_terminate above and nothing else.
-      const prefetch = req.prefetch ? await prefetchFor(claims, req.wantSpec) : undefined;
+      const prefetch = req.prefetch ? await prefetchFor(claims, req.wantSpec, ti) : undefined;
       return create(RegisterResponseSchema, {
         sessionId: ti.id,
         serverTimeMs: BigInt(clock.now()),
