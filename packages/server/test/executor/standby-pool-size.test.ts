@@ -1,5 +1,6 @@
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { StandbyPoolSize } from '../../src/executor/standby-pool-size.js';
+import { STANDBY_SHRINK_AFTER_MS, StandbyPoolSize } from '../../src/executor/standby-pool-size.js';
 
 describe('standby pool size', () => {
   function pool(floor: number, quietMs = 1_000) {
@@ -51,6 +52,14 @@ describe('standby pool size', () => {
     advance(1_000);
     expect(size.settle()).toBe(false);
     expect(size.target).toBe(2);
+  });
+
+  it('docs/agent.md states the defaults the code has: a minute to shrink, twice the floor', () => {
+    const doc = readFileSync(new URL('../../../../docs/agent.md', import.meta.url), 'utf8');
+    expect(STANDBY_SHRINK_AFTER_MS).toBe(60_000);
+    expect(doc).toMatch(/after a minute without such a miss\s+\(`STANDBY_SHRINK_AFTER_MS`\)/);
+    expect(doc).toMatch(/up to twice the floor/);
+    expect(new StandbyPoolSize(2).ceiling).toBe(4);
   });
 
   it('a floor of 0 (standby agents off) stays 0', () => {
