@@ -1,12 +1,11 @@
 import { create } from '@bufbuild/protobuf';
-import { Code, ConnectError } from '@connectrpc/connect';
 import { LogStream, PushLogsRequestSchema } from '@leoflow/protocol';
 import { afterEach, expect, it } from 'vitest';
 import { requeueFence } from '../../src/assignments/requeue-fence.js';
 import { DEFAULT_LOG_LIMITS, LOG_CAP_NOTE_LINE } from '../../src/rpc/log-limits.js';
 import { forEachDialect } from '../support/dialects.js';
 import { createHarness, type Harness } from '../support/harness.js';
-import { setupVaultAndDag, startAttempt } from './support.js';
+import { codeOf, setupVaultAndDag, startAttempt, supersedeAfterNextFenceRead } from './support.js';
 
 /**
  * docs/credentials.md, "Which RPC checks what": PushLogs is never stored for a try a later one
@@ -28,32 +27,6 @@ const batch = (message: string) =>
     ],
   });
 
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return 'ok';
-  } catch (err) {
-    return Code[ConnectError.from(err).code];
-  }
-}
-
-/** Runs `supersede` once, right after the next fence read has returned what it saw. */
-function supersedeAfterNextFenceRead(supersede: () => Promise<void>): { ran: () => boolean } {
-  const read = h.store.getAttemptFence.bind(h.store);
-  let armed = true;
-  let ran = false;
-  h.store.getAttemptFence = async (id) => {
-    const seen = await read(id);
-    if (armed) {
-      armed = false;
-      await supersede();
-      ran = true;
-    }
-    return seen;
-  };
-  return { ran: () => ran };
-}
-
 forEachDialect('PushLogs superseded between its fence read and its append', (dialect) => {
   it('a retry: the old try gets FailedPrecondition and none of its lines are stored', async () => {
     h = await createHarness({ dialect });
@@ -63,7 +36,7 @@ forEachDialect('PushLogs superseded between its fence read and its append', (dia
     const run = first.identity.dag_run_id;
     // unraced, the live try's lines land
     expect(await codeOf(h.agent(first.token).pushLogs(batch('live')))).toBe('ok');
-    const race = supersedeAfterNextFenceRead(async () => {
+    const race = supersedeAfterNextFenceRead(h, async () => {
       const bumped = await h.store.archiveAndBumpTry(
         id,
         { states: ['running'], try_number: 1 },
@@ -94,7 +67,7 @@ forEachDialect('PushLogs superseded between its fence read and its append', (dia
     if (!queued) throw new Error('nothing was dispatched');
     const { try_number, dag_run_id } = queued.identity;
     const gen = queued.identity.dispatch_gen ?? 0;
-    const race = supersedeAfterNextFenceRead(async () => {
+    const race = supersedeAfterNextFenceRead(h, async () => {
       const next = await requeueFence(h.store, h.clock)({ ...queued.identity, dispatch_gen: gen });
       expect(next).toBe(gen + 1);
     });
@@ -118,7 +91,7 @@ forEachDialect('PushLogs superseded between its fence read and its append', (dia
     if (!queued) throw new Error('nothing was dispatched');
     const { try_number, dag_run_id } = queued.identity;
     const gen = queued.identity.dispatch_gen ?? 0;
-    const race = supersedeAfterNextFenceRead(async () => {
+    const race = supersedeAfterNextFenceRead(h, async () => {
       const next = await requeueFence(h.store, h.clock)({ ...queued.identity, dispatch_gen: gen });
       expect(next).toBe(gen + 1);
     });

@@ -1,11 +1,10 @@
 import { create } from '@bufbuild/protobuf';
-import { Code, ConnectError } from '@connectrpc/connect';
 import { PushXComRequestSchema } from '@leoflow/protocol';
 import { afterEach, expect, it } from 'vitest';
 import { requeueFence } from '../../src/assignments/requeue-fence.js';
 import { forEachDialect } from '../support/dialects.js';
 import { createHarness, type Harness, type RecordedLaunch } from '../support/harness.js';
-import { setupVaultAndDag } from './support.js';
+import { codeOf, setupVaultAndDag, supersedeAfterNextFenceRead } from './support.js';
 
 /**
  * docs/credentials.md, "Which RPC checks what": PushXCom is stored only for the live try AND
@@ -25,32 +24,6 @@ const push = (value: string) =>
     value: new TextEncoder().encode(value),
     contentType: 'text/plain',
   });
-
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return 'ok';
-  } catch (err) {
-    return Code[ConnectError.from(err).code];
-  }
-}
-
-/** Runs `supersede` once, right after the next fence read has returned what it saw. */
-function supersedeAfterNextFenceRead(supersede: () => Promise<void>): { ran: () => boolean } {
-  const read = h.store.getAttemptFence.bind(h.store);
-  let armed = true;
-  let ran = false;
-  h.store.getAttemptFence = async (id) => {
-    const seen = await read(id);
-    if (armed) {
-      armed = false;
-      await supersede();
-      ran = true;
-    }
-    return seen;
-  };
-  return { ran: () => ran };
-}
 
 async function dispatched(): Promise<RecordedLaunch> {
   await h.runs.trigger('default', 'cred', {});
@@ -89,7 +62,7 @@ forEachDialect('PushXCom from a superseded dispatch generation', (dialect) => {
     h = await createHarness({ dialect });
     await setupVaultAndDag(h);
     const old = await dispatched();
-    const race = supersedeAfterNextFenceRead(async () => {
+    const race = supersedeAfterNextFenceRead(h, async () => {
       const live = await requeue(old);
       expect(await codeOf(h.agent(live).pushXCom(push('live')))).toBe('ok');
     });

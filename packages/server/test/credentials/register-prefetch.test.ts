@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
-import { Code, ConnectError } from '@connectrpc/connect';
+import { codeOf } from './support.js';
 import { parseConnectionUri, type SecretLivenessMode } from '@leoflow/core';
 import {
   RegisterRequestSchema,
@@ -105,15 +105,6 @@ function register(launch: RecordedLaunch, req: RegisterInit): Promise<RegisterRe
 /** Every byte the answer puts on the wire, as text (protobuf strings and bytes are verbatim). */
 function wire(res: RegisterResponse): string {
   return Buffer.from(toBinary(RegisterResponseSchema, res)).toString('latin1');
-}
-
-async function codeOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-    return 'ok';
-  } catch (err) {
-    return Code[ConnectError.from(err).code];
-  }
 }
 
 describe('Register prefetch: a live attempt gets what its own calls would give it', () => {

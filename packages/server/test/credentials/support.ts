@@ -23,6 +23,39 @@ export async function access(h: Harness, token: string): Promise<Access> {
   }
 }
 
+/** The Connect code name a call ends with ('ok' when it succeeds). */
+export async function codeOf(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return 'ok';
+  } catch (err) {
+    return Code[ConnectError.from(err).code];
+  }
+}
+
+/**
+ * Runs `supersede` once, right after the next fence read has returned what it saw: the race
+ * between a fenced RPC's check and its write, driven without sleeps.
+ */
+export function supersedeAfterNextFenceRead(
+  h: Harness,
+  supersede: () => Promise<void>,
+): { ran: () => boolean } {
+  const read = h.store.getAttemptFence.bind(h.store);
+  let armed = true;
+  let ran = false;
+  h.store.getAttemptFence = async (id) => {
+    const seen = await read(id);
+    if (armed) {
+      armed = false;
+      await supersede();
+      ran = true;
+    }
+    return seen;
+  };
+  return { ran: () => ran };
+}
+
 export async function heartbeat(h: Harness, token: string, session?: string) {
   try {
     return await h.agent(token, session).heartbeat({});
