@@ -1,4 +1,4 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, utimesSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Code } from '@connectrpc/connect';
@@ -144,6 +144,12 @@ describe('agent process: credential delivery', () => {
   it('CREDENTIAL CANARY: the token is in no env, /proc entry or readable file the task can reach', async () => {
     // Assembled at runtime so no file (this source, vitest's transform cache) holds the prefix.
     const prefix = ['LF', 'CANARY', 'TOKEN'].join('_');
+    const workdir = tempDir();
+    const since = path.join(workdir, '.since');
+    writeFileSync(since, '');
+    // Dated back, so -newer sees the decoy below whatever the filesystem's mtime granularity.
+    const earlier = new Date(Date.now() - 2000);
+    utimesSync(since, earlier, earlier);
     const canary = `${prefix}_${Math.random().toString(36).slice(2, 10)}${Date.now().toString(36)}`;
     const fake = await startFake({
       spec: defaultSpec({
@@ -156,18 +162,19 @@ describe('agent process: credential delivery', () => {
           'echo "== parent fds"; ls -l /proc/$PPID/fd 2>&1',
           'echo "== ps"; (ps -eo pid,args 2>/dev/null || true)',
           'echo "== grep"',
-          'if timeout 60 grep -r -a -o -s -E "LF_CANAR[Y]_TOKE[N]_[a-z0-9]{8,}" "$PWD" /tmp; then echo FOUND; else echo GREP_NONE; fi',
+          // Only files written since the agent started can hold the token (it was made just
+          // before), so the search skips whatever else /tmp holds (another checkout's
+          // node_modules made a whole-tree grep outlast the test in CI). A grep cut short by
+          // the timeout reports its status, so "nothing found" is never a timeout in disguise.
+          `find "$PWD" /tmp -xdev -type f -newer '${since}' -print0 2>/dev/null | timeout 45 xargs -0 -r grep -a -o -s -H -E "LF_CANAR[Y]_TOKE[N]_[a-z0-9]{8,}"; echo "GREP_STATUS=$?"`,
         ].join('\n'),
       }),
       variables: { greeting: 'hi' },
     });
-    const workdir = tempDir();
     // Positive control: a planted decoy with the same shape must be found, proving the grep works.
     const decoy = `${prefix}_decoy${Math.random().toString(36).slice(2, 10)}`;
-    writeFileSync(
-      path.join(workdir, 'planted-decoy.bin'),
-      Buffer.concat([Buffer.from([0, 1, 2]), Buffer.from(decoy)]),
-    );
+    const decoyFile = path.join(workdir, 'planted-decoy.bin');
+    writeFileSync(decoyFile, Buffer.concat([Buffer.from([0, 1, 2]), Buffer.from(decoy)]));
     const agent = start({ url: fake.url, token: canary, workdir });
     const { code } = await agent.exited;
     expect(code, agent.diagnostics()).toBe(0);
@@ -177,6 +184,9 @@ describe('agent process: credential delivery', () => {
     expect(out).toMatch(/== parent cmdline\n\S*node \S+\.m?js/); // …and its argv
     const grepped = out.slice(out.indexOf('== grep'));
     expect(grepped).toContain(`planted-decoy.bin:${decoy}`);
+    // 0 or 123 (some grep batch matched nothing or met a file closed to the task uid): the
+    // search finished. 124 is the timeout's: it did not, and nothing above would be proven.
+    expect(grepped).toMatch(/^GREP_STATUS=(0|123)$/m);
     const matches = [...out.matchAll(new RegExp(`${prefix}_[a-z0-9]+`, 'g'))].map((m) => m[0]);
     expect(new Set(matches)).toEqual(new Set([decoy]));
     expect(out).not.toContain(canary);
@@ -186,5 +196,5 @@ describe('agent process: credential delivery', () => {
     expect(agent.diagnostics()).not.toContain(canary);
     // The server saw it only as the bearer.
     expect(fake.calls.every((c) => c.authorization === `Bearer ${canary}`)).toBe(true);
-  });
+  }, 90_000);
 });
