@@ -62,8 +62,11 @@ export class TokenReadError extends Error {
 const MAX_PIPE_BYTES = 1024 * 1024;
 
 /**
- * Reads the inherited token pipe (a bare token or an assignment, see assignment.ts) to EOF and
- * closes it. The descriptor must be closed before the
+ * Reads the inherited token pipe (a bare token or an assignment, see assignment.ts) up to its
+ * first newline, or to EOF when none comes, and closes it. The subprocess executor ends its
+ * write with a newline (JSON.stringify never emits one), so the agent starts on the message
+ * itself instead of waiting for the executor's event loop to get round to closing its end —
+ * milliseconds on the hand-off of every standby agent. The descriptor must be closed before the
  * task is spawned: an inherited fd 3 has no close-on-exec flag, so a task would otherwise
  * inherit the pipe.
  *
@@ -101,6 +104,8 @@ export async function readTokenFromFd(fd: number, timeoutMs: number): Promise<st
   return token;
 }
 
+const NEWLINE = 0x0a;
+
 function readStreamFd(fd: number, timeoutMs: number): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -136,6 +141,8 @@ function readStreamFd(fd: number, timeoutMs: number): Promise<Buffer> {
         return;
       }
       chunks.push(chunk);
+      // The message is complete; whatever else the pipe might carry is not read.
+      if (chunk.includes(NEWLINE)) finish(undefined);
     });
     sock.on('error', (e: NodeJS.ErrnoException) =>
       finish(

@@ -77,6 +77,24 @@ describe('agent process: standby', () => {
     expect(agent.diagnostics()).not.toContain(TOKEN);
   });
 
+  it('starts on the newline that ends the assignment, with the executor end still open, and closes fd 3 before the task', async () => {
+    const fake = await startFake({ spec: defaultSpec({ command: 'ls -l /proc/$PPID/fd' }) });
+    const workdir = tempDir();
+    const agent = await standbyAgent(fake.url, fake);
+    const pipe = agent.child.stdio[3] as Writable;
+    // write, not end: the executor's end of the pipe stays open for the whole attempt
+    pipe.write(`${JSON.stringify({ token: TOKEN, task_instance_id: 'ti-1', workdir })}\n`);
+    try {
+      const { code } = await agent.exited;
+      expect(code, agent.diagnostics()).toBe(0);
+      expect(fake.reports[0]?.state).toBe(ReportedState.SUCCESS);
+      // the agent closed its end before spawning the task: no pipe on fd 3 of the task's parent
+      expect(fake.lines(LogStream.STDOUT).join('\n')).not.toMatch(/ 3 -> pipe:/);
+    } finally {
+      pipe.destroy();
+    }
+  });
+
   it('exits quietly when released with an empty assignment', async () => {
     const fake = await startFake({ spec: defaultSpec({ command: 'true' }) });
     const agent = start({

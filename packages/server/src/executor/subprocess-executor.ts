@@ -367,7 +367,8 @@ export function assignmentPayload(
     const encoded = Buffer.from(toBinary(TaskSpecSchema, spec)).toString('base64');
     if (encoded.length <= MAX_PIPED_SPEC_BYTES) assignment.spec = encoded;
   }
-  return JSON.stringify(assignment);
+  // The newline ends the message: the agent starts on it, not on this end's close (token.ts).
+  return `${JSON.stringify(assignment)}\n`;
 }
 
 function attemptKey(taskInstanceId: string, tryNumber: number): string {
