@@ -183,7 +183,7 @@ export interface AgentAuthenticationDeps {
    * Warm pools: is the token's pod still a serving member of its pool? A recycled or deleted
    * pod's token, though its signature and exp still hold, then opens nothing (Register included).
    */
-  workerServing?: (claims: WorkerTokenClaims) => boolean;
+  workerServing?: (claims: WorkerTokenClaims) => Promise<boolean>;
 }
 
 export interface AgentAuthentication {
@@ -329,7 +329,7 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
         if (row?.worker !== 'worker-token') {
           throw new ConnectError(WORKER_TOKEN_REFUSAL, Code.PermissionDenied);
         }
-        if (deps.workerServing && !deps.workerServing(bearer.claims)) {
+        if (deps.workerServing && !(await deps.workerServing(bearer.claims))) {
           throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
         }
         const principal: WorkerPrincipal = {
