@@ -97,6 +97,7 @@ export async function wireWarmPools(input: WarmPoolWiringInput): Promise<WarmPoo
     tokens,
     clock: input.clock,
     keepaliveMs: DEFAULT_KEEPALIVE_MS,
+    leading: input.leading,
     ...(input.renewCheckMs !== undefined ? { renewCheckMs: input.renewCheckMs } : {}),
     onError: onError('a warm-pool worker stream failed'),
   });

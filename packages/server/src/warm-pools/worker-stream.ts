@@ -6,6 +6,7 @@ import {
   agentProtocolRefusal,
   AwaitAssignmentResponseSchema,
   checkAgentProtocol,
+  ERROR_CODE_METADATA,
   SUPPORTED_AGENT_PROTOCOLS,
   type AwaitAssignmentRequest,
   type AwaitAssignmentResponse,
@@ -14,7 +15,12 @@ import type { Clock } from '@leoflow/core';
 import type { AssignmentBroker } from '../assignments/assignment-broker.js';
 import { assignmentMessage } from '../assignments/assignment-rpc.js';
 import type { WorkerTokenIssuer } from '../auth/worker-token.js';
-import { WORKER_NOT_SERVING, workerPrincipal } from '../rpc/agent-auth.js';
+import {
+  WORKER_NOT_LEADER,
+  WORKER_NOT_LEADER_CODE,
+  WORKER_NOT_SERVING,
+  workerPrincipal,
+} from '../rpc/agent-auth.js';
 import { WORKER_POOL_ANNOTATION } from '../exchange/reviewed-pod.js';
 import type { WarmPoolManager } from './pool-manager.js';
 
@@ -31,7 +37,14 @@ export interface WorkerStreamDeps {
   tokens: Pick<WorkerTokenIssuer, 'mint' | 'ttlSeconds'>;
   clock: Clock;
   keepaliveMs: number;
-  /** how often the stream looks at the clock for a due renewal */
+  /**
+   * Does this replica hold the scheduling lease? Only the leader's routing hands out warm
+   * assignments (its broker is in its memory), so a stream elsewhere is refused, and a stream
+   * whose replica loses the lease is ended, with LF_WARM_WORKER_NOT_LEADER: the worker
+   * reconnects on a new connection. Absent: always (one process).
+   */
+  leading?: () => boolean;
+  /** how often the stream looks at the clock for a due renewal (and at the lease) */
   renewCheckMs?: number;
   onError?: (err: unknown) => void;
 }
@@ -45,6 +58,7 @@ export interface WorkerStreamDeps {
 export function createWorkerStream(deps: WorkerStreamDeps) {
   const renewCheckMs = deps.renewCheckMs ?? 1_000;
   const onError = deps.onError ?? (() => undefined);
+  const leading = deps.leading ?? (() => true);
   /**
    * One stream per pod, the latest: a worker reconnecting after a broken connection replaces
    * its old stream, and a pod never holds two slots (two attempts at once) through two streams.
@@ -62,6 +76,7 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
         Code.FailedPrecondition,
       );
     }
+    if (!leading()) throw notLeader();
     const member = { poolKey: claims.pool_key, name: claims.pod_name, uid: claims.pod_uid };
     // Read from the store each time (one read by primary key): a pod recycled by any replica
     // is refused here at once.
@@ -145,7 +160,14 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
         }),
       );
     };
+    let leadLost = false;
     const renewal = setInterval(() => {
+      if (!leading()) {
+        // No assignment reaches this replica's broker any more: the worker goes to the leader.
+        leadLost = true;
+        out.close();
+        return;
+      }
       if (renewing || deps.clock.now() < expiresAtMs - ttlMs * WORKER_RENEW_AT_REMAINING) return;
       renewing = true;
       renew()
@@ -171,6 +193,7 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
     if (ctx.signal.aborted) end();
     try {
       for await (const m of out) yield m;
+      if (leadLost) throw notLeader();
     } finally {
       clearInterval(renewal);
       clearInterval(keepalive);
@@ -179,4 +202,11 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
       leave();
     }
   };
+}
+
+/** Unavailable with the code in the metadata: the worker reconnects, on a new connection. */
+function notLeader(): ConnectError {
+  return new ConnectError(WORKER_NOT_LEADER, Code.Unavailable, {
+    [ERROR_CODE_METADATA]: WORKER_NOT_LEADER_CODE,
+  });
 }
