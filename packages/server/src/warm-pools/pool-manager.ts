@@ -61,6 +61,8 @@ export type RecycleReason = WarmPoolRecycleReason;
  * reconcile prunes it. Its token is refused either way: a missing row serves nothing.
  */
 export const RECYCLED_ROW_RETENTION_MS = 24 * 3_600_000;
+/** How often the leader's reconcile prunes those rows (not on every pass). */
+export const PRUNE_INTERVAL_MS = 10 * 60_000;
 
 /** One pool pod, as its worker token names it. */
 export interface MemberRef {
@@ -96,6 +98,7 @@ export class WarmPoolManager implements WorkerBootstrap {
   readonly #writes = new Map<string, Promise<unknown>>();
   /** attempt ends and recycles in flight (the pod's delete included), for settled() */
   readonly #inflight = new Set<Promise<unknown>>();
+  #prunedAtMs = Number.NEGATIVE_INFINITY;
 
   constructor(
     pools: readonly WarmPoolConfig[],
@@ -215,7 +218,10 @@ export class WarmPoolManager implements WorkerBootstrap {
    */
   async reconcile(): Promise<void> {
     const now = this.deps.clock.now();
-    await this.deps.store.pruneRecycledWarmPoolMembers(now - RECYCLED_ROW_RETENTION_MS);
+    if (now - this.#prunedAtMs >= PRUNE_INTERVAL_MS) {
+      this.#prunedAtMs = now;
+      await this.deps.store.pruneRecycledWarmPoolMembers(now - RECYCLED_ROW_RETENTION_MS);
+    }
     for (const pool of this.#pools.values()) {
       const c = pool.config;
       let members = await this.deps.store.listServingWarmPoolMembers(pool.key);

@@ -6,6 +6,8 @@ import { parseExecutorSection } from '../../src/config/executor-config.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
 import { WORKER_POOL_ANNOTATION, type ReviewedPod } from '../../src/exchange/reviewed-pod.js';
 import {
+  PRUNE_INTERVAL_MS,
+  RECYCLED_ROW_RETENTION_MS,
   SURVIVOR_MESSAGE,
   WarmPoolManager,
   warmPoolKey,
@@ -194,6 +196,27 @@ describe('WarmPoolManager', () => {
     listed.set(a!.name, state(a!.name, { finished: { terminationMessage: 'exit 0' } }));
     await m.reconcile();
     expect(m.recycled.at(-1)).toMatchObject({ name: a!.name, reason: 'gone' });
+  });
+
+  it('the leader prunes a recycled row a day after its recycle; the pod stays refused without it', async () => {
+    const clock = new ManualClock(T0);
+    const { api } = fakeApi();
+    const store = await newStore();
+    const m = new WarmPoolManager([{ ...POOL, minIdle: 1 }], { api, tokens, clock, store });
+    const key = warmPoolKey(POOL);
+    await m.reconcile();
+    const [w] = await m.members(key);
+    await m.recycle({ poolKey: key, ...w! }, 'survivor');
+    clock.advance(RECYCLED_ROW_RETENTION_MS - 1);
+    await m.reconcile();
+    expect((await store.getWarmPoolMember(w!.uid))?.recycled).toBe('survivor');
+    clock.advance(PRUNE_INTERVAL_MS);
+    await m.reconcile();
+    expect(await store.getWarmPoolMember(w!.uid)).toBeUndefined();
+    expect(await m.serving(key, w!.name, w!.uid)).toBe(false);
+    expect(
+      await m.issue(reviewed(w!.name, { namespace: POOL.namespace, uid: w!.uid, poolKey: key })),
+    ).toBeNull();
   });
 
   it("one tenant never gets another tenant's pool: the key differs by tenant, service account and image", async () => {
