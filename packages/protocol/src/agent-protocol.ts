@@ -64,3 +64,10 @@ export function agentProtocolRefusal(
     `control plane accepts ${range}; ${fix} (docs/agent.md, "Compatibility").`
   );
 }
+
+/**
+ * The response metadata key (a trailer on a stream) under which the control plane names the
+ * stable `LF_` code of a refusal an agent must act on, so the agent decides by the code and
+ * never by the message text.
+ */
+export const ERROR_CODE_METADATA = 'leoflow-error-code';

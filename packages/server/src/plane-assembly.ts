@@ -76,7 +76,7 @@ export interface PlaneInputs {
   /** warm pools: the agent port admits worker tokens (Register, AwaitAssignment only) */
   workerVerifier?: WorkerTokenVerification;
   /** warm pools: a worker token's pod still serves its pool (else its token opens nothing) */
-  workerServing?: (claims: WorkerTokenClaims) => boolean;
+  workerServing?: (claims: WorkerTokenClaims) => Promise<boolean>;
 }
 
 /** The control plane's parts, wired once; listeners (agent port, REST, metrics) are the caller's. */

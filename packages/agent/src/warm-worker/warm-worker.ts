@@ -1,12 +1,29 @@
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport, Http2SessionManager } from '@connectrpc/connect-node';
-import { AGENT_PROTOCOL_VERSION, AgentService, type Assignment } from '@leoflow/protocol';
+import {
+  AGENT_PROTOCOL_VERSION,
+  AgentService,
+  ERROR_CODE_METADATA,
+  type Assignment,
+} from '@leoflow/protocol';
 import { AGENT_VERSION, EXIT } from '../agent.js';
 import { bearerInterceptor } from '../rpc.js';
 import { TokenHolder } from '../token.js';
 import { reconnectDelayMs } from '../runner/backoff.js';
 import { RunnerAttempt, type AttemptHost } from '../runner/runner-attempt.js';
 import { killDescendants } from './descendants.js';
+
+/**
+ * The control plane's answer on a replica that does not hold the scheduling lease: only the
+ * leader hands out warm assignments, so the worker reconnects, on a new connection (a Service
+ * may route that one to the leader).
+ */
+export const NOT_LEADER_CODE = 'LF_WARM_WORKER_NOT_LEADER';
+/**
+ * Reconnects after NOT_LEADER back off like any reconnect (jittered) but only up to this many
+ * doublings (a ceiling of 2 s): the leader is up, this connection just reached another replica.
+ */
+export const NOT_LEADER_BACKOFF_STEPS = 2;
 
 /** What the termination log says when a pod must be recycled rather than reused. */
 export const RECYCLE_MESSAGE = 'recycle: a process of the previous attempt survived';
@@ -21,6 +38,8 @@ export interface WarmWorkerOptions extends Omit<AttemptHost, 'clientFor'> {
   /** finds what the previous attempt left outside its uid; tests inject survivors */
   sweepDescendants?: () => Promise<number[]>;
   random?: () => number;
+  /** waits between reconnects (tests record the delays instead of waiting) */
+  sleep?: (ms: number) => Promise<void>;
 }
 
 /**
@@ -54,14 +73,30 @@ export class WarmWorker {
   /** Runs until stopped, refused, or recycled; the process exit code. */
   async run(): Promise<number> {
     let failures = 0;
+    let notLeader = 0;
     while (!this.#stop.signal.aborted) {
       const started = Date.now();
       try {
         await this.#awaitAssignments();
+        notLeader = 0;
         continue; // our own restart: the free slot count changed
       } catch (err) {
         if (this.#stop.signal.aborted) break;
         const e = ConnectError.from(err);
+        if (e.metadata.get(ERROR_CODE_METADATA) === NOT_LEADER_CODE) {
+          // Not a failure of ours: this connection reached a replica that does not lead. A new
+          // one (the old session dropped) may reach the leader.
+          notLeader++;
+          this.#o.diag.log(
+            'info',
+            `warm worker: ${NOT_LEADER_CODE}: this control-plane replica does not lead; reconnecting on a new connection`,
+          );
+          this.#sessions.abort();
+          await this.#sleep(
+            reconnectDelayMs(Math.min(notLeader, NOT_LEADER_BACKOFF_STEPS), this.#o.random),
+          );
+          continue;
+        }
         if (isRefusal(e.code)) {
           this.#end(
             EXIT.WORKER_REFUSED,
@@ -187,6 +222,7 @@ export class WarmWorker {
   }
 
   #sleep(ms: number): Promise<void> {
+    if (this.#o.sleep) return this.#o.sleep(ms);
     return new Promise((resolve) => {
       const timer = setTimeout(done, ms);
       const signal = this.#stop.signal;

@@ -308,6 +308,12 @@ export const ERROR_CATALOGUE = {
     null,
     'The warm-pool pod was recycled or is unknown to this control plane: the pool replaces it; a worker exits and is not restarted in place.',
   ),
+  LF_WARM_WORKER_NOT_LEADER: c(
+    'run',
+    null,
+    'Nothing to fix: this replica does not hold the scheduling lease, so no assignment reaches a warm worker waiting here; the worker reconnects on a new connection (with jittered backoff) until it reaches the leader.',
+    'unavailable',
+  ),
   LF_POD_CREATE_FAILED: c(
     'run',
     null,

@@ -121,6 +121,16 @@ export const WORKER_NOT_SERVING_CODE = 'LF_WARM_WORKER_NOT_SERVING';
 /** The sanitised refusal of a worker token whose pod is no longer a serving pool member. */
 export const WORKER_NOT_SERVING = `${WORKER_NOT_SERVING_CODE}: this warm-pool pod is not serving (recycled or unknown); the pool replaces it`;
 
+export const WORKER_NOT_LEADER_CODE = 'LF_WARM_WORKER_NOT_LEADER';
+/**
+ * The refusal of AwaitAssignment with a worker token on a replica that does not hold the
+ * scheduling lease: only the leader's warm routing hands out assignments (its broker is in its
+ * memory), so a worker waiting elsewhere would wait for nothing. Unavailable, with the code in
+ * the metadata: the worker reconnects on a new connection, which a Service may route to the
+ * leader.
+ */
+export const WORKER_NOT_LEADER = `${WORKER_NOT_LEADER_CODE}: this control-plane replica does not lead, so no assignment reaches a warm worker here; reconnect (a new connection may reach the leader)`;
+
 /**
  * THE declaration of which RPC accepts which principal (docs/credentials.md, "Which RPC checks
  * what" and "An expired credential", mirror it; a test keeps the doc true). Past exp only the
@@ -183,7 +193,7 @@ export interface AgentAuthenticationDeps {
    * Warm pools: is the token's pod still a serving member of its pool? A recycled or deleted
    * pod's token, though its signature and exp still hold, then opens nothing (Register included).
    */
-  workerServing?: (claims: WorkerTokenClaims) => boolean;
+  workerServing?: (claims: WorkerTokenClaims) => Promise<boolean>;
 }
 
 export interface AgentAuthentication {
@@ -329,7 +339,7 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
         if (row?.worker !== 'worker-token') {
           throw new ConnectError(WORKER_TOKEN_REFUSAL, Code.PermissionDenied);
         }
-        if (deps.workerServing && !deps.workerServing(bearer.claims)) {
+        if (deps.workerServing && !(await deps.workerServing(bearer.claims))) {
           throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
         }
         const principal: WorkerPrincipal = {

@@ -1,5 +1,5 @@
 import type { Generated } from 'kysely';
-import type { ApiTokenRow, UiSessionRow } from './types.js';
+import type { ApiTokenRow, UiSessionRow, WarmPoolRecycleReason } from './types.js';
 
 /**
  * Column-level shapes as the drivers hand them to Kysely. They differ from the row types in
@@ -170,6 +170,22 @@ export type ApiTokensTable = ApiTokenRow;
 /** Plain text and numbers too (migration 0009). */
 export type UiSessionsTable = UiSessionRow;
 
+/** Warm-pool members (migration 0010): booleans as DbBool, the rest plain. */
+export interface WarmPoolMembersTable {
+  pod_uid: string;
+  pool_key: string;
+  namespace: string;
+  pod_name: string;
+  tenant_id: string;
+  created_at: number;
+  bootstrapped: DbBool;
+  attempts: number;
+  busy: DbBool;
+  idle_since: number;
+  recycled: WarmPoolRecycleReason | null;
+  recycled_at: number | null;
+}
+
 export interface AttemptRecordsTable {
   task_instance_id: string;
   try_number: number;
@@ -266,4 +282,5 @@ export interface Database {
   cells: CellsTable;
   tenant_placements: TenantPlacementsTable;
   ui_sessions: UiSessionsTable;
+  warm_pool_members: WarmPoolMembersTable;
 }

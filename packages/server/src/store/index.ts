@@ -22,6 +22,8 @@ export type {
   TaskInstanceHistoryRow,
   TaskInstanceRow,
   TenantRow,
+  WarmPoolMemberRow,
+  WarmPoolRecycleReason,
   XComRow,
 } from './types.js';
 export type { ApiTokenStore } from './ports/api-tokens.js';
@@ -38,6 +40,7 @@ export type { SecretPathStore } from './ports/secret-path.js';
 export type { TaskInstanceStore } from './ports/task-instances.js';
 export type { TenantStore } from './ports/tenants.js';
 export type { VariableStore } from './ports/variables.js';
+export type { WarmPoolMemberStore } from './ports/warm-pool-members.js';
 export type { XComStore } from './ports/xcom.js';
 export type {
   AuditRecord,

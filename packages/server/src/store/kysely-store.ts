@@ -16,6 +16,7 @@ import { KyselyTaskInstanceStore } from './kysely/task-instances.js';
 import { KyselyTenantStore } from './kysely/tenants.js';
 import { KyselyUiSessionStore } from './kysely/ui-sessions.js';
 import { KyselyVariableStore } from './kysely/variables.js';
+import { KyselyWarmPoolMemberStore } from './kysely/warm-pool-members.js';
 import { KyselyXComStore } from './kysely/xcom.js';
 import { migrationProvider, type StoreDialect } from './migrations.js';
 import { compareSchema, schemaNewerError } from './schema-status.js';
@@ -71,6 +72,7 @@ export class KyselyStore
     KyselyAuditStore,
     KyselyAttemptCredentialStore,
     KyselyUiSessionStore,
+    KyselyWarmPoolMemberStore,
   )
   implements Store
 {

@@ -11,6 +11,7 @@ import type { TaskInstanceStore } from './ports/task-instances.js';
 import type { TenantStore } from './ports/tenants.js';
 import type { UiSessionStore } from './ports/ui-sessions.js';
 import type { VariableStore } from './ports/variables.js';
+import type { WarmPoolMemberStore } from './ports/warm-pool-members.js';
 import type { XComStore } from './ports/xcom.js';
 
 export type { NewRun, RunSpecRef } from './ports/runs.js';
@@ -43,7 +44,8 @@ export interface Store
     SealedValueStore,
     AuditStore,
     AttemptCredentialStore,
-    UiSessionStore {
+    UiSessionStore,
+    WarmPoolMemberStore {
   readonly dialect: 'sqlite' | 'postgres';
   /**
    * Applies pending migrations, once across replicas (PostgreSQL: under an advisory lock), and

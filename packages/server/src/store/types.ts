@@ -214,3 +214,35 @@ export interface UndeclaredUseSummary {
 }
 
 export type AttemptSessionBinding = 'bound' | 'same' | 'conflict';
+
+/** Why a warm-pool pod left its pool (migration 0010); null on a row while the pod serves. */
+export type WarmPoolRecycleReason =
+  'attempts' | 'lifetime' | 'idle' | 'survivor' | 'gone' | 'unacked';
+
+/**
+ * One warm-pool pod the pool created (migration 0010), keyed by its pod uid: the apiserver
+ * never reuses a uid, so a pod re-created under the same name is never this row, and the
+ * worker token names the uid. Shared by every replica: the one worker token per pod, the
+ * attempt count and busy/idle survive a failover, and a recycled row refuses its token on every
+ * replica at once.
+ */
+export interface WarmPoolMemberRow {
+  pod_uid: string;
+  pool_key: string;
+  namespace: string;
+  pod_name: string;
+  tenant_id: string;
+  /** epoch ms, by the creating replica's clock */
+  created_at: number;
+  /** its one worker token was minted */
+  bootstrapped: boolean;
+  /** attempts it took (acked) */
+  attempts: number;
+  busy: boolean;
+  /** epoch ms: since when it has been idle (its creation before its first attempt) */
+  idle_since: number;
+  /** null while it serves; set before its pod is deleted, and never cleared */
+  recycled: WarmPoolRecycleReason | null;
+  /** epoch ms of the recycle (what the leader's prune of old rows goes by) */
+  recycled_at: number | null;
+}

@@ -2,6 +2,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import type { Clock } from '@leoflow/core';
 import type { WarmPoolConfig } from '../config/warm-pool-config.js';
 import type { WorkerTokenIssuer } from '../auth/worker-token.js';
+import type { WarmPoolMemberStore } from '../store/ports/warm-pool-members.js';
+import type { WarmPoolMemberRow, WarmPoolRecycleReason } from '../store/types.js';
 import {
   WORKER_POOL_ANNOTATION,
   type IssuedToken,
@@ -52,43 +54,64 @@ export interface PoolPodState {
 export const SURVIVOR_MESSAGE = 'survivor';
 
 /** `unacked`: the worker let an assignment's ack deadline pass; it is not trusted with another. */
-export type RecycleReason = 'attempts' | 'lifetime' | 'idle' | 'survivor' | 'gone' | 'unacked';
+export type RecycleReason = WarmPoolRecycleReason;
 
-interface Member {
+/**
+ * How long a recycled member's row stays in the store (its reason readable) before the leader's
+ * reconcile prunes it. Its token is refused either way: a missing row serves nothing.
+ */
+export const RECYCLED_ROW_RETENTION_MS = 24 * 3_600_000;
+/** How often the leader's reconcile prunes those rows (not on every pass). */
+export const PRUNE_INTERVAL_MS = 10 * 60_000;
+
+/** One pool pod, as its worker token names it. */
+export interface MemberRef {
+  poolKey: string;
   name: string;
   uid: string;
-  createdAtMs: number;
-  /** the worker token was issued (once per pod) */
-  bootstrapped: boolean;
-  attempts: number;
-  busy: boolean;
-  idleSinceMs: number;
-  recycled: RecycleReason | null;
 }
 
 interface Pool {
   config: WarmPoolConfig;
   key: string;
-  members: Map<string, Member>;
 }
 
 /**
- * Keeps each pool's idle floor and implements the exchange's WorkerBootstrap: a pod the manager
+ * Keeps each pool's idle floor and implements the exchange's WorkerBootstrap: a pod the pool
  * created gets ONE worker-scoped token, ever; a pod it does not know, or already recycled, gets
  * null. Recycling follows the pool's limits (attempts, lifetime, idle TTL) or a worker's own
  * report that something of a previous attempt survived.
+ *
+ * The members live in the store (warm_pool_members), not in this process: every replica
+ * answers a pod's exchange and its worker's RPCs from the same rows, the one-token-per-pod rule
+ * is a conditional UPDATE, and a new leader's reconcile adopts the pods the old one created
+ * (their attempt counts and idle clocks included). Only the lease holder reconciles.
  */
 export class WarmPoolManager implements WorkerBootstrap {
   readonly #pools = new Map<string, Pool>();
   readonly #recycled: { poolKey: string; name: string; reason: RecycleReason }[] = [];
+  /**
+   * This process's writes per pod, in the order it made them: an ack's "busy" lands before the
+   * attempt's end is written, and this process's reads of a pod see its own writes. Not a cache:
+   * every read still goes to the store.
+   */
+  readonly #writes = new Map<string, Promise<unknown>>();
+  /** attempt ends and recycles in flight (the pod's delete included), for settled() */
+  readonly #inflight = new Set<Promise<unknown>>();
+  #prunedAtMs = Number.NEGATIVE_INFINITY;
 
   constructor(
     pools: readonly WarmPoolConfig[],
-    private readonly deps: { api: WorkerPodApi; tokens: WorkerTokenIssuer; clock: Clock },
+    private readonly deps: {
+      api: WorkerPodApi;
+      tokens: WorkerTokenIssuer;
+      clock: Clock;
+      store: WarmPoolMemberStore;
+    },
   ) {
     for (const config of pools) {
       const key = warmPoolKey(config);
-      this.#pools.set(key, { config, key, members: new Map() });
+      this.#pools.set(key, { config, key });
     }
   }
 
@@ -100,88 +123,132 @@ export class WarmPoolManager implements WorkerBootstrap {
 
   async issue(pod: ReviewedPod): Promise<IssuedToken | null> {
     const pool = this.#pools.get(pod.annotations[WORKER_POOL_ANNOTATION] ?? '');
-    if (!pool) return null;
-    const m = pool.members.get(pod.name);
     if (
-      !m ||
-      m.uid !== pod.uid ||
-      m.bootstrapped ||
-      m.recycled !== null ||
+      !pool ||
       pod.namespace !== pool.config.namespace ||
       pod.serviceAccount !== pool.config.serviceAccount
     ) {
       return null;
     }
-    m.bootstrapped = true;
+    // One token per pod across every replica: exactly one conditional UPDATE wins.
+    const won = await this.#serially(pod.uid, () =>
+      this.deps.store.markWarmPoolMemberBootstrapped(pod.uid, {
+        pool_key: pool.key,
+        namespace: pod.namespace,
+        pod_name: pod.name,
+      }),
+    );
+    if (!won) return null;
     return this.deps.tokens.mint(
-      { pool_key: pool.key, tenant_id: pool.config.tenant, pod_name: m.name, pod_uid: m.uid },
+      { pool_key: pool.key, tenant_id: pool.config.tenant, pod_name: pod.name, pod_uid: pod.uid },
       this.deps.clock.now(),
     );
   }
 
-  /** A worker token's pod is still a serving member (not recycled, same uid). */
-  serving(poolKey: string, podName: string, podUid: string): boolean {
-    const m = this.#pools.get(poolKey)?.members.get(podName);
-    return m !== undefined && m.uid === podUid && m.recycled === null;
+  /**
+   * The stored member a worker token names, while it serves (same pool, name and uid, not
+   * recycled); undefined otherwise. One read by primary key.
+   */
+  async servingMember(ref: MemberRef): Promise<WarmPoolMemberRow | undefined> {
+    if (!this.#pools.has(ref.poolKey)) return undefined;
+    await this.#writes.get(ref.uid);
+    const row = await this.deps.store.getWarmPoolMember(ref.uid);
+    return row && row.pool_key === ref.poolKey && row.pod_name === ref.name && row.recycled === null
+      ? row
+      : undefined;
   }
 
-  /** The worker took an attempt. */
-  attemptStarted(poolKey: string, podName: string): void {
-    const m = this.#pools.get(poolKey)?.members.get(podName);
-    if (!m) return;
-    m.busy = true;
-    m.attempts++;
+  /** A worker token's pod is still a serving member (not recycled, same uid), on any replica. */
+  async serving(poolKey: string, podName: string, podUid: string): Promise<boolean> {
+    return (await this.servingMember({ poolKey, name: podName, uid: podUid })) !== undefined;
   }
 
-  /** The worker is idle again; recycled now if the attempt count reached the limit. */
-  async attemptFinished(poolKey: string, podName: string): Promise<void> {
-    const pool = this.#pools.get(poolKey);
-    const m = pool?.members.get(podName);
-    if (!pool || !m) return;
-    m.busy = false;
-    m.idleSinceMs = this.deps.clock.now();
-    if (m.attempts >= pool.config.maxAttemptsPerWorker)
-      await this.recycle(poolKey, podName, 'attempts');
+  /** The worker took an attempt: busy, one attempt more (stored). */
+  attemptStarted(ref: MemberRef): Promise<void> {
+    return this.#track(async () => {
+      await this.#serially(ref.uid, () => this.deps.store.startWarmPoolAttempt(ref.uid));
+    });
   }
 
-  /** Takes the pod out of service for good and deletes it; its token then opens nothing. */
-  async recycle(poolKey: string, podName: string, reason: RecycleReason): Promise<void> {
-    const pool = this.#pools.get(poolKey);
-    const m = pool?.members.get(podName);
-    if (!pool || !m || m.recycled) return;
-    m.recycled = reason;
-    pool.members.delete(podName);
-    this.#recycled.push({ poolKey, name: podName, reason });
-    if (this.#recycled.length > 100) this.#recycled.shift();
-    await this.deps.api.delete(pool.config.namespace, podName).catch(() => undefined);
+  /** The worker is idle again; recycled now if the stored attempt count reached the limit. */
+  attemptFinished(ref: MemberRef): Promise<void> {
+    return this.#track(async () => {
+      const pool = this.#pools.get(ref.poolKey);
+      if (!pool) return;
+      const row = await this.#serially(ref.uid, () =>
+        this.deps.store.finishWarmPoolAttempt(ref.uid, this.deps.clock.now()),
+      );
+      if (row && row.pool_key === ref.poolKey && row.attempts >= pool.config.maxAttemptsPerWorker)
+        await this.recycle(ref, 'attempts');
+    });
   }
 
   /**
-   * One pass: recycle members whose pod is gone or finished (listed), past their lifetime or
-   * (above the floor) their idle TTL; delete pool pods this process does not know (a previous
-   * process's: their tokens open nothing here); then create pods until each pool has min_idle
-   * idle ones, never more than max_size in all.
+   * Takes the pod out of service for good and deletes it; its token then opens nothing. The
+   * reason is stored first, so every replica refuses the token before the pod is gone.
+   */
+  recycle(ref: MemberRef, reason: RecycleReason): Promise<void> {
+    return this.#track(async () => {
+      const pool = this.#pools.get(ref.poolKey);
+      if (!pool) return;
+      const recycled = await this.#serially(ref.uid, () =>
+        this.deps.store.recycleWarmPoolMember(ref.uid, reason, this.deps.clock.now()),
+      );
+      if (!recycled) return; // already recycled (by this replica or another), or unknown
+      this.#recycled.push({ poolKey: ref.poolKey, name: ref.name, reason });
+      if (this.#recycled.length > 100) this.#recycled.shift();
+      await this.deps.api.delete(pool.config.namespace, ref.name).catch(() => undefined);
+    });
+  }
+
+  /**
+   * Waits for this process's attempt starts, ends and recycles in flight (a stream's callbacks
+   * start them without waiting), so a reconcile after a release sees the attempt's end.
+   */
+  async settled(): Promise<void> {
+    while (this.#inflight.size > 0) await Promise.allSettled([...this.#inflight]);
+  }
+
+  /**
+   * One pass (the lease holder's): prune old recycled rows; per pool, load the stored serving
+   * members — a new leader's first pass adopts the previous leader's this way — and recycle
+   * those whose pod is gone or finished (listed), past their lifetime or (above the floor) their
+   * idle TTL; delete pool pods with no serving row (their tokens open nothing); then create pods
+   * until the pool has min_idle idle ones, never more than max_size in all.
    */
   async reconcile(): Promise<void> {
     const now = this.deps.clock.now();
+    if (now - this.#prunedAtMs >= PRUNE_INTERVAL_MS) {
+      this.#prunedAtMs = now;
+      await this.deps.store.pruneRecycledWarmPoolMembers(now - RECYCLED_ROW_RETENTION_MS);
+    }
     for (const pool of this.#pools.values()) {
       const c = pool.config;
+      let members = await this.deps.store.listServingWarmPoolMembers(pool.key);
       if (this.deps.api.list)
-        await this.#sweepListed(pool, await this.deps.api.list(c.namespace, pool.key));
-      for (const m of [...pool.members.values()]) {
-        if (now - m.createdAtMs >= c.maxWorkerLifetimeMs && !m.busy) {
-          await this.recycle(pool.key, m.name, 'lifetime');
+        members = await this.#sweepListed(
+          pool,
+          members,
+          await this.deps.api.list(c.namespace, pool.key),
+        );
+      for (const m of [...members]) {
+        if (now - m.created_at >= c.maxWorkerLifetimeMs && !m.busy) {
+          await this.recycle(refOf(m), 'lifetime');
+          members = members.filter((x) => x !== m);
         }
       }
-      let idle = [...pool.members.values()].filter((m) => !m.busy);
-      for (const m of idle.sort((a, b) => a.idleSinceMs - b.idleSinceMs)) {
+      let idle = members.filter((m) => !m.busy);
+      for (const m of [...idle].sort((a, b) => a.idle_since - b.idle_since)) {
         if (idle.length <= c.minIdle) break;
-        if (now - m.idleSinceMs >= c.idleTtlMs) {
-          await this.recycle(pool.key, m.name, 'idle');
+        if (now - m.idle_since >= c.idleTtlMs) {
+          await this.recycle(refOf(m), 'idle');
           idle = idle.filter((x) => x !== m);
+          members = members.filter((x) => x !== m);
         }
       }
-      while (idle.length < c.minIdle && pool.members.size < c.maxSize) {
+      let idleCount = idle.length;
+      let size = members.length;
+      while (idleCount < c.minIdle && size < c.maxSize) {
         const name = `leoflow-worker-${pool.key.slice(3, 11)}-${randomBytes(4).toString('hex')}`;
         const { uid } = await this.deps.api.create({
           namespace: c.namespace,
@@ -189,41 +256,49 @@ export class WarmPoolManager implements WorkerBootstrap {
           pool: c,
           poolKey: pool.key,
         });
-        const m: Member = {
-          name,
-          uid,
-          createdAtMs: now,
-          bootstrapped: false,
-          attempts: 0,
-          busy: false,
-          idleSinceMs: now,
-          recycled: null,
-        };
-        pool.members.set(name, m);
-        idle.push(m);
+        await this.deps.store.insertWarmPoolMember({
+          pod_uid: uid,
+          pool_key: pool.key,
+          namespace: c.namespace,
+          pod_name: name,
+          tenant_id: c.tenant,
+          created_at: now,
+        });
+        idleCount++;
+        size++;
       }
     }
   }
 
-  async #sweepListed(pool: Pool, listed: PoolPodState[]): Promise<void> {
+  /** The members whose pod still lists under the same uid, running; the rest recycled. */
+  async #sweepListed(
+    pool: Pool,
+    members: WarmPoolMemberRow[],
+    listed: PoolPodState[],
+  ): Promise<WarmPoolMemberRow[]> {
     const byName = new Map(listed.map((p) => [p.name, p]));
-    for (const m of [...pool.members.values()]) {
-      const p = byName.get(m.name);
-      if (!p || p.uid !== m.uid || p.deleting) {
-        await this.recycle(pool.key, m.name, 'gone');
+    const kept: WarmPoolMemberRow[] = [];
+    for (const m of members) {
+      const p = byName.get(m.pod_name);
+      if (!p || p.uid !== m.pod_uid || p.deleting) {
+        await this.recycle(refOf(m), 'gone');
       } else if (p.finished) {
         const survived = p.finished.terminationMessage.includes(SURVIVOR_MESSAGE);
-        await this.recycle(pool.key, m.name, survived ? 'survivor' : 'gone');
+        await this.recycle(refOf(m), survived ? 'survivor' : 'gone');
+      } else {
+        kept.push(m);
       }
     }
+    const serving = new Set(kept.map((m) => m.pod_uid));
     for (const p of listed) {
-      if (!pool.members.has(p.name) && !p.deleting) {
+      if (!serving.has(p.uid) && !p.deleting) {
         await this.deps.api.delete(pool.config.namespace, p.name).catch(() => undefined);
       }
     }
+    return kept;
   }
 
-  /** Why each pod left its pool, most recent last (tests and /metrics). */
+  /** Why each pod left its pool by this process's hand, most recent last (tests and /metrics). */
   get recycled(): ReadonlyArray<{ poolKey: string; name: string; reason: RecycleReason }> {
     return this.#recycled;
   }
@@ -233,13 +308,42 @@ export class WarmPoolManager implements WorkerBootstrap {
     return this.#pools.get(poolKey)?.config;
   }
 
-  /** Members of a pool, for tests and /metrics. */
-  members(poolKey: string): { name: string; uid: string; attempts: number; busy: boolean }[] {
-    return [...(this.#pools.get(poolKey)?.members.values() ?? [])].map((m) => ({
-      name: m.name,
-      uid: m.uid,
+  /** Serving members of a pool as stored, for tests and /metrics. */
+  async members(
+    poolKey: string,
+  ): Promise<{ name: string; uid: string; attempts: number; busy: boolean }[]> {
+    await this.settled();
+    await Promise.allSettled([...this.#writes.values()]);
+    const rows = await this.deps.store.listServingWarmPoolMembers(poolKey);
+    return rows.map((m) => ({
+      name: m.pod_name,
+      uid: m.pod_uid,
       attempts: m.attempts,
       busy: m.busy,
     }));
   }
+
+  #track<T>(op: () => Promise<T>): Promise<T> {
+    const p = op();
+    this.#inflight.add(p);
+    const forget = () => this.#inflight.delete(p);
+    p.then(forget, forget);
+    return p;
+  }
+
+  /** Runs a write for this pod after the ones this process already started for it. */
+  #serially<T>(uid: string, write: () => Promise<T>): Promise<T> {
+    const prior = this.#writes.get(uid) ?? Promise.resolve();
+    const next = prior.catch(() => undefined).then(write);
+    const settled = next.catch(() => undefined);
+    this.#writes.set(uid, settled);
+    void settled.then(() => {
+      if (this.#writes.get(uid) === settled) this.#writes.delete(uid);
+    });
+    return next;
+  }
+}
+
+function refOf(m: WarmPoolMemberRow): MemberRef {
+  return { poolKey: m.pool_key, name: m.pod_name, uid: m.pod_uid };
 }

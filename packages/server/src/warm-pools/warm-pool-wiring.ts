@@ -8,6 +8,7 @@ import type { KubernetesExecutorConfig } from '../config/server-config.js';
 import type { Executor } from '../executor/executor.js';
 import { allowlistOf } from '../executor/kubernetes/allowlist.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
+import type { WarmPoolMemberStore } from '../store/ports/warm-pool-members.js';
 import { WarmPoolManager, type WorkerPodApi } from './pool-manager.js';
 import { WarmRoutingExecutor } from './warm-routing-executor.js';
 import { createWorkerStream } from './worker-stream.js';
@@ -19,15 +20,17 @@ export interface WarmPoolWiringInput {
   };
   agentKeys: SigningKeyring;
   clock: Clock;
-  store: Pick<TaskInstanceStore, 'getAttemptFence'>;
+  /** the attempt fences, and the pools' members (shared by every replica) */
+  store: Pick<TaskInstanceStore, 'getAttemptFence'> & WarmPoolMemberStore;
   logger: Logger;
   /** the agent URL pods dial when executor.kubernetes.agent_url is not set */
   agentUrl: () => string;
   heartbeatIntervalMs: number;
   refence: Refence;
   /**
-   * Only the scheduling process keeps pools: members live in its memory (a pod it did not
-   * create gets no worker token), so a replica that does not lead creates and deletes nothing.
+   * Only the scheduling process reconciles pools: the members are stored, so every replica
+   * answers exchanges and worker RPCs, but a replica that does not lead creates and deletes
+   * nothing.
    */
   leading: () => boolean;
   /** tests: a shorter worker token TTL, a faster renewal check, a pod API of their own */
@@ -80,6 +83,7 @@ export async function wireWarmPools(input: WarmPoolWiringInput): Promise<WarmPoo
     api: podApi,
     tokens,
     clock: input.clock,
+    store: input.store,
   });
   const onError = (what: string) => (err: unknown) => input.logger.error({ err }, what);
   const broker = new AssignmentBroker(input.clock, {
@@ -93,6 +97,7 @@ export async function wireWarmPools(input: WarmPoolWiringInput): Promise<WarmPoo
     tokens,
     clock: input.clock,
     keepaliveMs: DEFAULT_KEEPALIVE_MS,
+    leading: input.leading,
     ...(input.renewCheckMs !== undefined ? { renewCheckMs: input.renewCheckMs } : {}),
     onError: onError('a warm-pool worker stream failed'),
   });
@@ -104,6 +109,8 @@ export async function wireWarmPools(input: WarmPoolWiringInput): Promise<WarmPoo
     const pass = last.then(async () => {
       if (!input.leading()) return;
       await routing?.reconcile();
+      // the attempts the routing released end their workers (idle, or recycled) first
+      await manager.settled();
       await manager.reconcile();
     });
     last = pass.catch(() => undefined);

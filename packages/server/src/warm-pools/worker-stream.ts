@@ -6,6 +6,7 @@ import {
   agentProtocolRefusal,
   AwaitAssignmentResponseSchema,
   checkAgentProtocol,
+  ERROR_CODE_METADATA,
   SUPPORTED_AGENT_PROTOCOLS,
   type AwaitAssignmentRequest,
   type AwaitAssignmentResponse,
@@ -14,7 +15,12 @@ import type { Clock } from '@leoflow/core';
 import type { AssignmentBroker } from '../assignments/assignment-broker.js';
 import { assignmentMessage } from '../assignments/assignment-rpc.js';
 import type { WorkerTokenIssuer } from '../auth/worker-token.js';
-import { WORKER_NOT_SERVING, workerPrincipal } from '../rpc/agent-auth.js';
+import {
+  WORKER_NOT_LEADER,
+  WORKER_NOT_LEADER_CODE,
+  WORKER_NOT_SERVING,
+  workerPrincipal,
+} from '../rpc/agent-auth.js';
 import { WORKER_POOL_ANNOTATION } from '../exchange/reviewed-pod.js';
 import type { WarmPoolManager } from './pool-manager.js';
 
@@ -26,12 +32,19 @@ export interface WorkerStreamDeps {
   broker: AssignmentBroker;
   manager: Pick<
     WarmPoolManager,
-    'serving' | 'attemptStarted' | 'attemptFinished' | 'poolConfig' | 'recycle' | 'members'
+    'servingMember' | 'attemptStarted' | 'attemptFinished' | 'poolConfig' | 'recycle'
   >;
   tokens: Pick<WorkerTokenIssuer, 'mint' | 'ttlSeconds'>;
   clock: Clock;
   keepaliveMs: number;
-  /** how often the stream looks at the clock for a due renewal */
+  /**
+   * Does this replica hold the scheduling lease? Only the leader's routing hands out warm
+   * assignments (its broker is in its memory), so a stream elsewhere is refused, and a stream
+   * whose replica loses the lease is ended, with LF_WARM_WORKER_NOT_LEADER: the worker
+   * reconnects on a new connection. Absent: always (one process).
+   */
+  leading?: () => boolean;
+  /** how often the stream looks at the clock for a due renewal (and at the lease) */
   renewCheckMs?: number;
   onError?: (err: unknown) => void;
 }
@@ -45,6 +58,7 @@ export interface WorkerStreamDeps {
 export function createWorkerStream(deps: WorkerStreamDeps) {
   const renewCheckMs = deps.renewCheckMs ?? 1_000;
   const onError = deps.onError ?? (() => undefined);
+  const leading = deps.leading ?? (() => true);
   /**
    * One stream per pod, the latest: a worker reconnecting after a broken connection replaces
    * its old stream, and a pod never holds two slots (two attempts at once) through two streams.
@@ -62,20 +76,22 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
         Code.FailedPrecondition,
       );
     }
-    const serving = () => deps.manager.serving(claims.pool_key, claims.pod_name, claims.pod_uid);
+    if (!leading()) throw notLeader();
+    const member = { poolKey: claims.pool_key, name: claims.pod_name, uid: claims.pod_uid };
+    // Read from the store each time (one read by primary key): a pod recycled by any replica
+    // is refused here at once.
+    const serving = async () => (await deps.manager.servingMember(member)) !== undefined;
     const pool = deps.manager.poolConfig(claims.pool_key);
-    if (!serving() || !pool || pool.tenant !== claims.tenant_id) {
+    const stored = await deps.manager.servingMember(member);
+    if (!stored || !pool || pool.tenant !== claims.tenant_id) {
       throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
     }
     // A pod still busy with an attempt whose stream dropped, back with a free slot: the worker
     // says that attempt is over, so the pod is idle from now, or recycled at its attempt limit
-    // (synchronously: then it is not serving, and takes nothing more).
-    if (
-      req.freeSlots >= 1 &&
-      deps.manager.members(claims.pool_key).some((m) => m.name === claims.pod_name && m.busy)
-    ) {
-      deps.manager.attemptFinished(claims.pool_key, claims.pod_name).catch(onError);
-      if (!serving()) throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
+    // (stored before the answer: then it is not serving, and takes nothing more).
+    if (req.freeSlots >= 1 && stored.busy) {
+      await deps.manager.attemptFinished(member);
+      if (!(await serving())) throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
     }
     const out = createWritableIterable<AwaitAssignmentResponse>();
     const send = (m: AwaitAssignmentResponse) => {
@@ -100,18 +116,20 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
       // A warm pod runs one attempt at a time: its cleanup between attempts is the isolation.
       slots: Math.max(0, Math.min(1, req.freeSlots)),
       send: (e) => send(assignmentMessage(e)),
-      acked: () => deps.manager.attemptStarted(claims.pool_key, claims.pod_name),
+      acked: () => {
+        deps.manager.attemptStarted(member).catch(onError);
+      },
       released: () => {
         // Released because this stream went away (the broker drops what a leaving worker had
         // acked): the attempt runs on, under its own token, so the pod stays busy; its end is
         // the worker's next stream with a free slot (below).
         if (detached) return;
-        deps.manager.attemptFinished(claims.pool_key, claims.pod_name).catch(onError);
+        deps.manager.attemptFinished(member).catch(onError);
       },
       // No other worker may exist for the attempt: this one leaves the pool, and the executor's
       // reconcile sends the attempt to a cold pod rather than back to a worker that did not ack.
       unacked: () => {
-        deps.manager.recycle(claims.pool_key, claims.pod_name, 'unacked').catch(onError);
+        deps.manager.recycle(member, 'unacked').catch(onError);
         leave();
         out.close();
       },
@@ -125,32 +143,38 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
     const ttlMs = deps.tokens.ttlSeconds * 1000;
     let expiresAtMs = claims.exp * 1000;
     let renewing = false;
-    const renewal = setInterval(() => {
-      if (renewing || deps.clock.now() < expiresAtMs - ttlMs * WORKER_RENEW_AT_REMAINING) return;
-      if (!serving()) {
+    const renew = async () => {
+      if (!(await serving())) {
         // Recycled: no new token; the stream ends and the old token runs out on its own.
         out.close();
         return;
       }
-      renewing = true;
-      deps.tokens.mint(identity, deps.clock.now()).then(
-        (renewed) => {
-          renewing = false;
-          expiresAtMs = renewed.expiresAtMs;
-          send(
-            create(AwaitAssignmentResponseSchema, {
-              event: {
-                case: 'workerToken',
-                value: { token: renewed.token, expiresAtMs: BigInt(renewed.expiresAtMs) },
-              },
-            }),
-          );
-        },
-        (err: unknown) => {
-          renewing = false;
-          onError(err);
-        },
+      const renewed = await deps.tokens.mint(identity, deps.clock.now());
+      expiresAtMs = renewed.expiresAtMs;
+      send(
+        create(AwaitAssignmentResponseSchema, {
+          event: {
+            case: 'workerToken',
+            value: { token: renewed.token, expiresAtMs: BigInt(renewed.expiresAtMs) },
+          },
+        }),
       );
+    };
+    let leadLost = false;
+    const renewal = setInterval(() => {
+      if (!leading()) {
+        // No assignment reaches this replica's broker any more: the worker goes to the leader.
+        leadLost = true;
+        out.close();
+        return;
+      }
+      if (renewing || deps.clock.now() < expiresAtMs - ttlMs * WORKER_RENEW_AT_REMAINING) return;
+      renewing = true;
+      renew()
+        .catch(onError)
+        .finally(() => {
+          renewing = false;
+        });
     }, renewCheckMs);
     renewal.unref();
     const keepalive = setInterval(
@@ -165,8 +189,11 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
     keepalive.unref();
     const end = () => out.close();
     ctx.signal.addEventListener('abort', end, { once: true });
+    // the caller may have gone while the store was read above
+    if (ctx.signal.aborted) end();
     try {
       for await (const m of out) yield m;
+      if (leadLost) throw notLeader();
     } finally {
       clearInterval(renewal);
       clearInterval(keepalive);
@@ -175,4 +202,11 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
       leave();
     }
   };
+}
+
+/** Unavailable with the code in the metadata: the worker reconnects, on a new connection. */
+function notLeader(): ConnectError {
+  return new ConnectError(WORKER_NOT_LEADER, Code.Unavailable, {
+    [ERROR_CODE_METADATA]: WORKER_NOT_LEADER_CODE,
+  });
 }

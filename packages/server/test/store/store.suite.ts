@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { LogLineRow, NewRun, Store, TaskInstanceRow } from '../../src/store/index.js';
 import { spec as buildSpec, task } from '../support/spec-builders.js';
 import { registerVaultStoreCases } from './vault-store.cases.js';
+import { registerWarmPoolMemberCases } from './warm-pool-members.cases.js';
 
 /**
  * The one storage suite. Each dialect's test file supplies `open`, which must return a new
@@ -1693,4 +1694,6 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
     fixture,
     T0,
   });
+
+  registerWarmPoolMemberCases({ store: () => store, open: () => harness.open(), T0 });
 }

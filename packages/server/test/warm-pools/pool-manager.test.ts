@@ -6,6 +6,8 @@ import { parseExecutorSection } from '../../src/config/executor-config.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
 import { WORKER_POOL_ANNOTATION, type ReviewedPod } from '../../src/exchange/reviewed-pod.js';
 import {
+  PRUNE_INTERVAL_MS,
+  RECYCLED_ROW_RETENTION_MS,
   SURVIVOR_MESSAGE,
   WarmPoolManager,
   warmPoolKey,
@@ -13,8 +15,11 @@ import {
   type WorkerPodApi,
 } from '../../src/warm-pools/pool-manager.js';
 import { T0, useTempDirs } from '../auth/fixtures.js';
+import { useMemberStores } from './member-stores.js';
 
 const tempDir = useTempDirs();
+const stores = useMemberStores('sqlite');
+const newStore = () => stores.fresh().open();
 let tokens: WorkerTokenIssuer;
 beforeAll(async () => {
   tokens = new WorkerTokenIssuer(await loadSigningKeyring(tempDir(), 'agent', { nowMs: T0 }));
@@ -68,13 +73,13 @@ describe('WarmPoolManager', () => {
   it('keeps min_idle pods, annotated with the pool key, never above max_size', async () => {
     const clock = new ManualClock(T0);
     const { api, pods } = fakeApi();
-    const m = new WarmPoolManager([POOL], { api, tokens, clock });
+    const m = new WarmPoolManager([POOL], { api, tokens, clock, store: await newStore() });
     await m.reconcile();
     expect(pods.size).toBe(2);
     const key = warmPoolKey(POOL);
-    const [a, b] = m.members(key);
-    m.attemptStarted(key, a!.name);
-    m.attemptStarted(key, b!.name);
+    const [a, b] = await m.members(key);
+    await m.attemptStarted({ poolKey: key, ...a! });
+    await m.attemptStarted({ poolKey: key, ...b! });
     await m.reconcile();
     expect(pods.size).toBe(3); // max_size caps it although no pod is idle
   });
@@ -82,7 +87,7 @@ describe('WarmPoolManager', () => {
   it('issues one worker token per pod it created; a second exchange, a stranger, a recycled pod, another uid or SA → null', async () => {
     const clock = new ManualClock(T0);
     const { api, pods } = fakeApi();
-    const m = new WarmPoolManager([POOL], { api, tokens, clock });
+    const m = new WarmPoolManager([POOL], { api, tokens, clock, store: await newStore() });
     await m.reconcile();
     const [[name, p], [name2, p2]] = [...pods.entries()] as [
       [string, { namespace: string; uid: string; poolKey: string }],
@@ -98,7 +103,7 @@ describe('WarmPoolManager', () => {
       pool_key: warmPoolKey(POOL),
     });
     expect(await m.issue(reviewed(name, p))).toBeNull(); // once per pod
-    expect(await m.issue(reviewed('not-mine', p))).toBeNull();
+    expect(await m.issue(reviewed('not-mine', p2))).toBeNull(); // p2's uid, another name
     expect(await m.issue(reviewed(name2, p2, { uid: 'recreated' }))).toBeNull();
     expect(await m.issue(reviewed(name2, p2, { serviceAccount: 'default' }))).toBeNull();
     expect(
@@ -106,28 +111,33 @@ describe('WarmPoolManager', () => {
         reviewed(name2, p2, { annotations: { [WORKER_POOL_ANNOTATION]: 'wp-unknown' } }),
       ),
     ).toBeNull();
-    await m.recycle(p2.poolKey, name2, 'survivor');
+    await m.recycle({ poolKey: p2.poolKey, name: name2, uid: p2.uid }, 'survivor');
     expect(await m.issue(reviewed(name2, p2))).toBeNull();
     expect(pods.has(name2)).toBe(false);
-    expect(m.serving(p.poolKey, name, p.uid)).toBe(true);
-    expect(m.serving(p2.poolKey, name2, p2.uid)).toBe(false);
+    expect(await m.serving(p.poolKey, name, p.uid)).toBe(true);
+    expect(await m.serving(p2.poolKey, name2, p2.uid)).toBe(false);
   });
 
   it('recycles after max_attempts_per_worker, after its lifetime, and idle above the floor after the TTL', async () => {
     const clock = new ManualClock(T0);
     const { api, pods } = fakeApi();
-    const m = new WarmPoolManager([{ ...POOL, minIdle: 1 }], { api, tokens, clock });
+    const m = new WarmPoolManager([{ ...POOL, minIdle: 1 }], {
+      api,
+      tokens,
+      clock,
+      store: await newStore(),
+    });
     const key = warmPoolKey(POOL);
     await m.reconcile();
-    const [w] = m.members(key);
-    m.attemptStarted(key, w!.name);
-    await m.attemptFinished(key, w!.name);
+    const [w] = await m.members(key);
+    await m.attemptStarted({ poolKey: key, ...w! });
+    await m.attemptFinished({ poolKey: key, ...w! });
     expect(pods.has(w!.name)).toBe(true);
-    m.attemptStarted(key, w!.name);
-    await m.attemptFinished(key, w!.name);
+    await m.attemptStarted({ poolKey: key, ...w! });
+    await m.attemptFinished({ poolKey: key, ...w! });
     expect(pods.has(w!.name)).toBe(false); // 2 attempts = the limit
     await m.reconcile();
-    const [w2] = m.members(key);
+    const [w2] = await m.members(key);
     clock.advance(3_600_000);
     await m.reconcile();
     expect(pods.has(w2!.name)).toBe(false);
@@ -154,9 +164,10 @@ describe('WarmPoolManager', () => {
       api: withList,
       tokens,
       clock,
+      store: await newStore(),
     });
     await m.reconcile();
-    const [a, b, c] = m.members(key);
+    const [a, b, c] = await m.members(key);
     const state = (name: string, over: Partial<PoolPodState> = {}): PoolPodState => ({
       name,
       uid: pods.get(name)!.uid,
@@ -176,18 +187,39 @@ describe('WarmPoolManager', () => {
     expect(reasons[b!.name]).toBe('survivor');
     expect(reasons[c!.name]).toBe('gone');
     expect(reasons[a!.name]).toBeUndefined();
-    expect(m.serving(key, a!.name, a!.uid)).toBe(true);
-    expect(m.serving(key, b!.name, b!.uid)).toBe(false);
+    expect(await m.serving(key, a!.name, a!.uid)).toBe(true);
+    expect(await m.serving(key, b!.name, b!.uid)).toBe(false);
     expect(pods.has(b!.name)).toBe(false);
     expect(pods.has('stranger')).toBe(false);
-    expect(m.members(key)).toHaveLength(3); // the floor refilled
+    expect(await m.members(key)).toHaveLength(3); // the floor refilled
     // a finished pod without the word is 'gone', not 'survivor'
     listed.set(a!.name, state(a!.name, { finished: { terminationMessage: 'exit 0' } }));
     await m.reconcile();
     expect(m.recycled.at(-1)).toMatchObject({ name: a!.name, reason: 'gone' });
   });
 
-  it("one tenant never gets another tenant's pool: the key differs by tenant, service account and image", () => {
+  it('the leader prunes a recycled row a day after its recycle; the pod stays refused without it', async () => {
+    const clock = new ManualClock(T0);
+    const { api } = fakeApi();
+    const store = await newStore();
+    const m = new WarmPoolManager([{ ...POOL, minIdle: 1 }], { api, tokens, clock, store });
+    const key = warmPoolKey(POOL);
+    await m.reconcile();
+    const [w] = await m.members(key);
+    await m.recycle({ poolKey: key, ...w! }, 'survivor');
+    clock.advance(RECYCLED_ROW_RETENTION_MS - 1);
+    await m.reconcile();
+    expect((await store.getWarmPoolMember(w!.uid))?.recycled).toBe('survivor');
+    clock.advance(PRUNE_INTERVAL_MS);
+    await m.reconcile();
+    expect(await store.getWarmPoolMember(w!.uid)).toBeUndefined();
+    expect(await m.serving(key, w!.name, w!.uid)).toBe(false);
+    expect(
+      await m.issue(reviewed(w!.name, { namespace: POOL.namespace, uid: w!.uid, poolKey: key })),
+    ).toBeNull();
+  });
+
+  it("one tenant never gets another tenant's pool: the key differs by tenant, service account and image", async () => {
     const k = warmPoolKey(POOL);
     expect(warmPoolKey({ ...POOL, tenant: 'globex' })).not.toBe(k);
     expect(warmPoolKey({ ...POOL, serviceAccount: 'other' })).not.toBe(k);
@@ -196,6 +228,7 @@ describe('WarmPoolManager', () => {
       api: fakeApi().api,
       tokens,
       clock: new ManualClock(T0),
+      store: await newStore(),
     });
     expect(m.poolFor('acme', 'etl', 'leoflow/agent:1')).toBe(k);
     expect(m.poolFor('globex', 'etl', 'leoflow/agent:1')).toBeUndefined();

@@ -352,7 +352,9 @@ describe('warm pools, server side, through the double', () => {
     );
     expect(ack.accepted).toBe(true);
     expect(
-      cp.warmPools!.manager.members(POOL_KEY).find((m) => m.name === first.pod.metadata.name),
+      (await cp.warmPools!.manager.members(POOL_KEY)).find(
+        (m) => m.name === first.pod.metadata.name,
+      ),
     ).toMatchObject({ busy: true, attempts: 1 });
     // the attempt runs and reports with its own token
     const at = bearer(assignment.attemptToken);

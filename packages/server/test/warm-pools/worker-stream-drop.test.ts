@@ -13,7 +13,7 @@ import {
   type AwaitAssignmentResponse,
 } from '@leoflow/protocol';
 import type { HandlerContext } from '@connectrpc/connect';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
 import { AssignmentBroker } from '../../src/assignments/assignment-broker.js';
 import { loadSigningKeyring } from '../../src/auth/signing-keys.js';
 import { WorkerTokenIssuer } from '../../src/auth/worker-token.js';
@@ -27,8 +27,10 @@ import {
 } from '../../src/warm-pools/pool-manager.js';
 import { createWorkerStream } from '../../src/warm-pools/worker-stream.js';
 import { T0, useTempDirs } from '../auth/fixtures.js';
+import { useMemberStores } from './member-stores.js';
 
 const tempDir = useTempDirs();
+const stores = useMemberStores('sqlite');
 let tokens: WorkerTokenIssuer;
 beforeAll(async () => {
   tokens = new WorkerTokenIssuer(await loadSigningKeyring(tempDir(), 'agent', { nowMs: T0 }));
@@ -48,7 +50,7 @@ const POOL: WarmPoolConfig = {
 };
 const KEY = warmPoolKey(POOL);
 
-function setup(pool: WarmPoolConfig = POOL) {
+async function setup(pool: WarmPoolConfig = POOL) {
   const clock = new ManualClock(T0);
   const pods = new Set<string>();
   let n = 0;
@@ -62,7 +64,8 @@ function setup(pool: WarmPoolConfig = POOL) {
       return Promise.resolve();
     },
   };
-  const manager = new WarmPoolManager([pool], { api, tokens, clock });
+  const store = await stores.fresh().open();
+  const manager = new WarmPoolManager([pool], { api, tokens, clock, store });
   const broker = new AssignmentBroker(clock);
   const stream = createWorkerStream({ broker, manager, tokens, clock, keepaliveMs: 3_600_000 });
 
@@ -141,14 +144,20 @@ function setup(pool: WarmPoolConfig = POOL) {
     const { assignmentId } = msg.event.value as { assignmentId: string };
     expect(broker.ack(assignmentId, identity(id))).toEqual({ accepted: true });
   }
-  return { clock, pods, manager, broker, open, enqueue, takeAndAck };
+  /** the stream's handler has read the store and waits in the broker with a free slot */
+  const attachedFree = () =>
+    vi.waitFor(
+      () => expect(broker.hasFreeWorkerFor('acme', { [WORKER_POOL_ANNOTATION]: KEY })).toBe(true),
+      { interval: 1 },
+    );
+  return { clock, pods, manager, broker, open, enqueue, takeAndAck, attachedFree };
 }
 
 describe('a warm worker whose stream drops while its attempt runs', () => {
   it('keeps its attempt and stays busy: no requeue, no recycle, no second assignment, no idle clock', async () => {
-    const { clock, pods, manager, broker, open, enqueue } = setup();
+    const { clock, pods, manager, broker, open, enqueue } = await setup();
     await manager.reconcile();
-    const [pod] = manager.members(KEY);
+    const [pod] = await manager.members(KEY);
     expect(pods.has(pod!.name)).toBe(true);
 
     const s1 = open(pod!, 1);
@@ -167,14 +176,14 @@ describe('a warm worker whose stream drops while its attempt runs', () => {
       dispatch_gen: 1,
     });
     expect(ack).toEqual({ accepted: true });
-    expect(manager.members(KEY).find((m) => m.name === pod!.name)?.busy).toBe(true);
+    expect((await manager.members(KEY)).find((m) => m.name === pod!.name)?.busy).toBe(true);
 
     await s1.drop();
     // not requeued, not recycled (its pod is not deleted under the attempt), still busy
     expect(broker.waiting).toBe(0);
     expect(manager.recycled).toEqual([]);
     expect(pods.has(pod!.name)).toBe(true);
-    expect(manager.members(KEY).find((m) => m.name === pod!.name)?.busy).toBe(true);
+    expect((await manager.members(KEY)).find((m) => m.name === pod!.name)?.busy).toBe(true);
 
     // the worker reconnects mid-attempt (no free slot): the next attempt is not given to it
     const s2 = open(pod!, 0);
@@ -186,7 +195,7 @@ describe('a warm worker whose stream drops while its attempt runs', () => {
     await manager.reconcile();
     expect(manager.recycled.map((r) => r.name)).not.toContain(pod!.name);
     expect(pods.has(pod!.name)).toBe(true);
-    expect(manager.members(KEY).find((m) => m.name === pod!.name)?.busy).toBe(true);
+    expect((await manager.members(KEY)).find((m) => m.name === pod!.name)?.busy).toBe(true);
 
     // the attempt ends: the worker opens its stream with a free slot again; that is the end,
     // and at max_attempts_per_worker the pod is recycled then (not at the drop)
@@ -200,12 +209,12 @@ describe('a warm worker whose stream drops while its attempt runs', () => {
   });
 
   it('its idle clock starts when the worker is free again, not at the drop; it is then handed the next attempt', async () => {
-    const { clock, pods, manager, broker, open, enqueue, takeAndAck } = setup({
+    const { clock, pods, manager, broker, open, enqueue, takeAndAck, attachedFree } = await setup({
       ...POOL,
       maxAttemptsPerWorker: 5,
     });
     await manager.reconcile();
-    const [pod] = manager.members(KEY);
+    const [pod] = await manager.members(KEY);
     const s1 = open(pod!, 1);
     enqueue('first');
     await takeAndAck(s1, 'first');
@@ -214,10 +223,11 @@ describe('a warm worker whose stream drops while its attempt runs', () => {
     // the attempt runs for longer than the idle TTL after the drop
     clock.advance(POOL.idleTtlMs + 1);
     await manager.reconcile();
-    expect(manager.members(KEY).find((m) => m.name === pod!.name)?.busy).toBe(true);
+    expect((await manager.members(KEY)).find((m) => m.name === pod!.name)?.busy).toBe(true);
     // free again: idle from now (not recycled by the reconcile), and handed the next attempt
     const s2 = open(pod!, 1);
-    expect(manager.members(KEY).find((m) => m.name === pod!.name)?.busy).toBe(false);
+    await attachedFree();
+    expect((await manager.members(KEY)).find((m) => m.name === pod!.name)?.busy).toBe(false);
     await manager.reconcile();
     expect(manager.recycled).toEqual([]);
     expect(pods.has(pod!.name)).toBe(true);
