@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import type { Clock } from '@leoflow/core';
+import { isActive, type Clock } from '@leoflow/core';
 import type { AttemptIdentity } from '../auth/agent-token.js';
 import type { AttemptCredentialSource } from '../executor/executor.js';
+import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 
 /** How long a worker has to ack an assignment before it goes back to the queue. */
 export const DEFAULT_ACK_TIMEOUT_MS = 30_000;
@@ -214,6 +215,27 @@ export class AssignmentBroker {
     this.#drop(h);
     this.#match();
     return true;
+  }
+
+  /**
+   * Frees the slot of every held attempt whose row has ended, or moved to another try or
+   * dispatch generation: the store is the truth, and an end can reach it by a path that never
+   * tells the broker (a reap, a report through another replica). Returns how many it freed.
+   */
+  async releaseEnded(store: Pick<TaskInstanceStore, 'getAttemptFence'>): Promise<number> {
+    let freed = 0;
+    for (const id of this.heldAttempts()) {
+      const fence = await store.getAttemptFence(id.task_instance_id);
+      if (
+        !fence ||
+        fence.try_number !== id.try_number ||
+        fence.dispatch_gen !== id.dispatch_gen ||
+        !isActive(fence.state)
+      ) {
+        if (this.release(id.task_instance_id, id.try_number)) freed++;
+      }
+    }
+    return freed;
   }
 
   /** Where an attempt is: waiting for a worker, assigned but not acked, or acked (running). */

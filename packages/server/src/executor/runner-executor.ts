@@ -1,4 +1,3 @@
-import { isActive } from '@leoflow/core';
 import type { AssignmentBroker } from '../assignments/assignment-broker.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type {
@@ -106,17 +105,7 @@ export class RunnerExecutor implements Executor {
     this.#reconciling = true;
     try {
       this.#broker.expireUnacked();
-      for (const id of this.#broker.heldAttempts()) {
-        const fence = await this.#store.getAttemptFence(id.task_instance_id);
-        if (
-          !fence ||
-          fence.try_number !== id.try_number ||
-          fence.dispatch_gen !== id.dispatch_gen ||
-          !isActive(fence.state)
-        ) {
-          this.#broker.release(id.task_instance_id, id.try_number);
-        }
-      }
+      await this.#broker.releaseEnded(this.#store);
     } finally {
       this.#reconciling = false;
     }

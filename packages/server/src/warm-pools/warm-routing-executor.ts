@@ -1,4 +1,4 @@
-import { isActive, resolveKubernetesChoices } from '@leoflow/core';
+import { resolveKubernetesChoices } from '@leoflow/core';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { AssignmentBroker } from '../assignments/assignment-broker.js';
 import type {
@@ -163,17 +163,7 @@ export class WarmRoutingExecutor implements Executor {
    * to a cold pod, under the generation the requeue gave it.
    */
   async reconcile(): Promise<void> {
-    for (const id of this.#o.broker.heldAttempts()) {
-      const fence = await this.#o.store.getAttemptFence(id.task_instance_id);
-      if (
-        !fence ||
-        fence.try_number !== id.try_number ||
-        fence.dispatch_gen !== id.dispatch_gen ||
-        !isActive(fence.state)
-      ) {
-        this.#o.broker.release(id.task_instance_id, id.try_number);
-      }
-    }
+    await this.#o.broker.releaseEnded(this.#o.store);
     this.#o.broker.expireUnacked();
     for (const waiting of this.#o.broker.waitingAttempts()) {
       const key = attemptKey(waiting.identity.task_instance_id, waiting.identity.try_number);

@@ -216,4 +216,29 @@ describe('assignment broker', () => {
     expect(assigned(w)).toEqual([]);
     expect(b.stateOf('ti-1', 1)).toBe('waiting');
   });
+
+  it('releaseEnded frees exactly the held attempts whose row ended, moved to another try or generation, or is gone', async () => {
+    const clock = new ManualClock(T0);
+    const b = new AssignmentBroker(clock);
+    const w = worker('w', { slots: 5 });
+    b.attach(w);
+    for (const n of [1, 2, 3, 4, 5]) b.enqueue(attempt(n));
+    await flush();
+    expect(b.heldAttempts()).toHaveLength(5);
+    const rows: Record<string, { state: string; try_number: number; dispatch_gen: number }> = {
+      'ti-1': { state: 'running', try_number: 1, dispatch_gen: 1 }, // live: kept
+      'ti-2': { state: 'success', try_number: 1, dispatch_gen: 1 }, // ended
+      'ti-3': { state: 'running', try_number: 2, dispatch_gen: 1 }, // a retry took over
+      'ti-4': { state: 'queued', try_number: 1, dispatch_gen: 2 }, // requeued: another generation
+      // ti-5: no row at all
+    };
+    const store = {
+      getAttemptFence: (id: string) => Promise.resolve(rows[id] as never),
+    };
+    expect(await b.releaseEnded(store)).toBe(4);
+    expect(b.heldAttempts().map((i) => i.task_instance_id)).toEqual(['ti-1']);
+    expect(b.stateOf('ti-1', 1)).toBe('assigned');
+    // nothing more to free on a second pass
+    expect(await b.releaseEnded(store)).toBe(0);
+  });
 });
