@@ -1,14 +1,14 @@
-import type {
-  V1Container,
-  V1EnvVar,
-  V1Pod,
-  V1Volume,
-  V1VolumeMount,
-} from '@kubernetes/client-node';
+import type { V1EnvVar, V1Pod } from '@kubernetes/client-node';
 import type { WarmPoolConfig } from '../../config/warm-pool-config.js';
 import { WORKER_POOL_ANNOTATION } from '../../exchange/reviewed-pod.js';
-import { LABEL, MANAGED_BY, TASK_COMPONENT, labelValue } from './labels.js';
-import { TMP_DIR, WORK_DIR } from './pod-builder.js';
+import {
+  agentContainer,
+  agentPlatformEnv,
+  agentVolumes,
+  type AgentCa,
+  type AgentRunAs,
+} from './agent-container.js';
+import { agentPod, agentPodLabels } from './agent-pod.js';
 import { EXCHANGE_TOKEN_FILE_ENV, projectedExchangeToken } from './projected-token.js';
 
 /** Tells the agent image to run its warm worker loop instead of one attempt. */
@@ -17,8 +17,6 @@ export const WARM_WORKER_ENV = 'LEOFLOW_WARM_WORKER';
 export const WARM_POOL_EXECUTOR = 'warm-pool';
 /** The label a pool lists its own pods by (the pool key is a valid label value). */
 export const POOL_LABEL = 'leoflow.io/worker-pool';
-
-const CA_DIR = '/etc/leoflow/tls';
 
 /**
  * What the worker needs, as root, to run each attempt under its own uid — all within Pod
@@ -44,7 +42,7 @@ export interface PoolPodBuildInput {
   instance: string;
   runAsUser: number;
   terminationGracePeriodSeconds: number;
-  agentCa: { configMap: string; key: string } | null;
+  agentCa: AgentCa | null;
   /** the projected token's lifetime; floored at the apiserver's ten minutes */
   projectedTokenSeconds?: number;
 }
@@ -57,107 +55,31 @@ export interface PoolPodBuildInput {
  * exchanged once for a worker token; every attempt's token reaches it in-band later.
  */
 export function buildPoolPod(input: PoolPodBuildInput): V1Pod {
-  const attemptUids = input.pool.attemptUids !== false;
+  // With attempt uids: root, but only to give each attempt its own uid — switch to it, hand it
+  // its work dir, kill what it leaves, remove its files; no escalation, nothing else.
+  const runAs: AgentRunAs =
+    input.pool.attemptUids !== false
+      ? { kind: 'root', addCapabilities: ATTEMPT_UID_CAPABILITIES }
+      : { kind: 'user', uid: input.runAsUser };
   const projected = projectedExchangeToken(input.projectedTokenSeconds ?? 600);
+  const platform = agentPlatformEnv(input, { [EXCHANGE_TOKEN_FILE_ENV]: projected.file });
   const env: V1EnvVar[] = [
     { name: WARM_WORKER_ENV, value: '1' },
-    { name: 'LEOFLOW_AGENT_URL', value: input.agentUrl },
-    { name: 'LEOFLOW_HEARTBEAT_INTERVAL_MS', value: String(input.heartbeatIntervalMs) },
-    { name: EXCHANGE_TOKEN_FILE_ENV, value: projected.file },
-    { name: 'LEOFLOW_WORKDIR', value: WORK_DIR },
-    { name: 'HOME', value: WORK_DIR },
-    { name: 'TMPDIR', value: TMP_DIR },
+    ...Object.entries(platform).map(([name, value]) => ({ name, value })),
   ];
-  const mounts: V1VolumeMount[] = [
-    { name: 'work', mountPath: WORK_DIR },
-    { name: 'tmp', mountPath: TMP_DIR },
-    projected.mount,
-  ];
-  const volumes: V1Volume[] = [
-    { name: 'work', emptyDir: {} },
-    { name: 'tmp', emptyDir: {} },
-    projected.volume,
-  ];
-  if (input.agentCa) {
-    env.push({ name: 'NODE_EXTRA_CA_CERTS', value: `${CA_DIR}/${input.agentCa.key}` });
-    mounts.push({ name: 'agent-ca', mountPath: CA_DIR, readOnly: true });
-    volumes.push({
-      name: 'agent-ca',
-      configMap: {
-        name: input.agentCa.configMap,
-        items: [{ key: input.agentCa.key, path: input.agentCa.key }],
-      },
-    });
-  }
-  const container: V1Container = {
-    name: 'agent',
-    image: input.pool.image,
-    imagePullPolicy: 'IfNotPresent',
-    env,
-    volumeMounts: mounts,
-    // The worker writes why it exited here ("survivor" when an attempt left something behind).
-    terminationMessagePolicy: 'FallbackToLogsOnError',
-    securityContext: attemptUids
-      ? {
-          // root, but only to give each attempt its own uid: switch to it, hand it its work
-          // dir, kill what it leaves, remove its files; no escalation, nothing else.
-          runAsNonRoot: false,
-          runAsUser: 0,
-          runAsGroup: 0,
-          allowPrivilegeEscalation: false,
-          privileged: false,
-          readOnlyRootFilesystem: true,
-          capabilities: { drop: ['ALL'], add: [...ATTEMPT_UID_CAPABILITIES] },
-          seccompProfile: { type: 'RuntimeDefault' },
-        }
-      : {
-          runAsNonRoot: true,
-          runAsUser: input.runAsUser,
-          runAsGroup: input.runAsUser,
-          allowPrivilegeEscalation: false,
-          privileged: false,
-          readOnlyRootFilesystem: true,
-          capabilities: { drop: ['ALL'] },
-          seccompProfile: { type: 'RuntimeDefault' },
-        },
-  };
-  return {
-    apiVersion: 'v1',
-    kind: 'Pod',
-    metadata: {
-      name: input.name,
-      namespace: input.pool.namespace,
-      labels: {
-        [LABEL.managedBy]: MANAGED_BY,
-        // Task code runs here: the task NetworkPolicy must select it like any attempt pod.
-        [LABEL.component]: TASK_COMPONENT,
-        [LABEL.instance]: labelValue(input.instance),
-        [LABEL.executor]: WARM_POOL_EXECUTOR,
-        [LABEL.tenant]: labelValue(input.pool.tenant),
-        [POOL_LABEL]: input.poolKey,
-      },
-      annotations: { [WORKER_POOL_ANNOTATION]: input.poolKey },
-    },
-    spec: {
-      restartPolicy: 'Never',
-      serviceAccountName: input.pool.serviceAccount,
-      automountServiceAccountToken: false,
-      enableServiceLinks: false,
-      hostNetwork: false,
-      hostPID: false,
-      hostIPC: false,
-      terminationGracePeriodSeconds: input.terminationGracePeriodSeconds,
-      securityContext: attemptUids
-        ? { seccompProfile: { type: 'RuntimeDefault' } }
-        : {
-            runAsNonRoot: true,
-            runAsUser: input.runAsUser,
-            runAsGroup: input.runAsUser,
-            fsGroup: input.runAsUser,
-            seccompProfile: { type: 'RuntimeDefault' },
-          },
-      containers: [container],
-      volumes,
-    },
-  };
+  const { volumeMounts, volumes } = agentVolumes(input.agentCa, [projected]);
+  return agentPod({
+    name: input.name,
+    namespace: input.pool.namespace,
+    labels: agentPodLabels(
+      { instance: input.instance, executor: WARM_POOL_EXECUTOR, tenant: input.pool.tenant },
+      { [POOL_LABEL]: input.poolKey },
+    ),
+    annotations: { [WORKER_POOL_ANNOTATION]: input.poolKey },
+    serviceAccountName: input.pool.serviceAccount,
+    terminationGracePeriodSeconds: input.terminationGracePeriodSeconds,
+    runAs,
+    container: agentContainer({ image: input.pool.image, env, volumeMounts, runAs }),
+    volumes,
+  });
 }
