@@ -16,6 +16,7 @@ import {
 } from '../../src/warm-pools/pool-manager.js';
 import { T0, useTempDirs } from '../auth/fixtures.js';
 import { useMemberStores } from './member-stores.js';
+import { ACME_POOL } from './pool-fixtures.js';
 
 const tempDir = useTempDirs();
 const stores = useMemberStores('sqlite');
@@ -25,17 +26,7 @@ beforeAll(async () => {
   tokens = new WorkerTokenIssuer(await loadSigningKeyring(tempDir(), 'agent', { nowMs: T0 }));
 });
 
-const POOL: WarmPoolConfig = {
-  tenant: 'acme',
-  namespace: 'acme-tasks',
-  serviceAccount: 'etl',
-  image: 'leoflow/agent:1',
-  minIdle: 2,
-  maxSize: 3,
-  maxAttemptsPerWorker: 2,
-  maxWorkerLifetimeMs: 3_600_000,
-  idleTtlMs: 300_000,
-};
+const POOL: WarmPoolConfig = ACME_POOL;
 
 function fakeApi() {
   const pods = new Map<string, { namespace: string; uid: string; poolKey: string }>();

@@ -28,6 +28,7 @@ import {
 import { createWorkerStream } from '../../src/warm-pools/worker-stream.js';
 import { T0, useTempDirs } from '../auth/fixtures.js';
 import { useMemberStores } from './member-stores.js';
+import { ACME_POOL } from './pool-fixtures.js';
 
 const tempDir = useTempDirs();
 const stores = useMemberStores('sqlite');
@@ -37,16 +38,10 @@ beforeAll(async () => {
 });
 
 const POOL: WarmPoolConfig = {
-  tenant: 'acme',
-  namespace: 'acme-tasks',
-  serviceAccount: 'etl',
-  image: 'leoflow/agent:1',
+  ...ACME_POOL,
   minIdle: 1,
-  maxSize: 3,
   // the attempt that runs is the pod's last: marking it ended would delete the pod at once
   maxAttemptsPerWorker: 1,
-  maxWorkerLifetimeMs: 3_600_000,
-  idleTtlMs: 300_000,
 };
 const KEY = warmPoolKey(POOL);
 

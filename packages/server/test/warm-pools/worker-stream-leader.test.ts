@@ -27,6 +27,7 @@ import {
 import { createWorkerStream } from '../../src/warm-pools/worker-stream.js';
 import { T0, useTempDirs } from '../auth/fixtures.js';
 import { useMemberStores } from './member-stores.js';
+import { ACME_POOL } from './pool-fixtures.js';
 
 const tempDir = useTempDirs();
 const stores = useMemberStores('sqlite');
@@ -38,17 +39,7 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
-const POOL: WarmPoolConfig = {
-  tenant: 'acme',
-  namespace: 'acme-tasks',
-  serviceAccount: 'etl',
-  image: 'leoflow/agent:1',
-  minIdle: 1,
-  maxSize: 2,
-  maxAttemptsPerWorker: 5,
-  maxWorkerLifetimeMs: 3_600_000,
-  idleTtlMs: 300_000,
-};
+const POOL: WarmPoolConfig = { ...ACME_POOL, minIdle: 1, maxSize: 2, maxAttemptsPerWorker: 5 };
 const KEY = warmPoolKey(POOL);
 const RENEW_CHECK_MS = 1_000;
 
