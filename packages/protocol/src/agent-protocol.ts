@@ -71,3 +71,10 @@ export function agentProtocolRefusal(
  * never by the message text.
  */
 export const ERROR_CODE_METADATA = 'leoflow-error-code';
+
+/**
+ * The code a replica that does not hold the scheduling lease answers a warm worker's
+ * AwaitAssignment with (under ERROR_CODE_METADATA): the worker reconnects on a new connection
+ * instead of counting a failure.
+ */
+export const WARM_WORKER_NOT_LEADER_CODE = 'LF_WARM_WORKER_NOT_LEADER';

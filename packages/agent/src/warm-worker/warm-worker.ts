@@ -4,6 +4,7 @@ import {
   AGENT_PROTOCOL_VERSION,
   AgentService,
   ERROR_CODE_METADATA,
+  WARM_WORKER_NOT_LEADER_CODE,
   type Assignment,
 } from '@leoflow/protocol';
 import { AGENT_VERSION, EXIT } from '../agent.js';
@@ -13,12 +14,6 @@ import { reconnectDelayMs } from '../runner/backoff.js';
 import { RunnerAttempt, type AttemptHost } from '../runner/runner-attempt.js';
 import { killDescendants } from './descendants.js';
 
-/**
- * The control plane's answer on a replica that does not hold the scheduling lease: only the
- * leader hands out warm assignments, so the worker reconnects, on a new connection (a Service
- * may route that one to the leader).
- */
-export const NOT_LEADER_CODE = 'LF_WARM_WORKER_NOT_LEADER';
 /**
  * Reconnects after NOT_LEADER back off like any reconnect (jittered) but only up to this many
  * doublings (a ceiling of 2 s): the leader is up, this connection just reached another replica.
@@ -83,13 +78,13 @@ export class WarmWorker {
       } catch (err) {
         if (this.#stop.signal.aborted) break;
         const e = ConnectError.from(err);
-        if (e.metadata.get(ERROR_CODE_METADATA) === NOT_LEADER_CODE) {
+        if (e.metadata.get(ERROR_CODE_METADATA) === WARM_WORKER_NOT_LEADER_CODE) {
           // Not a failure of ours: this connection reached a replica that does not lead. A new
           // one (the old session dropped) may reach the leader.
           notLeader++;
           this.#o.diag.log(
             'info',
-            `warm worker: ${NOT_LEADER_CODE}: this control-plane replica does not lead; reconnecting on a new connection`,
+            `warm worker: ${WARM_WORKER_NOT_LEADER_CODE}: this control-plane replica does not lead; reconnecting on a new connection`,
           );
           this.#sessions.abort();
           await this.#sleep(

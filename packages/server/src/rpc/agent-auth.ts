@@ -5,7 +5,7 @@ import {
   type HandlerContext,
   type Interceptor,
 } from '@connectrpc/connect';
-import type { AgentService } from '@leoflow/protocol';
+import { WARM_WORKER_NOT_LEADER_CODE, type AgentService } from '@leoflow/protocol';
 import type { Clock } from '@leoflow/core';
 import {
   AgentTokenError,
@@ -121,7 +121,6 @@ export const WORKER_NOT_SERVING_CODE = 'LF_WARM_WORKER_NOT_SERVING';
 /** The sanitised refusal of a worker token whose pod is no longer a serving pool member. */
 export const WORKER_NOT_SERVING = `${WORKER_NOT_SERVING_CODE}: this warm-pool pod is not serving (recycled or unknown); the pool replaces it`;
 
-export const WORKER_NOT_LEADER_CODE = 'LF_WARM_WORKER_NOT_LEADER';
 /**
  * The refusal of AwaitAssignment with a worker token on a replica that does not hold the
  * scheduling lease: only the leader's warm routing hands out assignments (its broker is in its
@@ -129,7 +128,7 @@ export const WORKER_NOT_LEADER_CODE = 'LF_WARM_WORKER_NOT_LEADER';
  * the metadata: the worker reconnects on a new connection, which a Service may route to the
  * leader.
  */
-export const WORKER_NOT_LEADER = `${WORKER_NOT_LEADER_CODE}: this control-plane replica does not lead, so no assignment reaches a warm worker here; reconnect (a new connection may reach the leader)`;
+export const WORKER_NOT_LEADER = `${WARM_WORKER_NOT_LEADER_CODE}: this control-plane replica does not lead, so no assignment reaches a warm worker here; reconnect (a new connection may reach the leader)`;
 
 /**
  * THE declaration of which RPC accepts which principal (docs/credentials.md, "Which RPC checks

@@ -7,6 +7,7 @@ import {
   AwaitAssignmentResponseSchema,
   checkAgentProtocol,
   ERROR_CODE_METADATA,
+  WARM_WORKER_NOT_LEADER_CODE,
   SUPPORTED_AGENT_PROTOCOLS,
   type AwaitAssignmentRequest,
   type AwaitAssignmentResponse,
@@ -15,12 +16,7 @@ import type { Clock } from '@leoflow/core';
 import type { AssignmentBroker } from '../assignments/assignment-broker.js';
 import { assignmentMessage } from '../assignments/assignment-rpc.js';
 import type { WorkerTokenIssuer } from '../auth/worker-token.js';
-import {
-  WORKER_NOT_LEADER,
-  WORKER_NOT_LEADER_CODE,
-  WORKER_NOT_SERVING,
-  workerPrincipal,
-} from '../rpc/agent-auth.js';
+import { WORKER_NOT_LEADER, WORKER_NOT_SERVING, workerPrincipal } from '../rpc/agent-auth.js';
 import { WORKER_POOL_ANNOTATION } from '../exchange/reviewed-pod.js';
 import type { WarmPoolManager } from './pool-manager.js';
 
@@ -207,6 +203,6 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
 /** Unavailable with the code in the metadata: the worker reconnects, on a new connection. */
 function notLeader(): ConnectError {
   return new ConnectError(WORKER_NOT_LEADER, Code.Unavailable, {
-    [ERROR_CODE_METADATA]: WORKER_NOT_LEADER_CODE,
+    [ERROR_CODE_METADATA]: WARM_WORKER_NOT_LEADER_CODE,
   });
 }
