@@ -3,7 +3,7 @@
  * (agent-container.ts, agent-pod.ts): what they share is pinned here against both builders, so a
  * builder that drifts from the other (its own securityContext, a missing lock) turns this red.
  */
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { KubernetesAllowlist } from '@leoflow/core';
 import type { AttemptIdentity } from '../../../src/auth/agent-token.js';
@@ -206,20 +206,13 @@ describe('one locked-down agent container for attempt pods and warm-pool pods', 
       LEOFLOW_AGENT_TOKEN: 'canary-agent-token-0d0d',
       AIRFLOW_CONN_WAREHOUSE: 'postgres://canary_user:canary-conn-pass-44aa@db:5432/x',
     };
-    const saved: Record<string, string | undefined> = {};
     beforeEach(() => {
       // The control plane's own secrets in its environment: a shared builder that read
       // process.env would carry them onto every kind of pod.
-      for (const [k, v] of Object.entries(CANARIES)) {
-        saved[k] = process.env[k];
-        process.env[k] = v;
-      }
+      for (const [k, v] of Object.entries(CANARIES)) vi.stubEnv(k, v);
     });
     afterEach(() => {
-      for (const [k, v] of Object.entries(saved)) {
-        if (v === undefined) delete process.env[k];
-        else process.env[k] = v;
-      }
+      vi.unstubAllEnvs();
     });
 
     it('env holds settings and paths only (a secretKeyRef to its own bootstrap Secret at most), no args or command, annotations name the identity or the pool', () => {

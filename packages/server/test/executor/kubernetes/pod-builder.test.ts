@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { KubernetesAllowlist, TaskSpecDef } from '@leoflow/core';
 import type { AttemptIdentity } from '../../../src/auth/agent-token.js';
 import {
@@ -200,25 +200,16 @@ describe('what credential a pod holds (envvar transport)', () => {
     variable: 'canary-variable-value-5e3c',
     authorEnv: 'canary-author-env-c0ffee',
   };
-  const saved: Record<string, string | undefined> = {};
   beforeEach(() => {
     // The control plane's own secrets in its environment: a builder that read process.env (or
     // copied it, as an os.Environ() append would) would carry them onto the pod.
-    for (const [k, v] of Object.entries({
-      LEOFLOW_SECRET_KEY: CANARIES.vaultKey,
-      LEOFLOW_AUTH_JWT_SECRET: CANARIES.signingSecret,
-      AIRFLOW_CONN_WAREHOUSE: CANARIES.connectionUri,
-      AIRFLOW_VAR_GREETING: CANARIES.variable,
-    })) {
-      saved[k] = process.env[k];
-      process.env[k] = v;
-    }
+    vi.stubEnv('LEOFLOW_SECRET_KEY', CANARIES.vaultKey);
+    vi.stubEnv('LEOFLOW_AUTH_JWT_SECRET', CANARIES.signingSecret);
+    vi.stubEnv('AIRFLOW_CONN_WAREHOUSE', CANARIES.connectionUri);
+    vi.stubEnv('AIRFLOW_VAR_GREETING', CANARIES.variable);
   });
   afterEach(() => {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
+    vi.unstubAllEnvs();
   });
 
   it('every pod built holds exactly one credential: its own attempt token, once, as the LEOFLOW_AGENT_TOKEN env value', () => {
