@@ -1,7 +1,5 @@
 import { ManualClock } from '@leoflow/core';
-import { beforeAll, describe, expect, it } from 'vitest';
-import { loadSigningKeyring } from '../../src/auth/signing-keys.js';
-import { WorkerTokenIssuer } from '../../src/auth/worker-token.js';
+import { describe, expect, it } from 'vitest';
 import { parseExecutorSection } from '../../src/config/executor-config.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
 import { WORKER_POOL_ANNOTATION, type ReviewedPod } from '../../src/exchange/reviewed-pod.js';
@@ -14,17 +12,13 @@ import {
   type PoolPodState,
   type WorkerPodApi,
 } from '../../src/warm-pools/pool-manager.js';
-import { T0, useTempDirs } from '../auth/fixtures.js';
+import { T0 } from '../auth/fixtures.js';
 import { useMemberStores } from './member-stores.js';
-import { ACME_POOL } from './pool-fixtures.js';
+import { ACME_POOL, workerTokenIssuer } from './pool-fixtures.js';
 
-const tempDir = useTempDirs();
 const stores = useMemberStores('sqlite');
 const newStore = () => stores.fresh().open();
-let tokens: WorkerTokenIssuer;
-beforeAll(async () => {
-  tokens = new WorkerTokenIssuer(await loadSigningKeyring(tempDir(), 'agent', { nowMs: T0 }));
-});
+const tokens = await workerTokenIssuer();
 
 const POOL: WarmPoolConfig = ACME_POOL;
 

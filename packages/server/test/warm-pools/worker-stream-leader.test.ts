@@ -13,10 +13,8 @@ import {
   ERROR_CODE_METADATA,
   type AwaitAssignmentRequest,
 } from '@leoflow/protocol';
-import { afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AssignmentBroker } from '../../src/assignments/assignment-broker.js';
-import { loadSigningKeyring } from '../../src/auth/signing-keys.js';
-import { WorkerTokenIssuer } from '../../src/auth/worker-token.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
 import { AGENT_PRINCIPAL } from '../../src/rpc/agent-auth.js';
 import {
@@ -25,16 +23,12 @@ import {
   type WorkerPodApi,
 } from '../../src/warm-pools/pool-manager.js';
 import { createWorkerStream } from '../../src/warm-pools/worker-stream.js';
-import { T0, useTempDirs } from '../auth/fixtures.js';
+import { T0 } from '../auth/fixtures.js';
 import { useMemberStores } from './member-stores.js';
-import { ACME_POOL } from './pool-fixtures.js';
+import { ACME_POOL, workerTokenIssuer } from './pool-fixtures.js';
 
-const tempDir = useTempDirs();
 const stores = useMemberStores('sqlite');
-let tokens: WorkerTokenIssuer;
-beforeAll(async () => {
-  tokens = new WorkerTokenIssuer(await loadSigningKeyring(tempDir(), 'agent', { nowMs: T0 }));
-});
+const tokens = await workerTokenIssuer();
 afterEach(() => {
   vi.useRealTimers();
 });
