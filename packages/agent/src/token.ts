@@ -98,7 +98,10 @@ export async function readTokenFromFd(fd: number, timeoutMs: number): Promise<st
       throw new TokenReadError(`token pipe (fd ${fd}) carried more than ${MAX_PIPE_BYTES} bytes`);
     }
   }
-  const token = raw.toString('utf8').trim();
+  // The message ends at its first newline (after any leading whitespace); nothing after it is read.
+  const text = raw.toString('utf8').trimStart();
+  const end = text.indexOf('\n');
+  const token = (end >= 0 ? text.slice(0, end) : text).trim();
   raw.fill(0);
   if (token === '') throw new TokenReadError(`token pipe (fd ${fd}) was empty`, 'empty');
   return token;

@@ -83,7 +83,8 @@ describe('agent process: standby', () => {
     const agent = await standbyAgent(fake.url, fake);
     const pipe = agent.child.stdio[3] as Writable;
     // write, not end: the executor's end of the pipe stays open for the whole attempt
-    pipe.write(`${JSON.stringify({ token: TOKEN, task_instance_id: 'ti-1', workdir })}\n`);
+    // what follows the newline, in the same write, is not part of the message
+    pipe.write(`${JSON.stringify({ token: TOKEN, task_instance_id: 'ti-1', workdir })}\nNOT-READ`);
     try {
       const { code } = await agent.exited;
       expect(code, agent.diagnostics()).toBe(0);
