@@ -11,6 +11,7 @@ import { SoleLeadership, type Leadership } from './leadership/leadership.js';
 import { createAgentAuthentication, type AgentAuthentication } from './rpc/agent-auth.js';
 import type { AgentProtocolRange } from '@leoflow/protocol';
 import { createAgentService, type AgentServiceDeps } from './rpc/agent-service.js';
+import { createAttemptRegistration, type RegistrationPath } from './rpc/attempt-registration.js';
 import type { LogLimits } from './rpc/log-limits.js';
 import type { AgentChannelMode } from './rpc/agent-server.js';
 import { createTokenExchange, type TokenExchangeDeps } from './exchange/token-exchange.js';
@@ -57,7 +58,10 @@ export interface PlaneInputs {
   channelSecure: boolean;
   /** the per-try delivery record; true unless a benchmark measures what it costs */
   recordAttempts?: boolean;
-  metrics?: SecretMetrics & { renewal(outcome: 'renewed' | 'ceiling_stopped'): void };
+  metrics?: SecretMetrics & {
+    renewal(outcome: 'renewed' | 'ceiling_stopped'): void;
+    registration?(via: RegistrationPath, outcome: 'registered' | 'terminate'): void;
+  };
   logLimits?: LogLimits;
   faults?: FaultInjector;
   /** who may schedule: Pro's lease elector; Lite's SoleLeadership when absent */
@@ -134,7 +138,22 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     ...(input.metrics ? { metrics: input.metrics } : {}),
     ...(records ? { records } : {}),
   });
+  const registration = createAttemptRegistration({
+    store,
+    specs,
+    clock,
+    lifecycle,
+    logger,
+    heartbeatIntervalMs: timings.heartbeatIntervalMs,
+    secrets,
+    ...(records ? { records } : {}),
+    ...(input.faults ? { faults: input.faults } : {}),
+    ...(input.metrics?.registration
+      ? { onRegistration: input.metrics.registration.bind(input.metrics) }
+      : {}),
+  });
   const agentService = createAgentService({
+    registration,
     store,
     specs,
     clock,

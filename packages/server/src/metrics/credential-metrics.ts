@@ -1,6 +1,7 @@
 import type { SecretKind } from '@leoflow/core';
 import type { ExchangeRefusal } from '../exchange/token-exchange.js';
 import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { REGISTRATION_PATHS, type RegistrationPath } from '../rpc/attempt-registration.js';
 
 /**
  * not_live / revoked: the liveness gate; expired / invalid: the token itself; insecure_channel:
@@ -47,6 +48,8 @@ export class CredentialMetrics {
   /** one per TokenReview the exchange sends: the tests hold it equal to the pods exchanged */
   readonly tokenReviewsTotal: Counter;
   readonly tokenExchangesTotal: Counter<'outcome'>;
+  /** attempts registered, by who registered them (the agent's Register, or its executor at hand-off) */
+  readonly attemptRegistrationsTotal: Counter<'via' | 'outcome'>;
 
   constructor(opts: CredentialMetricsOptions = {}) {
     const registers = [(this.registry = new Registry())];
@@ -96,6 +99,15 @@ export class CredentialMetrics {
       labelNames: ['outcome'],
       registers,
     });
+    this.attemptRegistrationsTotal = new Counter({
+      name: 'leoflow_attempt_registrations_total',
+      help: 'Attempt registrations (the fenced queued -> running write), by who made them (rpc: the agent called Register; handoff: the subprocess executor registered a standby agent at hand-off) and outcome (registered, or terminate: the try had moved on)',
+      labelNames: ['via', 'outcome'],
+      registers,
+    });
+    for (const via of REGISTRATION_PATHS)
+      for (const outcome of ['registered', 'terminate'] as const)
+        this.attemptRegistrationsTotal.inc({ via, outcome }, 0);
     this.tokenReviewsTotal.inc(0);
     for (const outcome of ['attempt', 'worker']) this.tokenExchangesTotal.inc({ outcome }, 0);
     // Zeroed up front so every series exists from the first scrape: rate() over a series that
@@ -153,6 +165,11 @@ export class CredentialMetrics {
 
   exchanged(outcome: 'attempt' | 'worker' | ExchangeRefusal): void {
     this.tokenExchangesTotal.inc({ outcome });
+  }
+
+  /** RegistrationMetrics (rpc/attempt-registration.ts) */
+  registration(via: RegistrationPath, outcome: 'registered' | 'terminate'): void {
+    this.attemptRegistrationsTotal.inc({ via, outcome });
   }
 
   /** For the heartbeat's onRenewal hook. */

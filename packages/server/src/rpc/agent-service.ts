@@ -38,7 +38,7 @@ import type { TokenExchange } from '../exchange/token-exchange.js';
 import { AGENT_PRINCIPAL, attemptPrincipal } from './agent-auth.js';
 import type { AgentChannelMode } from './agent-server.js';
 import { taskSpecMessage } from './task-spec-message.js';
-import { registerPrefetch } from './register-prefetch.js';
+import { createAttemptRegistration, type AttemptRegistration } from './attempt-registration.js';
 import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 
@@ -80,6 +80,11 @@ export interface AgentServiceDeps {
   exchange?: TokenExchange;
   /** what the agent channel protects: the exchange hands out a credential, never in cleartext */
   channelMode?: AgentChannelMode;
+  /**
+   * Register's work (attempt-registration.ts), shared with the subprocess executor's hand-off;
+   * built from these deps when absent.
+   */
+  registration?: AttemptRegistration;
 }
 
 const STREAMS: Record<number, LogStreamName> = {
@@ -109,73 +114,20 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
   const logBudgets = new AttemptLogBudgets(store, logLimits);
   const faults = deps.faults ?? NO_FAULTS;
 
-  /** The attempt's task instance, when it belongs to the caller's tenant. */
-  async function ownTaskInstance(claims: AgentTokenClaims) {
-    const ti = await store.getTaskInstanceById(claims.task_instance_id);
-    return ti && ti.tenant_id === claims.tenant_id ? ti : undefined;
-  }
-
-  /**
-   * The fence's view of the attempt's task instance (tenant-checked): a narrow read of the
-   * latest committed row, cheaper than the whole row on the PushLogs hot path.
-   */
-  /** The attempt's task instance, run, DAG version and task; NotFound/FailedPrecondition otherwise. */
-  async function attemptTask(
-    claims: AgentTokenClaims,
-    known?: Awaited<ReturnType<typeof ownTaskInstance>>,
-  ) {
-    const ti = known ?? (await ownTaskInstance(claims));
-    const run = ti && (await store.getRunById(ti.dag_run_id));
-    if (!ti || !run) {
-      throw new ConnectError('the task instance of this attempt was not found', Code.NotFound);
-    }
-    const spec = await deps.specs.get(run.tenant_id, run.dag_id, run.dag_version);
-    const task = spec.tasks.find((t) => t.task_id === ti.task_id);
-    if (!task) {
-      throw new ConnectError(
-        `task ${ti.task_id} is not in version ${run.dag_version} of DAG ${run.dag_id}`,
-        Code.FailedPrecondition,
-      );
-    }
-    return { ti, run, spec, task };
-  }
-
-  /** Register's prefetch: each part through the gate of its own RPC (register-prefetch.ts). */
-  function prefetchFor(
-    claims: AgentTokenClaims,
-    wantSpec: boolean,
-    ti: Awaited<ReturnType<typeof ownTaskInstance>>,
-  ) {
-    return registerPrefetch(
-      {
-        variables: () => deps.secrets.variables(claims),
-        connections: () => deps.secrets.connections(claims),
-        task: async () => {
-          // Register already read the task instance: one row read fewer on the hop's path
-          const own = await attemptTask(claims, ti);
-          const { run, spec, task } = own;
-          return {
-            spec: taskSpecMessage(run, own.ti, spec, task),
-            dependsOn: task.depends_on,
-            dagRunId: own.ti.dag_run_id,
-          };
-        },
-        xcom: (dagRunId, upstream) => store.getXCom(dagRunId, upstream, 'return_value'),
-        onSkipped: (part, err) =>
-          logger.warn(
-            {
-              code: 'LF_REGISTER_PREFETCH_SKIPPED',
-              task_instance_id: claims.task_instance_id,
-              try_number: claims.try_number,
-              part,
-              reason: err instanceof Error ? err.constructor.name : typeof err,
-            },
-            `Register could not prefetch the attempt's ${part}; the agent asks with its own call`,
-          ),
-      },
-      wantSpec,
-    );
-  }
+  const registration =
+    deps.registration ??
+    createAttemptRegistration({
+      store,
+      specs: deps.specs,
+      clock,
+      lifecycle,
+      logger,
+      heartbeatIntervalMs: deps.heartbeatIntervalMs,
+      secrets: deps.secrets,
+      ...(deps.records ? { records: deps.records } : {}),
+      faults,
+    });
+  const { attemptTask } = registration;
 
   async function ownAttemptFence(claims: AgentTokenClaims) {
     const fence = await store.getAttemptFence(claims.task_instance_id);
@@ -248,48 +200,12 @@ export function createAgentService(deps: AgentServiceDeps): ServiceImpl<typeof A
         );
         throw new ConnectError(message, Code.FailedPrecondition);
       }
-      const ti = await ownTaskInstance(claims);
-      // Not gated: the FENCE is the queued -> running write, and an attempt whose write does not
-      // land is told to stop (in either liveness mode) instead of being refused.
-      const applied =
-        ti !== undefined &&
-        (await lifecycle.markRunning(
-          ti,
-          claims.try_number,
-          req.hostname,
-          req.pid,
-          claims.dispatch_gen,
-        ));
-      if (!applied) {
-        return create(RegisterResponseSchema, {
-          sessionId: claims.task_instance_id,
-          serverTimeMs: BigInt(clock.now()),
-          heartbeatIntervalSeconds: Math.max(1, Math.round(deps.heartbeatIntervalMs / 1000)),
-          shouldTerminate: true,
-          terminateReason: 'the attempt is no longer the live try of its task instance',
-        });
-      }
-      if (deps.records) {
-        const bound = await deps.records.register(claims, req.sessionKey);
-        if (bound === 'conflict') {
-          throw new ConnectError(
-            'another agent process already registered for this attempt',
-            Code.PermissionDenied,
-          );
-        }
-      }
-      // No scheduler poke: queued -> running unblocks nothing the scheduler decides, and a tick
-      // here would compete with this agent's next calls on the path to its task's start.
-      faults.hit('after_register');
-      // After the write and the per-try record, never before: a superseded try got
-      // should_terminate above and nothing else.
-      const prefetch = req.prefetch ? await prefetchFor(claims, req.wantSpec, ti) : undefined;
-      return create(RegisterResponseSchema, {
-        sessionId: ti.id,
-        serverTimeMs: BigInt(clock.now()),
-        heartbeatIntervalSeconds: Math.max(1, Math.round(deps.heartbeatIntervalMs / 1000)),
-        ...(prefetch ? { prefetch } : {}),
-      });
+      return registration.register(
+        claims,
+        { hostname: req.hostname, pid: req.pid, sessionKey: req.sessionKey },
+        { prefetch: req.prefetch, wantSpec: req.wantSpec },
+        'rpc',
+      );
     },
 
     async getTaskSpec(_req, ctx) {

@@ -83,6 +83,10 @@ describe('CredentialMetrics', () => {
     }
     expect(value(samples, 'leoflow_credential_renewals_total')).toBe(0);
     expect(value(samples, 'leoflow_credential_ceiling_stopped_total')).toBe(0);
+    expect(types.get('leoflow_attempt_registrations_total')).toBe('counter');
+    for (const via of ['rpc', 'handoff'])
+      for (const outcome of ['registered', 'terminate'])
+        expect(value(samples, 'leoflow_attempt_registrations_total', { via, outcome })).toBe(0);
   });
 
   it('counters move and the text exposition parses', async () => {
@@ -167,12 +171,16 @@ describe('CredentialMetrics', () => {
     const m = new CredentialMetrics({ defaultMetrics: false });
     const { samples } = parseExposition(await m.registry.metrics());
     const labelNames = new Set(samples.flatMap((s) => Object.keys(s.labels)));
-    // outcome: the token exchange's fixed classes (attempt, worker, a refusal class), never a name
-    expect(labelNames).toEqual(new Set(['kind', 'reason', 'le', 'outcome']));
+    // outcome: the token exchange's fixed classes (attempt, worker, a refusal class) and a
+    // registration's (registered, terminate); via: rpc or handoff — never a name
+    expect(labelNames).toEqual(new Set(['kind', 'reason', 'le', 'outcome', 'via']));
     m.exchanged('not_live');
     const after = parseExposition(await m.registry.metrics()).samples;
     expect(new Set(after.flatMap((s) => (s.labels.outcome ? [s.labels.outcome] : [])))).toEqual(
-      new Set(['attempt', 'worker', 'not_live']),
+      new Set(['attempt', 'worker', 'not_live', 'registered', 'terminate']),
+    );
+    expect(new Set(after.flatMap((s) => (s.labels.via ? [s.labels.via] : [])))).toEqual(
+      new Set(['rpc', 'handoff']),
     );
   });
 });
