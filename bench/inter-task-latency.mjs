@@ -22,6 +22,8 @@ import {
 // Issue 15: a standby agent gets its spec with its token, so nothing but the task's own start
 // stands between an upstream's success and the downstream's first line.
 const TARGET_P50_MS = 25;
+/** 25 ms against the 60 ms node spawn of the machine the goal was set on */
+const TARGET_P50_RATIO_TO_NODE_SPAWN = Math.round((25 / 60) * 100) / 100;
 const DAG_ID = 'bench_chain';
 
 export const description =
@@ -114,6 +116,8 @@ export async function run({ quick }) {
           // taken by a standby agent that was connected and waiting when it was claimed
           readyStandby: down.standbyReady !== null && down.standbyReady <= down.queued,
           latency: down.printed - up.ended,
+          // Leoflow's part of the hop, up to the agent's spawn() of the task returning …
+          toTaskSpawned: down.spawned === null ? null : down.spawned - up.ended,
           scheduler: down.queued - up.ended,
           agentStartRegister: down.registered - down.queued,
           queuedToSpawn: down.agentSpawning === null ? null : down.agentSpawning - down.queued,
@@ -175,6 +179,12 @@ export async function run({ quick }) {
     // meet an agent still starting. Read latency_ms beside this share.
     ready_standby_hops: { hops: pairs.length, ready: ready.length },
     latency_ms_ready_standby: summary(col(ready, 'latency')),
+    // … and the task's own start after it (bash, then `date`, under the attempt's uid): the
+    // issue's goal leaves only the latter between an upstream's success and the first line
+    latency_ms_ready_standby_split: {
+      upstream_success_to_task_spawned: summary(col(ready, 'toTaskSpawned')),
+      task_spawned_to_printed: summary(col(ready, 'spawnToPrinted')),
+    },
     breakdown_ms: breakdown,
     breakdown_share_of_p50: {
       scheduler_report_to_queued: p50Share('scheduler_report_to_queued'),
@@ -209,8 +219,15 @@ export async function run({ quick }) {
     p50_ratio_to_bash_spawn: ratio(lat.p50, bash.p50),
     agent_cold_start_ratio_to_node_spawn: ratio(agentCold.p50, node.p50),
     agent_bundled_cold_start_ratio_to_node_spawn: ratio(agentBundled.p50 ?? null, node.p50),
-    target: { p50_ms_max: TARGET_P50_MS },
+    // The goal was set as 25 ms on a machine where one bare `node` spawn took 60 ms (issue 15):
+    // as a ratio to the same run's node spawn, which travels between machines, that is 0.42.
+    target: {
+      p50_ms_max: TARGET_P50_MS,
+      p50_ratio_to_node_spawn_max: TARGET_P50_RATIO_TO_NODE_SPAWN,
+    },
     meets_target: lat.p50 !== null && lat.p50 <= TARGET_P50_MS,
+    meets_target_ratio:
+      lat.p50 !== null && node.p50 !== null && lat.p50 / node.p50 <= TARGET_P50_RATIO_TO_NODE_SPAWN,
   };
 }
 

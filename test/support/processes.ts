@@ -17,6 +17,8 @@ export const CLI = join(REPO, 'packages/cli/dist/main.js');
 
 export interface Standalone {
   url: string;
+  /** the Prometheus endpoint the banner prints (null when metrics are off) */
+  metricsUrl: string | null;
   dataDir: string;
   token: string;
   proc: ChildProcess;
@@ -84,6 +86,7 @@ export async function startStandalone(opts: StandaloneOptions): Promise<Standalo
   const exited = new Promise<void>((r) => proc.once('exit', () => r()));
   return {
     url,
+    metricsUrl: /metrics\s+(http:\/\/\S+\/metrics)/.exec(out)?.[1] ?? null,
     dataDir: opts.dataDir,
     token,
     proc,

@@ -8,6 +8,7 @@ import {
   ReportedState,
   TaskType,
   type RegisterPrefetch,
+  type RegisterResponse,
   type TaskSpec,
 } from '@leoflow/protocol';
 import type { AgentConfig } from './config.js';
@@ -100,6 +101,12 @@ export interface AgentDeps {
    * agent then does not call GetTaskSpec. Register still comes first and still decides.
    */
   assignedSpec?: TaskSpec;
+  /**
+   * Register's answer, when the executor registered the attempt for this agent at hand-off
+   * (docs/agent.md, "Standby agents"): the agent then makes no Register call and takes this
+   * answer exactly as if its own Register had returned it.
+   */
+  registeredAtHandOff?: RegisterResponse;
 }
 
 const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
@@ -122,6 +129,7 @@ export class Agent {
   readonly #startedAt: number;
   readonly #isolation: AttemptIsolation | undefined;
   readonly #assignedSpec: TaskSpec | undefined;
+  readonly #registeredAtHandOff: RegisterResponse | undefined;
   /** what Register answered for the attempt's preparation (unset parts are fetched) */
   #prefetch: RegisterPrefetch | undefined;
 
@@ -154,6 +162,7 @@ export class Agent {
     this.#startedAt = deps.startedAt;
     this.#isolation = deps.isolation;
     this.#assignedSpec = deps.assignedSpec;
+    this.#registeredAtHandOff = deps.registeredAtHandOff;
     this.#timers = deps.timers ?? realTimers;
     this.#heartbeatIntervalMs = deps.config.heartbeatIntervalMs;
   }
@@ -196,22 +205,10 @@ export class Agent {
 
     // --- bootstrap: Register (+ GetTaskSpec without an assigned spec), bounded by the deadline
     let spec: TaskSpec;
-    const registering = this.#bootstrapCall('Register', bootstrapDeadline, () =>
-      this.#client.register(
-        {
-          agentVersion: AGENT_VERSION,
-          protocolVersion: AGENT_PROTOCOL_VERSION,
-          hostname: os.hostname(),
-          pid: process.pid,
-          sessionKey: this.#tokens.sessionKey,
-          // secrets, upstream XComs (and the spec, when it did not come on the pipe) in the
-          // answer: one round trip between Register and the task's start instead of two
-          prefetch: true,
-          wantSpec: !this.#assignedSpec,
-        },
-        { timeoutMs: this.#callTimeout(bootstrapDeadline) },
-      ),
-    );
+    const handedOver = this.#registeredAtHandOff;
+    const registering = handedOver
+      ? Promise.resolve(handedOver)
+      : this.#register(bootstrapDeadline);
     const acquiring = this.#acquireUidMeanwhile();
     // awaited in the preparation step, which reports a failure as the attempt's
     acquiring.catch(() => undefined);
@@ -617,6 +614,26 @@ export class Agent {
     if (!isolation) return undefined;
     await new Promise<void>((resolve) => setImmediate(resolve));
     return isolation.acquire();
+  }
+
+  /** The agent's own Register (no hand-off registration came with the assignment). */
+  #register(bootstrapDeadline: number): Promise<RegisterResponse> {
+    return this.#bootstrapCall('Register', bootstrapDeadline, () =>
+      this.#client.register(
+        {
+          agentVersion: AGENT_VERSION,
+          protocolVersion: AGENT_PROTOCOL_VERSION,
+          hostname: os.hostname(),
+          pid: process.pid,
+          sessionKey: this.#tokens.sessionKey,
+          // secrets, upstream XComs (and the spec, when it did not come on the pipe) in the
+          // answer: one round trip between Register and the task's start instead of two
+          prefetch: true,
+          wantSpec: !this.#assignedSpec,
+        },
+        { timeoutMs: this.#callTimeout(bootstrapDeadline) },
+      ),
+    );
   }
 
   async #bootstrapCall<T>(name: string, deadline: number, fn: () => Promise<T>): Promise<T> {

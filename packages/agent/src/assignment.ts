@@ -1,5 +1,10 @@
 import { fromBinary } from '@bufbuild/protobuf';
-import { TaskSpecSchema, type TaskSpec } from '@leoflow/protocol';
+import {
+  RegisterResponseSchema,
+  TaskSpecSchema,
+  type RegisterResponse,
+  type TaskSpec,
+} from '@leoflow/protocol';
 import { TokenReadError } from './token.js';
 
 /** A JWT is a few KiB; anything much larger is a wiring mistake, not a token. */
@@ -17,6 +22,13 @@ export interface Assignment {
   taskInstanceId?: string;
   workdir?: string;
   spec?: TaskSpec;
+  /**
+   * The subprocess executor registers the attempt for this (standby) agent and sends what
+   * Register answered as a second message (parseHandOffRegistration), binding this session key
+   * (docs/agent.md, "Standby agents"). Should that message not come, the agent registers itself
+   * with the same key.
+   */
+  handOff?: { sessionKey: string };
 }
 
 export function parseAssignment(payload: string): Assignment {
@@ -35,11 +47,13 @@ export function parseAssignment(payload: string): Assignment {
   const taskInstanceId = str(o.task_instance_id);
   const workdir = str(o.workdir);
   const spec = o.spec === undefined ? undefined : decodeSpec(o.spec, taskInstanceId);
+  const handOff = decodeHandOff(o.registration, o.session_key);
   return {
     token: checkedToken(o.token),
     ...(taskInstanceId !== undefined ? { taskInstanceId } : {}),
     ...(workdir !== undefined ? { workdir } : {}),
     ...(spec !== undefined ? { spec } : {}),
+    ...(handOff !== undefined ? { handOff } : {}),
   };
 }
 
@@ -68,4 +82,56 @@ function decodeSpec(raw: unknown, taskInstanceId: string | undefined): TaskSpec 
     );
   }
   return spec;
+}
+
+/** A session key is 32 random bytes, base64url: what TokenHolder draws for itself. */
+const SESSION_KEY = /^[A-Za-z0-9_-]{43}$/;
+
+/** `registration: "follows"` and the session key it binds: both or neither. */
+function decodeHandOff(registration: unknown, sessionKey: unknown): Assignment['handOff'] {
+  if (registration === undefined && sessionKey === undefined) return undefined;
+  if (registration !== 'follows' || typeof sessionKey !== 'string') {
+    throw new TokenReadError(
+      'the assignment on the token pipe announces a registration without its session key, or the reverse',
+    );
+  }
+  if (!SESSION_KEY.test(sessionKey)) {
+    throw new TokenReadError('the session key on the token pipe is not 32 bytes of base64url');
+  }
+  return { sessionKey };
+}
+
+/**
+ * The hand-off's second message: `{"registered": "<RegisterResponse, protobuf binary, base64>"}`,
+ * or `{"register": "self"}` when the executor could not register (the agent then calls Register).
+ * Undefined means "register yourself".
+ */
+export function parseHandOffRegistration(
+  message: string,
+  taskInstanceId: string | undefined,
+): RegisterResponse | undefined {
+  let v: unknown;
+  try {
+    v = JSON.parse(message);
+  } catch {
+    throw new TokenReadError('the registration on the token pipe is not valid JSON');
+  }
+  const o = (typeof v === 'object' && v !== null ? v : {}) as Record<string, unknown>;
+  if (o.register === 'self' && o.registered === undefined) return undefined;
+  if (typeof o.registered !== 'string' || o.registered === '') {
+    throw new TokenReadError('the second message on the token pipe carries no registration');
+  }
+  let answer: RegisterResponse;
+  try {
+    answer = fromBinary(RegisterResponseSchema, Buffer.from(o.registered, 'base64'));
+  } catch {
+    throw new TokenReadError('the registration on the token pipe is not a RegisterResponse');
+  }
+  // A registration answered for another attempt is a wiring mistake, as a foreign spec is.
+  if (!answer.shouldTerminate && answer.sessionId !== taskInstanceId) {
+    throw new TokenReadError(
+      'the registration on the token pipe is not for the task instance the assignment names',
+    );
+  }
+  return answer;
 }

@@ -3,15 +3,16 @@
  * on fd 3 (subprocess) or as LEOFLOW_AGENT_TOKEN (the Kubernetes executor's envvar transport),
  * and everything else in a minimal env (see docs/agent.md for the full contract).
  */
+import type { RegisterResponse } from '@leoflow/protocol';
 import { Agent, EXIT } from './agent.js';
-import { ConfigError, readConfig } from './config.js';
+import { ConfigError, readConfig, type AgentConfig } from './config.js';
 import { stderrDiagnostics, type Diagnostics } from './diag.js';
 import { AttemptIsolation } from './isolation.js';
 import { createAgentConnection } from './rpc.js';
 import { isRunnerInvocation, runnerMain } from './runner/runner-main.js';
 import { isWarmWorker, warmWorkerMain } from './warm-worker/worker-main.js';
 import type { WarmWorker } from './warm-worker/warm-worker.js';
-import { parseAssignment, type Assignment } from './assignment.js';
+import { parseAssignment, parseHandOffRegistration, type Assignment } from './assignment.js';
 import {
   EXCHANGE_BOOTSTRAP_ENV,
   EXCHANGE_TOKEN_FILE_ENV,
@@ -19,7 +20,8 @@ import {
   exchangeBootstrapCredential,
   writeTerminationLog,
 } from './exchange.js';
-import { readTokenFromFd, takeEnvToken, TokenHolder, TokenReadError } from './token.js';
+import { takeEnvToken, TokenHolder, TokenReadError } from './token.js';
+import { TokenPipe } from './token-pipe.js';
 
 const TOKEN_FD = 3;
 /** How long a standby agent waits for an assignment (the longest timer Node allows). */
@@ -88,6 +90,8 @@ async function main(): Promise<number> {
   }
 
   let assignment: Assignment;
+  /** Register's answer when the executor registered the attempt at hand-off */
+  let registeredAtHandOff: RegisterResponse | undefined;
   // The Kubernetes executor's envvar transport: the token is an env value of the pod. It is
   // taken out of this process's environment at once, so nothing the agent starts inherits it
   // (the task's env is stripped of every LEOFLOW_* name besides); the value stays in the pod's
@@ -112,11 +116,21 @@ async function main(): Promise<number> {
     } else if (envToken !== undefined && !config.standby) {
       assignment = { token: envToken };
     } else {
-      const payload = await readTokenFromFd(
-        TOKEN_FD,
-        config.standby ? STANDBY_WAIT_MS : config.bootstrapDeadlineMs,
-      );
-      assignment = parseAssignment(payload);
+      const pipe = new TokenPipe(TOKEN_FD);
+      try {
+        const payload = await pipe.next(
+          config.standby ? STANDBY_WAIT_MS : config.bootstrapDeadlineMs,
+        );
+        if (payload === undefined) {
+          throw new TokenReadError(`token pipe (fd ${TOKEN_FD}) was empty`, 'empty');
+        }
+        assignment = parseAssignment(payload);
+        if (assignment.handOff) {
+          registeredAtHandOff = await handOffRegistration(pipe, assignment, config, diag);
+        }
+      } finally {
+        await pipe.close();
+      }
     }
   } catch (err) {
     await preAllocated;
@@ -132,6 +146,9 @@ async function main(): Promise<number> {
   }
   tokens.swap(assignment.token);
   assignment.token = '';
+  // Registered at hand-off: the key that registration bound (or will find bound, when this
+  // agent registers itself) is this agent's session key.
+  if (assignment.handOff) tokens.adoptSessionKey(assignment.handOff.sessionKey);
   if (config.standby) {
     if (!assignment.taskInstanceId || !assignment.workdir) {
       diag.log(
@@ -158,6 +175,7 @@ async function main(): Promise<number> {
     // For a standby agent the bootstrap deadline runs from its assignment, not its start.
     startedAt: config.standby ? Date.now() : startedAt,
     ...(assignment.spec ? { assignedSpec: assignment.spec } : {}),
+    ...(registeredAtHandOff ? { registeredAtHandOff } : {}),
   });
   const code = await agent.run();
   await releaseUid(isolation, diag);
@@ -165,6 +183,30 @@ async function main(): Promise<number> {
 }
 
 function noop(): void {}
+
+/**
+ * The hand-off's second message: what the executor's registration of this attempt answered.
+ * Undefined — the agent then calls Register itself, with the session key the assignment carries —
+ * when the executor could not register, or when the pipe ended before the message came (the
+ * control plane died between its registration and the write: the attempt may already be
+ * running under that key, and Register is idempotent for it).
+ */
+async function handOffRegistration(
+  pipe: TokenPipe,
+  assignment: Assignment,
+  config: AgentConfig,
+  diag: Diagnostics,
+): Promise<RegisterResponse | undefined> {
+  const message = await pipe.next(config.bootstrapDeadlineMs);
+  if (message === undefined) {
+    diag.log(
+      'warn',
+      'the token pipe ended before the executor sent its registration; registering with Register',
+    );
+    return undefined;
+  }
+  return parseHandOffRegistration(message, assignment.taskInstanceId);
+}
 
 /** A warm pool's pod: the worker serves attempts until the pool recycles it. */
 function workerMain(): Promise<number> {

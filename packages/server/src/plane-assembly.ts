@@ -12,6 +12,7 @@ import { createAgentAuthentication, type AgentAuthentication } from './rpc/agent
 import type { AgentProtocolRange } from '@leoflow/protocol';
 import { createAgentService, type AgentServiceDeps } from './rpc/agent-service.js';
 import { createAttemptRegistration, type RegistrationPath } from './rpc/attempt-registration.js';
+import type { HandOffRegistration } from './executor/executor.js';
 import type { LogLimits } from './rpc/log-limits.js';
 import type { AgentChannelMode } from './rpc/agent-server.js';
 import { createTokenExchange, type TokenExchangeDeps } from './exchange/token-exchange.js';
@@ -152,6 +153,14 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
       ? { onRegistration: input.metrics.registration.bind(input.metrics) }
       : {}),
   });
+  // The subprocess executor's standby agents are registered at hand-off: what their Register
+  // would do with the token they are handed, answered on their pipe instead of a round trip.
+  const handOff: HandOffRegistration = {
+    async register(token, agent) {
+      const claims = await verifier.verify(token, clock.now());
+      return registration.register(claims, agent, { prefetch: true, wantSpec: false }, 'handoff');
+    },
+  };
   const agentService = createAgentService({
     registration,
     store,
@@ -194,6 +203,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
       agentUrl: input.agentUrl,
       timings,
       leadership,
+      handOff,
       ...(input.faults ? { faults: input.faults } : {}),
     });
   scheduler = newScheduler();

@@ -397,6 +397,7 @@ export function registerStandalone(program: Command): void {
         `  API docs     ${cp.httpUrl}/api/v1/docs (OpenAPI 3.1: /api/v1/openapi.json)`,
         ...(cp.doorUrl !== null ? [`  runner door  ${cp.doorUrl}/runners/<token>/`] : []),
         `  agent RPC    ${cp.agentUrl} (gRPC over HTTP/2${cfg.agent.tls ? ', TLS' : ', cleartext on loopback'})`,
+        `  metrics      ${cp.metricsUrl ?? '(off)'}`,
         `  data dir     ${cfg.dataDir}`,
         `  admin token  ${cp.adminTokenFile} (mode 0600; the CLI reads it from ./.leoflow, or set LEOFLOW_TOKEN)`,
         `  DAGs folder  ${cfg.dagsFolder ?? '(none; push DAGs with `leoflow dags push <dir>`)'}`,

@@ -511,6 +511,11 @@ export const ERROR_CATALOGUE = {
     null,
     'Nothing to fix for that attempt: its agent asked for the part with its own call. If it repeats, read the error logged just before it (a store or DAG-version read failed).',
   ),
+  LF_HANDOFF_REGISTER_FAILED: c(
+    'run',
+    null,
+    'Nothing to fix for that attempt: its standby agent registered itself with its own Register call. If it repeats, read the error logged just before it (a store read or write failed).',
+  ),
   LF_RUNNER_NOT_FOUND: c(
     'auth',
     404,

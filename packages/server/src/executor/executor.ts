@@ -1,6 +1,8 @@
 import type { TaskSpecDef } from '@leoflow/core';
 import type { TaskSpec } from '@leoflow/protocol';
 import type { AttemptIdentity } from '../auth/agent-token.js';
+import type { RegisterResponse } from '@leoflow/protocol';
+import type { RegisteringAgent } from '../rpc/attempt-registration.js';
 
 /**
  * Where an attempt's credential comes from. The executor mints it when it is ready to hand it
@@ -36,6 +38,24 @@ export interface AttemptLaunch {
   agentSpec?: TaskSpec;
   agentUrl: string;
   heartbeatIntervalMs: number;
+  /**
+   * Registers the attempt on behalf of an agent the executor already holds (the subprocess
+   * executor's standby agents), so the agent's first call is not Register. Absent: the agent
+   * registers itself.
+   */
+  handOff?: HandOffRegistration;
+}
+
+/**
+ * An attempt registered by its executor at hand-off: exactly what the Register RPC does for the
+ * agent that will hold `token` — the token verified as the agent port's gate verifies it, the
+ * fenced queued → running write, the per-try record binding `agent.sessionKey`, then the prefetch
+ * under each part's own gate (rpc/attempt-registration.ts). The answer is Register's response,
+ * which the executor passes to that agent with the token. Throws when it could not tell (a store
+ * blip): the executor then lets the agent register itself.
+ */
+export interface HandOffRegistration {
+  register(token: string, agent: RegisteringAgent): Promise<RegisterResponse>;
 }
 
 /** Where a started agent runs, recorded on the claim so a successor can look for it. */

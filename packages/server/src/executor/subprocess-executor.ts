@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import {
   chownSync,
   closeSync,
@@ -13,8 +13,13 @@ import {
 import { rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
-import { toBinary } from '@bufbuild/protobuf';
-import { TaskSpecSchema, type TaskSpec } from '@leoflow/protocol';
+import { create, toBinary } from '@bufbuild/protobuf';
+import {
+  RegisterResponseSchema,
+  TaskSpecSchema,
+  type RegisterResponse,
+  type TaskSpec,
+} from '@leoflow/protocol';
 import type { Logger } from 'pino';
 import { StandbyPoolSize } from './standby-pool-size.js';
 import type { TaskIsolation } from './run-as-user.js';
@@ -24,6 +29,7 @@ import type {
   ClaimProbe,
   Executor,
   ExecutorPosture,
+  HandOffRegistration,
   PendingClaim,
   StartedAgent,
 } from './executor.js';
@@ -46,8 +52,8 @@ export interface SubprocessExecutorOptions {
   /**
    * How long after handing an attempt to a standby agent its replacement is started (default
    * STANDBY_REFILL_DELAY_MS). Starting it at once would put a synchronous spawn on the control
-   * plane's event loop and a node boot on the CPU exactly while the handed-over agent makes
-   * its Register and secret calls.
+   * plane's event loop and a node boot on the CPU exactly while the handed-over agent prepares
+   * and spawns its task.
    */
   standbyRefillDelayMs?: number;
   /** how long a pool grown past `standbyAgents` waits without a miss to shrink by one */
@@ -56,8 +62,7 @@ export interface SubprocessExecutorOptions {
 }
 
 /**
- * Long enough for a handed-over standby agent to register, fetch its secrets and start its task
- * on a loaded machine; short against the time a new standby needs to boot, so a chain of tasks
+ * Long enough for a handed-over standby agent to start its task on a loaded machine; short against the time a new standby needs to boot, so a chain of tasks
  * still finds one ready (bench/inter-task-latency.mjs counts the hops that did).
  */
 export const STANDBY_REFILL_DELAY_MS = 200;
@@ -148,14 +153,57 @@ export class SubprocessExecutor implements Executor {
     });
     const pipe = child.stdio[3] as NodeJS.WritableStream | null;
     if (!pipe) throw new Error('agent spawn did not provide the credential pipe');
+    // A standby agent is already running, so its Register can be done here, on its behalf, and
+    // answered on its pipe: nothing but the task's own start is left between the claim and the
+    // task. A cold agent registers itself once it has booted.
+    const handOff = standby && child.pid !== undefined ? launch.handOff : undefined;
+    const sessionKey = handOff ? randomBytes(32).toString('base64url') : undefined;
     // The whole assignment travels on the pipe, so a standby agent learns which attempt it
     // serves (and a cold one is told the same) without anything in env or argv; with its spec,
-    // the agent's first call is Register and its next ones fetch only what is secret.
-    pipe.end(assignmentPayload(token, identity.task_instance_id, workdir, launch.agentSpec));
+    // the agent's first call is Register and its next ones fetch only what is secret. It is
+    // written before the registration: should this process die once the registration has
+    // landed, the agent already holds the token and the session key to register itself.
+    pipe.write(
+      assignmentPayload(token, identity.task_instance_id, workdir, launch.agentSpec, sessionKey),
+    );
+    if (handOff && sessionKey) {
+      const answer = await this.registerAtHandOff(handOff, token, child.pid!, sessionKey, identity);
+      pipe.end(handOffRegistrationPayload(answer));
+    } else {
+      pipe.end();
+    }
     if (standby) this.refillStandbyLater(launch);
     else this.refillStandby(launch);
     await spawned;
     return { pid: child.pid, hostname: hostname() };
+  }
+
+  /**
+   * Registers the attempt for the standby agent `pid` with the session key its assignment
+   * carries. A registration that could not be made is left to the agent,
+   * which then registers itself exactly as a cold agent does; nothing is lost but the round trip.
+   */
+  private async registerAtHandOff(
+    handOff: HandOffRegistration,
+    token: string,
+    pid: number,
+    sessionKey: string,
+    identity: AttemptLaunch['identity'],
+  ): Promise<RegisterResponse | undefined> {
+    try {
+      return await handOff.register(token, { hostname: hostname(), pid, sessionKey });
+    } catch (err) {
+      this.opts.logger.warn(
+        {
+          code: 'LF_HANDOFF_REGISTER_FAILED',
+          task_instance_id: identity.task_instance_id,
+          try_number: identity.try_number,
+          reason: err instanceof Error ? err.constructor.name : typeof err,
+        },
+        'could not register the attempt at hand-off; its standby agent registers itself',
+      );
+      return undefined;
+    }
   }
 
   /**
@@ -354,12 +402,20 @@ interface StandbyAgent {
  */
 export const MAX_PIPED_SPEC_BYTES = 512 * 1024;
 
+/**
+ * Register's answer larger than this (a permissive tenant's whole vault, say) goes on the pipe
+ * without its prefetch, which the agent then asks for with each part's own call: with the spec's
+ * budget it keeps the assignment under the 1 MiB the agent reads.
+ */
+export const MAX_PIPED_REGISTRATION_BYTES = 384 * 1024;
+
 /** The JSON the agent reads from fd 3 (docs/agent.md, "Standby agents"). */
 export function assignmentPayload(
   token: string,
   taskInstanceId: string,
   workdir: string,
   spec: TaskSpec | undefined,
+  handOffSessionKey?: string,
 ): string {
   const assignment: Record<string, string> = { token, task_instance_id: taskInstanceId, workdir };
   if (spec) {
@@ -367,8 +423,31 @@ export function assignmentPayload(
     const encoded = Buffer.from(toBinary(TaskSpecSchema, spec)).toString('base64');
     if (encoded.length <= MAX_PIPED_SPEC_BYTES) assignment.spec = encoded;
   }
+  if (handOffSessionKey) {
+    // the registration comes next (handOffRegistrationPayload), bound to this key
+    assignment.registration = 'follows';
+    assignment.session_key = handOffSessionKey;
+  }
   // The newline ends the message: the agent starts on it, not on this end's close (token.ts).
   return `${JSON.stringify(assignment)}\n`;
+}
+
+/**
+ * The hand-off's second message (docs/agent.md, "Standby agents"): Register's answer, or word
+ * that the agent must register itself.
+ */
+export function handOffRegistrationPayload(answer: RegisterResponse | undefined): string {
+  const message = answer ? { registered: encodeRegistration(answer) } : { register: 'self' };
+  return `${JSON.stringify(message)}\n`;
+}
+
+function encodeRegistration(answer: RegisterResponse): string {
+  const encoded = Buffer.from(toBinary(RegisterResponseSchema, answer)).toString('base64');
+  if (encoded.length <= MAX_PIPED_REGISTRATION_BYTES || !answer.prefetch) return encoded;
+  const { prefetch: _dropped, ...rest } = answer;
+  return Buffer.from(
+    toBinary(RegisterResponseSchema, create(RegisterResponseSchema, rest)),
+  ).toString('base64');
 }
 
 function attemptKey(taskInstanceId: string, tryNumber: number): string {

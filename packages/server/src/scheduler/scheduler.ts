@@ -9,7 +9,7 @@ import {
 } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenIssuer } from '../auth/agent-token.js';
-import type { ClaimProbe } from '../executor/executor.js';
+import type { ClaimProbe, HandOffRegistration } from '../executor/executor.js';
 import type { Executors } from '../executor/executors.js';
 import { SoleLeadership, type Leadership } from '../leadership/leadership.js';
 import { taskSpecMessage } from '../rpc/task-spec-message.js';
@@ -47,6 +47,8 @@ export interface SchedulerDeps {
   faults?: FaultInjector;
   /** who may schedule now (Pro: the lease elector); Lite's SoleLeadership when absent */
   leadership?: Leadership;
+  /** offered to every executor with each launch (executor.ts, HandOffRegistration) */
+  handOff?: HandOffRegistration;
 }
 
 const REAP_BATCH = 100;
@@ -453,6 +455,7 @@ export class Scheduler {
             : {}),
           agentUrl: this.deps.agentUrl(),
           heartbeatIntervalMs: timings.heartbeatIntervalMs,
+          ...(this.deps.handOff ? { handOff: this.deps.handOff } : {}),
         });
         if (started?.pid !== undefined) {
           // Where the agent runs, so a successor after a crash can tell whether it is still

@@ -1,16 +1,12 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readlinkSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { create, equals, fromBinary } from '@bufbuild/protobuf';
 import { ReportedState, TaskSpecSchema } from '@leoflow/protocol';
-import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  assignmentPayload,
-  MAX_PIPED_SPEC_BYTES,
-  SubprocessExecutor,
-} from '../../src/executor/subprocess-executor.js';
+import { assignmentPayload, MAX_PIPED_SPEC_BYTES } from '../../src/executor/subprocess-executor.js';
+import { pipeDumpExecutor, pipeDumpLaunch } from './pipe-dump.js';
 import { createHarness, spec, task, type Harness } from '../support/harness.js';
 
 let h: Harness | undefined;
@@ -80,57 +76,18 @@ describe('the spec handed over at dispatch', () => {
 
   it('travels on a standby agent’s pipe with its token, in the TaskSpec binary form', async () => {
     const dir = tempDir();
-    // A stand-in agent entry: it writes what fd 3 carried to a file once the pipe closes.
-    const entry = join(dir, 'pipe-dump.mjs');
-    const dump = join(dir, 'fd3.json');
-    writeFileSync(
-      entry,
-      `import { createReadStream, writeFileSync } from 'node:fs';
-const chunks = [];
-createReadStream('', { fd: 3 })
-  .on('data', (c) => chunks.push(c))
-  .on('end', () => writeFileSync(${JSON.stringify(dump)}, Buffer.concat(chunks)));
-`,
-    );
-    const executor = new SubprocessExecutor({
-      agentEntry: entry,
-      workDir: join(dir, 'work'),
-      diagnosticsDir: join(dir, 'agents'),
-      isolation: { mode: 'none' },
-      keepWorkDirs: true,
-      agentCaFile: null,
-      taskNodeModules: null,
-      standbyAgents: 1,
-      logger: pino({ level: 'silent' }),
-    });
-    const exited = new Promise<void>((resolve) => executor.onAgentExit(() => resolve()));
+    const { executor, exited, payload: dumped } = pipeDumpExecutor(dir, { standbyAgents: 1 });
     try {
-      executor.warm({ agentUrl: 'http://127.0.0.1:9', heartbeatIntervalMs: 15_000 });
       const agentSpec = create(TaskSpecSchema, {
         taskId: 'down',
         taskInstanceId: 'ti-handoff',
         command: 'echo piped',
         env: { GREETING: 'hi' },
       });
-      const started = await executor.start({
-        identity: {
-          tenant_id: 'default',
-          dag_id: 'handoff',
-          dag_run_id: 'dr-1',
-          run_id: 'r1',
-          task_id: 'down',
-          try_number: 1,
-          task_instance_id: 'ti-handoff',
-          dispatch_gen: 1,
-        },
-        credential: { mint: () => Promise.resolve('tok.for.handoff') },
-        agentSpec,
-        agentUrl: 'http://127.0.0.1:9',
-        heartbeatIntervalMs: 15_000,
-      });
+      const started = await executor.start(pipeDumpLaunch('ti-handoff', { agentSpec }));
       await exited;
-      const payload = JSON.parse(readFileSync(dump, 'utf8')) as Record<string, string>;
-      expect(payload.token).toBe('tok.for.handoff');
+      const payload = dumped();
+      expect(payload.token).toBe('tok.for.ti-handoff');
       expect(payload.task_instance_id).toBe('ti-handoff');
       expect(payload.workdir).toBe(join(dir, 'work', 'ti-handoff-try1'));
       const piped = fromBinary(TaskSpecSchema, Buffer.from(payload.spec!, 'base64'));
