@@ -3,18 +3,13 @@ import path from 'node:path';
 import type { Writable } from 'node:stream';
 import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import { Code } from '@connectrpc/connect';
-import {
-  LogStream,
-  RegisterResponseSchema,
-  ReportedState,
-  TaskSpecSchema,
-} from '@leoflow/protocol';
+import { LogStream, RegisterResponseSchema, ReportedState } from '@leoflow/protocol';
 import { describe, expect, it } from 'vitest';
-import { defaultSpec, fail } from './support/fake-agent-service.js';
+import { defaultSpec, fail, pipedSpec } from './support/fake-agent-service.js';
 import { TOKEN, useHarness } from './support/harness.js';
-import { STANDBY_ENV, waitFor, type RunningAgent } from './support/spawn-agent.js';
+import type { RunningAgent } from './support/spawn-agent.js';
 
-const { tempDir, startFake, start } = useHarness();
+const { tempDir, startFake, standbyAgent } = useHarness();
 
 /** 32 bytes, base64url: the form of key the executor draws for the attempt. */
 const HANDED_KEY = Buffer.alloc(32, 7).toString('base64url');
@@ -22,12 +17,6 @@ const HANDED_KEY = Buffer.alloc(32, 7).toString('base64url');
 function encoded(answer: MessageInitShape<typeof RegisterResponseSchema>): string {
   return Buffer.from(
     toBinary(RegisterResponseSchema, create(RegisterResponseSchema, answer)),
-  ).toString('base64');
-}
-
-function pipedSpec(overrides: Parameters<typeof defaultSpec>[0]): string {
-  return Buffer.from(
-    toBinary(TaskSpecSchema, create(TaskSpecSchema, defaultSpec(overrides))),
   ).toString('base64');
 }
 
@@ -58,12 +47,6 @@ function handOver(
   else pipe.end(`${JSON.stringify(second)}\n`);
 }
 
-async function standbyAgent(url: string, fake: { sessionsOpened: number }): Promise<RunningAgent> {
-  const agent = start({ url, token: '', workdir: '', holdTokenPipe: true, env: STANDBY_ENV });
-  await waitFor(() => fake.sessionsOpened > 0, 10_000, 'the standby agent to open its connection');
-  return agent;
-}
-
 /**
  * The subprocess executor registers the attempt for a standby agent at hand-off: it writes the
  * assignment (token, spec, the session key it will bind), registers, then writes Register's answer
@@ -82,7 +65,7 @@ describe('agent process: registered at hand-off', () => {
       connections: Code.PermissionDenied,
     });
     const workdir = tempDir();
-    const agent = await standbyAgent(fake.url, fake);
+    const agent = await standbyAgent(fake);
     handOver(
       agent,
       assignment(workdir, {
@@ -129,7 +112,7 @@ describe('agent process: registered at hand-off', () => {
   it('a registration that says stop (the try moved on before the hand-off) runs nothing and makes no call', async () => {
     const fake = await startFake({ spec: defaultSpec({ command: 'true' }) });
     const workdir = tempDir();
-    const agent = await standbyAgent(fake.url, fake);
+    const agent = await standbyAgent(fake);
     handOver(agent, assignment(workdir, { command: 'touch TASK_RAN' }), {
       registered: encoded({
         sessionId: 'ti-1',
@@ -152,7 +135,7 @@ describe('agent process: registered at hand-off', () => {
       connections: {},
     });
     const workdir = tempDir();
-    const agent = await standbyAgent(fake.url, fake);
+    const agent = await standbyAgent(fake);
     handOver(agent, assignment(workdir, { command: 'echo "$AIRFLOW_VAR_REGION"' }), {
       registered: encoded({ sessionId: 'ti-1', heartbeatIntervalSeconds: 15 }),
     });
@@ -176,7 +159,7 @@ describe('agent process: registered at hand-off', () => {
         connections: {},
       });
       const workdir = tempDir();
-      const agent = await standbyAgent(fake.url, fake);
+      const agent = await standbyAgent(fake);
       handOver(agent, assignment(workdir, { command: 'echo "$AIRFLOW_VAR_REGION"' }), second);
       const { code } = await agent.exited;
       expect(code, agent.diagnostics()).toBe(0);
@@ -230,7 +213,7 @@ describe('agent process: registered at hand-off', () => {
     it(`refuses ${name} before any call and runs nothing`, async () => {
       const fake = await startFake({ spec: defaultSpec({ command: 'true' }) });
       const workdir = tempDir();
-      const agent = await standbyAgent(fake.url, fake);
+      const agent = await standbyAgent(fake);
       handOver(
         agent,
         {

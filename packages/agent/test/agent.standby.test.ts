@@ -1,39 +1,29 @@
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Writable } from 'node:stream';
-import { create, toBinary } from '@bufbuild/protobuf';
 import { describe, expect, it } from 'vitest';
-import { LogStream, ReportedState, TaskSpecSchema } from '@leoflow/protocol';
-import { defaultSpec, fail } from './support/fake-agent-service.js';
+import { LogStream, ReportedState } from '@leoflow/protocol';
+import {
+  defaultSpec,
+  fail,
+  pipedSpec,
+  type FakeAgentService,
+} from './support/fake-agent-service.js';
 import { Code } from '@connectrpc/connect';
 import { TOKEN, useHarness } from './support/harness.js';
 import { assign, STANDBY_ENV, waitFor, type RunningAgent } from './support/spawn-agent.js';
 
-const { tempDir, startFake, start } = useHarness();
-
-/** The spec as the subprocess executor encodes it on the pipe (TaskSpec binary, base64). */
-function pipedSpec(overrides: Parameters<typeof defaultSpec>[0]): string {
-  return Buffer.from(
-    toBinary(TaskSpecSchema, create(TaskSpecSchema, defaultSpec(overrides))),
-  ).toString('base64');
-}
+const { tempDir, startFake, start, standbyAgent } = useHarness();
 
 /** A connected standby agent, then handed token + `spec` for ti-1 on its pipe. */
 async function standbyHandedSpec(
-  fake: { url: string; sessionsOpened: number },
+  fake: FakeAgentService,
   spec: Parameters<typeof defaultSpec>[0],
 ): Promise<{ agent: RunningAgent; workdir: string }> {
   const workdir = tempDir();
-  const agent = await standbyAgent(fake.url, fake);
+  const agent = await standbyAgent(fake);
   assign(agent, { token: TOKEN, task_instance_id: 'ti-1', workdir, spec: pipedSpec(spec) });
   return { agent, workdir };
-}
-
-/** A standby agent, connected and idle, for `url`. */
-async function standbyAgent(url: string, fake: { sessionsOpened: number }): Promise<RunningAgent> {
-  const agent = start({ url, token: '', workdir: '', holdTokenPipe: true, env: STANDBY_ENV });
-  await waitFor(() => fake.sessionsOpened > 0, 10_000, 'the standby agent to open its connection');
-  return agent;
 }
 
 /**
@@ -80,7 +70,7 @@ describe('agent process: standby', () => {
   it('starts on the newline that ends the assignment, with the executor end still open, and closes fd 3 before the task', async () => {
     const fake = await startFake({ spec: defaultSpec({ command: 'ls -l /proc/$PPID/fd' }) });
     const workdir = tempDir();
-    const agent = await standbyAgent(fake.url, fake);
+    const agent = await standbyAgent(fake);
     const pipe = agent.child.stdio[3] as Writable;
     // write, not end: the executor's end of the pipe stays open for the whole attempt
     // what follows the newline, in the same write, is not part of the message

@@ -2,7 +2,7 @@ import http2 from 'node:http2';
 import type { AddressInfo, Socket } from 'node:net';
 import { Code, ConnectError, type ConnectRouter, type HandlerContext } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
-import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
 import {
   AgentService,
   AwaitAssignmentResponseSchema,
@@ -80,6 +80,13 @@ export interface RecordedCall {
 
 export function fail(code: Code, message = 'scripted failure'): never {
   throw new ConnectError(message, code);
+}
+
+/** The spec as the subprocess executor encodes it on the pipe (TaskSpec binary, base64). */
+export function pipedSpec(overrides: SpecInit = {}): string {
+  return Buffer.from(
+    toBinary(TaskSpecSchema, create(TaskSpecSchema, defaultSpec(overrides))),
+  ).toString('base64');
 }
 
 export function defaultSpec(overrides: SpecInit = {}): SpecInit {

@@ -6,6 +6,8 @@ import { FakeAgentService, type Script } from './fake-agent-service.js';
 import {
   assertAgentBuilt,
   spawnAgent,
+  STANDBY_ENV,
+  waitFor,
   type RunningAgent,
   type SpawnAgentOptions,
 } from './spawn-agent.js';
@@ -65,5 +67,22 @@ export function useHarness() {
     return { fake, code, signal, diag: agent.diagnostics(), workdir, pid: agent.pid };
   };
 
-  return { tempDir, startFake, start, runAgent };
+  /** A standby agent (no attempt, no credential) for `fake`, once it has opened its connection. */
+  const standbyAgent = async (fake: FakeAgentService): Promise<RunningAgent> => {
+    const agent = start({
+      url: fake.url,
+      token: '',
+      workdir: '',
+      holdTokenPipe: true,
+      env: STANDBY_ENV,
+    });
+    await waitFor(
+      () => fake.sessionsOpened > 0,
+      10_000,
+      'the standby agent to open its connection',
+    );
+    return agent;
+  };
+
+  return { tempDir, startFake, start, runAgent, standbyAgent };
 }

@@ -1,7 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
-import { toBinary } from '@bufbuild/protobuf';
 import { parseConnectionUri, type SecretLivenessMode } from '@leoflow/core';
-import { RegisterResponseSchema, ReportedState, type RegisterResponse } from '@leoflow/protocol';
+import { ReportedState } from '@leoflow/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   createHarness,
@@ -10,7 +9,7 @@ import {
   type Harness,
   type RecordedLaunch,
 } from '../support/harness.js';
-import { codeOf } from './support.js';
+import { codeOf, wire } from './support.js';
 
 /**
  * The subprocess executor registers an attempt for the standby agent it hands it to
@@ -29,10 +28,6 @@ const agentAt = (pid: number) => ({
   pid,
   sessionKey: randomBytes(32).toString('base64url'),
 });
-
-/** Every byte the answer would put on the pipe, as text (protobuf strings are verbatim). */
-const wire = (res: RegisterResponse) =>
-  Buffer.from(toBinary(RegisterResponseSchema, res)).toString('latin1');
 
 /** `up` (retries 1, declares v1 and c1) in a tenant vault that also holds an undeclared v2. */
 async function dispatched(liveness: SecretLivenessMode): Promise<RecordedLaunch> {

@@ -1,10 +1,9 @@
 import { createHash } from 'node:crypto';
-import { create, toBinary, type MessageInitShape } from '@bufbuild/protobuf';
-import { codeOf } from './support.js';
+import { create, type MessageInitShape } from '@bufbuild/protobuf';
+import { codeOf, wire } from './support.js';
 import { parseConnectionUri, type SecretLivenessMode } from '@leoflow/core';
 import {
   RegisterRequestSchema,
-  RegisterResponseSchema,
   ReportedState,
   ReportStateRequestSchema,
   type RegisterResponse,
@@ -100,11 +99,6 @@ function register(launch: RecordedLaunch, req: RegisterInit): Promise<RegisterRe
   return h
     .agent(launch.token)
     .register({ ...req, sessionKey: `s-${launch.identity.task_instance_id}` });
-}
-
-/** Every byte the answer puts on the wire, as text (protobuf strings and bytes are verbatim). */
-function wire(res: RegisterResponse): string {
-  return Buffer.from(toBinary(RegisterResponseSchema, res)).toString('latin1');
 }
 
 describe('Register prefetch: a live attempt gets what its own calls would give it', () => {

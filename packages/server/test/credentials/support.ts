@@ -1,6 +1,11 @@
-import { create } from '@bufbuild/protobuf';
+import { create, toBinary } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { ReportedState, ReportStateRequestSchema } from '@leoflow/protocol';
+import {
+  RegisterResponseSchema,
+  ReportedState,
+  ReportStateRequestSchema,
+  type RegisterResponse,
+} from '@leoflow/protocol';
 import { spec, task, type Harness, type RecordedLaunch } from '../support/harness.js';
 import { createHash } from 'node:crypto';
 
@@ -120,4 +125,9 @@ export async function startAttempt(
     .register({ agentVersion: 't', hostname: 'h', pid: 1, sessionKey: session });
   if (reg.shouldTerminate) throw new Error(`register was told to stop: ${reg.terminateReason}`);
   return { ...launch, session };
+}
+
+/** Every byte a Register answer puts on the wire (or a pipe), as text: protobuf strings and bytes are verbatim. */
+export function wire(res: RegisterResponse): string {
+  return Buffer.from(toBinary(RegisterResponseSchema, res)).toString('latin1');
 }
