@@ -88,18 +88,7 @@ describe('agent process: standby', () => {
 
   it('exits quietly when released with an empty assignment', async () => {
     const fake = await startFake({ spec: defaultSpec({ command: 'true' }) });
-    const agent = start({
-      url: fake.url,
-      token: '',
-      workdir: '',
-      holdTokenPipe: true,
-      env: STANDBY_ENV,
-    });
-    await waitFor(
-      () => fake.sessionsOpened > 0,
-      10_000,
-      'the standby agent to open its connection',
-    );
+    const agent = await standbyAgent(fake);
     (agent.child.stdio[3] as Writable).end();
     const { code } = await agent.exited;
     expect(code).toBe(0);
