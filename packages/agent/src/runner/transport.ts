@@ -1,5 +1,6 @@
 import { Duplex } from 'node:stream';
 import { createWebSocketStream, WebSocket } from 'ws';
+import { fenceOffPeerEof } from './peer-eof-fence.js';
 
 /** The close code a cell sends when the runner was deleted (server cells/runner-sessions.ts). */
 export const RUNNER_DELETED_CLOSE = 4401;
@@ -46,7 +47,7 @@ export function doorTransport(sessionUrl: string): RunnerTransport {
         }
       });
       stream.on('error', () => ws.terminate());
-      return stream;
+      return fenceOffPeerEof(stream);
     },
   };
 }
@@ -63,7 +64,7 @@ export function stdioTransport(
     connect() {
       if (used) throw new Error('the stdio transport has one stream');
       used = true;
-      return Duplex.from({ readable: input, writable: output });
+      return fenceOffPeerEof(Duplex.from({ readable: input, writable: output }));
     },
   };
 }

@@ -4,6 +4,7 @@ import { createWebSocketStream, type WebSocket } from 'ws';
 import type { RunnerSessionIdentity } from '../rpc/agent-auth.js';
 import { createAgentRequestHandler, type AgentRequestHandlerOptions } from '../rpc/agent-server.js';
 import type { ConnectionGrant } from './connection-secrets.js';
+import { fenceOffPeerEof } from './peer-eof-fence.js';
 
 export interface CellSessionServer {
   /** Runs the agent service over an accepted door session, as that session's runner. */
@@ -57,7 +58,7 @@ export function createCellSessionServer(
       stream.once('close', () => streams.delete(stream));
       accepting = { ...runner };
       try {
-        server.emit('connection', stream);
+        server.emit('connection', fenceOffPeerEof(stream));
       } finally {
         accepting = undefined;
       }
@@ -66,8 +67,7 @@ export function createCellSessionServer(
       return live.size;
     },
     close() {
-      // Ending the byte streams ends their sessions; destroying a session over a stream that
-      // already ended trips an assertion in Node's JS stream socket.
+      // Destroying the byte streams destroys their sessions without a shutdown (peer-eof-fence).
       for (const st of streams) st.destroy();
       streams.clear();
     },
