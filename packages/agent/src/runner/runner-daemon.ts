@@ -80,14 +80,22 @@ export class RunnerDaemon {
       refusedBy ??= this.#o.transport.refused;
       if (refusedBy !== undefined) {
         this.#o.diag.log('error', refusedBy);
-        // Nothing of this runner reaches the cell any more: stop its tasks; the control plane
-        // reaps their attempts (agent lost) and retries them elsewhere.
-        this.stop();
-        await this.#drainAttempts(15_000);
-        this.killNow();
+        await this.#abandonAttempts();
         return RUNNER_EXIT.REFUSED;
       }
-      if (this.#stop.signal.aborted || !this.#o.transport.reconnects) break;
+      if (this.#stop.signal.aborted) break;
+      if (!this.#o.transport.reconnects) {
+        // The one stream is gone and no other comes: nothing these attempts report can arrive,
+        // and their tasks would run on unseen while the control plane retries them elsewhere.
+        if (this.#attempts.size > 0) {
+          this.#o.diag.log(
+            'warn',
+            `the stream ended with ${this.#attempts.size} attempt(s) running: stopping their tasks (the control plane reaps and retries them)`,
+          );
+        }
+        await this.#abandonAttempts();
+        return RUNNER_EXIT.OK;
+      }
       // A session that lived a while was not a failure: start the backoff over.
       failures = Date.now() - started > 60_000 ? 0 : failures + 1;
       this.#sessions.abort();
@@ -103,6 +111,18 @@ export class RunnerDaemon {
     this.#stop.abort();
     this.#restartStream?.abort();
     for (const { attempt } of this.#attempts.values()) attempt.cancel();
+  }
+
+  /**
+   * Nothing of this runner reaches the cell any more: its tasks are stopped (their attempts'
+   * calls end at the agent's cutoff after the signal), and killed if they outlast the wait; the
+   * control plane reaps their attempts (agent lost) and retries them elsewhere.
+   */
+  async #abandonAttempts(): Promise<void> {
+    this.stop();
+    await this.#drainAttempts(15_000);
+    this.killNow();
+    this.#sessions.abort();
   }
 
   /** Last resort (a crash): no task group outlives the daemon. */
