@@ -31,6 +31,7 @@ const FLAGS = [
 ];
 
 export interface CapturedResponse {
+  method: string;
   url: string;
   status: number;
   contentType: string;
@@ -43,6 +44,8 @@ export interface Browser {
   errors: string[];
   /** every response body the pages received (the live stream excepted: it never ends) */
   responses: CapturedResponse[];
+  /** resolves once every response seen so far is in `responses` (their bodies arrive later) */
+  settled(): Promise<void>;
   newPage(): Promise<Page>;
   close(): Promise<void>;
 }
@@ -77,7 +80,14 @@ export async function launchBrowser(
       r
         .text()
         .then(
-          (body) => void responses.push({ url: r.url(), status: r.status(), contentType, body }),
+          (body) =>
+            void responses.push({
+              method: r.request().method(),
+              url: r.url(),
+              status: r.status(),
+              contentType,
+              body,
+            }),
         )
         .catch(() => undefined),
     );
@@ -86,6 +96,9 @@ export async function launchBrowser(
     context,
     errors,
     responses,
+    async settled() {
+      await Promise.allSettled(pending);
+    },
     async newPage() {
       const existing = context.pages()[0];
       return existing && existing.url() === 'about:blank' ? existing : context.newPage();

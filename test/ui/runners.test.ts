@@ -189,6 +189,17 @@ describe.runIf(availability === 'run').sequential('runner pages in chromium', ()
   });
 
   it('an operator deletes a runner only after confirming; its token stops resolving', async () => {
+    await page.addInitScript(() => {
+      const post = Object.getOwnPropertyDescriptor(MessagePort.prototype, 'postMessage')?.value as (
+        this: unknown,
+        ...args: unknown[]
+      ) => void;
+      MessagePort.prototype.postMessage = function (this: unknown, ...args: unknown[]) {
+        const send = () => post.apply(this, args);
+        if ((globalThis as { __holdScheduler?: boolean }).__holdScheduler) setTimeout(send, 50);
+        else send();
+      };
+    });
     await page.goto(`${sa.url}/fleet/build-box`);
     await page.getByRole('heading', { name: 'build-box' }).waitFor();
     await page.getByRole('button', { name: 'Delete' }).click();
@@ -198,9 +209,26 @@ describe.runIf(availability === 'run').sequential('runner pages in chromium', ()
       'build-box',
     );
     await page.getByRole('button', { name: 'Delete' }).click();
+    // React renders a navigation (a transition) in scheduler tasks posted over a MessageChannel;
+    // the mutation's own notification comes in a timer. Holding the scheduler's messages back for
+    // a moment makes the page re-render on that notification before the navigation away
+    // commits — the order a slow machine produces at random. The page must not fetch its
+    // deleted runner then.
+    await page.evaluate(() => {
+      (globalThis as { __holdScheduler?: boolean }).__holdScheduler = true;
+    });
+    const before = operator.responses.length;
     await page.getByRole('button', { name: 'Delete build-box for good' }).click();
     await page.getByRole('heading', { name: 'Runners' }).waitFor();
+    await page.evaluate(() => {
+      (globalThis as { __holdScheduler?: boolean }).__holdScheduler = false;
+    });
     await page.getByRole('link', { name: 'gpu-box' }).waitFor();
+    await operator.settled();
+    const refetched = operator.responses
+      .slice(before)
+      .filter((r) => r.method === 'GET' && new URL(r.url).pathname === '/api/v1/runners/build-box');
+    expect(refetched.map((r) => r.status)).toEqual([]);
     expect(await page.getByRole('link', { name: 'build-box' }).count()).toBe(0);
     const gone = await fetch(`${sa.url}/api/v1/runners/build-box`, {
       headers: { authorization: `Bearer ${sa.token}` },

@@ -313,9 +313,14 @@ export function RunnerDetail() {
   const can = useCan();
   const qc = useQueryClient();
   const navigate = useNavigate();
+  // Once deleted, this page never fetches its runner again, though it may render once more
+  // before the navigation away commits (react-router navigates in a transition; the mutation's
+  // own re-render comes first): its entry is gone, and a re-created one would be fetched (a 404).
+  const [deleted, setDeleted] = useState(false);
   const runner = useQuery({
     queryKey: ['runners', name],
     queryFn: () => get<Reply<'get_runners_by_name'>>(`/api/v1/runners/${enc(name)}`),
+    enabled: !deleted,
   });
   const [revealed, setRevealed] = useState<Revealed | null>(null);
   const reveal = useMutation({
@@ -325,14 +330,14 @@ export function RunnerDetail() {
   const remove = useMutation({
     mutationFn: () => api('DELETE', `/api/v1/runners/${enc(name)}`),
     onSuccess: () => {
-      // Leave the page first, then drop its entry: removed while this page was still rendered,
-      // the entry was re-created and fetched again, a 404 for the runner just deleted. Only the
-      // list refetches (exact), never the gone runner's own entry.
+      // Only the list refetches (exact), never the gone runner's own entry.
+      setDeleted(true);
       void navigate('/fleet');
       qc.removeQueries({ queryKey: ['runners', name], exact: true });
       void qc.invalidateQueries({ queryKey: ['runners'], exact: true });
     },
   });
+  if (deleted) return <p>Deleted {name}.</p>;
   if (runner.isError) return <ErrorNote error={runner.error} />;
   if (runner.isPending) return <p>Loading…</p>;
   const r = runner.data;
