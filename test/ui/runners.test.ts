@@ -189,6 +189,11 @@ describe.runIf(availability === 'run').sequential('runner pages in chromium', ()
   });
 
   it('an operator deletes a runner only after confirming; its token stops resolving', async () => {
+    type Held = { __holdScheduler?: boolean };
+    const holdScheduler = (on: boolean) =>
+      page.evaluate((value) => {
+        (globalThis as Held).__holdScheduler = value;
+      }, on);
     await page.addInitScript(() => {
       const post = Object.getOwnPropertyDescriptor(MessagePort.prototype, 'postMessage')?.value as (
         this: unknown,
@@ -196,7 +201,7 @@ describe.runIf(availability === 'run').sequential('runner pages in chromium', ()
       ) => void;
       MessagePort.prototype.postMessage = function (this: unknown, ...args: unknown[]) {
         const send = () => post.apply(this, args);
-        if ((globalThis as { __holdScheduler?: boolean }).__holdScheduler) setTimeout(send, 50);
+        if ((globalThis as Held).__holdScheduler) setTimeout(send, 50);
         else send();
       };
     });
@@ -214,15 +219,12 @@ describe.runIf(availability === 'run').sequential('runner pages in chromium', ()
     // a moment makes the page re-render on that notification before the navigation away
     // commits — the order a slow machine produces at random. The page must not fetch its
     // deleted runner then.
-    await page.evaluate(() => {
-      (globalThis as { __holdScheduler?: boolean }).__holdScheduler = true;
-    });
+    await holdScheduler(true);
+    await operator.settled();
     const before = operator.responses.length;
     await page.getByRole('button', { name: 'Delete build-box for good' }).click();
     await page.getByRole('heading', { name: 'Runners' }).waitFor();
-    await page.evaluate(() => {
-      (globalThis as { __holdScheduler?: boolean }).__holdScheduler = false;
-    });
+    await holdScheduler(false);
     await page.getByRole('link', { name: 'gpu-box' }).waitFor();
     await operator.settled();
     const refetched = operator.responses

@@ -313,31 +313,29 @@ export function RunnerDetail() {
   const can = useCan();
   const qc = useQueryClient();
   const navigate = useNavigate();
-  // Once deleted, this page never fetches its runner again, though it may render once more
-  // before the navigation away commits (react-router navigates in a transition; the mutation's
-  // own re-render comes first): its entry is gone, and a re-created one would be fetched (a 404).
-  const [deleted, setDeleted] = useState(false);
+  const remove = useMutation({
+    mutationFn: () => api('DELETE', `/api/v1/runners/${enc(name)}`),
+    onSuccess: () => {
+      // Only the list refetches (exact), never the gone runner's own entry.
+      void navigate('/fleet');
+      qc.removeQueries({ queryKey: ['runners', name], exact: true });
+      void qc.invalidateQueries({ queryKey: ['runners'], exact: true });
+    },
+  });
+  // Once deleted, this page never fetches its runner again, though it renders once more before
+  // the navigation away commits (react-router navigates in a transition; the mutation's own
+  // re-render comes first): its entry is gone, and a re-created one would be fetched (a 404).
   const runner = useQuery({
     queryKey: ['runners', name],
     queryFn: () => get<Reply<'get_runners_by_name'>>(`/api/v1/runners/${enc(name)}`),
-    enabled: !deleted,
+    enabled: !remove.isSuccess,
   });
   const [revealed, setRevealed] = useState<Revealed | null>(null);
   const reveal = useMutation({
     mutationFn: () => api<Revealed>('POST', `/api/v1/runners/${enc(name)}/reveal-token`, {}),
     onSuccess: setRevealed,
   });
-  const remove = useMutation({
-    mutationFn: () => api('DELETE', `/api/v1/runners/${enc(name)}`),
-    onSuccess: () => {
-      // Only the list refetches (exact), never the gone runner's own entry.
-      setDeleted(true);
-      void navigate('/fleet');
-      qc.removeQueries({ queryKey: ['runners', name], exact: true });
-      void qc.invalidateQueries({ queryKey: ['runners'], exact: true });
-    },
-  });
-  if (deleted) return <p>Deleted {name}.</p>;
+  if (remove.isSuccess) return <p>Deleted {name}.</p>;
   if (runner.isError) return <ErrorNote error={runner.error} />;
   if (runner.isPending) return <p>Loading…</p>;
   const r = runner.data;
