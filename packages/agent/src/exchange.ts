@@ -1,5 +1,6 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Client } from '@connectrpc/connect';
+import { codeName, retryUntil } from './retry.js';
 import {
   AGENT_PROTOCOL_VERSION,
   AgentService,
@@ -33,6 +34,13 @@ export interface ExchangeBootstrapOptions {
   /** the scope the caller is for: an attempt pod's agent, or a warm pool's worker */
   expectScope: 'attempt' | 'worker';
   timeoutMs?: number;
+  /**
+   * Epoch ms until which an answer that may change (Unavailable: the control plane could not ask
+   * the apiserver, or could not be reached) is asked again; default: no retry.
+   */
+  retryUntil?: number;
+  /** the retry's log line (code name and wait only) */
+  onRetry?: (code: string, waitMs: number) => void;
 }
 
 export interface ExchangedToken {
@@ -65,7 +73,9 @@ export function readBootstrapCredential(file: string): string {
  * The exchange, the pod's first call: its projected service-account token (or, under the
  * SecretKeyRef fallback, its bootstrap Secret's value) for a Leoflow token.
  * The attempt agent uses the attempt token exactly as the envvar transport's; a warm-pool worker
- * asks for scope 'worker'. A refusal is final (a pod exchanges once): no retry.
+ * asks for scope 'worker'. A refusal is final (a pod exchanges once): no retry. An answer that
+ * decided nothing — Unavailable, or no answer at all — is asked again until `retryUntil`: the
+ * control plane keeps a credential it could not verify unused, so the retry is not a replay.
  */
 export async function exchangeBootstrapCredential(
   opts: ExchangeBootstrapOptions,
@@ -82,16 +92,22 @@ export async function exchangeBootstrapCredential(
   }
   let res;
   try {
-    res = await opts.client.exchangeToken(
-      {
-        kind: fromSecret
-          ? BootstrapCredentialKind.BOOTSTRAP_SECRET
-          : BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN,
-        credential,
-        protocolVersion: AGENT_PROTOCOL_VERSION,
-      },
-      { timeoutMs: opts.timeoutMs ?? 10_000 },
-    );
+    const call = () =>
+      opts.client.exchangeToken(
+        {
+          kind: fromSecret
+            ? BootstrapCredentialKind.BOOTSTRAP_SECRET
+            : BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN,
+          credential,
+          protocolVersion: AGENT_PROTOCOL_VERSION,
+        },
+        { timeoutMs: opts.timeoutMs ?? 10_000 },
+      );
+    res = await retryUntil(call, {
+      deadline: opts.retryUntil ?? 0,
+      backoff: (attempt) => Math.min(250 * 2 ** attempt, 5_000),
+      onRetry: (err, _attempt, waitMs) => opts.onRetry?.(codeName(err), waitMs),
+    });
   } catch (err) {
     // The server's text is already sanitised; the credential is never part of it.
     throw new ExchangeBootstrapError(

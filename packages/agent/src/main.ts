@@ -111,6 +111,9 @@ async function main(): Promise<number> {
         bootstrap: exchangeFile ? { tokenFile: exchangeFile } : { secretValue: exchangeSecret! },
         expectScope: 'attempt',
         timeoutMs: config.rpcTimeoutMs,
+        retryUntil: Date.now() + config.bootstrapDeadlineMs,
+        onRetry: (code, waitMs) =>
+          diag.log('warn', `token exchange answered ${code}; asking again in ${waitMs} ms`),
       });
       assignment = { token: exchanged.token };
     } else if (envToken !== undefined && !config.standby) {

@@ -6,6 +6,7 @@
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { describe, expect, it } from 'vitest';
 import { BootstrapCredentialKind, ReportedState } from '@leoflow/protocol';
 import { defaultSpec } from './support/fake-agent-service.js';
@@ -88,6 +89,58 @@ describe('agent, exchange transport', () => {
     expect((await agent.exited).code).toBe(2);
     expect(readFileSync(term, 'utf8')).toMatch(/token exchange was refused.*exchange not wired/);
     expect(fake.calls.map((c) => c.method)).toEqual(['ExchangeToken']);
+  });
+
+  it('an exchange the control plane could not decide (Unavailable) is asked again; a refusal is not', async () => {
+    let answers = 0;
+    const fake = await startFake({
+      spec: defaultSpec({ command: 'echo ran' }),
+      exchangeToken: () => {
+        answers += 1;
+        if (answers === 1) {
+          throw new ConnectError(
+            'the control plane could not verify the credential now; retry',
+            Code.Unavailable,
+          );
+        }
+        return 'exchanged-attempt-token';
+      },
+    });
+    const dir = tempDir();
+    const file = path.join(dir, 'token');
+    writeFileSync(file, PROJECTED);
+    const agent = start({
+      url: fake.url,
+      token: '',
+      workdir: tempDir(),
+      env: { LEOFLOW_EXCHANGE_TOKEN_FILE: file, LEOFLOW_TERMINATION_LOG: path.join(dir, 'term') },
+    });
+    expect((await agent.exited).code).toBe(0);
+    expect(fake.calls.slice(0, 2).map((c) => c.method)).toEqual(['ExchangeToken', 'ExchangeToken']);
+    expect(fake.reports[0]?.state).toBe(ReportedState.SUCCESS);
+    expect(agent.diagnostics()).toMatch(
+      /token exchange answered Unavailable; asking again in \d+ ms/,
+    );
+
+    const refusing = await startFake({
+      spec: defaultSpec(),
+      exchangeToken: () => {
+        throw new ConnectError(
+          'this pod has already exchanged its bootstrap credential',
+          Code.PermissionDenied,
+        );
+      },
+    });
+    const term = path.join(dir, 'term-refused');
+    const refused = start({
+      url: refusing.url,
+      token: '',
+      workdir: tempDir(),
+      env: { LEOFLOW_EXCHANGE_TOKEN_FILE: file, LEOFLOW_TERMINATION_LOG: term },
+    });
+    expect((await refused.exited).code).toBe(2);
+    expect(refusing.calls.map((c) => c.method)).toEqual(['ExchangeToken']);
+    expect(readFileSync(term, 'utf8')).toMatch(/already exchanged/);
   });
 
   it('SecretKeyRef fallback: exchanges LEOFLOW_EXCHANGE_BOOTSTRAP as BOOTSTRAP_SECRET; the task never sees it', async () => {

@@ -28,7 +28,10 @@ import {
   ExchangeRefused,
   type ExchangeRefusal,
 } from '../../../packages/server/src/exchange/token-exchange.js';
-import { IDENTITY_ANNOTATION } from '../../../packages/server/src/executor/kubernetes/labels.js';
+import {
+  IDENTITY_ANNOTATION,
+  podName,
+} from '../../../packages/server/src/executor/kubernetes/labels.js';
 
 const KUBECONFIG = process.env['KUBECONFIG'];
 const title = KUBECONFIG
@@ -57,7 +60,8 @@ describe.skipIf(!KUBECONFIG)(title, () => {
       tenantPlacement: () => ({ namespace: ns, serviceAccounts: [SA] }),
     });
 
-  async function pod(name: string, ti: string): Promise<string> {
+  /** The attempt's pod under the executor's name for it, or under `name` (a forgery). */
+  async function pod(ti: string, name = podName(ti, 1, 0, 'd', 'x')) {
     tis.set(ti, {
       id: ti,
       tenant_id: 't',
@@ -85,7 +89,7 @@ describe.skipIf(!KUBECONFIG)(title, () => {
         },
       },
     });
-    return created.metadata!.uid!;
+    return { name, uid: created.metadata!.uid! };
   }
   async function token(name: string | null, uid: string | null, audiences = [EXCHANGE_AUDIENCE]) {
     const r = await core.createNamespacedServiceAccountToken({
@@ -138,25 +142,29 @@ describe.skipIf(!KUBECONFIG)(title, () => {
 
   it('a live pod gets its attempt token once; the hostile cases are refused', async () => {
     const ex = exchange();
-    const uid = await pod('lf-live', 'ti-live');
-    const t = await token('lf-live', uid);
+    const live = await pod('ti-live');
+    const t = await token(live.name, live.uid);
     const res = await ex(req(t));
     expect([res.scope, res.token]).toEqual([LeoflowTokenScope.ATTEMPT, 'tok-ti-live']);
     expect(await refusal(ex, t)).toBe('replayed');
-    const uid2 = await pod('lf-aud', 'ti-aud');
-    expect(await refusal(ex, await token('lf-aud', uid2, ['another-audience']))).toBe(
+    const aud = await pod('ti-aud');
+    expect(await refusal(ex, await token(aud.name, aud.uid, ['another-audience']))).toBe(
       'not_authenticated',
     );
     expect(await refusal(ex, await token(null, null))).toBe('not_a_pod');
-    const uid3 = await pod('lf-gone', 'ti-gone');
-    const t3 = await token('lf-gone', uid3);
-    await core.deleteNamespacedPod({ namespace: ns, name: 'lf-gone', gracePeriodSeconds: 0 });
+    // a pod that copied a live attempt's annotation under a name of its own
+    await pod('ti-copied');
+    const forged = await pod('ti-copied', 'lf-forged');
+    expect(await refusal(ex, await token(forged.name, forged.uid))).toBe('identity_mismatch');
+    const gone = await pod('ti-gone');
+    const t3 = await token(gone.name, gone.uid);
+    await core.deleteNamespacedPod({ namespace: ns, name: gone.name, gracePeriodSeconds: 0 });
     // a real apiserver may still vouch for the token during the pod's deletion grace; the
     // exchange's own read-back of the pod refuses it either way
     await new Promise((r) => setTimeout(r, 2_000));
     expect(['not_authenticated', 'pod_gone']).toContain(await refusal(ex, t3));
-    const uid4 = await pod('lf-done', 'ti-done');
+    const done = await pod('ti-done');
     tis.get('ti-done')!.state = 'success';
-    expect(await refusal(ex, await token('lf-done', uid4))).toBe('not_live');
+    expect(await refusal(ex, await token(done.name, done.uid))).toBe('not_live');
   }, 120_000);
 });

@@ -80,6 +80,9 @@ export async function warmWorkerMain(o: WarmWorkerMainOptions): Promise<number> 
       bootstrap: { tokenFile },
       expectScope: 'worker',
       timeoutMs: config.rpcTimeoutMs,
+      retryUntil: Date.now() + config.bootstrapDeadlineMs,
+      onRetry: (code, waitMs) =>
+        diag.log('warn', `token exchange answered ${code}; asking again in ${waitMs} ms`),
     });
     workerToken = new TokenHolder(exchanged.token);
   } catch (err) {

@@ -12,7 +12,7 @@ import { isActive, type Clock } from '@leoflow/core';
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { AttemptIdentity, AgentTokenIssuer } from '../auth/agent-token.js';
-import { IDENTITY_ANNOTATION } from '../executor/kubernetes/labels.js';
+import { IDENTITY_ANNOTATION, podName } from '../executor/kubernetes/labels.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import { EXCHANGE_AUDIENCE } from './audience.js';
@@ -24,12 +24,16 @@ import {
 } from './bootstrap-secret.js';
 import type { BootstrapSecretKube } from './kube-bootstrap-secret.js';
 import type { ExchangeKubeClient } from './kube-token-review.js';
+import { OnceOnly } from './once-only.js';
+import { screenProjectedToken } from './projected-token-screen.js';
 import { WORKER_POOL_ANNOTATION, type ReviewedPod, type WorkerBootstrap } from './reviewed-pod.js';
 
 const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
 const POD_UID_EXTRA = 'authentication.kubernetes.io/pod-uid';
 /** A projected token is a JWT of a few hundred bytes to ~2 KiB; anything far larger is not one. */
 const MAX_CREDENTIAL_BYTES = 16 * 1024;
+/** TokenReviews one replica has in flight at most; a burst past it is answered Unavailable. */
+export const MAX_CONCURRENT_REVIEWS = 16;
 
 /**
  * Why an exchange was refused: the metric label and the control-plane log line. The agent sees
@@ -109,6 +113,8 @@ export interface TokenExchangeDeps {
   metrics?: ExchangeMetrics;
   /** how many exchanged pods are remembered for the replay refusal (per replica) */
   replayMemory?: number;
+  /** TokenReviews in flight at most (default MAX_CONCURRENT_REVIEWS) */
+  maxConcurrentReviews?: number;
 }
 
 export type TokenExchange = (req: ExchangeTokenRequest) => Promise<ExchangeTokenResponse>;
@@ -128,36 +134,30 @@ function annotatedAttempt(
   }
 }
 
-/** A bounded set, oldest first out. */
-class Remembered {
-  private readonly seen = new Set<string>();
-  constructor(private readonly max: number) {}
-  has(key: string): boolean {
-    return this.seen.has(key);
-  }
-  add(key: string): void {
-    this.seen.add(key);
-    if (this.seen.size > this.max) {
-      const first = this.seen.values().next().value;
-      if (first !== undefined) this.seen.delete(first);
-    }
-  }
-}
-
 /**
  * The exchange: a projected service-account token in, a Leoflow token out. Exactly one
  * TokenReview per pod (audience leoflow-control-plane) and one read of the pod; everything after
  * is the control plane's own state, so every steady-state RPC stays apiserver-free.
  *
- * A pod exchanges ONCE. The same token presented again is refused before any TokenReview (by
- * its hash), and a second token for an already-exchanged pod (a rotated projection) is refused
- * after it: the agent exchanges at start and renews on Heartbeat from then on, so a second
- * exchange is never the agent's own.
+ * A pod exchanges ONCE, and an attempt is exchanged for once. The same token presented again is
+ * refused before any TokenReview (by its hash), a second token for an already-exchanged pod (a
+ * rotated projection) is refused after it, and so is a second pod naming an attempt already
+ * exchanged for: the agent exchanges at start and renews on Heartbeat from then on, so a second
+ * exchange is never the agent's own. Only a definite outcome uses a token, pod or attempt up: an
+ * exchange refused because the apiserver or the store could not answer (`unavailable`) leaves
+ * them free, so the agent's retry is not taken for a replay.
+ *
+ * Before its TokenReview a projected token passes a screen of its unverified claims (audience,
+ * pod binding, exp) and a cap on reviews in flight: the exchange takes no bearer, so without
+ * them anyone reaching the agent port could spend the apiserver's budget at will.
  */
 export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
   const { kube, store, tokens, clock, logger } = deps;
-  const usedTokens = new Remembered(deps.replayMemory ?? 50_000);
-  const exchangedPods = new Remembered(deps.replayMemory ?? 50_000);
+  const usedTokens = new OnceOnly(deps.replayMemory ?? 50_000);
+  const exchangedPods = new OnceOnly(deps.replayMemory ?? 50_000);
+  const exchangedAttempts = new OnceOnly(deps.replayMemory ?? 50_000);
+  const maxReviews = deps.maxConcurrentReviews ?? MAX_CONCURRENT_REVIEWS;
+  let reviewsInFlight = 0;
 
   function refuse(refusal: ExchangeRefusal, context: Record<string, unknown> = {}): never {
     deps.metrics?.exchanged(refusal);
@@ -166,13 +166,21 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
   }
 
   async function reviewed(credential: string): Promise<ReviewedPod> {
+    const screen = screenProjectedToken(credential, EXCHANGE_AUDIENCE, clock.now());
+    if (screen !== 'plausible') return refuse(screen, { screened: true });
+    if (reviewsInFlight >= maxReviews) {
+      return refuse('unavailable', { reason: `${maxReviews} TokenReviews already in flight` });
+    }
     let review;
+    reviewsInFlight += 1;
     try {
       deps.metrics?.tokenReviewed();
       review = await kube.reviewToken(credential, [EXCHANGE_AUDIENCE]);
     } catch (err) {
       logger.warn({ error: describe(err) }, 'TokenReview failed');
       return refuse('unavailable');
+    } finally {
+      reviewsInFlight -= 1;
     }
     if (!review.authenticated) return refuse('not_authenticated', { detail: review.detail });
     if (!review.audiences.includes(EXCHANGE_AUDIENCE)) return refuse('not_authenticated');
@@ -229,6 +237,11 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     ) {
       return refuse('identity_mismatch', { namespace: pod.namespace, pod: pod.name });
     }
+    // The pod the executor made for this dispatch has this name and no other: a pod that copied
+    // a live attempt's annotation under any other name is not that attempt's pod.
+    if (pod.name !== podName(ti.id, ti.try_number, ti.dispatch_gen, ti.dag_id, ti.task_id)) {
+      return refuse('identity_mismatch', { namespace: pod.namespace, pod: pod.name });
+    }
     const run = await store.getRunById(ti.dag_run_id);
     if (!run) return refuse('not_live', { namespace: pod.namespace, pod: pod.name });
     const identity: AttemptIdentity = {
@@ -244,9 +257,19 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     return identity;
   }
 
+  /** The attempt token, once per attempt (task instance, try, dispatch) on this replica. */
   async function mint(identity: AttemptIdentity): Promise<ExchangeTokenResponse> {
+    const attemptKey = `${identity.task_instance_id}\u0000${identity.try_number}\u0000${identity.dispatch_gen}`;
+    if (!exchangedAttempts.claim(attemptKey)) return refuse('replayed', { attempt: attemptKey });
     const now = clock.now();
-    const token = await tokens.mint(identity, now);
+    let token: string;
+    try {
+      token = await tokens.mint(identity, now);
+    } catch (err) {
+      exchangedAttempts.settle(attemptKey, false);
+      throw err;
+    }
+    exchangedAttempts.settle(attemptKey, true);
     deps.metrics?.exchanged('attempt');
     return create(ExchangeTokenResponseSchema, {
       token,
@@ -348,8 +371,40 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
       return refuse('unavailable');
     }
     if (!deleted) return refuse('replayed', { namespace: pod.namespace, pod: pod.name });
-    exchangedPods.add(pod.uid);
+    exchangedPods.markUsed(pod.uid);
     return mint(identity);
+  }
+
+  async function exchangeProjected(credential: string): Promise<ExchangeTokenResponse> {
+    const pod = await reviewed(credential);
+    const forAttempt = pod.annotations[IDENTITY_ANNOTATION] !== undefined;
+    const forPool = pod.annotations[WORKER_POOL_ANNOTATION] !== undefined;
+    if (forAttempt === forPool)
+      return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+    if (!exchangedPods.claim(pod.uid))
+      return refuse('replayed', { namespace: pod.namespace, pod: pod.name });
+    let definite = false;
+    try {
+      const res = forAttempt ? await mint(await liveAttempt(pod)) : await workerToken(pod);
+      definite = true;
+      return res;
+    } catch (err) {
+      definite = isDefinite(err);
+      throw err;
+    } finally {
+      exchangedPods.settle(pod.uid, definite);
+    }
+  }
+
+  async function workerToken(pod: ReviewedPod): Promise<ExchangeTokenResponse> {
+    const issued = deps.workerBootstrap ? await deps.workerBootstrap.issue(pod) : null;
+    if (!issued) return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+    deps.metrics?.exchanged('worker');
+    return create(ExchangeTokenResponseSchema, {
+      token: issued.token,
+      scope: LeoflowTokenScope.WORKER,
+      expiresAtMs: BigInt(issued.expiresAtMs),
+    });
   }
 
   return async (req) => {
@@ -362,26 +417,30 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
       return refuse('malformed');
     }
     const tokenKey = createHash('sha256').update(req.credential).digest('hex');
-    if (usedTokens.has(tokenKey)) return refuse('replayed');
-    usedTokens.add(tokenKey);
-    if (req.kind === BootstrapCredentialKind.BOOTSTRAP_SECRET)
-      return exchangeSecret(req.credential);
-    const pod = await reviewed(req.credential);
-    const forAttempt = pod.annotations[IDENTITY_ANNOTATION] !== undefined;
-    const forPool = pod.annotations[WORKER_POOL_ANNOTATION] !== undefined;
-    if (forAttempt === forPool)
-      return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
-    exchangedPods.add(pod.uid);
-    if (forAttempt) return mint(await liveAttempt(pod));
-    const issued = deps.workerBootstrap ? await deps.workerBootstrap.issue(pod) : null;
-    if (!issued) return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
-    deps.metrics?.exchanged('worker');
-    return create(ExchangeTokenResponseSchema, {
-      token: issued.token,
-      scope: LeoflowTokenScope.WORKER,
-      expiresAtMs: BigInt(issued.expiresAtMs),
-    });
+    if (!usedTokens.claim(tokenKey)) return refuse('replayed');
+    let definite = false;
+    try {
+      const res =
+        req.kind === BootstrapCredentialKind.BOOTSTRAP_SECRET
+          ? await exchangeSecret(req.credential)
+          : await exchangeProjected(req.credential);
+      definite = true;
+      return res;
+    } catch (err) {
+      definite = isDefinite(err);
+      if (err instanceof ExchangeRefused) throw err;
+      // The store (or a pool) failed mid-exchange: nothing was decided, the agent may retry.
+      logger.warn({ error: describe(err) }, 'token exchange failed');
+      return refuse('unavailable');
+    } finally {
+      usedTokens.settle(tokenKey, definite);
+    }
   };
+}
+
+/** A refusal that asking again cannot change; `unavailable` and unexpected failures can. */
+function isDefinite(err: unknown): boolean {
+  return err instanceof ExchangeRefused && err.refusal !== 'unavailable';
 }
 
 /** An apiserver failure as a short class (no body, no URL, no token). */

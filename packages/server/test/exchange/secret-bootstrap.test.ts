@@ -39,7 +39,7 @@ import {
   type TokenExchange,
 } from '../../src/exchange/token-exchange.js';
 import { KubernetesExecutor } from '../../src/executor/kubernetes/kubernetes-executor.js';
-import { IDENTITY_ANNOTATION, LABEL } from '../../src/executor/kubernetes/labels.js';
+import { IDENTITY_ANNOTATION, LABEL, podName } from '../../src/executor/kubernetes/labels.js';
 import { EXCHANGE_TOKEN_VOLUME } from '../../src/executor/kubernetes/projected-token.js';
 import { secretKeyRefExchangeTransport } from '../../src/executor/kubernetes/token-transport.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
@@ -142,6 +142,9 @@ function liveTi(id: string, state = 'running'): Ti {
   tis.set(id, ti);
   return ti;
 }
+
+/** The name the executor gives the attempt's pod: the only name the exchange accepts for it. */
+const podOf = (ti: Ti) => podName(ti.id, ti.try_number, ti.dispatch_gen, ti.dag_id, ti.task_id);
 
 function identityOf(ti: Ti): AttemptIdentity {
   return {
@@ -518,12 +521,15 @@ describe('the exchange of a bootstrap Secret, hostile side', () => {
     });
     expect(await refusalOf(rs.value)).toBe('not_a_pod');
     // a well-formed pod and Secret in a namespace that is not a tenant's: never even read
-    const other = planted('lf-elsewhere', attemptAnnotation(ti.id), { namespace: OTHER_NS });
+    const other = planted(podOf(ti), attemptAnnotation(ti.id), { namespace: OTHER_NS });
     expect(await refusalOf(other.value)).toBe('not_authenticated');
     // ... and if that namespace were listed, the tenant's placement still refuses it
     expect(await refusalOf(other.value, exchangeFor([NS, OTHER_NS]))).toBe('identity_mismatch');
+    // a pod under another name than the executor gives the attempt's pod is not its pod
+    const renamed = planted('lf-renamed', attemptAnnotation(ti.id));
+    expect(await refusalOf(renamed.value)).toBe('identity_mismatch');
     // the live control: a correctly planted pod of the same attempt exchanges
-    const good = planted('lf-good', attemptAnnotation(ti.id));
+    const good = planted(podOf(ti), attemptAnnotation(ti.id));
     expect((await exchange(request(good.value))).scope).toBe(LeoflowTokenScope.ATTEMPT);
   });
 
@@ -557,7 +563,7 @@ describe('the exchange of a bootstrap Secret, hostile side', () => {
 
   it('an attempt no longer live is refused, and keeps its Secret for the executor to remove', async () => {
     const ti = liveTi('ti-ended', 'success');
-    const p = planted('lf-ended', attemptAnnotation(ti.id));
+    const p = planted(podOf(ti), attemptAnnotation(ti.id));
     expect(await refusalOf(p.value)).toBe('not_live');
     // the live control: the same pod while the attempt is running
     ti.state = 'running';

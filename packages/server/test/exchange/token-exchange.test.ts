@@ -12,8 +12,8 @@ import {
   LeoflowTokenScope,
 } from '@leoflow/protocol';
 import pino from 'pino';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { IDENTITY_ANNOTATION } from '../../src/executor/kubernetes/labels.js';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { IDENTITY_ANNOTATION, podName } from '../../src/executor/kubernetes/labels.js';
 import {
   EXCHANGE_AUDIENCE,
   kubeExchangeClient,
@@ -101,10 +101,27 @@ function liveTi(id: string, state = 'running'): Ti {
   return ti;
 }
 
+/** The name the executor gives the attempt's pod: the only name the exchange accepts for it. */
+const podOf = (ti: Ti) => podName(ti.id, ti.try_number, ti.dispatch_gen, ti.dag_id, ti.task_id);
+
+/** A JWT-shaped credential with these claims and no valid signature (for stubbed reviews). */
+function unsignedJwt(claims: Record<string, unknown>): string {
+  const part = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
+  return `${part({ alg: 'RS256' })}.${part(claims)}.c2ln`;
+}
+function plausibleToken(pod: string, uid: string): string {
+  return unsignedJwt({
+    aud: [EXCHANGE_AUDIENCE],
+    exp: Math.floor(clock.now() / 1000) + 600,
+    'kubernetes.io': { namespace: ns, pod: { name: pod, uid } },
+  });
+}
+
 function createPod(
   name: string,
   annotations: Record<string, string>,
   serviceAccountName = SA,
+  nodeName?: string,
 ): string {
   const pod = double.api.createObject(
     podsType(),
@@ -117,6 +134,7 @@ function createPod(
         serviceAccountName,
         automountServiceAccountToken: false,
         containers: [{ name: 'agent', image: 'agent' }],
+        ...(nodeName ? { nodeName } : {}),
       },
     },
     admin(),
@@ -224,8 +242,8 @@ describe('the token exchange, live side', () => {
     const pods = 5;
     for (let i = 0; i < pods; i++) {
       const ti = liveTi(`ti-live-${serial}-${i}`);
-      const uid = createPod(`lf-live-${i}`, attemptAnnotation(ti.id));
-      const res = await exchange(request(await projected(`lf-live-${i}`, uid)));
+      const uid = createPod(podOf(ti), attemptAnnotation(ti.id));
+      const res = await exchange(request(await projected(podOf(ti), uid)));
       expect(res.scope).toBe(LeoflowTokenScope.ATTEMPT);
       expect(res.token).toBe(`leoflow-attempt-token-for-${ti.id}`);
       expect(Number(res.expiresAtMs)).toBe((Math.floor(clock.now() / 1000) + 600) * 1000);
@@ -267,37 +285,96 @@ describe('the token exchange, live side', () => {
 describe('the token exchange, hostile cases (each refused)', () => {
   it('a projected token for another audience', async () => {
     const ti = liveTi(`ti-aud-${serial}`);
-    const uid = createPod('lf-aud', attemptAnnotation(ti.id));
-    expect(await refusalOf(await projected('lf-aud', uid, ['some-other-service']))).toBe(
+    const uid = createPod(podOf(ti), attemptAnnotation(ti.id));
+    expect(await refusalOf(await projected(podOf(ti), uid, ['some-other-service']))).toBe(
       'not_authenticated',
     );
+    // refused on its claims, before any TokenReview; the stubbed review shows the review's
+    // own refusal too, for a token whose claims lie about its audience
+    expect(reviews).toBe(0);
+    const otherAudience: ExchangeKubeClient = {
+      ...kube,
+      reviewToken: () =>
+        Promise.resolve({
+          authenticated: true,
+          username: `system:serviceaccount:${ns}:${SA}`,
+          audiences: ['some-other-service'],
+          extra: {
+            'authentication.kubernetes.io/pod-name': [podOf(ti)],
+            'authentication.kubernetes.io/pod-uid': [uid],
+          },
+        }),
+    };
+    expect(
+      await refusalOf(plausibleToken(podOf(ti), uid), exchangeWith({ kube: otherAudience })),
+    ).toBe('not_authenticated');
+    expect(reviews).toBe(1);
     expect(minted).toEqual([]);
   });
 
   it('an expired one', async () => {
     const ti = liveTi(`ti-exp-${serial}`);
-    const uid = createPod('lf-exp', attemptAnnotation(ti.id));
-    const token = await projected('lf-exp', uid);
+    const uid = createPod(podOf(ti), attemptAnnotation(ti.id));
+    const token = await projected(podOf(ti), uid);
+    const late = await projected(podOf(ti), uid);
+    // just expired: within the screen's clock-skew leeway, so the apiserver refuses it
     clock.advance((600 + 61) * 1000);
     expect(await refusalOf(token)).toBe('not_authenticated');
+    expect(reviews).toBe(1);
+    // long expired: refused on its exp claim, with no TokenReview
+    clock.advance(10 * 60_000);
+    expect(await refusalOf(late)).toBe('not_authenticated');
+    expect(reviews).toBe(1);
     expect(minted).toEqual([]);
   });
 
   it('one for a deleted pod', async () => {
     const ti = liveTi(`ti-del-${serial}`);
-    const uid = createPod('lf-del', attemptAnnotation(ti.id));
-    const token = await projected('lf-del', uid);
-    double.api.deleteObject(podsType(), ns, 'lf-del', { gracePeriodSeconds: 0 }, admin());
+    const uid = createPod(podOf(ti), attemptAnnotation(ti.id));
+    const token = await projected(podOf(ti), uid);
+    double.api.deleteObject(podsType(), ns, podOf(ti), { gracePeriodSeconds: 0 }, admin());
     expect(await refusalOf(token)).toBe('not_authenticated');
+    expect(minted).toEqual([]);
+  });
+
+  it('one for a pod being deleted (its grace period), and a review naming a pod that is gone', async () => {
+    const ti = liveTi(`ti-going-${serial}`);
+    const uid = createPod(podOf(ti), attemptAnnotation(ti.id), SA, 'node-a');
+    const token = await projected(podOf(ti), uid);
+    // on a node, a delete leaves the pod terminating for its grace period: the apiserver still
+    // vouches for its token, so the refusal is the control plane's read-back of the pod
+    double.api.deleteObject(podsType(), ns, podOf(ti), { gracePeriodSeconds: 30 }, admin());
+    expect(await refusalOf(token)).toBe('pod_gone');
+    expect(reviews).toBe(1);
+    const ghost = liveTi(`ti-ghost-${serial}`);
+    const vouching: ExchangeKubeClient = {
+      ...kube,
+      reviewToken: () =>
+        Promise.resolve({
+          authenticated: true,
+          username: `system:serviceaccount:${ns}:${SA}`,
+          audiences: [EXCHANGE_AUDIENCE],
+          extra: {
+            'authentication.kubernetes.io/pod-name': [podOf(ghost)],
+            'authentication.kubernetes.io/pod-uid': ['no-such-uid'],
+          },
+        }),
+    };
+    expect(
+      await refusalOf(
+        plausibleToken(podOf(ghost), 'no-such-uid'),
+        exchangeWith({ kube: vouching }),
+      ),
+    ).toBe('pod_gone');
     expect(minted).toEqual([]);
   });
 
   it('one for a pod re-created under the same name', async () => {
     const ti = liveTi(`ti-re-${serial}`);
-    const uid = createPod('lf-re', attemptAnnotation(ti.id));
-    const token = await projected('lf-re', uid);
-    double.api.deleteObject(podsType(), ns, 'lf-re', { gracePeriodSeconds: 0 }, admin());
-    createPod('lf-re', attemptAnnotation(ti.id));
+    const uid = createPod(podOf(ti), attemptAnnotation(ti.id));
+    const token = await projected(podOf(ti), uid);
+    double.api.deleteObject(podsType(), ns, podOf(ti), { gracePeriodSeconds: 0 }, admin());
+    createPod(podOf(ti), attemptAnnotation(ti.id));
     expect(await refusalOf(token)).toBe('not_authenticated');
     // and where the review still vouched for the old uid (a cluster in its grace window), the
     // read-back of the pod by name refuses the new one
@@ -309,12 +386,12 @@ describe('the token exchange, hostile cases (each refused)', () => {
           username: `system:serviceaccount:${ns}:${SA}`,
           audiences: [EXCHANGE_AUDIENCE],
           extra: {
-            'authentication.kubernetes.io/pod-name': ['lf-re'],
+            'authentication.kubernetes.io/pod-name': [podOf(ti)],
             'authentication.kubernetes.io/pod-uid': [uid],
           },
         }),
     };
-    expect(await refusalOf('a-token-the-review-accepts', exchangeWith({ kube: stale }))).toBe(
+    expect(await refusalOf(plausibleToken(podOf(ti), uid), exchangeWith({ kube: stale }))).toBe(
       'identity_mismatch',
     );
     expect(minted).toEqual([]);
@@ -323,21 +400,23 @@ describe('the token exchange, hostile cases (each refused)', () => {
   it('a pod under another service account', async () => {
     const ti = liveTi(`ti-sa-${serial}`);
     // the apiserver refuses to bind one account's token to a pod of another
-    const uid0 = createPod('lf-sa0', attemptAnnotation(ti.id));
+    const uid0 = createPod(podOf(ti), attemptAnnotation(ti.id));
     expect(
       (
         await tokenRequest('intruder', {
           audiences: [EXCHANGE_AUDIENCE],
           expirationSeconds: 600,
-          boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: 'lf-sa0', uid: uid0 },
+          boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: podOf(ti), uid: uid0 },
         })
       ).status,
     ).toBe(400);
     // a pod running under an account the tenant does not run tasks as, naming a live attempt
-    const uid = createPod('lf-sa', attemptAnnotation(ti.id), 'intruder');
-    expect(await refusalOf(await projected('lf-sa', uid, [EXCHANGE_AUDIENCE], 'intruder'))).toBe(
-      'identity_mismatch',
-    );
+    // (its own attempt, so the pod's name is the executor's: only the account is wrong)
+    const other0 = liveTi(`ti-sa-other-${serial}`);
+    const uid = createPod(podOf(other0), attemptAnnotation(other0.id), 'intruder');
+    expect(
+      await refusalOf(await projected(podOf(other0), uid, [EXCHANGE_AUDIENCE], 'intruder')),
+    ).toBe('identity_mismatch');
     // a review whose username names another account than the pod's
     const other: ExchangeKubeClient = {
       ...kube,
@@ -347,12 +426,12 @@ describe('the token exchange, hostile cases (each refused)', () => {
           username: `system:serviceaccount:${ns}:intruder`,
           audiences: [EXCHANGE_AUDIENCE],
           extra: {
-            'authentication.kubernetes.io/pod-name': ['lf-sa0'],
+            'authentication.kubernetes.io/pod-name': [podOf(ti)],
             'authentication.kubernetes.io/pod-uid': [uid0],
           },
         }),
     };
-    expect(await refusalOf('another-token', exchangeWith({ kube: other }))).toBe(
+    expect(await refusalOf(plausibleToken(podOf(ti), uid0), exchangeWith({ kube: other }))).toBe(
       'identity_mismatch',
     );
     expect(minted).toEqual([]);
@@ -360,23 +439,126 @@ describe('the token exchange, hostile cases (each refused)', () => {
 
   it("a `kubectl create token` token for the pod's account without a pod binding", async () => {
     const ti = liveTi(`ti-ct-${serial}`);
-    createPod('lf-ct', attemptAnnotation(ti.id));
+    createPod(podOf(ti), attemptAnnotation(ti.id));
     const r = await tokenRequest(SA, { audiences: [EXCHANGE_AUDIENCE], expirationSeconds: 600 });
     expect(r.status).toBe(201);
     expect(await refusalOf(r.token)).toBe('not_a_pod');
+    // refused on its claims (no pod binding), before any TokenReview; a review of such a token
+    // (extras without a pod) is refused the same way
+    expect(reviews).toBe(0);
+    const unbound: ExchangeKubeClient = {
+      ...kube,
+      reviewToken: () =>
+        Promise.resolve({
+          authenticated: true,
+          username: `system:serviceaccount:${ns}:${SA}`,
+          audiences: [EXCHANGE_AUDIENCE],
+          extra: {},
+        }),
+    };
+    expect(await refusalOf(plausibleToken(podOf(ti), 'u'), exchangeWith({ kube: unbound }))).toBe(
+      'not_a_pod',
+    );
     expect(minted).toEqual([]);
   });
 
   it('the same projected token twice: the second is refused, with no second TokenReview', async () => {
     const ti = liveTi(`ti-twice-${serial}`);
-    const uid = createPod('lf-twice', attemptAnnotation(ti.id));
-    const token = await projected('lf-twice', uid);
+    const uid = createPod(podOf(ti), attemptAnnotation(ti.id));
+    const token = await projected(podOf(ti), uid);
     await exchange(request(token));
     expect(await refusalOf(token)).toBe('replayed');
     expect(reviews).toBe(1);
     // a second (rotated) token of the same pod: one more review, refused after it
-    expect(await refusalOf(await projected('lf-twice', uid))).toBe('replayed');
+    expect(await refusalOf(await projected(podOf(ti), uid))).toBe('replayed');
     expect(minted).toHaveLength(1);
+  });
+
+  it("a pod that copied a live attempt's annotation is not that attempt's pod", async () => {
+    const ti = liveTi(`ti-forged-${serial}`);
+    const real = createPod(podOf(ti), attemptAnnotation(ti.id));
+    // anyone who may create pods in the namespace can copy the annotation; the name the
+    // executor gives the attempt's pod is taken by the real one
+    const forged = createPod('lf-forged', attemptAnnotation(ti.id));
+    expect(await refusalOf(await projected('lf-forged', forged))).toBe('identity_mismatch');
+    expect(minted).toEqual([]);
+    // the real pod still gets its token (the forgery used nothing up)
+    expect((await exchange(request(await projected(podOf(ti), real)))).scope).toBe(
+      LeoflowTokenScope.ATTEMPT,
+    );
+    // once exchanged for, the attempt is not exchanged for again: not by its pod deleted and
+    // re-created under the same name while the attempt is still live
+    double.api.deleteObject(podsType(), ns, podOf(ti), { gracePeriodSeconds: 0 }, admin());
+    const again = createPod(podOf(ti), attemptAnnotation(ti.id));
+    expect(await refusalOf(await projected(podOf(ti), again))).toBe('replayed');
+    expect(minted).toHaveLength(1);
+  });
+
+  it('garbage and screened tokens cost no TokenReview; a burst past the cap is Unavailable', async () => {
+    for (let i = 0; i < 100; i++) {
+      expect(await refusalOf(`garbage-${i}-${'x'.repeat(i)}`)).toBe('malformed');
+    }
+    expect(await refusalOf(unsignedJwt({ aud: 'elsewhere', exp: 9e9 }))).toBe('not_authenticated');
+    expect(await refusalOf(unsignedJwt({ aud: [EXCHANGE_AUDIENCE], exp: 1 }))).toBe(
+      'not_authenticated',
+    );
+    expect(await refusalOf(unsignedJwt({ aud: [EXCHANGE_AUDIENCE], exp: 9e9 }))).toBe('not_a_pod');
+    expect(reviews).toBe(0);
+    // plausible-looking tokens reach a review, at most `maxConcurrentReviews` at a time
+    const release: Array<() => void> = [];
+    const hanging: ExchangeKubeClient = {
+      ...kube,
+      reviewToken: () =>
+        new Promise((resolve) =>
+          release.push(() =>
+            resolve({ authenticated: false, username: '', audiences: [], extra: {} }),
+          ),
+        ),
+    };
+    const capped = exchangeWith({ kube: hanging, maxConcurrentReviews: 3 });
+    const inFlight = [0, 1, 2].map((i) => refusalOf(plausibleToken(`lf-${i}`, `u${i}`), capped));
+    expect(await refusalOf(plausibleToken('lf-3', 'u3'), capped)).toBe('unavailable');
+    expect(reviews).toBe(3);
+    release.splice(0).forEach((r) => r());
+    expect(await Promise.all(inFlight)).toEqual(Array(3).fill('not_authenticated'));
+    // the refused burst used nothing up: the same token is reviewed once the cap has room
+    const later = refusalOf(plausibleToken('lf-3', 'u3'), capped);
+    await vi.waitFor(() => expect(release).toHaveLength(1));
+    release.splice(0).forEach((r) => r());
+    expect(await later).toBe('not_authenticated');
+    expect(reviews).toBe(4);
+  });
+
+  it('an exchange the apiserver or the store could not decide uses nothing up: the retry succeeds', async () => {
+    const ti = liveTi(`ti-flaky-${serial}`);
+    const uid = createPod(podOf(ti), attemptAnnotation(ti.id));
+    const token = await projected(podOf(ti), uid);
+    let reviewFailures = 1;
+    const flakyKube: ExchangeKubeClient = {
+      ...kube,
+      reviewToken: (t, a) =>
+        reviewFailures-- > 0
+          ? Promise.reject(Object.assign(new Error('too many requests'), { code: 429 }))
+          : kube.reviewToken(t, a),
+    };
+    let storeFailures = 1;
+    const flakyStore = {
+      ...store,
+      getTaskInstanceById: (id: string) =>
+        storeFailures-- > 0
+          ? Promise.reject(new Error('SQLITE_BUSY: database is locked'))
+          : store.getTaskInstanceById(id),
+    };
+    const flaky = exchangeWith({ kube: flakyKube, store: flakyStore as never });
+    expect(await refusalOf(token, flaky)).toBe('unavailable');
+    expect(await refusalOf(token, flaky)).toBe('unavailable');
+    const res = await flaky(request(token));
+    expect(res.token).toBe(`leoflow-attempt-token-for-${ti.id}`);
+    expect(reviews).toBe(3);
+    // and once decided, the token and the pod are used up
+    expect(await refusalOf(token, flaky)).toBe('replayed');
+    expect(minted).toHaveLength(1);
+    expect(logs.join('\n')).not.toContain('SQLITE_BUSY');
   });
 
   it('a pod whose annotation names an attempt no longer live', async () => {
@@ -387,9 +569,10 @@ describe('the token exchange, hostile cases (each refused)', () => {
       ['lf-gone', (t: Ti) => void tis.delete(t.id)],
     ] as const) {
       const ti = liveTi(`ti-${name}-${serial}`);
-      const uid = createPod(name, attemptAnnotation(ti.id));
+      const uid = createPod(podOf(ti), attemptAnnotation(ti.id));
+      const token = await projected(podOf(ti), uid);
       mutate(ti);
-      expect([name, await refusalOf(await projected(name, uid))]).toEqual([name, 'not_live']);
+      expect([name, await refusalOf(token)]).toEqual([name, 'not_live']);
     }
     expect(minted).toEqual([]);
   });
@@ -411,21 +594,33 @@ describe('the token exchange, hostile cases (each refused)', () => {
   it('an attempt of a tenant whose namespace is another', async () => {
     const ti = liveTi(`ti-ns-${serial}`);
     ti.tenant_id = 'tenant-b';
-    const uid = createPod('lf-ns', {
+    const uid = createPod(podOf(ti), {
       [IDENTITY_ANNOTATION]: JSON.stringify({ ti: ti.id, tenant: 'tenant-b', try: 1, gen: 0 }),
     });
-    expect(await refusalOf(await projected('lf-ns', uid))).toBe('identity_mismatch');
+    expect(await refusalOf(await projected(podOf(ti), uid))).toBe('identity_mismatch');
+    // the same pod is the attempt's once tenant-b's placement is this namespace (the control)
+    const placed = exchangeWith({
+      tenantPlacement: (t) =>
+        t === 'tenant-b' ? { namespace: ns, serviceAccounts: [SA] } : undefined,
+    });
+    expect((await placed(request(await projected(podOf(ti), uid)))).scope).toBe(
+      LeoflowTokenScope.ATTEMPT,
+    );
   });
 
   it('a malformed request, and an apiserver failure, answer fixed texts', async () => {
     expect(await refusalOf('')).toBe('malformed');
     expect(await refusalOf('x'.repeat(17 * 1024))).toBe('malformed');
+    expect(await refusalOf(`tok-${PLANTED}`)).toBe('malformed');
+    expect(reviews).toBe(0);
     const down: ExchangeKubeClient = {
       ...kube,
       reviewToken: () => Promise.reject(new Error(`connect ECONNREFUSED ${PLANTED}`)),
     };
-    expect(await refusalOf(`tok-${PLANTED}`, exchangeWith({ kube: down }))).toBe('unavailable');
-    expect(reviews).toBe(0 + 1);
+    expect(await refusalOf(plausibleToken('lf-x', 'u'), exchangeWith({ kube: down }))).toBe(
+      'unavailable',
+    );
+    expect(reviews).toBe(1);
   });
 });
 
