@@ -78,3 +78,12 @@ export const ERROR_CODE_METADATA = 'leoflow-error-code';
  * instead of counting a failure.
  */
 export const WARM_WORKER_NOT_LEADER_CODE = 'LF_WARM_WORKER_NOT_LEADER';
+
+/**
+ * What a warm-pool worker writes to its container's termination log when something of an
+ * attempt survived its end (a process, its work dir): the pod takes no more work and exits. The
+ * pool manager looks for this text in the listed pod's termination message and records the
+ * recycle as `survivor` (any other ended pod is `gone`). One constant for the writer and the
+ * reader, so the two cannot drift apart.
+ */
+export const WARM_WORKER_RECYCLE_MESSAGE = 'recycle: a process of the previous attempt survived';

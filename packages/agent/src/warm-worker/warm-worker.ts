@@ -5,6 +5,7 @@ import {
   AgentService,
   ERROR_CODE_METADATA,
   WARM_WORKER_NOT_LEADER_CODE,
+  WARM_WORKER_RECYCLE_MESSAGE,
   type Assignment,
 } from '@leoflow/protocol';
 import { AGENT_VERSION, EXIT } from '../agent.js';
@@ -20,8 +21,11 @@ import { killDescendants } from './descendants.js';
  */
 export const NOT_LEADER_BACKOFF_STEPS = 2;
 
-/** What the termination log says when a pod must be recycled rather than reused. */
-export const RECYCLE_MESSAGE = 'recycle: a process of the previous attempt survived';
+/**
+ * What the termination log says when a pod must be recycled rather than reused: the protocol's
+ * constant, the very text the pool manager matches to record the recycle as `survivor`.
+ */
+export const RECYCLE_MESSAGE = WARM_WORKER_RECYCLE_MESSAGE;
 
 export interface WarmWorkerOptions extends Omit<AttemptHost, 'clientFor'> {
   /** the control plane's agent URL (https://, or http:// on loopback), as an attempt agent dials */

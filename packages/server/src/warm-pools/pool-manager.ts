@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Clock } from '@leoflow/core';
+import { WARM_WORKER_RECYCLE_MESSAGE } from '@leoflow/protocol';
 import type { WarmPoolConfig } from '../config/warm-pool-config.js';
 import type { WorkerTokenIssuer } from '../auth/worker-token.js';
 import type { WarmPoolMemberStore } from '../store/ports/warm-pool-members.js';
@@ -45,13 +46,13 @@ export interface WorkerPodApi {
 export interface PoolPodState {
   name: string;
   uid: string;
-  /** the container ended; its termination message ("survivor" when an attempt left a trace) */
+  /**
+   * the container ended; its termination message (WARM_WORKER_RECYCLE_MESSAGE, from
+   * @leoflow/protocol, when something of an attempt survived)
+   */
   finished: { terminationMessage: string } | null;
   deleting: boolean;
 }
-
-/** The word a worker writes to its termination message when something of an attempt survived. */
-export const SURVIVOR_MESSAGE = 'survivor';
 
 /** `unacked`: the worker let an assignment's ack deadline pass; it is not trusted with another. */
 export type RecycleReason = WarmPoolRecycleReason;
@@ -283,7 +284,7 @@ export class WarmPoolManager implements WorkerBootstrap {
       if (!p || p.uid !== m.pod_uid || p.deleting) {
         await this.recycle(refOf(m), 'gone');
       } else if (p.finished) {
-        const survived = p.finished.terminationMessage.includes(SURVIVOR_MESSAGE);
+        const survived = p.finished.terminationMessage.includes(WARM_WORKER_RECYCLE_MESSAGE);
         await this.recycle(refOf(m), survived ? 'survivor' : 'gone');
       } else {
         kept.push(m);

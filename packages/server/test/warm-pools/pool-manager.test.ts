@@ -1,4 +1,5 @@
 import { ManualClock } from '@leoflow/core';
+import { WARM_WORKER_RECYCLE_MESSAGE } from '@leoflow/protocol';
 import { describe, expect, it } from 'vitest';
 import { parseExecutorSection } from '../../src/config/executor-config.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
@@ -6,7 +7,6 @@ import { WORKER_POOL_ANNOTATION, type ReviewedPod } from '../../src/exchange/rev
 import {
   PRUNE_INTERVAL_MS,
   RECYCLED_ROW_RETENTION_MS,
-  SURVIVOR_MESSAGE,
   WarmPoolManager,
   warmPoolKey,
   type PoolPodState,
@@ -160,10 +160,12 @@ describe('WarmPoolManager', () => {
       deleting: false,
       ...over,
     });
-    // a: still running; b: its container ended with "survivor"; c: deleted behind its back
+    // a: still running; b: its worker recycled itself; c: deleted behind its back. b's message
+    // is byte for byte what the agent leaves: WarmWorker ends with terminate(RECYCLE_MESSAGE)
+    // (that constant IS WARM_WORKER_RECYCLE_MESSAGE) and writeTerminationLog appends a newline.
     listed.set(
       b!.name,
-      state(b!.name, { finished: { terminationMessage: `LF: ${SURVIVOR_MESSAGE}` } }),
+      state(b!.name, { finished: { terminationMessage: `${WARM_WORKER_RECYCLE_MESSAGE}\n` } }),
     );
     pods.delete(c!.name);
     pods.set('stranger', { namespace: POOL.namespace, uid: 'uid-x', poolKey: key });

@@ -108,8 +108,9 @@ export interface AgentContainerInput {
 
 /**
  * The locked-down agent container (named `agent`: pod outcomes and the warm pools' pod state
- * find its status by that name). The agent writes why it stopped — a bootstrap failure, a worker's "survivor" —
- * as its termination message, which kubectl describe shows.
+ * find its status by that name). The agent writes why it stopped — a bootstrap failure, a warm
+ * worker's WARM_WORKER_RECYCLE_MESSAGE (@leoflow/protocol), which the pool manager matches to
+ * record a `survivor` recycle — as its termination message, which kubectl describe shows.
  */
 export function agentContainer(input: AgentContainerInput): V1Container {
   return {
