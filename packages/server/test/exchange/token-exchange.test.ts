@@ -510,9 +510,7 @@ describe('the token exchange, hostile cases (each refused)', () => {
       ...kube,
       reviewToken: () =>
         new Promise((resolve) =>
-          release.push(() =>
-            resolve({ authenticated: false, username: '', audiences: [], extra: {} }),
-          ),
+          release.push(() => resolve({ authenticated: false, detail: 'no' })),
         ),
     };
     const capped = exchangeWith({ kube: hanging, maxConcurrentReviews: 3 });

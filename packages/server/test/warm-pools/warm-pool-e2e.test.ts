@@ -186,6 +186,17 @@ async function codeOf(p: Promise<unknown>): Promise<Code | 'ok'> {
   }
 }
 
+/** A refusal's code and (unprefixed) message, or 'ok' when the call was answered. */
+async function refusalOf(p: Promise<unknown>): Promise<{ code: Code; message: string } | 'ok'> {
+  try {
+    await p;
+    return 'ok';
+  } catch (err) {
+    const e = ConnectError.from(err);
+    return { code: e.code, message: e.rawMessage };
+  }
+}
+
 /** A worker's AwaitAssignment stream: its events in order, as they arrive. */
 function openStream(token: string) {
   const abort = new AbortController();
@@ -280,8 +291,13 @@ describe('warm pools, server side, through the double', () => {
     expect(env[WARM_WORKER_ENV]).toBe('1');
     expect(env[EXCHANGE_TOKEN_FILE_ENV]).toBeDefined();
     expect(env.LEOFLOW_AGENT_URL).toBe(cp.agentUrl);
-    // the same pod, a fresh projected token: one worker token per pod, ever
-    expect(await codeOf(exchange(await projected(first.pod)))).not.toBe('ok');
+    // the same pod, a fresh projected token: one worker token per pod, ever (the exchange's
+    // `replayed` refusal, its fixed text)
+    const second = await projected(first.pod);
+    expect(await refusalOf(exchange(second))).toEqual({
+      code: Code.PermissionDenied,
+      message: 'this pod has already exchanged its bootstrap credential',
+    });
   });
 
   it('a worker token opens Register and AwaitAssignment only: every other RPC is PermissionDenied', async () => {
@@ -409,10 +425,26 @@ describe('warm pools, server side, through the double', () => {
       name: w.pod.metadata.name,
       reason: 'unacked',
     });
-    const late = await client
-      .ackAssignment({ assignmentId: assignment.assignmentId }, bearer(assignment.attemptToken))
-      .catch((err: unknown) => ConnectError.from(err));
-    expect(late instanceof ConnectError || late.accepted === false).toBe(true);
+    // The reconcile above already took the assignment back (expireUnacked dropped it and put the
+    // attempt back in the queue, with no worker to match): neither broker knows the id any
+    // more, so the late ack — its token still unexpired — is answered, not refused, and told
+    // to stop.
+    expect(
+      cp.warmPools!.broker.stateOf(assignment.spec!.taskInstanceId, assignment.spec!.tryNumber),
+    ).toBe('waiting');
+    const late = await client.ackAssignment(
+      { assignmentId: assignment.assignmentId },
+      bearer(assignment.attemptToken),
+    );
+    expect({
+      accepted: late.accepted,
+      shouldTerminate: late.shouldTerminate,
+      terminateReason: late.terminateReason,
+    }).toEqual({
+      accepted: false,
+      shouldTerminate: true,
+      terminateReason: 'no such assignment for this attempt',
+    });
     await waitFor('the requeue fence', async () => {
       const ti = (await cp.store.getTaskInstance(run.id, 'work'))!;
       return ti.dispatch_gen > 0 ? ti : undefined;
@@ -424,10 +456,29 @@ describe('warm pools, server side, through the double', () => {
       stale,
     );
     expect(reg.shouldTerminate).toBe(true);
-    const beat = await client.heartbeat({}, stale).catch((err: unknown) => ConnectError.from(err));
-    expect(beat instanceof ConnectError || beat.shouldTerminate).toBe(true);
-    if (!(beat instanceof ConnectError)) expect(beat.renewedToken).toBe('');
-    expect(await codeOf(client.getVariables({}, stale))).not.toBe('ok');
+    const beat = await client.heartbeat({}, stale);
+    expect({
+      shouldTerminate: beat.shouldTerminate,
+      terminateReason: beat.terminateReason,
+      renewedToken: beat.renewedToken,
+    }).toEqual({
+      shouldTerminate: true,
+      terminateReason: 'the attempt is no longer the live try of its task instance',
+      renewedToken: '',
+    });
+    // the liveness gate (enforce): its dispatch generation is not the row's any more → not_live
+    expect(await refusalOf(client.getVariables({}, stale))).toEqual({
+      code: Code.PermissionDenied,
+      message: 'task instance is no longer live',
+    });
+    const denied = await cp.store.listAudit(
+      'default',
+      { action: 'secret.liveness_denied' },
+      { limit: 10, offset: 0 },
+    );
+    expect(
+      denied.filter((a) => a.actor === `agent:${assignment.spec!.taskInstanceId}#1`),
+    ).toMatchObject([{ payload: { kind: 'variables', mode: 'enforce', try_number: 1 } }]);
     await cp.warmPools!.reconcile();
     const cold = await waitFor('the cold fallback pod', () =>
       Promise.resolve(podsIn(NS_A, 'kubernetes')[0]),

@@ -1,0 +1,138 @@
+/**
+ * Boot fails closed under auth.agent_token_transport=exchange — through startControlPlane, not
+ * the checkExchangeBoot helper alone (token-exchange.test.ts and test/deploy/exchange.test.ts
+ * cover the helper): the control plane refuses to start without a Kubernetes executor, over a
+ * cleartext non-loopback agent channel, and as the default install's control-plane identity
+ * (the real deploy/ manifests applied with the real kubectl to the apiserver double, no
+ * TokenReview grant); with deploy/components/exchange applied it boots.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { isLeoflowError } from '@leoflow/core';
+import { pino } from 'pino';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { defaultServerConfig, type ServerConfig } from '../../src/config/server-config.js';
+import { startControlPlane } from '../../src/control-plane.js';
+import { startKubectlCluster, type KubectlCluster } from '../../../../test/support/manifests.js';
+
+/** The default install, and the same install with deploy/components/exchange. */
+const DEFAULT_INSTALL = 'deploy/overlays/example';
+const WITH_EXCHANGE = 'test/deploy/fixtures/exchange';
+/** Where both put the control plane (its ServiceAccount) and the default tenant's pods. */
+const NAMESPACE = 'leoflow-prod';
+const IMAGE = 'leoflow-agent:boot';
+
+let k: KubectlCluster;
+/** A kubeconfig as the install's control-plane ServiceAccount (not the double's admin). */
+let controlPlaneKubeconfig: string;
+const scratch = mkdtempSync(join(tmpdir(), 'leoflow-exchange-boot-'));
+let serial = 0;
+
+beforeAll(async () => {
+  k = await startKubectlCluster('leoflow-exchange-boot-double-');
+  await k.kubectl(['create', 'namespace', NAMESPACE]);
+  await k.apply(DEFAULT_INSTALL);
+  const token = (
+    await k.kubectl([
+      '-n',
+      NAMESPACE,
+      'create',
+      'token',
+      'leoflow-control-plane',
+      '--duration',
+      '1h',
+    ])
+  ).trim();
+  controlPlaneKubeconfig = k.cluster.writeKubeconfig({
+    token,
+    namespace: NAMESPACE,
+    file: 'control-plane.kubeconfig',
+  });
+}, 60_000);
+
+afterAll(async () => {
+  await k?.stop();
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+/** An exchange-mode configuration on a fresh data dir; `kubeconfig` null: no Kubernetes. */
+function exchangeConfig(kubeconfig: string | null): ServerConfig {
+  const cfg = defaultServerConfig(join(scratch, `data-${++serial}`));
+  cfg.http.port = 0;
+  cfg.agent.port = 0;
+  cfg.metrics.port = null;
+  cfg.credentials.agentTokenTransport = 'exchange';
+  if (kubeconfig !== null) {
+    cfg.defaultExecutor = 'kubernetes';
+    cfg.kubernetes = {
+      kubeconfig,
+      agentImage: IMAGE,
+      agentUrl: null,
+      podStartTimeoutMs: 30_000,
+      instance: `boot-${serial}`,
+      runAsUser: 65532,
+      terminationGracePeriodSeconds: 5,
+      agentCaConfigMap: null,
+      keepFinishedPods: true,
+      tenants: {
+        default: {
+          namespace: NAMESPACE,
+          images: [],
+          serviceAccounts: ['default'],
+          maxResources: { cpu: '1', memory: '1Gi' },
+          defaultResources: {},
+        },
+      },
+    };
+  }
+  return cfg;
+}
+
+/**
+ * What startControlPlane did with `cfg`: the code it refused with, or 'booted' (the control
+ * plane is closed again before this returns, so a wrong boot leaks nothing into the next case).
+ */
+async function bootOutcome(cfg: ServerConfig): Promise<string> {
+  let cp;
+  try {
+    cp = await startControlPlane(cfg, { logger: pino({ level: 'silent' }) });
+  } catch (err) {
+    if (isLeoflowError(err)) return err.code;
+    throw err;
+  }
+  await cp.close();
+  return 'booted';
+}
+
+describe('startControlPlane under auth.agent_token_transport=exchange', () => {
+  it('refuses to boot without a Kubernetes executor: LF_EXCHANGE_NO_KUBERNETES', async () => {
+    const cfg = exchangeConfig(null);
+    expect(cfg.kubernetes).toBeNull();
+    expect(await bootOutcome(cfg)).toBe('LF_EXCHANGE_NO_KUBERNETES');
+  });
+
+  it('refuses to boot over a cleartext non-loopback agent channel: LF_EXCHANGE_INSECURE_CHANNEL', async () => {
+    const cfg = exchangeConfig(controlPlaneKubeconfig);
+    cfg.agent.host = '0.0.0.0';
+    expect(cfg.agent.tls).toBeNull();
+    expect(await bootOutcome(cfg)).toBe('LF_EXCHANGE_INSECURE_CHANNEL');
+  });
+
+  it('as the default install’s identity (no TokenReview grant): refused with LF_EXCHANGE_TOKENREVIEW_FORBIDDEN; with deploy/components/exchange applied: boots', async () => {
+    // the grant really is missing: the double answers the SelfSubjectAccessReview "no"
+    const can = await k
+      .kubectl(
+        ['auth', 'can-i', 'create', 'tokenreviews.authentication.k8s.io'],
+        controlPlaneKubeconfig,
+      )
+      .catch((err: { stdout?: string }) => err.stdout ?? '');
+    expect(can.trim()).toBe('no');
+    expect(await bootOutcome(exchangeConfig(controlPlaneKubeconfig))).toBe(
+      'LF_EXCHANGE_TOKENREVIEW_FORBIDDEN',
+    );
+
+    await k.apply(WITH_EXCHANGE);
+    expect(await bootOutcome(exchangeConfig(controlPlaneKubeconfig))).toBe('booted');
+  }, 60_000);
+});
