@@ -5,10 +5,12 @@ import { join } from 'node:path';
 import {
   agentTokenTtlSeconds,
   ConfigError,
+  configError,
   dagSpecHash,
   formatDiagnostic,
   LeoflowError,
   settlingGraceSeconds,
+  warmPoolPrerequisiteProblems,
   type Clock,
 } from '@leoflow/core';
 import type { Logger } from 'pino';
@@ -167,6 +169,10 @@ export async function startControlPlane(
   const faults = opts.faults ?? faultsFromEnv(process.env, logger);
   const pro = cfg.pro;
   if (pro) checkProConfig(cfg);
+  // The CLI validated the whole credential plane; a caller that built the config itself is held
+  // to warm pools' prerequisites here, before anything is opened or written.
+  const warmPoolProblems = warmPoolPrerequisiteProblems(cfg.credentials);
+  if (warmPoolProblems.length > 0) throw configError(warmPoolProblems);
   prepareDataDir(cfg.dataDir);
 
   const store = await openStore(cfg.database);
@@ -257,8 +263,8 @@ export async function startControlPlane(
       }),
     );
   }
-  // execution.warm_pools_enabled with pools configured (boot already refused it without the
-  // exchange transport and liveness=enforce): pool pods, the worker stream, warm routing.
+  // execution.warm_pools_enabled with pools configured (refused above without the exchange
+  // transport and liveness=enforce): pool pods, the worker stream, warm routing.
   const warmPoolsConfig = cfg.kubernetes?.warmPools;
   const warmPools =
     credentialCfg.warmPoolsEnabled && cfg.kubernetes && warmPoolsConfig?.length

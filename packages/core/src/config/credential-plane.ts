@@ -305,10 +305,26 @@ export function validateConfig(
     });
   }
 
+  out.push(...warmPoolPrerequisiteProblems(cfg, sources));
+  return out;
+}
+
+/**
+ * Warm pools' prerequisites (part of validateConfig): a worker serves many attempts, so only
+ * per-attempt tokens that die with their attempt and no bearer on the pod keep that from widening
+ * the exfiltration window to the pool's lifetime. The control plane checks these again at its own
+ * start, so an embedder that skips validateConfig is refused as well.
+ */
+export function warmPoolPrerequisiteProblems(
+  cfg: Pick<
+    CredentialPlaneConfig,
+    'warmPoolsEnabled' | 'agentTokenTransport' | 'secretLivenessMode'
+  >,
+  sources: Record<string, ConfigSource> = {},
+): ConfigProblem[] {
+  const out: ConfigProblem[] = [];
+  const at = (key: string) => (sources[key] ? { source: sources[key] } : {});
   if (cfg.warmPoolsEnabled === true) {
-    // A warm worker serves many attempts; only per-attempt tokens that die with their attempt
-    // (enforced liveness) and no bearer on the pod (exchange) keep that from widening the
-    // exfiltration window to the pool's lifetime. Fail closed.
     const need =
       'execution.warm_pools_enabled=true requires auth.agent_token_transport=exchange and ' +
       'auth.secret_liveness_mode=enforce';

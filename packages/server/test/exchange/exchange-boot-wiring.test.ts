@@ -6,7 +6,7 @@
  * (the real deploy/ manifests applied with the real kubectl to the apiserver double, no
  * TokenReview grant); with deploy/components/exchange applied it boots.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isLeoflowError } from '@leoflow/core';
@@ -117,6 +117,36 @@ describe('startControlPlane under auth.agent_token_transport=exchange', () => {
     cfg.agent.host = '0.0.0.0';
     expect(cfg.agent.tls).toBeNull();
     expect(await bootOutcome(cfg)).toBe('LF_EXCHANGE_INSECURE_CHANNEL');
+  });
+
+  it('refuses warm pools unless transport=exchange and liveness=enforce, naming both keys, before it opens anything', async () => {
+    const reasons = async (cfg: ServerConfig) => {
+      try {
+        const cp = await startControlPlane(cfg, { logger: pino({ level: 'silent' }) });
+        await cp.close();
+        return 'booted';
+      } catch (err) {
+        if (!isLeoflowError(err)) throw err;
+        return `${err.code}: ${err.message}`;
+      }
+    };
+    const warm = (transport: 'envvar' | 'exchange', liveness: 'observe' | 'enforce') => {
+      const cfg = exchangeConfig(controlPlaneKubeconfig);
+      cfg.credentials.agentTokenTransport = transport;
+      cfg.credentials.secretLivenessMode = liveness;
+      cfg.credentials.warmPoolsEnabled = true;
+      return cfg;
+    };
+    const both = await reasons(warm('envvar', 'observe'));
+    expect(both).toMatch(/^LF_CONFIG_INVALID: /);
+    expect(both).toContain('auth.agent_token_transport is "envvar"');
+    expect(both).toContain('auth.secret_liveness_mode is "observe"');
+    const cfg = warm('exchange', 'observe');
+    const one = await reasons(cfg);
+    expect(one).toContain('auth.secret_liveness_mode is "observe"');
+    expect(one).not.toContain('auth.agent_token_transport is');
+    // refused before the data directory was made: nothing to clean up after a refused boot
+    expect(existsSync(cfg.dataDir)).toBe(false);
   });
 
   it('as the default install’s identity (no TokenReview grant): refused with LF_EXCHANGE_TOKENREVIEW_FORBIDDEN; with deploy/components/exchange applied: boots', async () => {
