@@ -265,6 +265,10 @@ describe('a reused warm pool pod', () => {
     expect((await client.getConnections({}, bearer(token1))).connectionUris.reuse_conn).toContain(
       CONN_PASSWORD,
     );
+    // ... and its spec and its upstream's XCom
+    expect((await client.getTaskSpec({}, bearer(token1))).spec?.taskId).toBe('work');
+    const liveXCom = await client.fetchXCom({ upstreamTaskId: 'up' }, bearer(token1));
+    expect([liveXCom.found, new TextDecoder().decode(liveXCom.value)]).toEqual([true, '"from-up"']);
     await finish(token1, run1.id, 'work');
 
     // Attempt 2, on the same pod.
@@ -288,6 +292,11 @@ describe('a reused warm pool pod', () => {
     const notLive = { code: Code.PermissionDenied, message: 'task instance is no longer live' };
     expect(await refusalOf(client.getVariables({}, stale))).toEqual(notLive);
     expect(await refusalOf(client.getConnections({}, stale))).toEqual(notLive);
+    // Seed 001 D2: only the secret RPCs consult liveness. Attempt 1's own spec and the XCom
+    // of its upstream stay readable with its token until its exp, as for any ended attempt
+    // (pinned here so a change to that decision is a visible one; docs/kubernetes.md says so).
+    expect((await client.getTaskSpec({}, stale)).spec?.taskId).toBe('work');
+    expect((await client.fetchXCom({ upstreamTaskId: 'up' }, stale)).found).toBe(true);
     // Register's prefetch (the third path to secrets): should_terminate, nothing prefetched
     const reg = await client.register(
       {
