@@ -18,7 +18,10 @@ import { AgentTokenIssuer } from '../packages/server/dist/auth/agent-token.js';
 import { loadSigningKeyring } from '../packages/server/dist/auth/signing-keys.js';
 import { kubeExchangeClient } from '../packages/server/dist/exchange/kube-token-review.js';
 import { createTokenExchange } from '../packages/server/dist/exchange/token-exchange.js';
-import { IDENTITY_ANNOTATION } from '../packages/server/dist/executor/kubernetes/labels.js';
+import {
+  IDENTITY_ANNOTATION,
+  podName,
+} from '../packages/server/dist/executor/kubernetes/labels.js';
 import { log, onCleanup, ratio, summary } from './lib.mjs';
 
 export const description =
@@ -80,7 +83,8 @@ export async function run({ quick }) {
       dispatch_gen: 0,
       state: 'running',
     });
-    const name = `lf-bench-${i}`;
+    // the name the executor gives the attempt's pod: the only one the exchange accepts for it
+    const name = podName(ti, 1, 0, 'd', 'x');
     const pod = double.api.createObject(
       double.api.type('', 'pods'),
       NS,

@@ -10,6 +10,7 @@ import {
   nodeJson,
   ratio,
   sequentialSpawnStats,
+  BASELINE_ENV,
   startStandalone,
   summary,
   taskLogs,
@@ -198,6 +199,7 @@ export async function run({ quick }) {
       printed_start_to_success_recorded: summary(col(upstreamTails, 'printedToRecorded')),
     },
     baseline: {
+      spawn_env: `${Object.keys(BASELINE_ENV).join(', ')} only (what the executor passes an agent)`,
       node_spawn_ms: node,
       bash_spawn_ms: bash,
       agent_cold_start_ms: {

@@ -314,11 +314,28 @@ export function procCpu(pid) {
 }
 
 /** Runs one command to completion; resolves its wall time in ms (spawn call → exit event). */
-export function timedSpawn(file, args, { timeoutMs = 30_000, env, okCodes = [0] } = {}) {
+/**
+ * The environment a baseline spawn gets: the variables the subprocess executor passes its agents
+ * (packages/server/src/executor/subprocess-executor.ts, INHERITED_ENV) and nothing else. A
+ * baseline spawned with the bench's own environment measures that environment too: on a machine
+ * that sets NODE_EXTRA_CA_CERTS to the system bundle, `node -e 0` loads every CA at start and
+ * takes twice as long, which an agent (which never gets that variable) does not pay.
+ */
+export const BASELINE_ENV = Object.fromEntries(
+  ['PATH', 'LANG', 'LC_ALL', 'TZ'].flatMap((k) =>
+    process.env[k] === undefined ? [] : [[k, process.env[k]]],
+  ),
+);
+
+export function timedSpawn(
+  file,
+  args,
+  { timeoutMs = 30_000, env = BASELINE_ENV, okCodes = [0] } = {},
+) {
   checkAborted();
   return new Promise((res, rej) => {
     const t0 = performance.now();
-    const p = spawn(file, args, { stdio: 'ignore', ...(env ? { env } : {}) });
+    const p = spawn(file, args, { stdio: 'ignore', env });
     const timer = setTimeout(() => {
       p.kill('SIGKILL');
       rej(new Error(`${file} ${args.join(' ')} took longer than ${timeoutMs} ms`));
