@@ -77,7 +77,11 @@ export class WarmRoutingExecutor implements Executor {
     this.#o.inner.warm?.(target);
   }
 
-  /** The pool this attempt would run in, or undefined (no pool, or its choice is refused). */
+  /**
+   * The pool this attempt would run in, or undefined: no pool, a choice the allowlist refuses,
+   * or resources (the task's or the tenant's defaults) — a pool pod carries none, so such an
+   * attempt runs in a cold pod where its requests and limits hold.
+   */
   poolOf(launch: AttemptLaunch): string | undefined {
     const placement = this.#o.placement(launch.identity.tenant_id);
     if (!placement) return undefined;
@@ -87,6 +91,8 @@ export class WarmRoutingExecutor implements Executor {
     } catch {
       return undefined; // the cold path reports the refusal as it always has
     }
+    const { requests, limits } = choice.resources;
+    if (Object.keys(requests).length > 0 || Object.keys(limits).length > 0) return undefined;
     return this.#o.manager.poolFor(launch.identity.tenant_id, choice.serviceAccount, choice.image);
   }
 

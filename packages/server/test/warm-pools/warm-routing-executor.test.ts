@@ -2,7 +2,7 @@
  * Warm routing in front of the Kubernetes executor: which attempts go warm (the pool of their
  * tenant, service account and image, with an idle worker attached) and which get a cold pod.
  */
-import { ManualClock } from '@leoflow/core';
+import { ManualClock, type TaskKubernetes } from '@leoflow/core';
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { AssignmentBroker } from '../../src/assignments/assignment-broker.js';
@@ -24,8 +24,8 @@ const KEY = warmPoolKey(POOL);
 const allowlist = {
   images: ['agent:1', 'agent:2'],
   serviceAccounts: ['etl', 'other'],
-  maxResources: {},
-  defaultResources: {},
+  maxResources: { cpu: '2', memory: '1Gi' },
+  defaultResources: {} as { limits?: Record<string, string> },
 };
 
 /** busyWorkerWaitMs 'default' leaves the option out (DEFAULT_BUSY_WORKER_WAIT_MS). */
@@ -79,7 +79,7 @@ function setup(busyWorkerWaitMs: number | 'default' = 0, attemptsLive = false) {
 function launch(
   tenant: string,
   id: string,
-  kubernetes?: { image?: string; service_account?: string },
+  kubernetes?: TaskKubernetes,
 ): AttemptLaunch {
   return {
     identity: {
@@ -112,6 +112,23 @@ describe('WarmRoutingExecutor', () => {
     expect(routing.poolOf(launch('beta', 'e'))).toBeUndefined();
     // a choice the allowlist refuses goes cold, where it is refused as always
     expect(routing.poolOf(launch('acme', 'f', { image: 'evil:1' }))).toBeUndefined();
+  });
+
+  it('an attempt with resources goes cold: a pool pod carries none, a cold pod enforces them', () => {
+    const { routing } = setup();
+    const limited = { resources: { limits: { memory: '256Mi' } } };
+    expect(routing.poolOf(launch('acme', 'g', limited))).toBeUndefined();
+    expect(routing.poolOf(launch('acme', 'h', { resources: { requests: { cpu: '100m' } } }))).toBe(
+      undefined,
+    );
+    // the tenant's default resources apply to a task that sets none: cold as well
+    allowlist.defaultResources = { limits: { cpu: '500m' } };
+    try {
+      expect(routing.poolOf(launch('acme', 'i'))).toBeUndefined();
+    } finally {
+      allowlist.defaultResources = {};
+    }
+    expect(routing.poolOf(launch('acme', 'j'))).toBe(KEY);
   });
 
   it('goes warm only with an idle worker of the pool attached; else cold', async () => {
