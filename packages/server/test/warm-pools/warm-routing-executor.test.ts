@@ -76,11 +76,7 @@ function setup(busyWorkerWaitMs: number | 'default' = 0, attemptsLive = false) {
   return { routing, broker, cold, attach, sent };
 }
 
-function launch(
-  tenant: string,
-  id: string,
-  kubernetes?: TaskKubernetes,
-): AttemptLaunch {
+function launch(tenant: string, id: string, kubernetes?: TaskKubernetes): AttemptLaunch {
   return {
     identity: {
       tenant_id: tenant,
