@@ -74,8 +74,10 @@ export function readBootstrapCredential(file: string): string {
  * SecretKeyRef fallback, its bootstrap Secret's value) for a Leoflow token.
  * The attempt agent uses the attempt token exactly as the envvar transport's; a warm-pool worker
  * asks for scope 'worker'. A refusal is final (a pod exchanges once): no retry. An answer that
- * decided nothing — Unavailable, or no answer at all — is asked again until `retryUntil`: the
- * control plane keeps a credential it could not verify unused, so the retry is not a replay.
+ * may change — Unavailable, or no answer at all — is asked again until `retryUntil`: the control
+ * plane keeps a credential it could not verify unused (and answers a retry that overtakes the
+ * first try Unavailable), so the retry is not a replay. A success whose answer was lost is the
+ * exception: its retry is refused as a replay, and the pod fails closed.
  */
 export async function exchangeBootstrapCredential(
   opts: ExchangeBootstrapOptions,

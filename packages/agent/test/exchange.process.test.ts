@@ -126,7 +126,7 @@ describe('agent, exchange transport', () => {
       spec: defaultSpec(),
       exchangeToken: () => {
         throw new ConnectError(
-          'this pod has already exchanged its bootstrap credential',
+          'this pod, or the attempt it names, has already exchanged its bootstrap credential',
           Code.PermissionDenied,
         );
       },

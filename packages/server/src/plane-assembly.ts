@@ -180,7 +180,16 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     ...(input.agentProtocols ? { agentProtocols: input.agentProtocols } : {}),
     ...(input.assignments ? { assignments: input.assignments } : {}),
     ...(input.exchange
-      ? { exchange: createTokenExchange({ ...input.exchange, store, tokens, clock, logger }) }
+      ? {
+          exchange: createTokenExchange({
+            ...input.exchange,
+            store,
+            attemptRecords: store,
+            tokens,
+            clock,
+            logger,
+          }),
+        }
       : {}),
     ...(input.channelMode ? { channelMode: input.channelMode } : {}),
   });

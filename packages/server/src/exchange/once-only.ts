@@ -11,21 +11,21 @@ export class OnceOnly {
 
   constructor(private readonly max: number) {}
 
-  /** False when the key was used already or is being used now. */
-  claim(key: string): boolean {
-    if (this.used.has(key) || this.inFlight.has(key)) return false;
+  /**
+   * 'claimed': the caller now holds the key and must settle it. 'used': it reached a definite
+   * outcome before. 'busy': another use of it is under way and has decided nothing yet (the
+   * answer for a retry that overtook its own first try).
+   */
+  claim(key: string): 'claimed' | 'used' | 'busy' {
+    if (this.used.has(key)) return 'used';
+    if (this.inFlight.has(key)) return 'busy';
     this.inFlight.add(key);
-    return true;
+    return 'claimed';
   }
 
   /** The claimed work ended: `definite` keeps the key used, otherwise it is free again. */
   settle(key: string, definite: boolean): void {
-    if (!this.inFlight.delete(key) || !definite) return;
-    this.used.add(key);
-    if (this.used.size > this.max) {
-      const oldest = this.used.values().next().value;
-      if (oldest !== undefined) this.used.delete(oldest);
-    }
+    if (this.inFlight.delete(key) && definite) this.remember(key);
   }
 
   /** Whether the key is used, or in use right now. */
@@ -35,6 +35,15 @@ export class OnceOnly {
 
   /** Marks a key used whose once-only outcome was decided elsewhere (a deleted Secret). */
   markUsed(key: string): void {
-    if (this.claim(key)) this.settle(key, true);
+    this.inFlight.delete(key);
+    this.remember(key);
+  }
+
+  private remember(key: string): void {
+    this.used.add(key);
+    if (this.used.size > this.max) {
+      const oldest = this.used.values().next().value;
+      if (oldest !== undefined) this.used.delete(oldest);
+    }
   }
 }

@@ -9,10 +9,10 @@ import {
   type ExchangeTokenResponse,
 } from '@leoflow/protocol';
 import { isActive, type Clock } from '@leoflow/core';
-import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { AttemptIdentity, AgentTokenIssuer } from '../auth/agent-token.js';
 import { IDENTITY_ANNOTATION, podName } from '../executor/kubernetes/labels.js';
+import type { AttemptRecordStore } from '../store/ports/attempt-records.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import { EXCHANGE_AUDIENCE } from './audience.js';
@@ -32,8 +32,13 @@ const POD_NAME_EXTRA = 'authentication.kubernetes.io/pod-name';
 const POD_UID_EXTRA = 'authentication.kubernetes.io/pod-uid';
 /** A projected token is a JWT of a few hundred bytes to ~2 KiB; anything far larger is not one. */
 const MAX_CREDENTIAL_BYTES = 16 * 1024;
-/** TokenReviews one replica has in flight at most; a burst past it is answered Unavailable. */
+/**
+ * Apiserver calls (TokenReview, pod and Secret reads, the Secret's delete) one replica has in
+ * flight for exchanges at most; an exchange past it is answered Unavailable (`overloaded`).
+ */
 export const MAX_CONCURRENT_REVIEWS = 16;
+/** How long an exchange waits for one apiserver call: under the agent's 10 s RPC timeout. */
+export const APISERVER_CALL_TIMEOUT_MS = 5_000;
 
 /**
  * Why an exchange was refused: the metric label and the control-plane log line. The agent sees
@@ -47,13 +52,14 @@ export type ExchangeRefusal =
   | 'pod_gone'
   | 'identity_mismatch'
   | 'not_live'
-  | 'unavailable';
+  | 'unavailable'
+  | 'overloaded';
 
 const REFUSAL_TEXT: Record<ExchangeRefusal, { code: Code; message: string }> = {
   malformed: { code: Code.InvalidArgument, message: 'exchange request malformed' },
   replayed: {
     code: Code.PermissionDenied,
-    message: 'this pod has already exchanged its bootstrap credential',
+    message: 'this pod, or the attempt it names, has already exchanged its bootstrap credential',
   },
   not_authenticated: {
     code: Code.Unauthenticated,
@@ -76,6 +82,10 @@ const REFUSAL_TEXT: Record<ExchangeRefusal, { code: Code; message: string }> = {
     code: Code.Unavailable,
     message: 'the control plane could not verify the credential now; retry',
   },
+  overloaded: {
+    code: Code.Unavailable,
+    message: 'the control plane is verifying too many credentials now; retry',
+  },
 };
 
 export class ExchangeRefused extends ConnectError {
@@ -93,6 +103,11 @@ export interface ExchangeMetrics {
 export interface TokenExchangeDeps {
   kube: ExchangeKubeClient;
   store: Pick<TaskInstanceStore, 'getTaskInstanceById'> & Pick<RunStore, 'getRunById'>;
+  /**
+   * Where the pod that exchanged for each attempt is recorded, so an attempt is exchanged for
+   * once across replicas too; absent = this replica's memory only.
+   */
+  attemptRecords?: Pick<AttemptRecordStore, 'bindExchangedPod'>;
   tokens: Pick<AgentTokenIssuer, 'mint' | 'ttlSeconds'>;
   clock: Clock;
   logger: Logger;
@@ -113,8 +128,10 @@ export interface TokenExchangeDeps {
   metrics?: ExchangeMetrics;
   /** how many exchanged pods are remembered for the replay refusal (per replica) */
   replayMemory?: number;
-  /** TokenReviews in flight at most (default MAX_CONCURRENT_REVIEWS) */
+  /** apiserver calls in flight at most (default MAX_CONCURRENT_REVIEWS) */
   maxConcurrentReviews?: number;
+  /** how long one apiserver call may take (default APISERVER_CALL_TIMEOUT_MS) */
+  apiserverTimeoutMs?: number;
 }
 
 export type TokenExchange = (req: ExchangeTokenRequest) => Promise<ExchangeTokenResponse>;
@@ -156,8 +173,9 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
   const usedTokens = new OnceOnly(deps.replayMemory ?? 50_000);
   const exchangedPods = new OnceOnly(deps.replayMemory ?? 50_000);
   const exchangedAttempts = new OnceOnly(deps.replayMemory ?? 50_000);
-  const maxReviews = deps.maxConcurrentReviews ?? MAX_CONCURRENT_REVIEWS;
-  let reviewsInFlight = 0;
+  const maxCalls = deps.maxConcurrentReviews ?? MAX_CONCURRENT_REVIEWS;
+  const callTimeoutMs = deps.apiserverTimeoutMs ?? APISERVER_CALL_TIMEOUT_MS;
+  let callsInFlight = 0;
 
   function refuse(refusal: ExchangeRefusal, context: Record<string, unknown> = {}): never {
     deps.metrics?.exchanged(refusal);
@@ -165,23 +183,48 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     throw new ExchangeRefused(refusal);
   }
 
-  async function reviewed(credential: string): Promise<ReviewedPod> {
-    const screen = screenProjectedToken(credential, EXCHANGE_AUDIENCE, clock.now());
-    if (screen !== 'plausible') return refuse(screen, { screened: true });
-    if (reviewsInFlight >= maxReviews) {
-      return refuse('unavailable', { reason: `${maxReviews} TokenReviews already in flight` });
+  /** A token, pod or attempt already used is a replay; one in use right now, a retry too soon. */
+  function refuseClaim(claim: 'used' | 'busy', context: Record<string, unknown> = {}): never {
+    return claim === 'used'
+      ? refuse('replayed', context)
+      : refuse('unavailable', { ...context, reason: 'the same exchange is under way' });
+  }
+
+  /**
+   * One apiserver call of an exchange: at most `maxCalls` in flight on this replica (past it:
+   * `overloaded`), each given `callTimeoutMs` (past it, or failing: `unavailable`, and the call
+   * is abandoned). Either way the exchange decided nothing, so the agent asks again.
+   */
+  async function apiserver<T>(what: string, call: () => Promise<T>): Promise<T> {
+    if (callsInFlight >= maxCalls) {
+      return refuse('overloaded', { reason: `${maxCalls} apiserver calls already in flight` });
     }
-    let review;
-    reviewsInFlight += 1;
+    callsInFlight += 1;
+    let timer: NodeJS.Timeout | undefined;
     try {
-      deps.metrics?.tokenReviewed();
-      review = await kube.reviewToken(credential, [EXCHANGE_AUDIENCE]);
+      return await Promise.race([
+        call(),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () => reject(new Error(`no answer within ${callTimeoutMs} ms`)),
+            callTimeoutMs,
+          );
+        }),
+      ]);
     } catch (err) {
-      logger.warn({ error: describe(err) }, 'TokenReview failed');
+      logger.warn({ error: describe(err) }, `${what} failed`);
       return refuse('unavailable');
     } finally {
-      reviewsInFlight -= 1;
+      clearTimeout(timer);
+      callsInFlight -= 1;
     }
+  }
+
+  async function reviewed(credential: string): Promise<ReviewedPod> {
+    const review = await apiserver('TokenReview', () => {
+      deps.metrics?.tokenReviewed();
+      return kube.reviewToken(credential, [EXCHANGE_AUDIENCE]);
+    });
     if (!review.authenticated) return refuse('not_authenticated', { detail: review.detail });
     if (!review.audiences.includes(EXCHANGE_AUDIENCE)) return refuse('not_authenticated');
     const podName = review.extra[POD_NAME_EXTRA]?.[0];
@@ -191,13 +234,9 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     if (!user || !podName || !podUid) return refuse('not_a_pod');
     const [, namespace, serviceAccount] = user as unknown as [string, string, string];
     if (exchangedPods.has(podUid)) return refuse('replayed', { namespace, pod: podName });
-    let pod: V1Pod | null;
-    try {
-      pod = await kube.readPod(namespace, podName);
-    } catch (err) {
-      logger.warn({ error: describe(err) }, 'reading the exchanging pod failed');
-      return refuse('unavailable');
-    }
+    const pod = await apiserver('reading the exchanging pod', () =>
+      kube.readPod(namespace, podName),
+    );
     if (!pod || pod.metadata?.deletionTimestamp)
       return refuse('pod_gone', { namespace, pod: podName });
     if (pod.metadata?.uid !== podUid)
@@ -257,24 +296,49 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     return identity;
   }
 
-  /** The attempt token, once per attempt (task instance, try, dispatch) on this replica. */
-  async function mint(identity: AttemptIdentity): Promise<ExchangeTokenResponse> {
+  /**
+   * The attempt token for the pod `podUid`, once per attempt (task instance, try, dispatch): in
+   * this replica's memory, and in the attempt's record, which every replica shares.
+   */
+  async function mint(identity: AttemptIdentity, podUid: string): Promise<ExchangeTokenResponse> {
     const attemptKey = `${identity.task_instance_id}\u0000${identity.try_number}\u0000${identity.dispatch_gen}`;
-    if (!exchangedAttempts.claim(attemptKey)) return refuse('replayed', { attempt: attemptKey });
+    const claimed = exchangedAttempts.claim(attemptKey);
+    if (claimed !== 'claimed') return refuseClaim(claimed, { attempt: attemptKey });
     const now = clock.now();
+    const expiresAtMs = (Math.floor(now / 1000) + tokens.ttlSeconds) * 1000;
     let token: string;
+    let bound: 'bound' | 'taken' = 'bound';
     try {
       token = await tokens.mint(identity, now);
+      if (deps.attemptRecords) {
+        bound = await deps.attemptRecords.bindExchangedPod(
+          {
+            tenant_id: identity.tenant_id,
+            task_instance_id: identity.task_instance_id,
+            try_number: identity.try_number,
+            dag_id: identity.dag_id,
+            dag_run_id: identity.dag_run_id,
+            run_id: identity.run_id,
+            task_id: identity.task_id,
+          },
+          identity.dispatch_gen ?? 0,
+          podUid,
+          now,
+          expiresAtMs,
+        );
+      }
     } catch (err) {
       exchangedAttempts.settle(attemptKey, false);
       throw err;
     }
     exchangedAttempts.settle(attemptKey, true);
+    // Another replica minted for this attempt first: the token made here is never handed out.
+    if (bound === 'taken') return refuse('replayed', { attempt: attemptKey, across: 'replicas' });
     deps.metrics?.exchanged('attempt');
     return create(ExchangeTokenResponseSchema, {
       token,
       scope: LeoflowTokenScope.ATTEMPT,
-      expiresAtMs: BigInt((Math.floor(now / 1000) + tokens.ttlSeconds) * 1000),
+      expiresAtMs: BigInt(expiresAtMs),
     });
   }
 
@@ -292,13 +356,9 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     const { namespace, name } = locator;
     // Only where this control plane puts attempt pods: it asks nothing of any other namespace.
     if (!secrets.namespaces.includes(namespace)) return refuse('not_authenticated', { namespace });
-    let secret;
-    try {
-      secret = await secrets.kube.readSecret(namespace, name);
-    } catch (err) {
-      logger.warn({ error: describe(err) }, 'reading the bootstrap Secret failed');
-      return refuse('unavailable');
-    }
+    const secret = await apiserver('reading the bootstrap Secret', () =>
+      secrets.kube.readSecret(namespace, name),
+    );
     const stored = secret?.data?.[BOOTSTRAP_SECRET_KEY];
     // Gone (exchanged already, or the attempt ended) or never ours: the same refusal.
     if (!secret || stored === undefined || secret.metadata?.deletionTimestamp) {
@@ -316,13 +376,9 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
       return refuse('identity_mismatch', { namespace, secret: name });
     }
     if (exchangedPods.has(owner.uid)) return refuse('replayed', { namespace, pod: owner.name });
-    let pod: V1Pod | null;
-    try {
-      pod = await kube.readPod(namespace, owner.name);
-    } catch (err) {
-      logger.warn({ error: describe(err) }, 'reading the exchanging pod failed');
-      return refuse('unavailable');
-    }
+    const pod = await apiserver('reading the exchanging pod', () =>
+      kube.readPod(namespace, owner.name),
+    );
     if (!pod || pod.metadata?.deletionTimestamp) {
       return refuse('pod_gone', { namespace, pod: owner.name });
     }
@@ -359,20 +415,14 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     const identity = await liveAttempt(pod);
     // Deleting the Secret (exactly the one read) is what makes the exchange once-only across
     // replicas: of two racing exchanges only one deletion succeeds, and only it mints.
-    let deleted: boolean;
-    try {
-      deleted = await secrets.kube.deleteSecret(
-        pod.namespace,
-        bootstrapSecretName(pod.name),
-        secret,
-      );
-    } catch (err) {
-      logger.warn({ error: describe(err) }, 'deleting the bootstrap Secret failed');
-      return refuse('unavailable');
-    }
+    // An answer lost after the apiserver deleted it leaves the retry nothing to exchange
+    // (`not_authenticated`): the one undecided outcome this path cannot give back.
+    const deleted = await apiserver('deleting the bootstrap Secret', () =>
+      secrets.kube.deleteSecret(pod.namespace, bootstrapSecretName(pod.name), secret),
+    );
     if (!deleted) return refuse('replayed', { namespace: pod.namespace, pod: pod.name });
     exchangedPods.markUsed(pod.uid);
-    return mint(identity);
+    return mint(identity, pod.uid);
   }
 
   async function exchangeProjected(credential: string): Promise<ExchangeTokenResponse> {
@@ -381,11 +431,12 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     const forPool = pod.annotations[WORKER_POOL_ANNOTATION] !== undefined;
     if (forAttempt === forPool)
       return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
-    if (!exchangedPods.claim(pod.uid))
-      return refuse('replayed', { namespace: pod.namespace, pod: pod.name });
+    const claimed = exchangedPods.claim(pod.uid);
+    if (claimed !== 'claimed')
+      return refuseClaim(claimed, { namespace: pod.namespace, pod: pod.name });
     let definite = false;
     try {
-      const res = forAttempt ? await mint(await liveAttempt(pod)) : await workerToken(pod);
+      const res = forAttempt ? await mint(await liveAttempt(pod), pod.uid) : await workerToken(pod);
       definite = true;
       return res;
     } catch (err) {
@@ -416,8 +467,15 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     ) {
       return refuse('malformed');
     }
+    // Screened before the token's hash is claimed: garbage costs no TokenReview and takes no
+    // place in the replay memory.
+    if (req.kind === BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN) {
+      const screen = screenProjectedToken(req.credential, EXCHANGE_AUDIENCE, clock.now());
+      if (screen !== 'plausible') return refuse(screen, { screened: true });
+    }
     const tokenKey = createHash('sha256').update(req.credential).digest('hex');
-    if (!usedTokens.claim(tokenKey)) return refuse('replayed');
+    const claimed = usedTokens.claim(tokenKey);
+    if (claimed !== 'claimed') return refuseClaim(claimed);
     let definite = false;
     try {
       const res =
@@ -438,9 +496,11 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
   };
 }
 
-/** A refusal that asking again cannot change; `unavailable` and unexpected failures can. */
+/** A refusal that asking again cannot change; `unavailable`, `overloaded` and unexpected failures can. */
 function isDefinite(err: unknown): boolean {
-  return err instanceof ExchangeRefused && err.refusal !== 'unavailable';
+  return (
+    err instanceof ExchangeRefused && err.refusal !== 'unavailable' && err.refusal !== 'overloaded'
+  );
 }
 
 /** An apiserver failure as a short class (no body, no URL, no token). */

@@ -208,6 +208,9 @@ export interface AttemptRecordsTable {
   renewal_stopped: string | null;
   credential_exp: number | null;
   undeclared_reads: string | null;
+  /** the pod that exchanged its bootstrap credential for this attempt (migration 0011) */
+  exchanged_pod_uid: string | null;
+  exchanged_dispatch_gen: number | null;
   created_at: number;
   updated_at: number;
 }

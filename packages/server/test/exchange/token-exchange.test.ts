@@ -494,7 +494,62 @@ describe('the token exchange, hostile cases (each refused)', () => {
     expect(minted).toHaveLength(1);
   });
 
-  it('garbage and screened tokens cost no TokenReview; a burst past the cap is Unavailable', async () => {
+  it("once per attempt across replicas: the attempt's record names the pod that exchanged", async () => {
+    // the store's bindExchangedPod, in memory (store.suite.ts holds the real one to the same rule)
+    const bound = new Map<string, { uid: string; gen: number }>();
+    const attemptRecords = {
+      bindExchangedPod: (
+        key: { task_instance_id: string; try_number: number },
+        gen: number,
+        uid: string,
+      ) => {
+        const k = `${key.task_instance_id}#${key.try_number}`;
+        const was = bound.get(k);
+        if (was && was.gen >= gen) return Promise.resolve('taken' as const);
+        bound.set(k, { uid, gen });
+        return Promise.resolve('bound' as const);
+      },
+    };
+    const replicaA = exchangeWith({ attemptRecords });
+    const replicaB = exchangeWith({ attemptRecords });
+    const ti = liveTi(`ti-replicas-${serial}`);
+    const real = createPod(podOf(ti), attemptAnnotation(ti.id));
+    expect((await replicaA(request(await projected(podOf(ti), real)))).scope).toBe(
+      LeoflowTokenScope.ATTEMPT,
+    );
+    expect(bound.get(`${ti.id}#1`)).toEqual({ uid: real, gen: 0 });
+    // the attempt's pod deleted and re-created under the same name, exchanging on the replica
+    // that has no memory of the first exchange: the shared record refuses it
+    double.api.deleteObject(podsType(), ns, podOf(ti), { gracePeriodSeconds: 0 }, admin());
+    const again = createPod(podOf(ti), attemptAnnotation(ti.id));
+    expect(await refusalOf(await projected(podOf(ti), again), replicaB)).toBe('replayed');
+    expect(minted).toHaveLength(2); // minted on B, never handed out
+    // a re-dispatch (generation 1) gets its own pod and its own exchange
+    ti.dispatch_gen = 1;
+    const redispatched = liveTi(`ti-replicas-${serial}`);
+    redispatched.dispatch_gen = 1;
+    const gen1 = createPod(podOf(redispatched), {
+      [IDENTITY_ANNOTATION]: JSON.stringify({ ti: ti.id, tenant: 'tenant-a', try: 1, gen: 1 }),
+    });
+    expect((await replicaB(request(await projected(podOf(redispatched), gen1)))).scope).toBe(
+      LeoflowTokenScope.ATTEMPT,
+    );
+    // a record that cannot be written decides nothing: unavailable, and the retry succeeds
+    const flakyRecords = {
+      bindExchangedPod: vi
+        .fn()
+        .mockRejectedValueOnce(new Error('connection terminated'))
+        .mockResolvedValue('bound'),
+    };
+    const flaky = exchangeWith({ attemptRecords: flakyRecords });
+    const other = liveTi(`ti-replicas-flaky-${serial}`);
+    const uid = createPod(podOf(other), attemptAnnotation(other.id));
+    const token = await projected(podOf(other), uid);
+    expect(await refusalOf(token, flaky)).toBe('unavailable');
+    expect((await flaky(request(token))).scope).toBe(LeoflowTokenScope.ATTEMPT);
+  });
+
+  it('garbage and screened tokens cost no TokenReview; a burst past the cap is Unavailable (overloaded)', async () => {
     for (let i = 0; i < 100; i++) {
       expect(await refusalOf(`garbage-${i}-${'x'.repeat(i)}`)).toBe('malformed');
     }
@@ -515,7 +570,7 @@ describe('the token exchange, hostile cases (each refused)', () => {
     };
     const capped = exchangeWith({ kube: hanging, maxConcurrentReviews: 3 });
     const inFlight = [0, 1, 2].map((i) => refusalOf(plausibleToken(`lf-${i}`, `u${i}`), capped));
-    expect(await refusalOf(plausibleToken('lf-3', 'u3'), capped)).toBe('unavailable');
+    expect(await refusalOf(plausibleToken('lf-3', 'u3'), capped)).toBe('overloaded');
     expect(reviews).toBe(3);
     release.splice(0).forEach((r) => r());
     expect(await Promise.all(inFlight)).toEqual(Array(3).fill('not_authenticated'));
@@ -525,6 +580,46 @@ describe('the token exchange, hostile cases (each refused)', () => {
     release.splice(0).forEach((r) => r());
     expect(await later).toBe('not_authenticated');
     expect(reviews).toBe(4);
+  });
+
+  it('the same token twice at once: the second is asked to retry, not refused as a replay', async () => {
+    const ti = liveTi(`ti-concurrent-${serial}`);
+    const uid = createPod(podOf(ti), attemptAnnotation(ti.id));
+    const token = await projected(podOf(ti), uid);
+    let release: () => void = () => undefined;
+    const slow: ExchangeKubeClient = {
+      ...kube,
+      reviewToken: (t, a) =>
+        new Promise((resolve, reject) => {
+          release = () => void kube.reviewToken(t, a).then(resolve, reject);
+        }),
+    };
+    const ex = exchangeWith({ kube: slow });
+    const first = ex(request(token));
+    await vi.waitFor(() => expect(reviews).toBe(1));
+    // the agent's retry overtaking its own first try (its call timed out): Unavailable
+    expect(await refusalOf(token, ex)).toBe('unavailable');
+    release();
+    expect((await first).scope).toBe(LeoflowTokenScope.ATTEMPT);
+    // decided now: a replay
+    expect(await refusalOf(token, ex)).toBe('replayed');
+    expect(reviews).toBe(1);
+  });
+
+  it('an apiserver call that does not answer in time decides nothing and frees its slot', async () => {
+    const ti = liveTi(`ti-hung-${serial}`);
+    const uid = createPod(podOf(ti), attemptAnnotation(ti.id));
+    const token = await projected(podOf(ti), uid);
+    let hangs = 1;
+    const hung: ExchangeKubeClient = {
+      ...kube,
+      readPod: (n, name) => (hangs-- > 0 ? new Promise(() => undefined) : kube.readPod(n, name)),
+    };
+    const ex = exchangeWith({ kube: hung, apiserverTimeoutMs: 50, maxConcurrentReviews: 1 });
+    expect(await refusalOf(token, ex)).toBe('unavailable');
+    // the one slot is free again, and the token, pod and attempt are unused: the retry succeeds
+    expect((await ex(request(token))).token).toBe(`leoflow-attempt-token-for-${ti.id}`);
+    expect(logs.join('\n')).toMatch(/reading the exchanging pod failed/);
   });
 
   it('an exchange the apiserver or the store could not decide uses nothing up: the retry succeeds', async () => {

@@ -1287,6 +1287,44 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       });
     });
 
+    it('binds the exchanging pod once per attempt: a later dispatch may rebind, nothing else', async () => {
+      const f = await fixture('exch');
+      // no record yet: the bind creates it
+      expect(await store.bindExchangedPod(keyOf(f), 0, 'uid-a', T0, T0 + 600_000)).toBe('bound');
+      expect(await store.getAttemptRecord(f.extract.id, 1)).toMatchObject({
+        credential_exp: T0 + 600_000,
+      });
+      // another pod, or the same one again, for the same dispatch: taken
+      expect(await store.bindExchangedPod(keyOf(f), 0, 'uid-b', T0 + 1, T0 + 600_001)).toBe(
+        'taken',
+      );
+      expect(await store.bindExchangedPod(keyOf(f), 0, 'uid-a', T0 + 2, T0 + 600_002)).toBe(
+        'taken',
+      );
+      // a re-dispatch of the same try (generation 1) binds its own pod, once
+      expect(await store.bindExchangedPod(keyOf(f), 1, 'uid-c', T0 + 3, T0 + 600_003)).toBe(
+        'bound',
+      );
+      expect(await store.bindExchangedPod(keyOf(f), 1, 'uid-d', T0 + 4, T0 + 600_004)).toBe(
+        'taken',
+      );
+      // an older dispatch never takes the attempt back
+      expect(await store.bindExchangedPod(keyOf(f), 0, 'uid-e', T0 + 5, T0 + 600_005)).toBe(
+        'taken',
+      );
+      // the next try has a record of its own
+      expect(await store.bindExchangedPod(keyOf(f, 2), 0, 'uid-f', T0 + 6, T0 + 600_006)).toBe(
+        'bound',
+      );
+      // two replicas racing for one attempt: exactly one binds
+      const g = await fixture('exch-race');
+      const raced = await Promise.all([
+        store.bindExchangedPod(keyOf(g), 0, 'uid-x', T0, T0 + 600_000),
+        store.bindExchangedPod(keyOf(g), 0, 'uid-y', T0, T0 + 600_000),
+      ]);
+      expect(raced.sort()).toEqual(['bound', 'taken']);
+    });
+
     it('undeclared reads are recorded once per attempt and summarised per DAG of one tenant', async () => {
       const f = await fixture('d5');
       const other = await fixture('d5-other');

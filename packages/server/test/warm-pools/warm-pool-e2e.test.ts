@@ -296,7 +296,7 @@ describe('warm pools, server side, through the double', () => {
     const second = await projected(first.pod);
     expect(await refusalOf(exchange(second))).toEqual({
       code: Code.PermissionDenied,
-      message: 'this pod has already exchanged its bootstrap credential',
+      message: 'this pod, or the attempt it names, has already exchanged its bootstrap credential',
     });
   });
 

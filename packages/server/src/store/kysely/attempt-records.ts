@@ -48,6 +48,30 @@ export class KyselyAttemptRecordStore extends KyselySeam implements AttemptRecor
     return row?.session_hash === session_hash ? 'same' : 'conflict';
   }
 
+  async bindExchangedPod(
+    key: AttemptRecordKey,
+    dispatch_gen: number,
+    pod_uid: string,
+    now: number,
+    credential_exp: number,
+  ): Promise<'bound' | 'taken'> {
+    await this.ensureAttemptRecord(key, now, credential_exp);
+    // One conditional UPDATE: of two replicas racing for the same attempt only one changes it.
+    const res = await this.db
+      .updateTable('attempt_records')
+      .set({ exchanged_pod_uid: pod_uid, exchanged_dispatch_gen: dispatch_gen, updated_at: now })
+      .where('task_instance_id', '=', key.task_instance_id)
+      .where('try_number', '=', key.try_number)
+      .where((eb) =>
+        eb.or([
+          eb('exchanged_pod_uid', 'is', null),
+          eb('exchanged_dispatch_gen', '<', dispatch_gen),
+        ]),
+      )
+      .executeTakeFirst();
+    return changed(res.numUpdatedRows) ? 'bound' : 'taken';
+  }
+
   async getAttemptRecord(
     task_instance_id: string,
     try_number: number,

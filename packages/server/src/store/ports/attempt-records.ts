@@ -26,6 +26,19 @@ export interface AttemptRecordStore {
     session_hash: string,
     now: number,
   ): Promise<AttemptSessionBinding>;
+  /**
+   * The token exchange's once-per-attempt rule, across replicas: binds the pod `pod_uid` of
+   * dispatch `dispatch_gen` to the attempt's record (creating it, with `credential_exp`, if it has
+   * none). 'bound' when no pod was bound yet, or only one of an earlier dispatch; 'taken' when a
+   * pod of this dispatch or a later one already exchanged (the same pod again included).
+   */
+  bindExchangedPod(
+    key: AttemptRecordKey,
+    dispatch_gen: number,
+    pod_uid: string,
+    now: number,
+    credential_exp: number,
+  ): Promise<'bound' | 'taken'>;
   getAttemptRecord(
     task_instance_id: string,
     try_number: number,
