@@ -266,6 +266,17 @@ export async function startControlPlane(
   // execution.warm_pools_enabled with pools configured (refused above without the exchange
   // transport and liveness=enforce): pool pods, the worker stream, warm routing.
   const warmPoolsConfig = cfg.kubernetes?.warmPools;
+  for (const pool of credentialCfg.warmPoolsEnabled ? (warmPoolsConfig ?? []) : []) {
+    const defaults = cfg.kubernetes?.tenants[pool.tenant]?.defaultResources;
+    if (Object.keys(defaults?.requests ?? {}).length + Object.keys(defaults?.limits ?? {}).length) {
+      // Warm routing sends an attempt with resources to a cold pod (a pool pod carries none), and
+      // a tenant's defaults give every attempt resources: this pool's pods would idle for good.
+      logger.warn(
+        { code: 'LF_WARM_POOL_UNUSED', tenant: pool.tenant, pool: pool.image },
+        `LF_WARM_POOL_UNUSED: tenant ${pool.tenant} sets default_resources, so none of its attempts runs warm and this pool's pods stay idle; remove the tenant's default_resources or the pool`,
+      );
+    }
+  }
   const warmPools =
     credentialCfg.warmPoolsEnabled && cfg.kubernetes && warmPoolsConfig?.length
       ? await wireWarmPools({

@@ -303,6 +303,11 @@ export const ERROR_CATALOGUE = {
     null,
     "Check the control plane's RBAC (create, delete and list pods in the pool's namespace) and that the pool's service account exists; the message gives the API status.",
   ),
+  LF_WARM_POOL_UNUSED: c(
+    'config',
+    null,
+    "A warning at start: the pool's tenant sets default_resources, so every attempt of it runs in a cold pod (a pool pod carries no resources) and the pool's pods idle. Remove the tenant's default_resources, or the pool.",
+  ),
   LF_WARM_WORKER_NOT_SERVING: c(
     'auth',
     null,

@@ -147,6 +147,41 @@ describe('startControlPlane under auth.agent_token_transport=exchange', () => {
     expect(one).not.toContain('auth.agent_token_transport is');
     // refused before the data directory was made: nothing to clean up after a refused boot
     expect(existsSync(cfg.dataDir)).toBe(false);
+    // both chosen: past the warm-pool guard, to the next check (this identity lacks the
+    // TokenReview grant), so the guard does not refuse the configuration it asks for
+    expect(await reasons(warm('exchange', 'enforce'))).toMatch(
+      /^LF_EXCHANGE_TOKENREVIEW_FORBIDDEN: /,
+    );
+
+    // a pool whose tenant sets default_resources would never be used (warm routing sends an
+    // attempt with resources cold): said at start, by code
+    const logged = async (defaultResources: Record<string, Record<string, string>>) => {
+      const lines: string[] = [];
+      const withPool = warm('exchange', 'enforce');
+      withPool.kubernetes!.tenants['default']!.defaultResources = defaultResources;
+      withPool.kubernetes!.warmPools = [
+        {
+          tenant: 'default',
+          namespace: NAMESPACE,
+          serviceAccount: 'default',
+          image: IMAGE,
+          minIdle: 1,
+          maxSize: 1,
+          maxAttemptsPerWorker: 5,
+          maxWorkerLifetimeMs: 3_600_000,
+          idleTtlMs: 300_000,
+        },
+      ];
+      await startControlPlane(withPool, {
+        logger: pino({ level: 'warn' }, { write: (l: string) => void lines.push(l) }),
+      }).then(
+        (cp) => cp.close(),
+        () => undefined,
+      );
+      return lines.join('');
+    };
+    expect(await logged({ limits: { cpu: '500m' } })).toContain('"code":"LF_WARM_POOL_UNUSED"');
+    expect(await logged({})).not.toContain('LF_WARM_POOL_UNUSED');
   });
 
   it('as the default install’s identity (no TokenReview grant): refused with LF_EXCHANGE_TOKENREVIEW_FORBIDDEN; with deploy/components/exchange applied: boots', async () => {
