@@ -1,6 +1,7 @@
 // log_throughput: stdout lines per second a chatty bash task gets stored (`seq 1 N`, every line
 // read back and checked), beside the same `seq 1 N > /dev/null` run directly.
 import {
+  BASELINE_ENV,
   api,
   describeFailure,
   log,
@@ -74,6 +75,7 @@ export async function run({ quick }) {
       trigger_to_success_ms: wallMs,
       stored_lines_per_s: linesPerS,
       baseline: {
+        spawn_env: Object.keys(BASELINE_ENV).join(', '),
         command: `seq 1 ${n} > /dev/null`,
         best_of_5_ms: round(baselineMs, 1),
         lines_per_s: baselinePerS,

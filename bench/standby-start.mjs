@@ -2,6 +2,7 @@
 // first line, when a standby agent takes it vs when a fresh agent is spawned for it. Two
 // standalones in the same run, one with standby agents and one without, alternate one-task runs.
 import {
+  BASELINE_ENV,
   describeFailure,
   log,
   ms,
@@ -88,7 +89,7 @@ export async function run({ quick }) {
     description,
     runs,
     ...result,
-    baseline: { node_spawn_ms: node },
+    baseline: { spawn_env: Object.keys(BASELINE_ENV).join(', '), node_spawn_ms: node },
     standby_to_fresh_p50_ratio: ratio(p50('standby'), p50('fresh')),
     standby_p50_ratio_to_node_spawn: ratio(p50('standby'), node.p50),
     fresh_p50_ratio_to_node_spawn: ratio(p50('fresh'), node.p50),

@@ -3,6 +3,7 @@
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import {
+  BASELINE_ENV,
   REPO,
   agentPids,
   concurrentSpawns,
@@ -126,6 +127,7 @@ export async function run({ quick }) {
         ? null
         : round((cpus().length * 1000 * n) / (serverCpu + agentCpu), 2),
     baseline: {
+      spawn_env: Object.keys(BASELINE_ENV).join(', '),
       node_spawns: baseline,
       node_spawns_cpu_bound_per_s: baseline.cpu_ms_per_spawn
         ? round((cpus().length * 1000) / baseline.cpu_ms_per_spawn, 2)
