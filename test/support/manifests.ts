@@ -158,6 +158,8 @@ export interface KubectlCluster {
    * `namespace`), with a token the double mints for it (`kubectl create token`).
    */
   controlPlaneConfig(namespace: string): Promise<KubeConfig>;
+  /** The same identity as a kubeconfig file (what a control plane's configuration names). */
+  controlPlaneKubeconfig(namespace: string): Promise<string>;
   /** `kubectl apply -k <path>` (relative to the repo root, or absolute) as the admin. */
   apply(path: string): Promise<void>;
   stop(): Promise<void>;
@@ -174,23 +176,27 @@ export async function startKubectlCluster(prefix: string): Promise<KubectlCluste
         { encoding: 'utf8' },
       )
     ).stdout;
+  const controlPlaneKubeconfig = async (namespace: string) => {
+    const token = (
+      await kubectl([
+        '-n',
+        namespace,
+        'create',
+        'token',
+        'leoflow-control-plane',
+        '--duration',
+        '1h',
+      ])
+    ).trim();
+    return cluster.writeKubeconfig({ token, namespace, file: 'cp.kubeconfig' });
+  };
   return {
     cluster,
     kubectl,
+    controlPlaneKubeconfig,
     async controlPlaneConfig(namespace) {
-      const token = (
-        await kubectl([
-          '-n',
-          namespace,
-          'create',
-          'token',
-          'leoflow-control-plane',
-          '--duration',
-          '1h',
-        ])
-      ).trim();
       const kc = new KubeConfig();
-      kc.loadFromFile(cluster.writeKubeconfig({ token, namespace, file: 'cp.kubeconfig' }));
+      kc.loadFromFile(await controlPlaneKubeconfig(namespace));
       return kc;
     },
     async apply(path) {

@@ -4,11 +4,9 @@
  * service-account token volume), the agent's first call exchanges it, the task runs and succeeds,
  * and the control plane sent exactly one TokenReview per pod (leoflow_token_reviews_total).
  */
-import { join } from 'node:path';
 import { isActive, dagSpecHash } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultServerConfig } from '../../src/config/server-config.js';
 import { startControlPlane, type ControlPlane } from '../../src/control-plane.js';
 import { LABEL } from '../../src/executor/kubernetes/labels.js';
 import { AGENT_TOKEN_ENV } from '../../src/executor/kubernetes/token-transport.js';
@@ -16,6 +14,7 @@ import {
   EXCHANGE_TOKEN_FILE_ENV,
   EXCHANGE_TOKEN_VOLUME,
 } from '../../src/executor/kubernetes/projected-token.js';
+import { exchangePlaneConfig } from '../support/exchange-plane-config.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
 import { tokenReviewsCounted, waitFor } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
@@ -31,34 +30,14 @@ beforeAll(async () => {
     namespaces: { [NAMESPACE]: ['leoflow-task'] },
     kubelet: { agentImages: [AGENT_IMAGE] },
   });
-  const cfg = defaultServerConfig(join(cluster.dir, 'data'));
-  cfg.http.port = 0;
-  cfg.agent.port = 0;
-  cfg.metrics.port = 0;
-  cfg.execution.heartbeatIntervalMs = 1_000;
-  cfg.execution.schedulerTickMs = 50;
-  cfg.credentials.agentTokenTransport = 'exchange';
-  cfg.defaultExecutor = 'kubernetes';
-  cfg.kubernetes = {
+  const cfg = exchangePlaneConfig({
+    dir: cluster.dir,
     kubeconfig: cluster.kubeconfig,
-    agentImage: AGENT_IMAGE,
-    agentUrl: null,
-    podStartTimeoutMs: 30_000,
+    image: AGENT_IMAGE,
     instance: 'exchange',
-    runAsUser: 65532,
-    terminationGracePeriodSeconds: 5,
-    agentCaConfigMap: null,
-    keepFinishedPods: true,
-    tenants: {
-      default: {
-        namespace: NAMESPACE,
-        images: [],
-        serviceAccounts: ['leoflow-task'],
-        maxResources: { cpu: '1', memory: '1Gi' },
-        defaultResources: {},
-      },
-    },
-  };
+    tenants: { default: NAMESPACE },
+    serviceAccount: 'leoflow-task',
+  });
   cp = await startControlPlane(cfg, { logger: pino({ level: 'silent' }) });
 }, 60_000);
 

@@ -5,11 +5,9 @@
  * value, the task runs and succeeds without the value or its variable in its env, the Secret is
  * gone, the value no longer exchanges, and no TokenReview was sent.
  */
-import { join } from 'node:path';
 import { isActive, dagSpecHash } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultServerConfig } from '../../src/config/server-config.js';
 import { startControlPlane, type ControlPlane } from '../../src/control-plane.js';
 import { create } from '@bufbuild/protobuf';
 import { createClient } from '@connectrpc/connect';
@@ -25,6 +23,7 @@ import {
 } from '../../src/exchange/bootstrap-secret.js';
 import { LABEL } from '../../src/executor/kubernetes/labels.js';
 import { EXCHANGE_TOKEN_VOLUME } from '../../src/executor/kubernetes/projected-token.js';
+import { exchangePlaneConfig } from '../support/exchange-plane-config.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
 import { tokenReviewsCounted, waitFor } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
@@ -51,35 +50,15 @@ beforeAll(async () => {
       values.add(Buffer.from(data[BOOTSTRAP_SECRET_KEY], 'base64').toString('utf8'));
     }
   });
-  const cfg = defaultServerConfig(join(cluster.dir, 'data'));
-  cfg.http.port = 0;
-  cfg.agent.port = 0;
-  cfg.metrics.port = 0;
-  cfg.execution.heartbeatIntervalMs = 1_000;
-  cfg.execution.schedulerTickMs = 50;
-  cfg.credentials.agentTokenTransport = 'exchange';
-  cfg.credentials.exchangeBootstrap = 'secret_key_ref';
-  cfg.defaultExecutor = 'kubernetes';
-  cfg.kubernetes = {
+  const cfg = exchangePlaneConfig({
+    dir: cluster.dir,
     kubeconfig: cluster.kubeconfig,
-    agentImage: AGENT_IMAGE,
-    agentUrl: null,
-    podStartTimeoutMs: 30_000,
+    image: AGENT_IMAGE,
     instance: 'skr',
-    runAsUser: 65532,
-    terminationGracePeriodSeconds: 5,
-    agentCaConfigMap: null,
-    keepFinishedPods: true,
-    tenants: {
-      default: {
-        namespace: NAMESPACE,
-        images: [],
-        serviceAccounts: ['leoflow-task'],
-        maxResources: { cpu: '1', memory: '1Gi' },
-        defaultResources: {},
-      },
-    },
-  };
+    tenants: { default: NAMESPACE },
+    serviceAccount: 'leoflow-task',
+  });
+  cfg.credentials.exchangeBootstrap = 'secret_key_ref';
   cp = await startControlPlane(cfg, {
     logger: pino({ level: 'debug' }, { write: (line: string) => void logLines.push(line) }),
   });

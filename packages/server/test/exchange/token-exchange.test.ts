@@ -117,6 +117,30 @@ function plausibleToken(pod: string, uid: string): string {
   });
 }
 
+/**
+ * The live client, except that TokenReview vouches for a token bound to `pod`/`uid` (a cluster
+ * in its grace window, or one whose answer the test shapes); `over` changes one part of it.
+ */
+function vouching(
+  pod: string,
+  uid: string,
+  over: { account?: string; audiences?: string[]; extra?: Record<string, string[]> } = {},
+): ExchangeKubeClient {
+  return {
+    ...kube,
+    reviewToken: () =>
+      Promise.resolve({
+        authenticated: true,
+        username: `system:serviceaccount:${ns}:${over.account ?? SA}`,
+        audiences: over.audiences ?? [EXCHANGE_AUDIENCE],
+        extra: over.extra ?? {
+          'authentication.kubernetes.io/pod-name': [pod],
+          'authentication.kubernetes.io/pod-uid': [uid],
+        },
+      }),
+  };
+}
+
 function createPod(
   name: string,
   annotations: Record<string, string>,
@@ -292,19 +316,7 @@ describe('the token exchange, hostile cases (each refused)', () => {
     // refused on its claims, before any TokenReview; the stubbed review shows the review's
     // own refusal too, for a token whose claims lie about its audience
     expect(reviews).toBe(0);
-    const otherAudience: ExchangeKubeClient = {
-      ...kube,
-      reviewToken: () =>
-        Promise.resolve({
-          authenticated: true,
-          username: `system:serviceaccount:${ns}:${SA}`,
-          audiences: ['some-other-service'],
-          extra: {
-            'authentication.kubernetes.io/pod-name': [podOf(ti)],
-            'authentication.kubernetes.io/pod-uid': [uid],
-          },
-        }),
-    };
+    const otherAudience = vouching(podOf(ti), uid, { audiences: ['some-other-service'] });
     expect(
       await refusalOf(plausibleToken(podOf(ti), uid), exchangeWith({ kube: otherAudience })),
     ).toBe('not_authenticated');
@@ -347,23 +359,11 @@ describe('the token exchange, hostile cases (each refused)', () => {
     expect(await refusalOf(token)).toBe('pod_gone');
     expect(reviews).toBe(1);
     const ghost = liveTi(`ti-ghost-${serial}`);
-    const vouching: ExchangeKubeClient = {
-      ...kube,
-      reviewToken: () =>
-        Promise.resolve({
-          authenticated: true,
-          username: `system:serviceaccount:${ns}:${SA}`,
-          audiences: [EXCHANGE_AUDIENCE],
-          extra: {
-            'authentication.kubernetes.io/pod-name': [podOf(ghost)],
-            'authentication.kubernetes.io/pod-uid': ['no-such-uid'],
-          },
-        }),
-    };
+    const ghostReview = vouching(podOf(ghost), 'no-such-uid');
     expect(
       await refusalOf(
         plausibleToken(podOf(ghost), 'no-such-uid'),
-        exchangeWith({ kube: vouching }),
+        exchangeWith({ kube: ghostReview }),
       ),
     ).toBe('pod_gone');
     expect(minted).toEqual([]);
@@ -378,19 +378,7 @@ describe('the token exchange, hostile cases (each refused)', () => {
     expect(await refusalOf(token)).toBe('not_authenticated');
     // and where the review still vouched for the old uid (a cluster in its grace window), the
     // read-back of the pod by name refuses the new one
-    const stale: ExchangeKubeClient = {
-      ...kube,
-      reviewToken: () =>
-        Promise.resolve({
-          authenticated: true,
-          username: `system:serviceaccount:${ns}:${SA}`,
-          audiences: [EXCHANGE_AUDIENCE],
-          extra: {
-            'authentication.kubernetes.io/pod-name': [podOf(ti)],
-            'authentication.kubernetes.io/pod-uid': [uid],
-          },
-        }),
-    };
+    const stale = vouching(podOf(ti), uid);
     expect(await refusalOf(plausibleToken(podOf(ti), uid), exchangeWith({ kube: stale }))).toBe(
       'identity_mismatch',
     );
@@ -418,19 +406,7 @@ describe('the token exchange, hostile cases (each refused)', () => {
       await refusalOf(await projected(podOf(other0), uid, [EXCHANGE_AUDIENCE], 'intruder')),
     ).toBe('identity_mismatch');
     // a review whose username names another account than the pod's
-    const other: ExchangeKubeClient = {
-      ...kube,
-      reviewToken: () =>
-        Promise.resolve({
-          authenticated: true,
-          username: `system:serviceaccount:${ns}:intruder`,
-          audiences: [EXCHANGE_AUDIENCE],
-          extra: {
-            'authentication.kubernetes.io/pod-name': [podOf(ti)],
-            'authentication.kubernetes.io/pod-uid': [uid0],
-          },
-        }),
-    };
+    const other = vouching(podOf(ti), uid0, { account: 'intruder' });
     expect(await refusalOf(plausibleToken(podOf(ti), uid0), exchangeWith({ kube: other }))).toBe(
       'identity_mismatch',
     );
@@ -446,16 +422,7 @@ describe('the token exchange, hostile cases (each refused)', () => {
     // refused on its claims (no pod binding), before any TokenReview; a review of such a token
     // (extras without a pod) is refused the same way
     expect(reviews).toBe(0);
-    const unbound: ExchangeKubeClient = {
-      ...kube,
-      reviewToken: () =>
-        Promise.resolve({
-          authenticated: true,
-          username: `system:serviceaccount:${ns}:${SA}`,
-          audiences: [EXCHANGE_AUDIENCE],
-          extra: {},
-        }),
-    };
+    const unbound = vouching(podOf(ti), 'u', { extra: {} });
     expect(await refusalOf(plausibleToken(podOf(ti), 'u'), exchangeWith({ kube: unbound }))).toBe(
       'not_a_pod',
     );

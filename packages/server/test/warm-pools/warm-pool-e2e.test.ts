@@ -7,23 +7,19 @@
  * sides: a worker token on every other RPC, a second exchange, another tenant's attempt, an
  * unacked assignment's token, a recycled pod's token.
  */
-import { join } from 'node:path';
-import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
+import { Code, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { CoreV1Api } from '@kubernetes/client-node';
 import type { KubeDouble } from '@leoflow/kube-double';
 import {
   AgentService,
   AGENT_PROTOCOL_VERSION,
-  BootstrapCredentialKind,
   LeoflowTokenScope,
   ReportedState,
-  type AwaitAssignmentResponse,
 } from '@leoflow/protocol';
 import { dagSpecHash, isActive, type Clock } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultServerConfig } from '../../src/config/server-config.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
 import { startControlPlane, type ControlPlane } from '../../src/control-plane.js';
 import { EXCHANGE_AUDIENCE } from '../../src/exchange/audience.js';
@@ -37,8 +33,18 @@ import { WARM_WORKER_ENV } from '../../src/executor/kubernetes/pool-pod-builder.
 import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
 import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
-import { waitFor as waitUntil } from '../support/observe.js';
+import { exchangePlaneConfig } from '../support/exchange-plane-config.js';
 import { spec, task } from '../support/spec-builders.js';
+import {
+  bearer,
+  codeOf,
+  exchangeProjected,
+  openWorkerStream,
+  projectedToken,
+  refusalOf,
+  waitFor,
+  type Pod,
+} from './worker-client.js';
 
 const NS_A = 'pool-a';
 const NS_B = 'pool-b';
@@ -86,38 +92,20 @@ beforeAll(async () => {
   });
   double = cluster.double;
   adminCore = cluster.adminConfig().makeApiClient(CoreV1Api);
-  const cfg = defaultServerConfig(join(cluster.dir, 'data'));
-  cfg.http.port = 0;
-  cfg.agent.port = 0;
-  cfg.metrics.port = null;
-  cfg.execution.heartbeatIntervalMs = 1_000;
-  cfg.execution.schedulerTickMs = 50;
-  cfg.credentials.agentTokenTransport = 'exchange';
-  cfg.credentials.secretLivenessMode = 'enforce';
-  cfg.credentials.warmPoolsEnabled = true;
-  cfg.defaultExecutor = 'kubernetes';
-  const tenant = (namespace: string) => ({
-    namespace,
-    images: [IMAGE],
-    serviceAccounts: [SA],
-    maxResources: { cpu: '1', memory: '1Gi' },
-    defaultResources: {},
-  });
-  cfg.kubernetes = {
+  const cfg = exchangePlaneConfig({
+    dir: cluster.dir,
     kubeconfig: cluster.kubeconfig,
-    agentImage: IMAGE,
-    agentUrl: null,
-    podStartTimeoutMs: 120_000,
+    image: IMAGE,
+    images: [IMAGE],
     instance: 'warm',
-    runAsUser: 65532,
+    tenants: { default: NS_A, beta: NS_B },
+    serviceAccount: SA,
+    podStartTimeoutMs: 120_000,
     terminationGracePeriodSeconds: 0,
-    agentCaConfigMap: null,
-    keepFinishedPods: true,
-    tenants: { default: tenant(NS_A), beta: tenant(NS_B) },
-    warmPools: [POOL],
     // the test drives reconcile() itself
-    warmPoolReconcileIntervalMs: 3_600_000,
-  };
+    warmPools: { pools: [POOL], reconcileIntervalMs: 3_600_000 },
+  });
+  cfg.credentials.secretLivenessMode = 'enforce';
   cp = await startControlPlane(cfg, {
     clock,
     logger: pino({ level: 'debug' }, { write: (line: string) => void logs.push(line) }),
@@ -132,11 +120,6 @@ afterAll(async () => {
   await cluster?.stop();
 }, 60_000);
 
-type Pod = {
-  metadata: { name: string; namespace: string; uid: string; annotations?: Record<string, string> };
-  spec: Record<string, unknown>;
-};
-
 function podsIn(namespace: string, executor: string): Pod[] {
   return (double.store.list(double.api.type('', 'pods')) as Pod[]).filter(
     (p) =>
@@ -145,95 +128,9 @@ function podsIn(namespace: string, executor: string): Pod[] {
   );
 }
 
-async function projected(pod: Pod): Promise<string> {
-  const reply = await adminCore.createNamespacedServiceAccountToken({
-    namespace: pod.metadata.namespace,
-    name: SA,
-    body: {
-      apiVersion: 'authentication.k8s.io/v1',
-      kind: 'TokenRequest',
-      spec: {
-        audiences: [EXCHANGE_AUDIENCE],
-        expirationSeconds: 600,
-        boundObjectRef: {
-          kind: 'Pod',
-          apiVersion: 'v1',
-          name: pod.metadata.name,
-          uid: pod.metadata.uid,
-        },
-      },
-    },
-  });
-  return reply.status?.token ?? '';
-}
-
-function exchange(credential: string) {
-  return client.exchangeToken({
-    kind: BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN,
-    credential,
-    protocolVersion: AGENT_PROTOCOL_VERSION,
-  });
-}
-
-const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
-
-async function codeOf(p: Promise<unknown>): Promise<Code | 'ok'> {
-  try {
-    await p;
-    return 'ok';
-  } catch (err) {
-    return ConnectError.from(err).code;
-  }
-}
-
-/** A refusal's code and (unprefixed) message, or 'ok' when the call was answered. */
-async function refusalOf(p: Promise<unknown>): Promise<{ code: Code; message: string } | 'ok'> {
-  try {
-    await p;
-    return 'ok';
-  } catch (err) {
-    const e = ConnectError.from(err);
-    return { code: e.code, message: e.rawMessage };
-  }
-}
-
-/** A worker's AwaitAssignment stream: its events in order, as they arrive. */
-function openStream(token: string) {
-  const abort = new AbortController();
-  const events: AwaitAssignmentResponse[] = [];
-  let failure: ConnectError | null = null;
-  let ended = false;
-  void (async () => {
-    try {
-      for await (const m of client.awaitAssignment(
-        { freeSlots: 1, protocolVersion: AGENT_PROTOCOL_VERSION, agentVersion: 'test' },
-        { ...bearer(token), signal: abort.signal },
-      )) {
-        events.push(m);
-      }
-    } catch (err) {
-      failure = ConnectError.from(err);
-    } finally {
-      ended = true;
-    }
-  })();
-  return {
-    events,
-    failure: () => failure,
-    ended: () => ended,
-    close: () => abort.abort(),
-    next: async <K extends NonNullable<AwaitAssignmentResponse['event']['case']>>(kind: K) => {
-      const m = await waitFor(`a ${kind} event`, () =>
-        Promise.resolve(events.find((e) => e.event.case === kind)),
-      );
-      events.splice(events.indexOf(m), 1);
-      return m.event.value as Extract<AwaitAssignmentResponse['event'], { case: K }>['value'];
-    },
-  };
-}
-
-const waitFor = <T>(what: string, probe: () => Promise<T | undefined>) =>
-  waitUntil(what, probe, 20_000, 25);
+const projected = (pod: Pod) => projectedToken(adminCore, pod, SA);
+const exchange = (credential: string) => exchangeProjected(client, credential);
+const openStream = (token: string) => openWorkerStream(client, token);
 
 let serial = 0;
 async function trigger(tenant: string) {

@@ -13,12 +13,12 @@ import { join } from 'node:path';
 import { dagSpecHash, isActive } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultServerConfig } from '../../src/config/server-config.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
 import { startControlPlane, type ControlPlane } from '../../src/control-plane.js';
 import { IDENTITY_ANNOTATION } from '../../src/executor/kubernetes/labels.js';
 import { WORKER_POOL_ANNOTATION } from '../../src/exchange/reviewed-pod.js';
 import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
+import { exchangePlaneConfig } from '../support/exchange-plane-config.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
 import { tokenReviewsCounted, waitFor as waitUntil } from '../support/observe.js';
 import { spec, task } from '../support/spec-builders.js';
@@ -53,40 +53,19 @@ beforeAll(async () => {
     namespaces: { [NAMESPACE]: [SA] },
     kubelet: { nodeName: 'node-warm', agentImages: [IMAGE] },
   });
-  const cfg = defaultServerConfig(join(cluster.dir, 'data'));
-  cfg.http.port = 0;
-  cfg.agent.port = 0;
-  cfg.metrics.port = 0;
-  cfg.execution.heartbeatIntervalMs = 1_000;
-  cfg.execution.schedulerTickMs = 50;
-  cfg.credentials.agentTokenTransport = 'exchange';
+  const cfg = exchangePlaneConfig({
+    dir: cluster.dir,
+    kubeconfig: cluster.kubeconfig,
+    image: IMAGE,
+    images: [IMAGE],
+    instance: 'warm-kubelet',
+    tenants: { default: NAMESPACE },
+    serviceAccount: SA,
+    warmPools: { pools: [POOL], reconcileIntervalMs: 200 },
+  });
   cfg.credentials.secretLivenessMode = 'enforce';
-  cfg.credentials.warmPoolsEnabled = true;
   // Undeclared secrets are refused (the default, permissive, would deliver them, audited).
   cfg.credentials.secretScoping = 'enforce';
-  cfg.defaultExecutor = 'kubernetes';
-  cfg.kubernetes = {
-    kubeconfig: cluster.kubeconfig,
-    agentImage: IMAGE,
-    agentUrl: null,
-    podStartTimeoutMs: 30_000,
-    instance: 'warm-kubelet',
-    runAsUser: 65532,
-    terminationGracePeriodSeconds: 5,
-    agentCaConfigMap: null,
-    keepFinishedPods: true,
-    tenants: {
-      default: {
-        namespace: NAMESPACE,
-        images: [IMAGE],
-        serviceAccounts: [SA],
-        maxResources: { cpu: '1', memory: '1Gi' },
-        defaultResources: {},
-      },
-    },
-    warmPools: [POOL],
-    warmPoolReconcileIntervalMs: 200,
-  };
   cp = await startControlPlane(cfg, {
     logger: pino({ level: 'debug' }, { write: (line: string) => void logs.push(line) }),
   });

@@ -7,32 +7,37 @@
  * Server side, through the kube-apiserver double; the worker is a Connect client on the real
  * agent port (as in warm-pool-e2e.test.ts).
  */
-import { join } from 'node:path';
 import { readFileSync } from 'node:fs';
-import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
+import { Code, createClient, type Client } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { CoreV1Api } from '@kubernetes/client-node';
 import {
   AgentService,
   AGENT_PROTOCOL_VERSION,
-  BootstrapCredentialKind,
   LeoflowTokenScope,
   ReportedState,
   type Assignment,
-  type AwaitAssignmentResponse,
 } from '@leoflow/protocol';
 import { dagSpecHash, isActive } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { defaultServerConfig } from '../../src/config/server-config.js';
 import type { WarmPoolConfig } from '../../src/config/warm-pool-config.js';
 import { startControlPlane, type ControlPlane } from '../../src/control-plane.js';
-import { EXCHANGE_AUDIENCE } from '../../src/exchange/audience.js';
 import { LABEL } from '../../src/executor/kubernetes/labels.js';
 import { warmPoolKey } from '../../src/warm-pools/pool-manager.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../support/kube-cluster.js';
-import { waitFor as waitUntil } from '../support/observe.js';
+import { exchangePlaneConfig } from '../support/exchange-plane-config.js';
 import { spec, task } from '../support/spec-builders.js';
+import { ACME_POOL } from './pool-fixtures.js';
+import {
+  bearer,
+  exchangeProjected,
+  openWorkerStream,
+  projectedToken,
+  refusalOf,
+  waitFor,
+  type Pod,
+} from './worker-client.js';
 
 const NS = 'pool-reuse';
 const SA = 'runner-sa';
@@ -40,6 +45,7 @@ const IMAGE = 'leoflow-agent:warm-reuse';
 const CANARY = 'canary-reuse-5e81c0d2';
 const CONN_PASSWORD = 'connpw-reuse-93b7';
 const POOL: WarmPoolConfig = {
+  ...ACME_POOL,
   tenant: 'default',
   namespace: NS,
   serviceAccount: SA,
@@ -48,8 +54,6 @@ const POOL: WarmPoolConfig = {
   // one pod: every attempt lands on it
   maxSize: 1,
   maxAttemptsPerWorker: 5,
-  maxWorkerLifetimeMs: 3_600_000,
-  idleTtlMs: 300_000,
 };
 const POOL_KEY = warmPoolKey(POOL);
 
@@ -62,40 +66,21 @@ beforeAll(async () => {
     prefix: 'leoflow-warm-reuse-',
     namespaces: { [NS]: [SA] },
   });
-  const cfg = defaultServerConfig(join(cluster.dir, 'data'));
-  cfg.http.port = 0;
-  cfg.agent.port = 0;
-  cfg.metrics.port = null;
-  cfg.execution.heartbeatIntervalMs = 1_000;
-  cfg.execution.schedulerTickMs = 50;
-  cfg.credentials.agentTokenTransport = 'exchange';
-  cfg.credentials.secretLivenessMode = 'enforce';
-  cfg.credentials.warmPoolsEnabled = true;
-  cfg.credentials.secretScoping = 'enforce';
-  cfg.defaultExecutor = 'kubernetes';
-  cfg.kubernetes = {
+  const cfg = exchangePlaneConfig({
+    dir: cluster.dir,
     kubeconfig: cluster.kubeconfig,
-    agentImage: IMAGE,
-    agentUrl: null,
-    podStartTimeoutMs: 120_000,
+    image: IMAGE,
+    images: [IMAGE],
     instance: 'warm-reuse',
-    runAsUser: 65532,
+    tenants: { default: NS },
+    serviceAccount: SA,
+    podStartTimeoutMs: 120_000,
     terminationGracePeriodSeconds: 0,
-    agentCaConfigMap: null,
-    keepFinishedPods: true,
-    tenants: {
-      default: {
-        namespace: NS,
-        images: [IMAGE],
-        serviceAccounts: [SA],
-        maxResources: { cpu: '1', memory: '1Gi' },
-        defaultResources: {},
-      },
-    },
-    warmPools: [POOL],
     // the test drives reconcile() itself
-    warmPoolReconcileIntervalMs: 3_600_000,
-  };
+    warmPools: { pools: [POOL], reconcileIntervalMs: 3_600_000 },
+  });
+  cfg.credentials.secretLivenessMode = 'enforce';
+  cfg.credentials.secretScoping = 'enforce';
   cp = await startControlPlane(cfg, { logger: pino({ level: 'silent' }) });
   const admin = {
     authorization: `Bearer ${readFileSync(cp.adminTokenFile, 'utf8').trim()}`,
@@ -121,84 +106,17 @@ afterAll(async () => {
   await cluster?.stop();
 }, 60_000);
 
-const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
-
-const waitFor = <T>(what: string, probe: () => Promise<T | undefined>) =>
-  waitUntil(what, probe, 20_000, 25);
-
-async function refusalOf(p: Promise<unknown>): Promise<{ code: Code; message: string } | 'ok'> {
-  try {
-    await p;
-    return 'ok';
-  } catch (err) {
-    const e = ConnectError.from(err);
-    return { code: e.code, message: e.rawMessage };
-  }
-}
-
 /** The pool's one pod, exchanged for its worker token with a projected token bound to it. */
 async function bootstrapWorker(): Promise<{ podName: string; token: string }> {
   await cp.warmPools!.reconcile();
-  const pod = (
-    cluster.double.store.list(cluster.double.api.type('', 'pods')) as {
-      metadata: { name: string; namespace: string; uid: string; labels?: Record<string, string> };
-    }[]
-  ).find((p) => p.metadata.namespace === NS && p.metadata.labels?.[LABEL.executor] === 'warm-pool');
+  const pod = (cluster.double.store.list(cluster.double.api.type('', 'pods')) as Pod[]).find(
+    (p) => p.metadata.namespace === NS && p.metadata.labels?.[LABEL.executor] === 'warm-pool',
+  );
   expect(pod, 'the pool keeps an idle pod').toBeDefined();
   const core = cluster.adminConfig().makeApiClient(CoreV1Api);
-  const projected = await core.createNamespacedServiceAccountToken({
-    namespace: NS,
-    name: SA,
-    body: {
-      apiVersion: 'authentication.k8s.io/v1',
-      kind: 'TokenRequest',
-      spec: {
-        audiences: [EXCHANGE_AUDIENCE],
-        expirationSeconds: 600,
-        boundObjectRef: {
-          kind: 'Pod',
-          apiVersion: 'v1',
-          name: pod!.metadata.name,
-          uid: pod!.metadata.uid,
-        },
-      },
-    },
-  });
-  const res = await client.exchangeToken({
-    kind: BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN,
-    credential: projected.status?.token ?? '',
-    protocolVersion: AGENT_PROTOCOL_VERSION,
-  });
+  const res = await exchangeProjected(client, await projectedToken(core, pod!, SA));
   expect(res.scope).toBe(LeoflowTokenScope.WORKER);
   return { podName: pod!.metadata.name, token: res.token };
-}
-
-/** The worker's AwaitAssignment stream (one free slot), its assignments as they arrive. */
-function openStream(token: string) {
-  const abort = new AbortController();
-  const events: AwaitAssignmentResponse[] = [];
-  void (async () => {
-    try {
-      for await (const m of client.awaitAssignment(
-        { freeSlots: 1, protocolVersion: AGENT_PROTOCOL_VERSION, agentVersion: 'test' },
-        { ...bearer(token), signal: abort.signal },
-      )) {
-        events.push(m);
-      }
-    } catch {
-      // closed by the test
-    }
-  })();
-  return {
-    close: () => abort.abort(),
-    nextAssignment: async (): Promise<Assignment> => {
-      const m = await waitFor('an assignment', () =>
-        Promise.resolve(events.find((e) => e.event.case === 'assignment')),
-      );
-      events.splice(events.indexOf(m), 1);
-      return m.event.value as Assignment;
-    },
-  };
 }
 
 /** Acks the assignment and registers with its own token, as the worker's attempt code does. */
@@ -239,7 +157,7 @@ const secrets = { variables: ['reuse_var'], connections: ['reuse_conn'] };
 describe('a reused warm pool pod', () => {
   it("attempt 1's unexpired token, replayed on the pod once attempt 2 runs there, resolves no secret", async () => {
     const worker = await bootstrapWorker();
-    const stream = openStream(worker.token);
+    const stream = openWorkerStream(client, worker.token);
     await waitFor('the worker to attach', () =>
       Promise.resolve(cp.warmPools!.broker.workers === 1 ? true : undefined),
     );
@@ -249,13 +167,13 @@ describe('a reused warm pool pod', () => {
       task('up'),
       task('work', { depends_on: ['up'], ...secrets }),
     ]);
-    const up = await start(await stream.nextAssignment());
+    const up = await start(await stream.next('assignment'));
     await client.pushXCom(
       { key: 'return_value', value: new TextEncoder().encode('"from-up"') },
       bearer(up),
     );
     await finish(up, run1.id, 'up');
-    const a1 = await stream.nextAssignment();
+    const a1 = await stream.next('assignment');
     expect(a1.spec?.taskId).toBe('work');
     const token1 = await start(a1);
     // live, attempt 1's token resolves its declared secrets (the gate is not simply closed)
@@ -273,7 +191,7 @@ describe('a reused warm pool pod', () => {
 
     // Attempt 2, on the same pod.
     const run2 = await trigger('reuse_second', [task('next', secrets)]);
-    const a2 = await stream.nextAssignment();
+    const a2 = await stream.next('assignment');
     expect(a2.spec?.dagId).toBe('reuse_second');
     const token2 = await start(a2);
     expect(
