@@ -105,5 +105,22 @@ describe('an exchange-mode attempt through the double and the kubelet simulator'
       expect(p.spec.containers[0]?.env?.map((e) => e.name)).toContain(EXCHANGE_TOKEN_FILE_ENV);
     }
     expect(await tokenReviewsCounted(cp.metricsUrl)).toBe(pods.length);
+    // the control plane's exchange recorded each attempt's pod in the shared store: another pod
+    // of the same dispatch, on any replica, finds the attempt taken
+    for (const run of runs) {
+      const ti = (await cp.store.getTaskInstance(run.id, 'work'))!;
+      const key = {
+        tenant_id: ti.tenant_id,
+        task_instance_id: ti.id,
+        try_number: ti.try_number,
+        dag_id: ti.dag_id,
+        dag_run_id: run.id,
+        run_id: run.run_id,
+        task_id: 'work',
+      };
+      expect(await cp.store.bindExchangedPod(key, ti.dispatch_gen, 'another-pod', 0, 0)).toBe(
+        'taken',
+      );
+    }
   }, 90_000);
 });

@@ -521,6 +521,9 @@ describe('the token exchange, hostile cases (each refused)', () => {
       expect(await refusalOf(`garbage-${i}-${'x'.repeat(i)}`)).toBe('malformed');
     }
     expect(await refusalOf(unsignedJwt({ aud: 'elsewhere', exp: 9e9 }))).toBe('not_authenticated');
+    // screened before its hash is remembered: the same garbage again is screened again, not a
+    // "replay" (the replay memory keeps room for tokens that reached a decision)
+    expect(await refusalOf(unsignedJwt({ aud: 'elsewhere', exp: 9e9 }))).toBe('not_authenticated');
     expect(await refusalOf(unsignedJwt({ aud: [EXCHANGE_AUDIENCE], exp: 1 }))).toBe(
       'not_authenticated',
     );
