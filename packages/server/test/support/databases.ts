@@ -5,8 +5,8 @@ import { afterAll, beforeAll } from 'vitest';
 const DEFAULT_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
 export const POSTGRES_HOWTO =
-  'start PostgreSQL (e.g. `docker run -d -p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust ' +
-  '-e POSTGRES_DB=test postgres:16`) or point LEOFLOW_TEST_POSTGRES_URL at one';
+  'run scripts/dev-services.sh (installs and starts a local test PostgreSQL with a `test` ' +
+  'database) or point LEOFLOW_TEST_POSTGRES_URL at one';
 
 /** Where the Postgres half of the storage suite connects. */
 export function postgresTestUrl(): string {
