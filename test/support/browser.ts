@@ -17,7 +17,7 @@ export function browserAvailability(): 'run' | 'skip' | 'missing' {
   return required ? 'missing' : 'skip';
 }
 
-export const BROWSER_HOWTO = `install Debian's chromium (apt-get install chromium) or point LEOFLOW_CHROMIUM at a Chromium binary`;
+export const BROWSER_HOWTO = `run scripts/dev-services.sh (it installs Debian's chromium) or point LEOFLOW_CHROMIUM at a Chromium binary`;
 
 /** Flags for a closed network: nothing phones home, nothing updates, no QUIC probing. */
 const FLAGS = [

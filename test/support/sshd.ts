@@ -24,7 +24,7 @@ export function sshdAvailability(): 'run' | 'skip' | 'missing' {
   return required ? 'missing' : 'skip';
 }
 
-export const SSHD_HOWTO = `install Debian's openssh-server (apt-get install openssh-server; .ci/run does)`;
+export const SSHD_HOWTO = `run scripts/dev-services.sh (it installs Debian's openssh-server)`;
 
 export interface KeyPair {
   /** OpenSSH private key file content */
