@@ -78,17 +78,49 @@ export default tseslint.config(
   {
     // Tenancy by construction: request handlers reach data only through a TenantScope (or
     // PlatformAdmin behind a platform permission), never the store or the vault directly.
+    // api/tenancy/ is where those scopes are built from the store's ports; the web session
+    // store (api/web-session/sessions.ts) holds no tenant data.
     files: ['packages/server/src/api/**/*.ts'],
+    ignores: [
+      'packages/server/src/api/tenancy/**',
+      'packages/server/src/api/web-session/sessions.ts',
+    ],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
         {
           patterns: [
             {
-              group: ['../store/*', '../vault/*', '!../store/types.js'],
+              group: [
+                '**/store/*',
+                '**/store/**',
+                '**/vault/*',
+                '**/vault/**',
+                '!../store/types.js',
+                '!../../store/types.js',
+              ],
               message:
                 'API handlers use req.scope (TenantScope) so no query can forget its tenant; add a method there',
               allowTypeImports: false,
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Composition lives in boot/ alone; .dependency-cruiser.cjs holds the layers and cycles.
+    files: ['packages/server/src/**/*.ts'],
+    ignores: ['packages/server/src/index.ts', 'packages/server/src/boot/**'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/boot/*', '**/boot/**'],
+              message:
+                'only the entry point (index.ts) imports boot/: build and do here, wire in boot/',
             },
           ],
         },
@@ -106,7 +138,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['**/*.js', '**/*.mjs', 'vitest.config.ts', 'eslint.config.js'],
+    files: ['**/*.js', '**/*.mjs', '**/*.cjs', 'vitest.config.ts', 'eslint.config.js'],
     ...tseslint.configs.disableTypeChecked,
   },
 );

@@ -1,6 +1,6 @@
 // Shared pieces of the credential-plane benchmarks (heartbeat_renewal, secret_rpc): the control
 // plane's credential path assembled in this process from the BUILT server (packages/*/dist) by
-// the server's own assemblePlane (plane-assembly.ts, which the control plane and the test
+// the server's own assemblePlane (boot/plane-assembly.ts, which the control plane and the test
 // harness call too) — SQLite store, file signing keyring, caching verifier, vault, scheduler on a
 // manual clock with a recording executor, the real agent RPC server over h2c on 127.0.0.1 — and
 // a load-generator child process (bench/rpc-load.mjs).
@@ -85,7 +85,7 @@ export async function assemblePlane({ label, scoping, liveness }) {
   const keyring = new Keyring({ id: 'k-bench', key: randomBytes(32) });
   const executor = new RecordingExecutor();
   const metrics = new CredentialMetrics({ defaultMetrics: false });
-  // Wired by the server's own assembly (plane-assembly.ts), as the control plane wires it. The
+  // Wired by the server's own assembly (boot/plane-assembly.ts), as the control plane wires it. The
   // per-try delivery record is on unless LEOFLOW_BENCH_NO_RECORDS=1 (to measure what it costs).
   const inputs = (maxCredentialLifetimeMs) => ({
     store,

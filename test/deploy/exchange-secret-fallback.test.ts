@@ -8,9 +8,9 @@
  */
 import { loadCredentialPlaneConfig } from '@leoflow/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkExchangeBoot } from '../../packages/server/src/exchange/exchange-boot.js';
-import { kubeBootstrapSecretClient } from '../../packages/server/src/exchange/kube-bootstrap-secret.js';
-import { kubeExchangeClient } from '../../packages/server/src/exchange/kube-token-review.js';
+import { checkExchangeBoot } from '../../packages/server/src/boot/exchange-boot.js';
+import { kubeBootstrapSecretClient } from '../../packages/server/src/executor/kubernetes/exchange/kube-bootstrap-secret.js';
+import { kubeExchangeClient } from '../../packages/server/src/executor/kubernetes/exchange/kube-token-review.js';
 import {
   arrayAt,
   find,

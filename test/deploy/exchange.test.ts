@@ -7,11 +7,11 @@
  */
 import { loadCredentialPlaneConfig } from '@leoflow/core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkExchangeBoot } from '../../packages/server/src/exchange/exchange-boot.js';
+import { checkExchangeBoot } from '../../packages/server/src/boot/exchange-boot.js';
 import {
   EXCHANGE_AUDIENCE,
   kubeExchangeClient,
-} from '../../packages/server/src/exchange/kube-token-review.js';
+} from '../../packages/server/src/executor/kubernetes/exchange/kube-token-review.js';
 import {
   arrayAt,
   at,

@@ -2,7 +2,10 @@ import type { Duplex } from 'node:stream';
 import type { Connection } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { RunnerSessions, SESSION_CLOSE } from '../../packages/server/src/cells/runner-sessions.js';
+import {
+  RunnerSessions,
+  SESSION_CLOSE,
+} from '../../packages/server/src/runners/cells/runner-sessions.js';
 import {
   SshRunnerDialer,
   type SshRunner,

@@ -3,18 +3,14 @@ import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { LogStream, PushLogsRequestSchema } from '@leoflow/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  AttemptLogBudgets,
-  DEFAULT_LOG_LIMITS,
-  LOG_CAP_NOTE_LINE,
-  type LogLimits,
-} from '../../packages/server/src/rpc/log-limits.js';
+import { AttemptLogBudgets, LOG_CAP_NOTE_LINE } from '../../packages/server/src/rpc/log-limits.js';
+import { DEFAULT_LOG_LIMITS, type LogLimits } from '../../packages/server/src/config/log-limits.js';
 import { createHarness, type Harness } from '../../packages/server/test/support/harness.js';
 import {
   report,
   setupVaultAndDag,
   startAttempt,
-} from '../../packages/server/test/credentials/support.js';
+} from '../../packages/server/test/attempts/support.js';
 import { api, cli, scratchDir, startStandalone, writeDag } from '../support/processes.js';
 
 /** Issue 10 item 4: a chatty task's log is stored whole; the server's caps say what they cut. */

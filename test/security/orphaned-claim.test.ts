@@ -10,7 +10,8 @@ import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { ReportedState, ReportStateRequestSchema } from '@leoflow/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AttemptLaunch, ClaimProbe } from '../../packages/server/src/executor/executor.js';
+import type { ClaimProbe } from '../../packages/server/src/executor/executor.js';
+import type { AttemptLaunch } from '../../packages/server/src/attempts/attempt-launch.js';
 import {
   createHarness,
   spec,

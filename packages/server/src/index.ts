@@ -1,7 +1,7 @@
 export * from './config/server-config.js';
 export * from './config/executor-config.js';
-export * from './control-plane.js';
-export * from './dags/compile-folder.js';
+export * from './boot/control-plane.js';
+export * from './scheduler/dags/compile-folder.js';
 export * from './auth/agent-token.js';
 export * from './auth/user-token.js';
 export * from './auth/signing-keys.js';
@@ -13,6 +13,6 @@ export * from './store/types.js';
 export * from './doctor/index.js';
 export * from './store/schema-status.js';
 export * from './rpc/agent-tls.js';
-export * from './credentials/key-reload.js';
+export * from './vault/key-reload.js';
 export * from './config/pro-config.js';
-export { startDoorProcess, doorPublicKeysFile } from './door/door-process.js';
+export { startDoorProcess, doorPublicKeysFile } from './boot/door-process.js';

@@ -18,16 +18,16 @@ import {
 } from '@leoflow/protocol';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkExchangeBoot } from '../../../packages/server/src/exchange/exchange-boot.js';
+import { checkExchangeBoot } from '../../../packages/server/src/boot/exchange-boot.js';
 import {
   EXCHANGE_AUDIENCE,
   kubeExchangeClient,
-} from '../../../packages/server/src/exchange/kube-token-review.js';
+} from '../../../packages/server/src/executor/kubernetes/exchange/kube-token-review.js';
 import {
   createTokenExchange,
   ExchangeRefused,
   type ExchangeRefusal,
-} from '../../../packages/server/src/exchange/token-exchange.js';
+} from '../../../packages/server/src/executor/kubernetes/exchange/token-exchange.js';
 import {
   IDENTITY_ANNOTATION,
   podName,

@@ -13,7 +13,7 @@ import { Duplex } from 'node:stream';
  * stream's own end takes (a WebSocket's close handshake). Closing instead ends the session
  * without a shutdown; the daemon re-dials (door) or ends (stdio) as for any lost session.
  *
- * The cell guards its side the same way (server cells/peer-eof-fence.ts); the daemon may not
+ * The cell guards its side the same way (server runners/cells/peer-eof-fence.ts); the daemon may not
  * import the server, hence the two.
  */
 export function fenceOffPeerEof(stream: Duplex): Duplex {

@@ -2,7 +2,7 @@ import { Duplex } from 'node:stream';
 import { createWebSocketStream, WebSocket } from 'ws';
 import { fenceOffPeerEof } from './peer-eof-fence.js';
 
-/** The close code a cell sends when the runner was deleted (server cells/runner-sessions.ts). */
+/** The close code a cell sends when the runner was deleted (server runners/cells/runner-sessions.ts). */
 export const RUNNER_DELETED_CLOSE = 4401;
 
 /**

@@ -425,14 +425,14 @@ it('every documented code is produced by at least one fixture on disk', () => {
     for (const e of list) seen.add(e.code);
   seen.add('LF_YAML_WARNING'); // yaml_custom_tag, asserted separately above
   // Refusals of the folder reader (server/dags/compile-folder.ts), which the in-memory reader of
-  // these fixtures cannot produce: asserted in packages/server/test/dags/compile-folder.test.ts
+  // these fixtures cannot produce: asserted in packages/server/test/scheduler/dags/compile-folder.test.ts
   // and test/security/dag-symlinks.test.ts.
   for (const code of [
     'LF_DAG_FILE_OUTSIDE_FOLDER',
     'LF_DAG_FILE_TOO_LARGE',
     'LF_DAG_FILE_NOT_REGULAR',
     // Needs the tenant's allowlist, so it is a registration-time refusal (server/dags/
-    // registration.ts), asserted in packages/server/test/dags/kubernetes-registration.test.ts.
+    // registration.ts), asserted in packages/server/test/scheduler/dags/kubernetes-registration.test.ts.
     'LF_DAG_KUBERNETES_NOT_ALLOWED',
   ])
     seen.add(code);

@@ -8,8 +8,8 @@ import {
 } from '@leoflow/core';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { ApiTokenRow } from '../store/types.js';
-import type { PlatformAdmin } from '../tenancy/platform.js';
-import type { TenantScopes } from '../tenancy/tenant-scope.js';
+import type { PlatformAdmin } from './tenancy/platform.js';
+import type { TenantScopes } from './tenancy/tenant-scope.js';
 import { actorOf, auditRequest } from './audit.js';
 import { listReply, nextOffset, pageQuery, paramsOf, stdErrors } from './schemas.js';
 import { iso } from './serialize.js';

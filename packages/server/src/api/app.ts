@@ -10,8 +10,8 @@ import {
 import type { Logger } from 'pino';
 import type { ApiTokens } from '../auth/api-tokens.js';
 import type { UserPrincipal } from '../auth/user-token.js';
-import type { PlatformAdmin } from '../tenancy/platform.js';
-import type { TenantScope, TenantScopes } from '../tenancy/tenant-scope.js';
+import type { PlatformAdmin } from './tenancy/platform.js';
+import type { TenantScope, TenantScopes } from './tenancy/tenant-scope.js';
 import { registerAdminRoutes } from './admin-routes.js';
 import { requirePermission, type AuthzContext } from './authz.js';
 import { registerDagRoutes } from './dag-routes.js';
@@ -26,8 +26,12 @@ import {
 import { registerRunRoutes } from './run-routes.js';
 import { registerRunnerRoutes, type RunnerRouteDeps } from './runner-routes.js';
 import { registerVaultRoutes } from './vault-routes.js';
-import { authenticateRequest, type UiDeps } from '../ui/guard.js';
-import { registerUiRoutes, rememberAuthentication, UI_ROUTE_PERMISSIONS } from '../ui/routes.js';
+import { authenticateRequest, type UiDeps } from './web-session/guard.js';
+import {
+  registerUiRoutes,
+  rememberAuthentication,
+  UI_ROUTE_PERMISSIONS,
+} from './web-session/routes.js';
 import fastifyHelmet from '@fastify/helmet';
 import {
   API_ROUTE_HELMET,
@@ -35,9 +39,9 @@ import {
   helmetOptions,
   loadAssets,
   pageServer,
-} from '../ui/static.js';
-import { registerProbeRoutes } from '../probes/probe-routes.js';
-import type { Readiness } from '../probes/readiness.js';
+} from './web-session/static.js';
+import { registerProbeRoutes } from './probes/probe-routes.js';
+import type { Readiness } from './probes/readiness.js';
 
 /**
  * What the REST API is built from. Deliberately no Store: request handlers reach data only
@@ -62,7 +66,7 @@ export interface ApiDeps {
   timeouts?: Partial<RestTimeouts>;
   /** the web app: pages at `/`, the session cookie, the live stream (absent: API only) */
   ui?: UiDeps;
-  /** /healthz and /readyz (probes/probe-routes.ts); absent: no probe routes */
+  /** /healthz and /readyz (api/probes/probe-routes.ts); absent: no probe routes */
   readiness?: () => Promise<Readiness>;
 }
 

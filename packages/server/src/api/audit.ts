@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { TenantScope } from '../tenancy/tenant-scope.js';
+import type { TenantScope } from './tenancy/tenant-scope.js';
 
 /** How an audit entry names who acted: the token's subject, its tenant and its jti. */
 export function actorOf(req: FastifyRequest): string {

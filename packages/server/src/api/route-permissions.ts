@@ -14,7 +14,7 @@ export type RouteAccess = Permission | typeof PUBLIC | typeof AUTHENTICATED;
  */
 export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
   'GET /api/v1/health': PUBLIC,
-  // Kubernetes probes (probes/probe-routes.ts): no token, and they reveal nothing but state.
+  // Kubernetes probes (api/probes/probe-routes.ts): no token, and they reveal nothing but state.
   'GET /healthz': PUBLIC,
   'GET /readyz': PUBLIC,
   'GET /api/v1/openapi.json': PUBLIC,

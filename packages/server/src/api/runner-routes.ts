@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { AuthError } from '@leoflow/core';
-import type { CellAdmin, CellView } from '../cells/cell-admin.js';
+import type { CellAdmin, CellView } from '../runners/cells/cell-admin.js';
 import type { RunnerRegistry, RunnerView } from '../runners/runner-registry.js';
 import type { RunnerInput } from '../runners/runner-validation.js';
 import { actorOf, auditRequest } from './audit.js';

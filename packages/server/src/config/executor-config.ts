@@ -8,8 +8,9 @@ import {
   type ResourceList,
   type TaskResources,
 } from '@leoflow/core';
-import { EXECUTOR_KINDS } from '../executor/catalog.js';
-import type { KubernetesExecutorConfig, KubernetesTenantConfig } from './server-config.js';
+import { EXECUTOR_KIND_NAMES } from './executor-kinds.js';
+import type { KubernetesExecutorConfig } from './server-config.js';
+import type { KubernetesTenantConfig } from './kubernetes-tenant-config.js';
 import { parseWarmPools } from './warm-pool-config.js';
 
 /** What the config file's `executor:` section sets (the rest of the file is core's). */
@@ -86,7 +87,7 @@ export function parseExecutorSection(raw: unknown, configFile: string | null): E
     out.kubernetes = parseKubernetes(raw.kubernetes, configFile, problem);
   }
   if (raw.default !== undefined) {
-    const known = [...EXECUTOR_KINDS.keys()];
+    const known: readonly string[] = EXECUTOR_KIND_NAMES;
     if (typeof raw.default !== 'string' || !known.includes(raw.default)) {
       problem(
         'executor.default',

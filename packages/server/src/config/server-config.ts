@@ -1,15 +1,14 @@
+import type { KubernetesTenantConfig } from './kubernetes-tenant-config.js';
 import type { WarmPoolConfig } from './warm-pool-config.js';
 import {
   DEFAULT_ATTEMPT_NPROC_LIMIT,
   DEFAULT_ATTEMPT_UID_RANGE,
   DEFAULT_CREDENTIAL_PLANE_CONFIG,
   type CredentialPlaneConfig,
-  type ResourceList,
-  type TaskResources,
 } from '@leoflow/core';
-import { defaultSdkBundle } from '../executor/work-root.js';
+import { defaultSdkBundle } from './sdk-bundle.js';
 import { join, resolve } from 'node:path';
-import { DEFAULT_LOG_LIMITS, type LogLimits } from '../rpc/log-limits.js';
+import { DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
 import type { ProServerConfig } from './pro-config.js';
 
 /**
@@ -113,18 +112,6 @@ export interface SubprocessExecutorConfig {
   /** pre-started, credential-less agents waiting for an attempt; 0 starts each on demand */
   standbyAgents: number;
   keepWorkDirs: boolean;
-}
-
-export interface KubernetesTenantConfig {
-  /** the namespace this tenant's pods run in (the operator's choice, never the DAG's) */
-  namespace: string;
-  /** images its tasks may choose; the first is the default (the agent image when empty) */
-  images: string[];
-  /** service accounts its tasks may choose; the first is the default */
-  serviceAccounts: string[];
-  /** ceilings on one task's requests and limits; a resource without a ceiling cannot be set */
-  maxResources: ResourceList;
-  defaultResources: TaskResources;
 }
 
 export interface KubernetesExecutorConfig {

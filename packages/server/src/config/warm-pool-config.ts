@@ -1,5 +1,5 @@
 import { parseDuration } from '@leoflow/core';
-import type { KubernetesTenantConfig } from './server-config.js';
+import type { KubernetesTenantConfig } from './kubernetes-tenant-config.js';
 
 /**
  * One warm pool (executor.kubernetes.warm_pools[n]): pods kept started and idle for one

@@ -1,12 +1,6 @@
 import type { KubernetesExecutorConfig } from '../config/server-config.js';
 import type { SectionContext } from './findings.js';
-
-/** One right the Kubernetes executor uses in a tenant's namespace. */
-export interface KubernetesRight {
-  verb: string;
-  resource: string;
-  subresource?: string;
-}
+import type { KubernetesAccessProbe, KubernetesRight } from './types.js';
 
 /**
  * What the executor does in every tenant namespace: create attempt pods, watch them, read their
@@ -22,14 +16,6 @@ export const EXECUTOR_RIGHTS: readonly KubernetesRight[] = [
   { verb: 'delete', resource: 'pods' },
   { verb: 'get', resource: 'pods', subresource: 'status' },
 ];
-
-/**
- * Asks the cluster, as the control plane's own identity, whether it may do something
- * (a SelfSubjectAccessReview). Throws when the cluster cannot be asked at all.
- */
-export interface KubernetesAccessProbe {
-  allowed(namespace: string, right: KubernetesRight): Promise<boolean>;
-}
 
 function describe(r: KubernetesRight): string {
   return `${r.verb} ${r.resource}${r.subresource ? `/${r.subresource}` : ''}`;

@@ -1,5 +1,5 @@
 import type { KubernetesExecutorConfig } from '../config/server-config.js';
-import type { KubernetesAccessProbe } from './kubernetes-access.js';
+import type { KubernetesAccessProbe } from './types.js';
 
 /**
  * The real probe: SelfSubjectAccessReviews, made with the identity the executor itself uses

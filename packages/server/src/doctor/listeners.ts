@@ -1,4 +1,4 @@
-import { isLoopbackHost } from '../credentials/secret-delivery.js';
+import { isLoopbackHost } from '../attempts/secret-delivery.js';
 import type { SectionContext } from './findings.js';
 import { databaseUrlHasPassword } from './redact.js';
 

@@ -2,7 +2,6 @@ import type { KubernetesExecutorConfig, ServerConfig } from '../config/server-co
 import type { UndeclaredUseSummary } from '../store/types.js';
 import type { KeyringSource } from '../vault/load-keyring.js';
 import type { AgentChannelMode } from '../rpc/agent-server.js';
-import type { KubernetesAccessProbe } from './kubernetes-access.js';
 
 /** The shapes of `leoflow doctor`'s report and of what it reads; the sections fill them in. */
 
@@ -159,4 +158,19 @@ export interface DoctorReport {
   posture: Posture;
   checks: DoctorCheck[];
   summary: { ok: number; warn: number; fail: number };
+}
+
+/** One right the Kubernetes executor uses in a tenant's namespace. */
+export interface KubernetesRight {
+  verb: string;
+  resource: string;
+  subresource?: string;
+}
+
+/**
+ * Asks the cluster, as the control plane's own identity, whether it may do something
+ * (a SelfSubjectAccessReview). Throws when the cluster cannot be asked at all.
+ */
+export interface KubernetesAccessProbe {
+  allowed(namespace: string, right: KubernetesRight): Promise<boolean>;
 }

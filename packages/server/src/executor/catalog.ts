@@ -1,3 +1,4 @@
+import type { ExecutorKindName } from '../config/executor-kinds.js';
 import type { ServerConfig } from '../config/server-config.js';
 import type { ExecutorPosture } from './executor.js';
 import { kubernetesPosture, podTokenTransport } from './kubernetes/token-transport.js';
@@ -33,9 +34,7 @@ const runner: ExecutorKind = {
   posture: () => ({ tokenTransport: RunnerExecutor.tokenTransport }),
 };
 
-/** Every executor kind in this build, by name. */
-export const EXECUTOR_KINDS: ReadonlyMap<string, ExecutorKind> = new Map([
-  [subprocess.name, subprocess],
-  [kubernetes.name, kubernetes],
-  [runner.name, runner],
-]);
+const BY_NAME: Record<ExecutorKindName, ExecutorKind> = { subprocess, kubernetes, runner };
+
+/** Every executor kind in this build, by name (config/executor-kinds.ts names them). */
+export const EXECUTOR_KINDS: ReadonlyMap<string, ExecutorKind> = new Map(Object.entries(BY_NAME));

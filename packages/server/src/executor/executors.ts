@@ -1,4 +1,5 @@
-import type { AgentExit, Executor } from './executor.js';
+import type { Executor } from './executor.js';
+import type { AgentExit } from '../attempts/attempt-lifecycle.js';
 
 /**
  * The executors a control plane runs, by name. Dispatch uses the default; everything that acts

@@ -1,14 +1,14 @@
-import type { AssignmentBroker } from '../assignments/assignment-broker.js';
+import type { AssignmentBroker } from './assignments/assignment-broker.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type {
-  AgentExit,
-  AttemptLaunch,
   ClaimProbe,
   Executor,
   ExecutorPosture,
   PendingClaim,
   StartedAgent,
 } from './executor.js';
+import type { AttemptLaunch } from '../attempts/attempt-launch.js';
+import type { AgentExit } from '../attempts/attempt-lifecycle.js';
 
 /** How long an attempt may wait for a runner before its claim is failed (dispatch_lost). */
 export const DEFAULT_RUNNER_WAIT_MS = 24 * 60 * 60_000;

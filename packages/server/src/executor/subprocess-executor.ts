@@ -24,15 +24,14 @@ import type { Logger } from 'pino';
 import { StandbyPoolSize } from './standby-pool-size.js';
 import type { TaskIsolation } from './run-as-user.js';
 import type {
-  AgentExit,
-  AttemptLaunch,
   ClaimProbe,
   Executor,
   ExecutorPosture,
-  HandOffRegistration,
   PendingClaim,
   StartedAgent,
 } from './executor.js';
+import type { AttemptLaunch, HandOffRegistration } from '../attempts/attempt-launch.js';
+import type { AgentExit } from '../attempts/attempt-lifecycle.js';
 
 export interface SubprocessExecutorOptions {
   agentEntry: string;

@@ -2,7 +2,6 @@ import { randomBytes } from 'node:crypto';
 import {
   chmodSync,
   copyFileSync,
-  existsSync,
   lstatSync,
   mkdirSync,
   readFileSync,
@@ -74,13 +73,6 @@ export function ensureWorkRoot(dir: string): void {
     );
   }
   chmodSync(dir, 0o711);
-}
-
-/** The SDK bundle `npm run build` writes (packages/sdk/dist/leoflow-sdk.mjs), or null. */
-export function defaultSdkBundle(): string | null {
-  // packages/server/dist/executor → packages/sdk/dist/leoflow-sdk.mjs
-  const p = new URL('../../../sdk/dist/leoflow-sdk.mjs', import.meta.url).pathname;
-  return existsSync(p) ? p : null;
 }
 
 /**

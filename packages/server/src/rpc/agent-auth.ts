@@ -12,7 +12,7 @@ import {
   type AgentTokenClaims,
   type AgentTokenVerification,
 } from '../auth/agent-token.js';
-import type { AttemptRecorder } from '../credentials/attempt-record.js';
+import type { AttemptRecorder } from '../attempts/attempt-record.js';
 import {
   WorkerTokenError,
   type WorkerTokenClaims,

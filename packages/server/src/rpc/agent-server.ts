@@ -13,7 +13,7 @@ import {
 import type { Compression } from '@connectrpc/connect/protocol';
 import { AgentService } from '@leoflow/protocol';
 import type { ServerConfig } from '../config/server-config.js';
-import { isLoopbackHost } from '../credentials/secret-delivery.js';
+import { isLoopbackHost } from '../attempts/secret-delivery.js';
 import {
   ADMITTED_BEARER,
   type AgentAuthentication,

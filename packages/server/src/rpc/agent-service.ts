@@ -21,25 +21,29 @@ import {
 import { ACTIVE_STATES, isActive, type Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenClaims, AgentTokenIssuer } from '../auth/agent-token.js';
-import type { AttemptRecorder } from '../credentials/attempt-record.js';
+import type { AttemptRecorder } from '../attempts/attempt-record.js';
 import {
   SecretRefusal,
   SecretUnavailable,
   type SecretDelivery,
-} from '../credentials/secret-delivery.js';
-import type { AttemptLifecycle } from '../scheduler/attempt-lifecycle.js';
-import type { SpecCache } from '../scheduler/spec-cache.js';
+} from '../attempts/secret-delivery.js';
+import type { AttemptLifecycle } from '../attempts/attempt-lifecycle.js';
+import type { SpecCache } from '../store/spec-cache.js';
 import type { LogStore } from '../store/ports/logs.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { XComStore } from '../store/ports/xcom.js';
 import type { LogLineRow, LogStreamName } from '../store/types.js';
-import type { TokenExchange } from '../exchange/token-exchange.js';
+import type { TokenExchange } from '../executor/kubernetes/exchange/token-exchange.js';
 import { AGENT_PRINCIPAL, attemptPrincipal } from './agent-auth.js';
 import type { AgentChannelMode } from './agent-server.js';
-import { taskSpecMessage } from './task-spec-message.js';
-import { createAttemptRegistration, type AttemptRegistration } from './attempt-registration.js';
-import { AttemptLogBudgets, DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
+import { taskSpecMessage } from '../attempts/task-spec-message.js';
+import {
+  createAttemptRegistration,
+  type AttemptRegistration,
+} from '../attempts/attempt-registration.js';
+import { AttemptLogBudgets } from './log-limits.js';
+import { DEFAULT_LOG_LIMITS, type LogLimits } from '../config/log-limits.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 
 export const MAX_XCOM_BYTES = 256 * 1024;
@@ -71,10 +75,10 @@ export interface AgentServiceDeps {
   records?: AttemptRecorder;
   /** agent protocol versions Register accepts; SUPPORTED_AGENT_PROTOCOLS when absent */
   agentProtocols?: AgentProtocolRange;
-  /** AwaitAssignment and AckAssignment (assignments/assignment-rpc.ts); Unimplemented when absent */
+  /** AwaitAssignment and AckAssignment (rpc/assignment-rpc.ts); Unimplemented when absent */
   assignments?: Pick<ServiceImpl<typeof AgentService>, 'awaitAssignment' | 'ackAssignment'>;
   /**
-   * The token exchange (exchange/token-exchange.ts), wired only when auth.agent_token_transport
+   * The token exchange (executor/kubernetes/exchange/token-exchange.ts), wired only when auth.agent_token_transport
    * is exchange; Unimplemented when absent.
    */
   exchange?: TokenExchange;

@@ -9,18 +9,19 @@ import {
 } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenIssuer } from '../auth/agent-token.js';
-import type { ClaimProbe, HandOffRegistration } from '../executor/executor.js';
+import type { ClaimProbe } from '../executor/executor.js';
+import type { HandOffRegistration } from '../attempts/attempt-launch.js';
 import type { Executors } from '../executor/executors.js';
-import { SoleLeadership, type Leadership } from '../leadership/leadership.js';
-import { taskSpecMessage } from '../rpc/task-spec-message.js';
+import { SoleLeadership, type Leadership } from './leadership/leadership.js';
+import { taskSpecMessage } from '../attempts/task-spec-message.js';
 import type { LeaderFence } from '../store/ports/leader-fence.js';
 import type { DagStore } from '../store/ports/dags.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { DagRunRow, TaskInstanceRow } from '../store/types.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
-import type { AttemptLifecycle } from './attempt-lifecycle.js';
-import type { SpecCache } from './spec-cache.js';
+import type { AttemptLifecycle } from '../attempts/attempt-lifecycle.js';
+import type { SpecCache } from '../store/spec-cache.js';
 
 export interface SchedulerTimings {
   tickMs: number;

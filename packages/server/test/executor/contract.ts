@@ -5,9 +5,10 @@ import { dagSpecHash, isActive, type DagSpec } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { defaultServerConfig, type ServerConfig } from '../../src/config/server-config.js';
-import { startControlPlane, type ControlPlane } from '../../src/control-plane.js';
+import { startControlPlane, type ControlPlane } from '../../src/boot/control-plane.js';
 import { EXECUTOR_KINDS } from '../../src/executor/catalog.js';
-import type { AttemptLaunch, Executor, PendingClaim } from '../../src/executor/executor.js';
+import type { Executor, PendingClaim } from '../../src/executor/executor.js';
+import type { AttemptLaunch } from '../../src/attempts/attempt-launch.js';
 import type { DagRunRow, TaskInstanceRow } from '../../src/store/types.js';
 import { spec, task } from '../support/spec-builders.js';
 

@@ -5,12 +5,12 @@ import { create, fromBinary } from '@bufbuild/protobuf';
 import { RegisterResponseSchema, type RegisterResponse } from '@leoflow/protocol';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { HandOffRegistration } from '../../src/executor/executor.js';
+import type { HandOffRegistration } from '../../src/attempts/attempt-launch.js';
 import {
   handOffRegistrationPayload,
   MAX_PIPED_REGISTRATION_BYTES,
 } from '../../src/executor/subprocess-executor.js';
-import type { RegisteringAgent } from '../../src/rpc/attempt-registration.js';
+import type { RegisteringAgent } from '../../src/attempts/attempt-registration.js';
 import { pipeDumpExecutor, pipeDumpLaunch } from './pipe-dump.js';
 
 /**

@@ -5,7 +5,7 @@ import {
   SubprocessExecutor,
   type SubprocessExecutorOptions,
 } from '../../src/executor/subprocess-executor.js';
-import type { AttemptLaunch } from '../../src/executor/executor.js';
+import type { AttemptLaunch } from '../../src/attempts/attempt-launch.js';
 
 export const PIPE_DUMP_AGENT_URL = 'http://127.0.0.1:9';
 

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { AssignmentBroker } from '../../src/assignments/assignment-broker.js';
+import { AssignmentBroker } from '../../src/executor/assignments/assignment-broker.js';
 import { RunnerExecutor } from '../../src/executor/runner-executor.js';
 import type { TaskInstanceRow } from '../../src/store/types.js';
 import { executorContract, type ContractSubject, type Exposure } from './contract.js';

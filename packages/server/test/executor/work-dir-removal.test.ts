@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pino } from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { AgentExit } from '../../src/executor/executor.js';
+import type { AgentExit } from '../../src/attempts/attempt-lifecycle.js';
 import { SubprocessExecutor } from '../../src/executor/subprocess-executor.js';
 
 const dirs: string[] = [];

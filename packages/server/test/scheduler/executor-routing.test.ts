@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { revokeAttemptCredential } from '../../src/credentials/revocation.js';
+import { revokeAttemptCredential } from '../../src/attempts/revocation.js';
 import type { ClaimProbe } from '../../src/executor/executor.js';
 import { createHarness, RecordingExecutor, spec, task, type Harness } from '../support/harness.js';
 

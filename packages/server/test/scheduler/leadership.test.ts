@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Leadership } from '../../src/leadership/leadership.js';
-import { SoleLeadership } from '../../src/leadership/leadership.js';
+import type { Leadership } from '../../src/scheduler/leadership/leadership.js';
+import { SoleLeadership } from '../../src/scheduler/leadership/leadership.js';
 import { createHarness, spec, T0, task, type Harness } from '../support/harness.js';
 
 /** A leadership the test switches on and off (Lite's sole fence while on). */

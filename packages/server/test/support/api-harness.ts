@@ -22,9 +22,9 @@ import { postgresTestUrl } from './databases.js';
 import { RecordingExecutor, T0 } from './harness.js';
 import { Executors } from '../../src/executor/executors.js';
 import { spec, task } from './spec-builders.js';
-import { buildRestApi, type RestApiDeps } from '../../src/tenancy/rest-api.js';
-import { checkReadiness } from '../../src/probes/readiness.js';
-import type { UiDeps } from '../../src/ui/guard.js';
+import { buildRestApi, type RestApiDeps } from '../../src/boot/rest-api.js';
+import { checkReadiness } from '../../src/api/probes/readiness.js';
+import type { UiDeps } from '../../src/api/web-session/guard.js';
 
 export const PLATFORM_TENANT = 'default';
 /** the cell every harness directory holds (cells and placements have something to name) */

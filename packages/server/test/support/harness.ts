@@ -14,28 +14,22 @@ import pg from 'pg';
 import { AgentService, type AgentProtocolRange } from '@leoflow/protocol';
 import { pino } from 'pino';
 import { loadOrCreateSigningKey } from '../../src/auth/signing-keys.js';
-import type {
-  AgentExit,
-  AttemptLaunch,
-  Executor,
-  StartedAgent,
-} from '../../src/executor/executor.js';
+import type { Executor, StartedAgent } from '../../src/executor/executor.js';
+import type { AttemptLaunch } from '../../src/attempts/attempt-launch.js';
+import type { AgentExit } from '../../src/attempts/attempt-lifecycle.js';
 import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
-import type { LogLimits } from '../../src/rpc/log-limits.js';
+import type { LogLimits } from '../../src/config/log-limits.js';
 import { Keyring } from '../../src/vault/keyring.js';
 import { postgresTestUrl } from './databases.js';
 import type { AgentTokenIssuer } from '../../src/auth/agent-token.js';
 import type { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
-import type { AttemptRecorder } from '../../src/credentials/attempt-record.js';
+import type { AttemptRecorder } from '../../src/attempts/attempt-record.js';
 import { Executors } from '../../src/executor/executors.js';
-import type { Leadership } from '../../src/leadership/leadership.js';
-import { assemblePlane, type PlaneParts } from '../../src/plane-assembly.js';
-import { AssignmentBroker } from '../../src/assignments/assignment-broker.js';
-import { requeueFence } from '../../src/assignments/requeue-fence.js';
-import {
-  createAssignmentHandlers,
-  type AssignmentRpcDeps,
-} from '../../src/assignments/assignment-rpc.js';
+import type { Leadership } from '../../src/scheduler/leadership/leadership.js';
+import { assemblePlane, type PlaneParts } from '../../src/boot/plane-assembly.js';
+import { AssignmentBroker } from '../../src/executor/assignments/assignment-broker.js';
+import { requeueFence } from '../../src/executor/assignments/requeue-fence.js';
+import { createAssignmentHandlers, type AssignmentRpcDeps } from '../../src/rpc/assignment-rpc.js';
 import { RunnerExecutor } from '../../src/executor/runner-executor.js';
 import type { RunOperations } from '../../src/scheduler/run-operations.js';
 import type { Scheduler, SchedulerTimings } from '../../src/scheduler/scheduler.js';

@@ -1,5 +1,5 @@
 import type { KubernetesAllowlist } from '@leoflow/core';
-import type { KubernetesTenantConfig } from '../../config/server-config.js';
+import type { KubernetesTenantConfig } from '../../config/kubernetes-tenant-config.js';
 
 /** A tenant's configured allowlist; the agent image is its default image when none is listed. */
 export function allowlistOf(t: KubernetesTenantConfig, agentImage: string): KubernetesAllowlist {

@@ -5,7 +5,7 @@ import {
   BOOTSTRAP_SECRET_KEY,
   bootstrapSecretName,
   newBootstrapValue,
-} from '../../exchange/bootstrap-secret.js';
+} from './exchange/bootstrap-secret.js';
 import { LABEL, MANAGED_BY, labelValue } from './labels.js';
 
 /**

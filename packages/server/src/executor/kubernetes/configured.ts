@@ -1,7 +1,7 @@
 import { isActive } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { KubernetesExecutorConfig } from '../../config/server-config.js';
-import type { ExecutorPolicy } from '../../dags/registration.js';
+import type { ExecutorPolicy } from '../executor-policy.js';
 import type { TaskInstanceStore } from '../../store/ports/task-instances.js';
 import type { Executor } from '../executor.js';
 import { allowlistOf } from './allowlist.js';

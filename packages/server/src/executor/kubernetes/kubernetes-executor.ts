@@ -10,14 +10,14 @@ import type { Logger } from 'pino';
 import type { AttemptIdentity } from '../../auth/agent-token.js';
 import type { KubernetesExecutorConfig } from '../../config/server-config.js';
 import type {
-  AgentExit,
-  AttemptLaunch,
   ClaimProbe,
   Executor,
   ExecutorPosture,
   PendingClaim,
   StartedAgent,
 } from '../executor.js';
+import type { AttemptLaunch } from '../../attempts/attempt-launch.js';
+import type { AgentExit } from '../../attempts/attempt-lifecycle.js';
 import { allowlistOf } from './allowlist.js';
 import { BootstrapSecrets } from './bootstrap-secrets.js';
 import { IDENTITY_ANNOTATION, LABEL, MANAGED_BY, labelValue } from './labels.js';

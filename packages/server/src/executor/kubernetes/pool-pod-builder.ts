@@ -1,6 +1,6 @@
 import type { V1EnvVar, V1Pod } from '@kubernetes/client-node';
 import type { WarmPoolConfig } from '../../config/warm-pool-config.js';
-import { WORKER_POOL_ANNOTATION } from '../../exchange/reviewed-pod.js';
+import { WORKER_POOL_ANNOTATION } from './exchange/reviewed-pod.js';
 import {
   agentContainer,
   agentPlatformEnv,

@@ -1,5 +1,5 @@
 import type { V1Volume, V1VolumeMount } from '@kubernetes/client-node';
-import { EXCHANGE_AUDIENCE } from '../../exchange/audience.js';
+import { EXCHANGE_AUDIENCE } from './exchange/audience.js';
 
 /** Where the agent finds the projected token (a path, never a credential). */
 export const EXCHANGE_TOKEN_FILE_ENV = 'LEOFLOW_EXCHANGE_TOKEN_FILE';

@@ -4,7 +4,7 @@ import {
   BOOTSTRAP_SECRET_KEY,
   EXCHANGE_BOOTSTRAP_ENV,
   bootstrapSecretName,
-} from '../../exchange/bootstrap-secret.js';
+} from './exchange/bootstrap-secret.js';
 import { EXCHANGE_TOKEN_FILE_ENV, projectedExchangeToken } from './projected-token.js';
 
 /** The environment variable the envvar transport puts the attempt's credential in. */
@@ -59,7 +59,7 @@ export const envvarTransport: PodTokenTransport = {
  * exchange: the Pod carries no Leoflow credential, only a projected service-account token volume
  * (audience leoflow-control-plane, bound to this pod, read-only) and the file's path. The agent
  * trades that token for its attempt token with ExchangeToken, its first call; the control plane
- * checks it with one TokenReview and the pod itself (exchange/token-exchange.ts).
+ * checks it with one TokenReview and the pod itself (executor/kubernetes/exchange/token-exchange.ts).
  */
 export function exchangeTransport(expirationSeconds = 600): PodTokenTransport {
   return {

@@ -11,7 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { AttemptIdentity } from '../../../src/auth/agent-token.js';
 import { parseExecutorSection } from '../../../src/config/executor-config.js';
 import type { KubernetesExecutorConfig } from '../../../src/config/server-config.js';
-import type { AgentExit } from '../../../src/executor/executor.js';
+import type { AgentExit } from '../../../src/attempts/attempt-lifecycle.js';
 import { KubernetesExecutor } from '../../../src/executor/kubernetes/kubernetes-executor.js';
 import { LABEL } from '../../../src/executor/kubernetes/labels.js';
 import { startKubeTestCluster, type KubeTestCluster } from '../../support/kube-cluster.js';

@@ -11,8 +11,8 @@ import {
   BOOTSTRAP_SECRET_KEY,
   EXCHANGE_BOOTSTRAP_ENV,
   bootstrapSecretName,
-} from '../../../src/exchange/bootstrap-secret.js';
-import { WORKER_POOL_ANNOTATION } from '../../../src/exchange/reviewed-pod.js';
+} from '../../../src/executor/kubernetes/exchange/bootstrap-secret.js';
+import { WORKER_POOL_ANNOTATION } from '../../../src/executor/kubernetes/exchange/reviewed-pod.js';
 import { IDENTITY_ANNOTATION } from '../../../src/executor/kubernetes/labels.js';
 import {
   buildAttemptPod,

@@ -3,7 +3,7 @@
  * unless attempt_uids is off), naming its pool and nothing else.
  */
 import { describe, expect, it } from 'vitest';
-import { WORKER_POOL_ANNOTATION } from '../../../src/exchange/reviewed-pod.js';
+import { WORKER_POOL_ANNOTATION } from '../../../src/executor/kubernetes/exchange/reviewed-pod.js';
 import { IDENTITY_ANNOTATION, LABEL } from '../../../src/executor/kubernetes/labels.js';
 import {
   ATTEMPT_UID_CAPABILITIES,

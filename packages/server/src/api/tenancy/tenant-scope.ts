@@ -1,0 +1,384 @@
+import {
+  dagSpecHash,
+  LeoflowError,
+  type Clock,
+  type DagRunState,
+  type DagSpec,
+  DagError,
+  AuthError,
+} from '@leoflow/core';
+import { checkDeclarations, checkExecutorChoices } from '../../scheduler/dags/registration.js';
+import { type ExecutorPolicy } from '../../executor/executor-policy.js';
+import type { RevocationRequest } from '../../attempts/revocation.js';
+import type { RunOperations, TriggerInput } from '../../scheduler/run-operations.js';
+import type { ApiTokenStore } from '../../store/ports/api-tokens.js';
+import type { AttemptRecordStore } from '../../store/ports/attempt-records.js';
+import type { AuditStore } from '../../store/ports/audit.js';
+import type { ConnectionStore } from '../../store/ports/connections.js';
+import type { DagStore } from '../../store/ports/dags.js';
+import type { LogStore } from '../../store/ports/logs.js';
+import type { RunStore } from '../../store/ports/runs.js';
+import type { TaskInstanceStore } from '../../store/ports/task-instances.js';
+import type { VariableStore } from '../../store/ports/variables.js';
+import type { XComStore } from '../../store/ports/xcom.js';
+import type {
+  ApiTokenRow,
+  DagRow,
+  DagRunRow,
+  DagVersionRow,
+  LogLineRow,
+  Page,
+  TaskInstanceHistoryRow,
+  TaskInstanceRow,
+  XComRow,
+  AttemptRecordRow,
+  UndeclaredUseSummary,
+} from '../../store/types.js';
+import type { AuditRecord } from '../../store/vault-types.js';
+import type { VaultService } from '../../vault/vault-service.js';
+
+/** Vault operations with the tenant already applied: the caller has no tenant argument to get wrong. */
+type TenantBound<T, K extends keyof T> = {
+  [P in K]: T[P] extends (tenant_id: string, ...rest: infer A) => infer R
+    ? (...rest: A) => R
+    : never;
+};
+
+export type TenantVault = TenantBound<
+  VaultService,
+  | 'setVariable'
+  | 'getVariable'
+  | 'listVariables'
+  | 'deleteVariable'
+  | 'resolveVariables'
+  | 'setConnection'
+  | 'getConnection'
+  | 'listConnections'
+  | 'deleteConnection'
+  | 'resolveConnections'
+>;
+
+export type RevokeCredential = (
+  request: RevocationRequest,
+) => Promise<{ task_instance_id: string; try_number: number; terminated: boolean }>;
+
+/**
+ * What a tenant's scope reads and writes in the store directly (vault values go through the
+ * VaultService; variables and connections here only for the registration-time existence check).
+ * Not tenants, sealed values, attempt credentials or the lifecycle.
+ */
+export type TenantScopeStore = DagStore &
+  RunStore &
+  TaskInstanceStore &
+  AttemptRecordStore &
+  XComStore &
+  LogStore &
+  ApiTokenStore &
+  AuditStore &
+  VariableStore &
+  ConnectionStore;
+
+export interface TenantScopeDeps {
+  store: TenantScopeStore;
+  vault: VaultService;
+  runs: RunOperations;
+  clock: Clock;
+  revoke: RevokeCredential;
+  /** the executors and Kubernetes allowlists registration checks tasks against; absent = not checked (tests) */
+  executorPolicy?: ExecutorPolicy;
+}
+
+export interface AuditEntry {
+  actor: string;
+  action: string;
+  resource: { type: string; id: string };
+  request_id: string | null;
+  payload?: Record<string, unknown>;
+}
+
+/**
+ * Everything a request may read or change, already narrowed to one tenant. Request handlers get
+ * one of these and no store: there is no method that takes a tenant id, and every lookup that
+ * starts from a run or task goes through the tenant's (dag_id, run_id) first, so an object of
+ * another tenant is simply not found (404, existence not revealed).
+ */
+export class TenantScope {
+  readonly vault: TenantVault;
+
+  constructor(
+    readonly tenantId: string,
+    private readonly deps: TenantScopeDeps,
+  ) {
+    const v = deps.vault;
+    const t = tenantId;
+    type P<K extends keyof TenantVault> = Parameters<TenantVault[K]>;
+    this.vault = {
+      setVariable: (...a: P<'setVariable'>) => v.setVariable(t, ...a),
+      getVariable: (...a: P<'getVariable'>) => v.getVariable(t, ...a),
+      listVariables: (...a: P<'listVariables'>) => v.listVariables(t, ...a),
+      deleteVariable: (...a: P<'deleteVariable'>) => v.deleteVariable(t, ...a),
+      resolveVariables: (...a: P<'resolveVariables'>) => v.resolveVariables(t, ...a),
+      setConnection: (...a: P<'setConnection'>) => v.setConnection(t, ...a),
+      getConnection: (...a: P<'getConnection'>) => v.getConnection(t, ...a),
+      listConnections: (...a: P<'listConnections'>) => v.listConnections(t, ...a),
+      deleteConnection: (...a: P<'deleteConnection'>) => v.deleteConnection(t, ...a),
+      resolveConnections: (...a: P<'resolveConnections'>) => v.resolveConnections(t, ...a),
+    };
+  }
+
+  // ------------------------------------------------------------------ dags
+
+  listDags(page: Page): Promise<DagRow[]> {
+    return this.deps.store.listDags(this.tenantId, page);
+  }
+
+  async getDag(dagId: string): Promise<DagRow> {
+    const dag = await this.deps.store.getDag(this.tenantId, dagId);
+    if (!dag) {
+      throw new DagError('LF_DAG_NOT_FOUND', `no DAG "${dagId}"; see \`leoflow dags list\``);
+    }
+    return dag;
+  }
+
+  async getDagVersion(dagId: string, version: number): Promise<DagVersionRow> {
+    const v = await this.deps.store.getDagVersion(this.tenantId, dagId, version);
+    if (!v) {
+      throw new DagError(
+        'LF_DAG_VERSION_NOT_FOUND',
+        `DAG ${dagId} has no version ${version}; its versions are listed by GET /api/v1/dags/${dagId}/versions (the web app's Versions page)`,
+      );
+    }
+    return v;
+  }
+
+  async listDagVersions(dagId: string): Promise<Omit<DagVersionRow, 'spec'>[]> {
+    await this.getDag(dagId);
+    return this.deps.store.listDagVersions(this.tenantId, dagId);
+  }
+
+  async registerDag(spec: DagSpec): Promise<{ version: number; created: boolean }> {
+    if (this.deps.executorPolicy)
+      checkExecutorChoices(this.deps.executorPolicy, this.tenantId, spec);
+    await checkDeclarations(this.deps.store, this.tenantId, spec);
+    return this.deps.store.putDagVersion(
+      this.tenantId,
+      spec,
+      dagSpecHash(spec),
+      this.deps.clock.now(),
+    );
+  }
+
+  async setDagPaused(dagId: string, paused: boolean): Promise<DagRow> {
+    await this.getDag(dagId);
+    await this.deps.store.setDagPaused(this.tenantId, dagId, paused, this.deps.clock.now());
+    return this.getDag(dagId);
+  }
+
+  // ------------------------------------------------------------------ runs
+
+  triggerRun(dagId: string, input: TriggerInput): Promise<DagRunRow> {
+    return this.deps.runs.trigger(this.tenantId, dagId, input);
+  }
+
+  listRuns(
+    filter: { dag_id?: string; state?: DagRunState; run_id?: string },
+    page: Page,
+  ): Promise<DagRunRow[]> {
+    return this.deps.store.listRuns(this.tenantId, filter, page);
+  }
+
+  async getRun(dagId: string, runId: string): Promise<DagRunRow> {
+    const run = await this.deps.store.getRun(this.tenantId, dagId, runId);
+    if (!run) {
+      throw new LeoflowError(
+        'LF_RUN_NOT_FOUND',
+        `DAG ${dagId} has no run "${runId}"; see \`leoflow runs list --dag ${dagId}\``,
+      );
+    }
+    return run;
+  }
+
+  clearRun(
+    dagId: string,
+    runId: string,
+    opts: { taskIds: string[] | null; downstream: boolean },
+  ): Promise<{ run: DagRunRow; cleared: string[] }> {
+    return this.deps.runs.clear(this.tenantId, dagId, runId, opts);
+  }
+
+  /** The run's task instances in the DAG's declaration (dependency) order. */
+  async listTaskInstances(
+    dagId: string,
+    runId: string,
+  ): Promise<{ run: DagRunRow; taskInstances: TaskInstanceRow[] }> {
+    const run = await this.getRun(dagId, runId);
+    const tis = await this.deps.store.listTaskInstances(run.id);
+    const version = await this.deps.store.getDagVersion(this.tenantId, dagId, run.dag_version);
+    const order = new Map((version?.spec.tasks ?? []).map((t, i) => [t.task_id, i]));
+    tis.sort((a, b) => (order.get(a.task_id) ?? Infinity) - (order.get(b.task_id) ?? Infinity));
+    return { run, taskInstances: tis };
+  }
+
+  /**
+   * The grid: a DAG's newest runs (newest first) with their task instances, in two queries
+   * whatever the number of runs.
+   */
+  async grid(
+    dagId: string,
+    limit: number,
+  ): Promise<{ runs: DagRunRow[]; taskInstances: Map<string, TaskInstanceRow[]> }> {
+    await this.getDag(dagId);
+    const runs = await this.deps.store.listRuns(
+      this.tenantId,
+      { dag_id: dagId },
+      { limit, offset: 0 },
+    );
+    const tis = await this.deps.store.listTaskInstancesOfRuns(runs.map((r) => r.id));
+    const byRun = new Map<string, TaskInstanceRow[]>(runs.map((r) => [r.id, []]));
+    for (const ti of tis) byRun.get(ti.dag_run_id)?.push(ti);
+    return { runs, taskInstances: byRun };
+  }
+
+  async getTaskInstance(
+    dagId: string,
+    runId: string,
+    taskId: string,
+  ): Promise<{ run: DagRunRow; taskInstance: TaskInstanceRow }> {
+    const run = await this.getRun(dagId, runId);
+    const ti = await this.deps.store.getTaskInstance(run.id, taskId);
+    if (!ti) {
+      throw new LeoflowError(
+        'LF_TASK_NOT_FOUND',
+        `run ${runId} has no task "${taskId}"; see \`leoflow runs show ${runId}\``,
+      );
+    }
+    return { run, taskInstance: ti };
+  }
+
+  async taskHistory(
+    dagId: string,
+    runId: string,
+    taskId: string,
+  ): Promise<{ taskInstance: TaskInstanceRow; history: TaskInstanceHistoryRow[] }> {
+    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId);
+    const history = await this.deps.store.listTaskInstanceHistory(run.id, taskId);
+    return { taskInstance, history };
+  }
+
+  async readLogs(
+    dagId: string,
+    runId: string,
+    taskId: string,
+    q: { try?: number; after_line: number; limit: number },
+  ): Promise<{ taskInstance: TaskInstanceRow; tryNumber: number; lines: LogLineRow[] }> {
+    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId);
+    const tryNumber = q.try ?? taskInstance.try_number;
+    const lines = await this.deps.store.readLogs(run.id, taskId, tryNumber, q.after_line, q.limit);
+    return { taskInstance, tryNumber, lines };
+  }
+
+  async listXComs(dagId: string, runId: string, taskId: string): Promise<XComRow[]> {
+    const { run } = await this.getTaskInstance(dagId, runId, taskId);
+    return this.deps.store.listXComs(run.id, taskId);
+  }
+
+  /** The per-try delivery records of one task instance (every try, or one). */
+  async attemptRecords(
+    dagId: string,
+    runId: string,
+    taskId: string,
+    tryNumber?: number,
+  ): Promise<{ taskInstance: TaskInstanceRow; records: AttemptRecordRow[] }> {
+    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId);
+    const all = await this.deps.store.listAttemptRecords(run.id, taskId);
+    const records = all.filter(
+      (r) =>
+        r.tenant_id === this.tenantId && (tryNumber === undefined || r.try_number === tryNumber),
+    );
+    return { taskInstance, records };
+  }
+
+  /** D5: per DAG, the names tasks read through the SDK without declaring them. */
+  async undeclaredUse(dagId?: string): Promise<UndeclaredUseSummary[]> {
+    if (dagId !== undefined) await this.getDag(dagId);
+    return this.deps.store.summarizeUndeclaredUse(this.tenantId, dagId);
+  }
+
+  async revokeCredential(input: {
+    dagId: string;
+    runId: string;
+    taskId: string;
+    tryNumber?: number;
+    terminate: boolean;
+  }): Promise<{ task_instance_id: string; try_number: number; terminated: boolean }> {
+    const { taskInstance } = await this.getTaskInstance(input.dagId, input.runId, input.taskId);
+    return this.deps.revoke({
+      taskInstance,
+      ...(input.tryNumber !== undefined ? { tryNumber: input.tryNumber } : {}),
+      terminate: input.terminate,
+    });
+  }
+
+  // ------------------------------------------------------------------ audit
+
+  /**
+   * Best-effort by design (the caller decides how to log a failure): an audit write never
+   * changes the result of the action it records. Payloads carry counts and flags, never values.
+   */
+  recordAudit(e: AuditEntry): Promise<void> {
+    return this.deps.store.appendAudit({
+      tenant_id: this.tenantId,
+      at: this.deps.clock.now(),
+      actor: e.actor,
+      action: e.action,
+      resource_type: e.resource.type,
+      resource_id: e.resource.id,
+      request_id: e.request_id,
+      payload: e.payload ?? {},
+    });
+  }
+
+  listAudit(filter: { since?: number; action?: string }, page: Page): Promise<AuditRecord[]> {
+    return this.deps.store.listAudit(this.tenantId, filter, page);
+  }
+
+  // ------------------------------------------------------------------ tokens
+
+  listTokens(
+    filter: { include_revoked?: boolean; name?: string },
+    page: Page,
+  ): Promise<ApiTokenRow[]> {
+    return this.deps.store.listApiTokens(this.tenantId, filter, page);
+  }
+
+  async revokeToken(jti: string, by: string): Promise<ApiTokenRow> {
+    const now = this.deps.clock.now();
+    const revoked = await this.deps.store.revokeApiToken(this.tenantId, jti, by, now);
+    const row = revoked ? await this.deps.store.getApiToken(jti) : undefined;
+    if (!row) {
+      // The reference is not echoed: someone may have pasted a token itself here.
+      throw new AuthError(
+        'LF_TOKEN_NOT_FOUND',
+        'no active token with that id in this tenant; revoke by the id or name that `leoflow auth list-tokens` shows',
+      );
+    }
+    return row;
+  }
+}
+
+/** Builds the scope for a principal's tenant; the only way request handlers reach data. */
+export class TenantScopes {
+  // A scope holds no per-request state, so one per tenant serves every request of that tenant.
+  readonly #byTenant = new Map<string, TenantScope>();
+
+  constructor(private readonly deps: TenantScopeDeps) {}
+
+  forTenant(tenantId: string): TenantScope {
+    let scope = this.#byTenant.get(tenantId);
+    if (!scope) {
+      scope = new TenantScope(tenantId, this.deps);
+      this.#byTenant.set(tenantId, scope);
+    }
+    return scope;
+  }
+}

@@ -1,2 +1,0 @@
-export * from './credential-metrics.js';
-export * from './metrics-server.js';
