@@ -6,7 +6,7 @@
  *
  * `http: null` marks a code that never travels over HTTP (CLI, SDK, agent-local). A REST reply
  * for a LeoflowError takes its status from here and nowhere else. `grpc` is the Connect status
- * the agent port (packages/server/src/rpc/agent-service.ts) answers for the same refusal; its
+ * the agent port (packages/server/src/rpc/agent-service/agent-service.ts) answers for the same refusal; its
  * replies carry that status and a message, not the LF code.
  */
 

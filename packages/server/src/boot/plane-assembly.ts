@@ -10,7 +10,8 @@ import type { Executors } from '../executor/executors.js';
 import { SoleLeadership, type Leadership } from '../scheduler/leadership/leadership.js';
 import { createAgentAuthentication, type AgentAuthentication } from '../rpc/agent-auth.js';
 import type { AgentProtocolRange } from '@leoflow/protocol';
-import { createAgentService, type AgentServiceDeps } from '../rpc/agent-service.js';
+import { createAgentService } from '../rpc/agent-service/agent-service.js';
+import { type AgentServiceDeps } from '../rpc/agent-service/deps.js';
 import {
   createAttemptRegistration,
   type RegistrationPath,

@@ -9,7 +9,7 @@ import {
   ReportStateRequestSchema,
 } from '@leoflow/protocol';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_XCOM_BYTES } from '../../src/rpc/agent-service.js';
+import { MAX_XCOM_BYTES } from '../../src/rpc/agent-service/logs-xcom.js';
 import { createHarness, spec, task, type Harness } from '../support/harness.js';
 import { startAttempt } from './support.js';
 

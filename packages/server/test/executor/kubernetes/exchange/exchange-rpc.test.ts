@@ -17,7 +17,8 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAgentAuthentication } from '../../../../src/rpc/agent-auth.js';
 import { startAgentRpcServer, type AgentRpcServer } from '../../../../src/rpc/agent-server.js';
-import { createAgentService, type AgentServiceDeps } from '../../../../src/rpc/agent-service.js';
+import { createAgentService } from '../../../../src/rpc/agent-service/agent-service.js';
+import { type AgentServiceDeps } from '../../../../src/rpc/agent-service/deps.js';
 import type { TokenExchange } from '../../../../src/executor/kubernetes/exchange/token-exchange.js';
 
 let server: AgentRpcServer | undefined;

@@ -1,0 +1,152 @@
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError } from '@connectrpc/connect';
+import {
+  FetchXComResponseSchema,
+  LogStream,
+  PushLogsResponseSchema,
+  PushXComResponseSchema,
+} from '@leoflow/protocol';
+import { isActive } from '@leoflow/core';
+import type { LogLineRow, LogStreamName } from '../../store/types.js';
+import { attemptPrincipal } from '../agent-auth.js';
+import type { AgentHandlers, AgentServiceContext } from './context.js';
+
+export const MAX_XCOM_BYTES = 256 * 1024;
+const MAX_LOG_LINES_PER_BATCH = 5_000;
+const XCOM_KEY = /^[A-Za-z0-9_.-]{1,200}$/;
+
+const STREAMS: Record<number, LogStreamName> = {
+  [LogStream.STDOUT]: 'stdout',
+  [LogStream.STDERR]: 'stderr',
+  [LogStream.AGENT]: 'agent',
+};
+
+/** PushLogs, PushXCom and FetchXCom: the attempt's own output, fenced by its try. */
+export function logAndXComHandlers(
+  c: AgentServiceContext,
+): AgentHandlers<'pushXCom' | 'fetchXCom' | 'pushLogs'> {
+  return {
+    async pushXCom(req, ctx) {
+      const { claims } = attemptPrincipal(ctx);
+      // FENCE: XCom is keyed without the try, so an old try's (or an old dispatch generation's)
+      // push would overwrite the live one; checked here and again in the write's transaction.
+      const ti = await c.fences.live(claims);
+      c.faults.hit('after_task_exit');
+      if (req.value.byteLength > MAX_XCOM_BYTES) {
+        return create(PushXComResponseSchema, {
+          accepted: false,
+          rejectionReason: 'payload_too_large',
+        });
+      }
+      // The key is required: an empty one is a malformed request, not a default.
+      if (req.key === '') {
+        throw new ConnectError('PushXCom needs a key (e.g. "return_value")', Code.InvalidArgument);
+      }
+      const key = req.key;
+      if (!XCOM_KEY.test(key)) {
+        return create(PushXComResponseSchema, { accepted: false, rejectionReason: 'invalid_key' });
+      }
+      const stored = await c.store.putXComIfLive(
+        {
+          tenant_id: ti.tenant_id,
+          dag_run_id: ti.dag_run_id,
+          task_id: ti.task_id,
+          key,
+          value: req.value,
+          content_type: req.contentType || 'application/json',
+          created_at: c.clock.now(),
+        },
+        {
+          task_instance_id: claims.task_instance_id,
+          try_number: claims.try_number,
+          dispatch_gen: claims.dispatch_gen,
+        },
+      );
+      if (!stored) {
+        // superseded between the fence read above and the write
+        throw new ConnectError(
+          'this attempt is no longer the live try of its task instance; its write was not applied',
+          Code.FailedPrecondition,
+        );
+      }
+      return create(PushXComResponseSchema, { accepted: true });
+    },
+    async fetchXCom(req, ctx) {
+      const { claims } = attemptPrincipal(ctx);
+      // Free of the liveness gate; authorised by the dependency below.
+      const { ti, task } = await c.registration.attemptTask(claims);
+      if (!task.depends_on.includes(req.upstreamTaskId)) {
+        throw new ConnectError(
+          `task ${ti.task_id} may not read xcom from ${req.upstreamTaskId} (not an upstream it depends on)`,
+          Code.PermissionDenied,
+        );
+      }
+      const row = await c.store.getXCom(
+        ti.dag_run_id,
+        req.upstreamTaskId,
+        req.key || 'return_value',
+      );
+      if (!row) return create(FetchXComResponseSchema, { found: false });
+      return create(FetchXComResponseSchema, {
+        found: true,
+        value: row.value,
+        contentType: row.content_type,
+      });
+    },
+    async pushLogs(req, ctx) {
+      const { claims } = attemptPrincipal(ctx);
+      // FENCE: a superseded try never lands; the live or just-finished try does.
+      const ti = await c.fences.notSuperseded(claims);
+      if (req.lines.length > MAX_LOG_LINES_PER_BATCH) {
+        throw new ConnectError(
+          `at most ${MAX_LOG_LINES_PER_BATCH} lines per batch`,
+          Code.InvalidArgument,
+        );
+      }
+      const now = c.clock.now();
+      if (
+        !isActive(ti.state) &&
+        ti.ended_at !== null &&
+        now - ti.ended_at > c.logLimits.writeGraceMs
+      ) {
+        // Not retryable by the agent: the attempt's log is closed for good.
+        throw new ConnectError(
+          `log closed: the attempt ended more than ${Math.round(c.logLimits.writeGraceMs / 1000)}s ago (logs.write_grace)`,
+          Code.FailedPrecondition,
+        );
+      }
+      const rows: LogLineRow[] = req.lines.map((l) => ({
+        tenant_id: claims.tenant_id,
+        dag_run_id: claims.dag_run_id,
+        task_id: claims.task_id,
+        try_number: claims.try_number,
+        line_number: Number(l.lineNumber),
+        time: Number(l.timeMs),
+        stream: STREAMS[l.stream] ?? 'stdout',
+        message: l.message,
+      }));
+      const { keep, note } = await c.logBudgets.admit(claims, rows, now);
+      // FENCE again, in the write's transaction: a try superseded since the read above (a retry,
+      // a requeue moving it to the next dispatch generation) stores nothing.
+      if (
+        (keep.length > 0 || note) &&
+        !(await c.store.appendLogsIfNotSuperseded(
+          {
+            task_instance_id: claims.task_instance_id,
+            try_number: claims.try_number,
+            dispatch_gen: claims.dispatch_gen,
+          },
+          keep,
+          note,
+        ))
+      ) {
+        throw new ConnectError(
+          'this attempt was superseded by a later try; its write was not applied',
+          Code.FailedPrecondition,
+        );
+      }
+      const last = rows.reduce((m, r) => Math.max(m, r.line_number), 0);
+      return create(PushLogsResponseSchema, { acknowledgedThroughLine: BigInt(last) });
+    },
+  };
+}
