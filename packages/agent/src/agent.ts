@@ -199,19 +199,32 @@ export class Agent {
     }
   }
 
+  /**
+   * The attempt in its phases, in the order docs/agent.md gives: bootstrap (Register, the spec),
+   * preparation (secrets, upstream XComs, env, the launch plan), the task's run, and the report.
+   * Each phase returns the agent's exit code when the attempt ends there.
+   */
   async run(): Promise<number> {
+    const acquiring = this.#acquireUidMeanwhile();
+    // awaited in the preparation step, which reports a failure as the attempt's
+    acquiring.catch(() => undefined);
+    const spec = await this.#bootstrap(acquiring);
+    if (typeof spec === 'number') return spec;
+    this.#startShipper();
+    const prepared = await this.#prepare(spec, acquiring);
+    if (typeof prepared === 'number') return prepared;
+    return this.#runTask(spec, prepared);
+  }
+
+  /** Register (or the hand-off's answer) and the spec, bounded by the bootstrap deadline. */
+  async #bootstrap(acquiring: Promise<RunAs | undefined>): Promise<TaskSpec | number> {
     const bootstrapDeadline = this.#startedAt + this.#cfg.bootstrapDeadlineMs;
     this.#bootstrapDeadline = bootstrapDeadline;
-
-    // --- bootstrap: Register (+ GetTaskSpec without an assigned spec), bounded by the deadline
     let spec: TaskSpec;
     const handedOver = this.#registeredAtHandOff;
     const registering = handedOver
       ? Promise.resolve(handedOver)
       : this.#register(bootstrapDeadline);
-    const acquiring = this.#acquireUidMeanwhile();
-    // awaited in the preparation step, which reports a failure as the attempt's
-    acquiring.catch(() => undefined);
     try {
       const reg = await registering;
       if (reg.shouldTerminate) {
@@ -258,7 +271,11 @@ export class Agent {
       'info',
       `task ${spec.dagId}/${spec.runId}/${spec.taskId} try ${spec.tryNumber} (${TYPE_NAMES[spec.type] ?? spec.type})`,
     );
+    return spec;
+  }
 
+  /** The log shipper, which pauses the task's output while its buffer is full. */
+  #startShipper(): void {
     const shipper = new LogShipper({
       push: (lines) => this.#pushLogs(lines),
       diag: this.#diag,
@@ -270,8 +287,15 @@ export class Agent {
     });
     this.#shipper = shipper;
     shipper.start();
+  }
 
-    // --- preparation: secrets, upstream XComs, env, launch plan ----------------------------
+  /** Secrets, upstream XComs, the task's env and its launch plan; a failure fails the attempt. */
+  async #prepare(
+    spec: TaskSpec,
+    acquiring: Promise<RunAs | undefined>,
+  ): Promise<
+    { launch: ReturnType<typeof planLaunch>; env: EnvMap; runAs: RunAs | undefined } | number
+  > {
     const workdir = this.#cfg.workdir;
     let runAs = this.#cfg.runAs;
     const asRoot = process.getuid?.() === 0;
@@ -347,8 +371,20 @@ export class Agent {
       });
     }
     if (this.#stop) return EXIT.SIGNALLED;
+    return { launch, env, runAs };
+  }
 
-    // --- run --------------------------------------------------------------------------------
+  /** Spawns the task, heartbeats and times it, reaps its group, and reports how it ended. */
+  async #runTask(
+    spec: TaskSpec,
+    {
+      launch,
+      env,
+      runAs,
+    }: { launch: ReturnType<typeof planLaunch>; env: EnvMap; runAs: RunAs | undefined },
+  ): Promise<number> {
+    const shipper = this.#shipper!;
+    const workdir = this.#cfg.workdir;
     const task = new TaskProcess({
       plan: launch,
       workdir,
@@ -399,7 +435,7 @@ export class Agent {
     await task.outputDone(2_000);
     this.#agentLine(describeExit(exit));
 
-    const stop = this.#stop as StopReason | undefined;
+    const stop = this.#stop;
     if (stop?.kind === 'terminate') {
       this.#stopHeartbeats();
       await shipper.drain(Date.now() + 10_000);
