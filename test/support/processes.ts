@@ -35,6 +35,8 @@ export interface StandaloneOptions {
   env?: Record<string, string>;
   /** another installation's CLI entry (e.g. a copy of the checkout); default this checkout's */
   cliEntry?: string;
+  /** leave --metrics-port out (Lite's default port), instead of 0 */
+  omitMetricsPort?: boolean;
 }
 
 /** Starts a real `leoflow standalone` process and waits until it prints where it listens. */
@@ -54,8 +56,7 @@ export async function startStandalone(opts: StandaloneOptions): Promise<Standalo
     '6s',
     '--dispatch-lost-threshold',
     '20s',
-    '--metrics-port',
-    '0',
+    ...(opts.omitMetricsPort ? [] : ['--metrics-port', '0']),
     ...(opts.dagsFolder ? ['--dags-folder', opts.dagsFolder] : []),
     ...(opts.extraArgs ?? []),
   ];
