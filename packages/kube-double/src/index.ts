@@ -24,3 +24,12 @@ export {
   type ImageSpec,
   type KubeletOptions,
 } from './kubelet.js';
+export {
+  startRealKube,
+  realKubeBinaries,
+  REAL_KUBE_ISSUER,
+  REAL_KUBE_VERSION,
+  type RealKube,
+  type RealKubeOptions,
+  type ClientCertificate,
+} from './real-apiserver.js';

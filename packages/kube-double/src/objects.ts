@@ -146,7 +146,9 @@ export interface PodStatus {
   conditions?: PodCondition[];
   containerStatuses?: ContainerStatus[];
   hostIP?: string;
+  hostIPs?: { ip: string }[];
   podIP?: string;
+  podIPs?: { ip: string }[];
   startTime?: string;
   reason?: string;
   message?: string;
@@ -174,8 +176,16 @@ export interface Node extends KubeObject {
   status?: {
     allocatable?: ResourceList;
     capacity?: ResourceList;
-    conditions?: { type: string; status: string; reason?: string }[];
+    conditions?: {
+      type: string;
+      status: string;
+      reason?: string;
+      message?: string;
+      lastHeartbeatTime?: string;
+      lastTransitionTime?: string;
+    }[];
     addresses?: { type: string; address: string }[];
+    daemonEndpoints?: { kubeletEndpoint?: { Port: number } };
   };
 }
 
