@@ -78,15 +78,18 @@ export interface KeyToPath {
 export interface Volume {
   name: string;
   projected?: {
+    defaultMode?: number;
     sources?: {
       serviceAccountToken?: ServiceAccountTokenProjection;
       configMap?: { name: string; items?: KeyToPath[]; optional?: boolean };
       secret?: { name: string; items?: KeyToPath[]; optional?: boolean };
-      downwardAPI?: { items?: { path: string; fieldRef?: { fieldPath: string } }[] };
+      downwardAPI?: {
+        items?: { path: string; fieldRef?: { fieldPath: string; apiVersion?: string } }[];
+      };
     }[];
   };
-  secret?: { secretName: string; items?: KeyToPath[]; optional?: boolean };
-  configMap?: { name: string; items?: KeyToPath[]; optional?: boolean };
+  secret?: { secretName: string; items?: KeyToPath[]; optional?: boolean; defaultMode?: number };
+  configMap?: { name: string; items?: KeyToPath[]; optional?: boolean; defaultMode?: number };
   emptyDir?: Record<string, unknown>;
   hostPath?: { path: string };
 }
