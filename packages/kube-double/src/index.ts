@@ -33,3 +33,11 @@ export {
   type RealKubeOptions,
   type ClientCertificate,
 } from './real-apiserver.js';
+export {
+  startApiServer,
+  API_SERVER_KINDS,
+  type ApiServerKind,
+  type ApiServerHandle,
+  type ApiReply,
+  type StartApiServerOptions,
+} from './api-handle.js';
