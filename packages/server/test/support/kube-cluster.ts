@@ -18,6 +18,8 @@ export { API_SERVER_KINDS, type ApiServerKind } from '@leoflow/kube-double';
 
 /** The namespace label Pod Security Admission enforces: `restricted`, as a hardened cluster sets. */
 export const RESTRICTED = { 'pod-security.kubernetes.io/enforce': 'restricted' };
+/** `baseline`: what a default warm-pool pod needs (root with the attempt-uid capabilities). */
+export const BASELINE = { 'pod-security.kubernetes.io/enforce': 'baseline' };
 
 export interface KubeTestClusterOptions {
   /** The prefix of the cluster's scratch directory under the OS temp dir. */
