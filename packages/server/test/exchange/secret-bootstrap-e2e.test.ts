@@ -65,7 +65,7 @@ describe.each(API_SERVER_KINDS)(
           }
         },
       );
-      stopWatch = watch.stop;
+      stopWatch = () => watch.stop();
       await watch.ready;
       const cfg = exchangePlaneConfig({
         dir: cluster.dir,
