@@ -8,9 +8,12 @@
 #     gomod/ gocache/ Go's module and build caches for this build only
 #
 # Idempotent: when bin/.inputs matches the hash of go.mod, go.sum, the mains, the link flags and the
-# Go version, it prints the bin directory and exits without running Go. Concurrent callers (test
+# Go version, it prints the bin directory and exits without building. Concurrent callers (test
 # files starting at once) wait on one lock. Progress goes to stderr; the only stdout line is the bin
 # directory, so callers can do BIN=$(scripts/kube-build.sh).
+#
+#   scripts/kube-build.sh --check   prints the bin directory if it is built and up to date, else
+#                                   exits 3 without building (what the tests ask before using it)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,7 +30,6 @@ minor=${minor%%.*}
 cache_root=${LEOFLOW_CACHE_DIR:-$HOME/.cache/leoflow}
 cache="$cache_root/kube/$version"
 bin="$cache/bin"
-mkdir -p "$cache"
 
 if ! command -v go >/dev/null 2>&1; then
   for candidate in /usr/local/go/bin/go /usr/lib/go/bin/go; do
@@ -61,7 +63,12 @@ if up_to_date; then
   echo "$bin"
   exit 0
 fi
+if [ "${1:-}" = "--check" ]; then
+  say "Kubernetes $version is not built (or is out of date) under $bin: run npm run kube:build"
+  exit 3
+fi
 
+mkdir -p "$cache"
 exec 9>"$cache/.lock"
 if ! flock -n 9; then
   say "another build of $version is running; waiting for it"

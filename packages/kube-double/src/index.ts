@@ -27,6 +27,9 @@ export {
 export {
   startRealKube,
   realKubeBinaries,
+  realKubeAvailable,
+  realKubeRequired,
+  realKubeWanted,
   REAL_KUBE_ISSUER,
   REAL_KUBE_VERSION,
   type RealKube,

@@ -86,6 +86,53 @@ export interface RealKube {
 const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 
 let binDir: string | undefined;
+let checked: boolean | undefined;
+
+/** LEOFLOW_TEST_REQUIRE_KUBE=1 or CI=true: a test on the real apiserver must run, not skip. */
+export function realKubeRequired(): boolean {
+  return process.env['LEOFLOW_TEST_REQUIRE_KUBE'] === '1' || process.env['CI'] === 'true';
+}
+
+/**
+ * True when the real control plane is built and up to date (`scripts/kube-build.sh --check`,
+ * which never builds) or LEOFLOW_KUBE_BIN names it. Tests ask this before choosing to run on it.
+ */
+export function realKubeAvailable(): boolean {
+  if (checked !== undefined) return checked;
+  const fromEnv = process.env['LEOFLOW_KUBE_BIN'];
+  if (fromEnv !== undefined && fromEnv !== '') {
+    binDir = fromEnv;
+    checked = true;
+    return checked;
+  }
+  try {
+    binDir = execFileSync(join(REPO, 'scripts/kube-build.sh'), ['--check'], {
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
+    }).trim();
+    checked = true;
+  } catch {
+    checked = false;
+  }
+  return checked;
+}
+
+let noted = false;
+/**
+ * Whether tests should run on the real apiserver: when it is built, or when required (then a
+ * missing build fails the test instead). Otherwise false, with one note on stderr saying why.
+ */
+export function realKubeWanted(): boolean {
+  if (realKubeAvailable() || realKubeRequired()) return true;
+  if (!noted) {
+    noted = true;
+    process.stderr.write(
+      'note: the real kube-apiserver is not built: the tests on it are skipped (run `npm run kube:build`; LEOFLOW_TEST_REQUIRE_KUBE=1 or CI=true makes them required)\n',
+    );
+  }
+  return false;
+}
+
 /** The binaries' directory: LEOFLOW_KUBE_BIN, or scripts/kube-build.sh (a no-op when built). */
 export function realKubeBinaries(): string {
   if (binDir !== undefined) return binDir;

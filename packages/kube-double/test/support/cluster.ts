@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import {
+  realKubeWanted,
   startKubeDouble,
   startKubelet,
   startRealKube,
@@ -32,7 +33,9 @@ export type ClusterKind = 'double' | 'real-apiserver' | 'KUBECONFIG';
 /** The kinds every fidelity case runs against: the double and the real apiserver, in CI. */
 export const CLUSTER_KINDS: readonly ClusterKind[] = REAL_CLUSTER
   ? ['KUBECONFIG']
-  : ['double', 'real-apiserver'];
+  : realKubeWanted()
+    ? ['double', 'real-apiserver']
+    : ['double'];
 
 export const KUBECTL = process.env.KUBE_DOUBLE_KUBECTL ?? '/usr/bin/kubectl';
 
