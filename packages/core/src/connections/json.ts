@@ -7,6 +7,7 @@ import {
   pyJsonToJs,
   type PyJson,
 } from './py-json.js';
+import { pyStrip } from './py-str.js';
 import { isPlainObject, normalizeConnType } from './uri.js';
 
 /** The fields of Airflow's JSON connection form (`Connection.from_json` / `as_json`). */
@@ -149,14 +150,18 @@ function optionalString(
   return v;
 }
 
-/** Airflow's `_coerce_port`: null or "" is no port, a digit string is read as an integer. */
+/**
+ * `from_json`'s `if port: int(port)`: null, "" and 0 are no port (0 is falsy there, while the
+ * string "0" is port 0), a digit string is read as an integer. Leoflow is stricter than
+ * `int()` about what it reads as one (see docs/connections.md).
+ */
 function coercePort(v: unknown, fail: (problem: string) => Error): number | null {
-  if (v === undefined || v === null || v === '') return null;
+  if (v === undefined || v === null || v === '' || v === 0) return null;
   let n: number;
   if (typeof v === 'number') {
     n = v;
-  } else if (typeof v === 'string' && /^\s*[0-9]+\s*$/.test(v)) {
-    n = Number(v.trim());
+  } else if (typeof v === 'string' && /^[0-9]+$/.test(pyStrip(v))) {
+    n = Number(pyStrip(v));
   } else {
     throw fail('port must be an integer');
   }
