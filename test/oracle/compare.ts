@@ -2,6 +2,7 @@ import {
   formatConnectionUri,
   isLeoflowError,
   normalizeConnection,
+  normalizeConnType,
   parseConnectionJson,
   parseConnectionUri,
   type AirflowConnection,
@@ -249,6 +250,7 @@ export const URI_REFUSALS: ReadonlyArray<readonly [string, RegExp]> = [
   ['uri-extra-not-json-object', /__extra__ parameter/],
   ['uri-double-protocol', /"\:\/\/" appears more than once/],
   ['uri-port', /port/],
+  ['uri-nfkc', /NFKC/],
 ];
 
 /**
@@ -257,7 +259,7 @@ export const URI_REFUSALS: ReadonlyArray<readonly [string, RegExp]> = [
  * "://" in the URI, the query's included, and removes "<type>://" case-sensitively although
  * urlsplit has lower-cased the type.
  */
-function airflowMisreads(uri: string, answer: UriAnswer): string | null {
+function airflowMisreads(uri: string, answer: { py_unassigned?: string[] }): string | null {
   const q = uri.indexOf('?');
   if (q >= 0 && uri.slice(q).includes('://')) return 'uri-scheme-separator-in-query';
   const scheme = /^[^:]*/.exec(uri.replace(/^[\u0000-\u0020]+/, ''))![0];
@@ -464,3 +466,203 @@ export function checkJsonRead(
 }
 
 export { asAf };
+
+// ---- environment names, ids, the task's reading ------------------------------------------
+
+export interface EnvAnswer {
+  airflow_name: Side<string>;
+  set?: Failed;
+  found?: string | null;
+  task?: Side<AfFields> | null;
+  py_unassigned?: string[];
+}
+
+/**
+ * Leoflow's env name for an id, against Airflow's environment backend: the name must be the
+ * one Airflow composes, and a value set under it must be what Airflow's own lookup finds.
+ */
+export function checkEnvName(
+  kind: 'conn' | 'var',
+  id: string,
+  ours: string | Error,
+  answer: EnvAnswer | null,
+  f: Findings,
+): void {
+  if (ours instanceof Error) {
+    // Leoflow refuses "" and names with "=" or NUL: no environment can hold such a name.
+    if (id === '' || /[=\u0000]/.test(id)) f.diverge('env-name-unrepresentable');
+    else f.problem(`Leoflow refuses the ${kind} id ${JSON.stringify(id)} (${ours.message})`);
+    return;
+  }
+  if (answer === null) return;
+  if (answer.airflow_name !== ours) {
+    if (newerUnicodeCased(answer)) f.diverge('unicode-newer-than-python');
+    else f.problem(`env name: Leoflow ${ours}, Airflow ${JSON.stringify(answer.airflow_name)}`);
+    return;
+  }
+  if (answer.set !== undefined) {
+    f.problem(`Python cannot set ${JSON.stringify(ours)}: ${answer.set.error}`);
+    return;
+  }
+  if (answer.found !== 'generic://oracle-value') {
+    f.problem(`Airflow's backend does not find ${JSON.stringify(ours)} by ${JSON.stringify(id)}`);
+  }
+}
+
+/** A conn id Leoflow imports vs `sanitize_conn_id(id) == id`. */
+export function checkConnId(
+  id: string,
+  oursValid: boolean,
+  sanitized: string | null,
+  answer: { py_unassigned?: string[] },
+  f: Findings,
+): void {
+  const airflowValid = sanitized === id;
+  if (oursValid === airflowValid) return;
+  if (!oursValid && sanitized !== null && id === `${sanitized}\n`) {
+    // re.match(r"^[…]{1,}$") lets "$" match before a final newline, and Airflow then keeps the
+    // id without it: "abc\n" silently becomes "abc".
+    f.diverge('conn-id-trailing-newline');
+  } else if (newerUnicodeCased(answer) || (answer.py_unassigned ?? []).length > 0) {
+    f.diverge('unicode-newer-than-python');
+  } else {
+    f.problem(
+      `conn id ${JSON.stringify(id)}: Leoflow ${oursValid ? 'accepts' : 'refuses'} it, Airflow ${airflowValid ? 'accepts' : 'refuses'} it`,
+    );
+  }
+}
+
+/**
+ * What a task reads from `AIRFLOW_CONN_<ID>`: Leoflow's SDK getConnection against Airflow's
+ * worker-side environment backend (strip, then JSON or the task SDK's from_uri).
+ */
+export function checkTaskRead(
+  value: string,
+  ours: AirflowConnection | Error,
+  answer: EnvAnswer,
+  f: Findings,
+): void {
+  const task = answer.task;
+  if (task === undefined || task === null) {
+    if (!(ours instanceof Error)) f.problem('Airflow finds no connection; Leoflow reads one');
+    return;
+  }
+  if (ours instanceof Error) {
+    if (failed(task)) return;
+    const problem = problemOf(ours);
+    const refusal = [...URI_REFUSALS, ...JSON_REFUSALS].find(([, re]) => re.test(problem));
+    if (refusal === undefined)
+      f.problem(`Leoflow's task refuses (${problem}) what Airflow's reads`);
+    else f.diverge(refusal[0]);
+    return;
+  }
+  if (failed(task)) {
+    const misread = airflowMisreads(value, answer);
+    if (misread !== null) f.diverge(misread);
+    else if (/BOM/.test(task.error)) f.diverge('json-bom-accepted');
+    else f.problem(`Leoflow's task reads what Airflow's refuses (${task.error})`);
+    return;
+  }
+  if (!compareFields('', ours, task, new Findings())) {
+    const misread = airflowMisreads(value, answer);
+    if (misread !== null) {
+      f.diverge(misread);
+      return;
+    }
+  }
+  compareFields('read by a task', ours, task, f);
+}
+
+// ---- variables --------------------------------------------------------------------------
+
+export interface StoredVariable {
+  key: string;
+  value: string;
+  description: string | null;
+}
+
+export function checkVariablesImport(
+  ours: { key: string; value: string; description?: string }[] | Error,
+  answer: { stored?: StoredVariable[]; failed?: boolean; error?: string },
+  f: Findings,
+): void {
+  if (ours instanceof Error) {
+    if (answer.error !== undefined || answer.failed === true) return;
+    const problem = problemOf(ours);
+    if (/key is empty/.test(problem)) f.diverge('variables-blank-key-refused');
+    else if (/description must be/.test(problem)) f.diverge('variables-description-must-be-string');
+    else f.problem(`Leoflow refuses (${problem}) a file Airflow imports`);
+    return;
+  }
+  if (answer.error !== undefined) {
+    f.problem(`Leoflow imports a file Airflow refuses (${answer.error})`);
+    return;
+  }
+  const mine = [...ours]
+    .map((v) => ({ key: v.key, value: v.value, description: v.description ?? null }))
+    .sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  const theirs = (answer.stored ?? []).map((v) => ({
+    ...v,
+    // Airflow stores a description "" as "", Leoflow as none; both show nothing.
+    description: v.description === '' ? null : v.description,
+  }));
+  theirs.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  if (JSON.stringify(mine) !== JSON.stringify(theirs)) {
+    f.problem(`variables: Leoflow ${JSON.stringify(mine)}, Airflow ${JSON.stringify(theirs)}`);
+  }
+}
+
+export { airflowMisreads, problemOf };
+
+/**
+ * A connections file read by Leoflow's import and by `airflow connections import`
+ * (`load_connections_dict`, core's Connection): the same ids with the same fields — except
+ * that core JSON-decodes plain query values in an env file's URIs.
+ */
+export function checkConnectionsImport(
+  format: 'json' | 'env' | 'yaml',
+  text: string,
+  ours: { id: string; conn: Connection; description?: string }[] | Error,
+  answer: { connections?: Record<string, AfFields>; error?: string },
+  f: Findings,
+): void {
+  if (ours instanceof Error) {
+    if (answer.error === undefined)
+      f.problem(`Leoflow refuses (${problemOf(ours)}) a ${format} file Airflow imports`);
+    return;
+  }
+  if (answer.error !== undefined) {
+    f.problem(`Leoflow imports a ${format} file Airflow refuses (${answer.error})`);
+    return;
+  }
+  const theirs = answer.connections ?? {};
+  const ids = ours.map((c) => c.id).sort();
+  if (JSON.stringify(ids) !== JSON.stringify(Object.keys(theirs).sort())) {
+    f.problem(
+      `ids: Leoflow ${JSON.stringify(ids)}, Airflow ${JSON.stringify(Object.keys(theirs))}`,
+    );
+    return;
+  }
+  for (const { id, conn, description } of ours) {
+    let af = theirs[id]!;
+    if (
+      af.conn_type !== null &&
+      af.conn_type !== conn.conn_type &&
+      normalizeConnType(af.conn_type) === conn.conn_type
+    ) {
+      // `Connection(**entry)` keeps a file's conn_type as written; Leoflow stores the type a
+      // task will see once the URI is delivered (postgresql → postgres, "-" → "_").
+      f.diverge('import-conn-type-normalised');
+      af = { ...af, conn_type: conn.conn_type };
+    }
+    const line = text.split('\n').find((l) => l.startsWith(`${id}=`)) ?? '';
+    compareFields(`${format} import of ${id}`, conn, af, f, {
+      queryDecoded: format === 'env' && !hasExtraParam(line.slice(id.length + 1)),
+    });
+    if ((description ?? null) !== (af.description === '' ? null : af.description)) {
+      f.problem(
+        `${format} import of ${id}: description Leoflow ${show(description)}, Airflow ${show(af.description)}`,
+      );
+    }
+  }
+}

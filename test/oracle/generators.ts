@@ -530,3 +530,72 @@ export const secretName = fc.oneof(
   fc.string({ unit: 'grapheme', minLength: 1, maxLength: 6 }),
   fc.string({ unit: 'binary', minLength: 1, maxLength: 6 }),
 );
+
+/** What a task may find in AIRFLOW_CONN_<ID>: either form, with whitespace around it. */
+export const envValue = fc
+  .tuple(
+    fc.constantFrom('', ' ', '\n', '\t', '\u00a0', '\u0085', '\u001c', '\ufeff', '\r\n'),
+    fc.oneof(uri, connectionJson),
+    fc.constantFrom('', ' ', '\n', '\r\n', '\u2028', '\u001f', '\ufeff'),
+  )
+  .map(([a, v, b]) => `${a}${v}${b}`);
+
+/** A JSON value's text as Python writes or reads it: lexemes a JS value cannot hold, too. */
+const variableValueText: fc.Arbitrary<string> = fc.oneof(
+  fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v) ?? 'null'),
+  text.map((s) => JSON.stringify(s)),
+  fc.constantFrom(
+    '1.0',
+    '1e16',
+    '1E+2',
+    '-0.0',
+    '1e-05',
+    '0.1',
+    '12345678901234567890123',
+    'NaN',
+    '-Infinity',
+    '"\\ud83d\\ude00"',
+    '"\\u00e9"',
+    '"123"',
+    '" 123"',
+    '"{\\"a\\": 1}"',
+    '{"b": 1, "1": 2, "a": [1.0, {}]}',
+    '[]',
+    '{}',
+    '{"value": 5, "description": "d"}',
+    '{"value": "s", "description": null}',
+    '{"value": {"value": 1}}',
+    '{"value": 1, "description": 3}',
+    '{"description": "no value"}',
+  ),
+);
+
+/** `airflow variables export`-shaped files (and what people write by hand). */
+export const variablesFile: fc.Arbitrary<string> = fc
+  .array(
+    fc.tuple(
+      fc.oneof(text, fc.constantFrom('a', 'key', 'KEY', 'a', ' ', '1', '__proto__')),
+      variableValueText,
+    ),
+    { maxLength: 6 },
+  )
+  .chain((entries) =>
+    fc.constantFrom(
+      `{${entries.map(([k, v]) => `${JSON.stringify(k)}: ${v}`).join(', ')}}`,
+      `{\n${entries.map(([k, v]) => `    ${JSON.stringify(k)}: ${v}`).join(',\n')}\n}`,
+    ),
+  );
+
+/** Variables as Leoflow's vault holds them: a key and a string. */
+export const variables: fc.Arbitrary<Record<string, string>> = fc
+  .array(
+    fc.tuple(
+      text.filter((k) => k.trim() !== ''),
+      fc.oneof(
+        text,
+        fc.constantFrom('', '123', ' 123', '{"a": 1.0}', 'null', '"q"', 'NaN', '[1, 2]'),
+      ),
+    ),
+    { maxLength: 6 },
+  )
+  .map((kv) => Object.fromEntries(kv));

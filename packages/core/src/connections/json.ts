@@ -110,6 +110,11 @@ export function connectionFromFields(
   obj: Record<string, unknown>,
   fail: (problem: string) => Error,
   allowed: readonly string[] = CONNECTION_JSON_FIELDS,
+  /**
+   * `from_json` (the JSON form) reads a port with `if port:`, so the number 0 is no port;
+   * `Connection(**fields)` (an import file's entry) keeps 0.
+   */
+  portZero: 'none' | 'zero' = 'none',
 ): ConnectionFields {
   for (const k of Object.keys(obj)) {
     if (!allowed.includes(k)) {
@@ -133,7 +138,7 @@ export function connectionFromFields(
       // Airflow's password setter ignores a falsy value.
       password: password === '' ? null : password,
       schema: optionalString(obj['schema'], 'schema', fail),
-      port: coercePort(obj['port'], fail),
+      port: obj['port'] === 0 && portZero === 'zero' ? 0 : coercePort(obj['port'], fail),
       extra: coerceExtra(obj['extra'], fail),
     },
     description: optionalString(obj['description'], 'description', fail),

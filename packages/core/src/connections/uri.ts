@@ -147,6 +147,7 @@ export function parseConnectionUri(uri: string): Connection {
   const authority = slash < 0 ? before : before.slice(0, slash);
   const path = slash < 0 ? '' : before.slice(slash);
   checkBrackets(authority);
+  checkNfkc(authority);
 
   // The last '@' ends the userinfo and the first ':' inside it splits login from password,
   // as urlsplit does — so a raw '@' or ':' in a password still parses.
@@ -212,6 +213,23 @@ function checkBrackets(authority: string): void {
   const bracketed = inside.slice(0, inside.indexOf(']') < 0 ? inside.length : inside.indexOf(']'));
   if (!(bracketed.startsWith('v') ? IP_FUTURE.test(bracketed) : isIPv6Literal(bracketed))) {
     throw uriError('the text in "[…]" is not an IPv6 address; percent-encode "[" and "]"');
+  }
+}
+
+/**
+ * urlsplit's `_checknetloc`: a non-ASCII authority whose NFKC form holds a "/", "?", "#", "@" or
+ * ":" that the text itself did not (`℀` is "a/c") is refused, since another parser that
+ * normalises would split it elsewhere (CVE-2019-9636).
+ */
+function checkNfkc(authority: string): void {
+  if (/^[\u0000-\u007f]*$/.test(authority)) return;
+  const n = authority.replace(/[@:#?]/g, '');
+  const normalized = n.normalize('NFKC');
+  if (n === normalized) return;
+  if (/[/?#@:]/.test(normalized)) {
+    throw uriError(
+      'the part before the path has characters that NFKC normalisation turns into "/", "?", "#", "@" or ":"; percent-encode them',
+    );
   }
 }
 
