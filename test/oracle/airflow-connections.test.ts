@@ -32,6 +32,7 @@ import {
   type UriAnswer,
 } from './compare.js';
 import * as gen from './generators.js';
+import { airflowFor, VECTORS } from './vectors.js';
 
 /**
  * Leoflow's connection codec against Apache Airflow 3.3.2 itself (core Connection and the task
@@ -121,6 +122,16 @@ describe.runIf(availability === 'missing')('Airflow differential (oracle missing
     throw new Error(
       `the Airflow oracle environment is required but missing; to fix: ${AIRFLOW_ORACLE_HOWTO}`,
     );
+  });
+});
+
+describe.runIf(availability === 'run')('Leoflow vs Airflow 3.3.2: the regression vectors', () => {
+  it('Airflow still answers each committed vector as recorded', async () => {
+    for (const v of VECTORS) {
+      expect(await airflowFor(v, oracle), `${v.kind} ${JSON.stringify(v.input)}`).toEqual(
+        v.airflow_3_3_2,
+      );
+    }
   });
 });
 

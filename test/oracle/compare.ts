@@ -346,7 +346,14 @@ function formatterDivergence(c: Connection, oursUri: string, afUri: string | nul
   if (c.password === '') return 'format-empty-password-omitted';
   if (c.port === 0) return 'format-port-zero-kept';
   if (c.extra !== null && EXTRA_KEY in c.extra) return 'format-extra-key-named-__extra__';
-  if (oursUri.includes('__extra__=') && afUri !== null && !afUri.includes('__extra__=')) {
+  if (
+    oursUri.includes('?__extra__=') &&
+    afUri !== null &&
+    !afUri.includes('?__extra__=') &&
+    Object.values(c.extra ?? {}).some(
+      (v) => typeof v === 'string' && v !== '' && pyLoads(v) !== null,
+    )
+  ) {
     return 'format-json-looking-strings-as-__extra__';
   }
   if ((c.host ?? '').includes('://')) return 'format-protocol-host';
