@@ -54,12 +54,22 @@ export async function run({ quick }) {
   };
   const venv = airflowVenv();
   const results = {};
+  // The machine is shared: each system's figures carry the load average around them.
+  const loaded = async (fn) => {
+    const before = loadavg().map((x) => round(x, 2));
+    const r = await fn();
+    return { ...r, load_average: { before, after: loadavg().map((x) => round(x, 2)) } };
+  };
   log('airflow_side_by_side: Leoflow Lite');
-  results.leoflow_lite = await measureLeoflow(sizes);
+  results.leoflow_lite = await loaded(() => measureLeoflow(sizes));
   log('airflow_side_by_side: Airflow standalone (as shipped: SQLite)');
-  results.airflow_standalone = await measureAirflow(venv, sizes, { setup: 'standalone' });
+  results.airflow_standalone = await loaded(() =>
+    measureAirflow(venv, sizes, { setup: 'standalone' }),
+  );
   log(`airflow_side_by_side: Airflow on PostgreSQL, LocalExecutor, parallelism ${SLOTS}`);
-  results.airflow_postgres_local = await measureAirflow(venv, sizes, { setup: 'postgres' });
+  results.airflow_postgres_local = await loaded(() =>
+    measureAirflow(venv, sizes, { setup: 'postgres' }),
+  );
 
   const vs = (k) => ({
     chain_p50: ratio(results[k].chain.latency_ms.p50, results.leoflow_lite.chain.latency_ms.p50),

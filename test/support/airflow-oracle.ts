@@ -9,14 +9,21 @@ import { REPO } from './processes.js';
  * (python/requirements/oracle.txt: apache-airflow-core 3.3.2, apache-airflow-task-sdk 1.3.2).
  */
 
+/** `oracle`: Airflow core + task SDK; `oracle-google`: the same with the Google provider. */
+export type OracleEnv = 'oracle' | 'oracle-google';
+
 export const AIRFLOW_ORACLE_HOWTO =
   'run scripts/python-env.sh oracle (it installs apache-airflow-core and apache-airflow-task-sdk ' +
   'from python/requirements/oracle.txt into a cached venv; needs PyPI once)';
 
+export const GOOGLE_ORACLE_HOWTO =
+  'run scripts/python-env.sh oracle-google (Airflow with apache-airflow-providers-google from ' +
+  'python/requirements/oracle-google.txt, into a cached venv; needs PyPI once)';
+
 /** The oracle venv when it is complete, else null (never creates it: that needs PyPI). */
-export function airflowOracleVenv(): string | null {
+export function airflowOracleVenv(name: OracleEnv = 'oracle'): string | null {
   try {
-    const out = execFileSync(join(REPO, 'scripts/python-env.sh'), ['--check', 'oracle'], {
+    const out = execFileSync(join(REPO, 'scripts/python-env.sh'), ['--check', name], {
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'ignore'],
     }).trim();
@@ -31,8 +38,8 @@ export function airflowOracleVenv(): string | null {
  * `npm test` skips them with a note; under CI (CI=true) or with LEOFLOW_TEST_REQUIRE_AIRFLOW=1 a
  * missing environment is a failure that says how to make it.
  */
-export function airflowOracleAvailability(): 'run' | 'skip' | 'missing' {
-  if (airflowOracleVenv() !== null) return 'run';
+export function airflowOracleAvailability(name: OracleEnv = 'oracle'): 'run' | 'skip' | 'missing' {
+  if (airflowOracleVenv(name) !== null) return 'run';
   const required = process.env.CI === 'true' || process.env.LEOFLOW_TEST_REQUIRE_AIRFLOW === '1';
   return required ? 'missing' : 'skip';
 }
@@ -49,12 +56,19 @@ export interface AirflowOracle {
   stderr(): string;
 }
 
-export async function startAirflowOracle(): Promise<AirflowOracle> {
-  const venv = airflowOracleVenv();
-  if (venv === null) throw new Error(`no Airflow oracle environment: ${AIRFLOW_ORACLE_HOWTO}`);
+export async function startAirflowOracle(
+  opts: { env?: OracleEnv; script?: string } = {},
+): Promise<AirflowOracle> {
+  const name = opts.env ?? 'oracle';
+  const venv = airflowOracleVenv(name);
+  if (venv === null) {
+    throw new Error(
+      `no ${name} environment: ${name === 'oracle' ? AIRFLOW_ORACLE_HOWTO : GOOGLE_ORACLE_HOWTO}`,
+    );
+  }
   const proc: ChildProcessWithoutNullStreams = spawn(
     join(venv, 'bin/python'),
-    [join(REPO, 'test/oracle/airflow_oracle.py')],
+    [join(REPO, opts.script ?? 'test/oracle/airflow_oracle.py')],
     {
       // No inherited AIRFLOW_* setting may change what Airflow answers; nothing needs network.
       env: {
