@@ -14,6 +14,7 @@ import { cpus, loadavg, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { CLI, REPO, abortMeasurement, cleanupAll, log, resetAbort } from './lib.mjs';
 import * as agentPortBomb from './agent-port-bomb.mjs';
+import * as airflowSideBySide from './airflow-side-by-side.mjs';
 import * as apiAuth from './api-auth.mjs';
 import * as attemptStart from './attempt-start.mjs';
 import * as exchangeRegistration from './exchange-registration.mjs';
@@ -47,6 +48,8 @@ const MEASUREMENTS = {
   attempt_start: attemptStart,
   exchange_registration: exchangeRegistration,
   warm_pool_start: warmPoolStart,
+  // Apache Airflow itself beside Leoflow Lite (installs Airflow from PyPI the first time).
+  airflow_side_by_side: airflowSideBySide,
 };
 
 // A measurement that runs longer than this is abandoned (its cleanup still runs).
@@ -115,8 +118,11 @@ async function main() {
   };
 
   let failed = 0;
-  const timeoutMs = opts.quick ? MEASUREMENT_TIMEOUT_MS.quick : MEASUREMENT_TIMEOUT_MS.full;
   for (const name of names) {
+    // A measurement may ask for more time than the default (airflow_side_by_side runs three
+    // systems one after the other).
+    const limits = MEASUREMENTS[name].timeoutMs ?? MEASUREMENT_TIMEOUT_MS;
+    const timeoutMs = opts.quick ? limits.quick : limits.full;
     if (stopping) break;
     log(`== ${name}${opts.quick ? ' (quick)' : ''}`);
     const t0 = Date.now();

@@ -4,6 +4,7 @@ import {
   LeoflowError,
   parseConnectionJson,
   parseConnectionUri,
+  pyStrip,
   variableEnvName,
   type AirflowConnection,
 } from '@leoflow/core';
@@ -56,8 +57,10 @@ function noteRead(env: Env, kind: 'variable' | 'connection', name: string): void
 
 /**
  * `AIRFLOW_CONN_<ID>` in either Airflow form: a URI, or JSON when the value starts with `{`
- * (Airflow's environment-backend rule). Parsed with the same codec as the server. An unset or
- * empty variable is "not found", as in Airflow's environment backend.
+ * (Airflow's environment-backend rule). Parsed with the same codec as the server, and read as a
+ * task on Airflow 3 reads it (the task SDK's environment backend), which the Airflow oracle
+ * checks; where that SDK and Airflow's core Connection disagree, see docs/connections.md. An
+ * unset or empty variable is "not found", as in Airflow's environment backend.
  */
 export function getConnection(connId: string, opts: GetConnectionOptions = {}): TaskConnection {
   const env = opts.env ?? process.env;
@@ -75,9 +78,12 @@ export function getConnection(connId: string, opts: GetConnectionOptions = {}): 
     opts.warn ??
     ((m: string) =>
       process.emitWarning(`connection "${connId}": ${m}`, { code: 'LF_SDK_CONN_TYPE_MISSING' }));
-  const conn: AirflowConnection = value.trim().startsWith('{')
-    ? parseConnectionJson(value, { warn })
-    : parseConnectionUri(value);
+  // As Airflow's environment backend: Python's strip() first (not JS trim(): the whitespace
+  // sets differ), then JSON when the value starts with "{", else a URI.
+  const stripped = pyStrip(value);
+  const conn: AirflowConnection = stripped.startsWith('{')
+    ? parseConnectionJson(stripped, { warn })
+    : parseConnectionUri(stripped);
   noteRead(env, 'connection', connId);
   return { conn_id: connId, ...conn };
 }

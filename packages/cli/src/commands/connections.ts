@@ -2,6 +2,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { extname } from 'node:path';
 import type { Command } from 'commander';
 import {
+  formatAirflowConnectionsExport,
   fromAirflowEnv,
   jsonNestingDepth,
   MAX_JSON_DEPTH,
@@ -11,7 +12,6 @@ import {
   requireConnType,
   type Connection,
 } from '@leoflow/core';
-import { stringify } from 'yaml';
 import { ApiClient, CliError } from '../client.js';
 import { globalOpts } from '../global-options.js';
 import { parseOutput, print } from '../output.js';
@@ -336,22 +336,8 @@ export function registerConnections(program: Command): void {
         '/api/v1/connections/export',
       );
       const format = importFormat(file, flags.format);
-      const airflow = Object.fromEntries(
-        Object.entries(res.connections).map(([id, c]) => [
-          id,
-          { ...c, extra: c.extra === null ? null : JSON.stringify(c.extra) },
-        ]),
-      );
-      let text: string;
-      if (format === 'json') text = `${JSON.stringify(airflow, null, 2)}\n`;
-      else if (format === 'yaml') text = stringify(airflow);
-      else {
-        const { formatConnectionUri } = await import('@leoflow/core');
-        text =
-          Object.entries(res.connections)
-            .map(([id, c]) => `${id}=${formatConnectionUri(c)}`)
-            .join('\n') + '\n';
-      }
+      // Airflow's own layout (checked against Airflow by the differential oracle).
+      const text = formatAirflowConnectionsExport(res.connections, format);
       writeFileSync(file, text, { mode: 0o600 });
       const out = { exported: Object.keys(res.connections).length, file };
       print(parseOutput(g.output), out, { rows: [out], columns: ['exported', 'file'] });

@@ -1,6 +1,10 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
-import { fromAirflowEnv, parseAirflowVariablesExport } from '@leoflow/core';
+import {
+  formatAirflowVariablesExport,
+  fromAirflowEnv,
+  parseAirflowVariablesExport,
+} from '@leoflow/core';
 import { ApiClient, CliError } from '../client.js';
 import { globalOpts } from '../global-options.js';
 import { parseOutput, print } from '../output.js';
@@ -115,7 +119,9 @@ export function registerVariables(program: Command): void {
         'POST',
         '/api/v1/variables/export',
       );
-      writeFileSync(file, `${JSON.stringify(res.variables, null, 2)}\n`, { mode: 0o600 });
+      // Every value a JSON string, laid out as `airflow variables export` lays out its file:
+      // `airflow variables import` stores each exactly (checked by the Airflow oracle).
+      writeFileSync(file, formatAirflowVariablesExport(res.variables), { mode: 0o600 });
       const out = { exported: Object.keys(res.variables).length, file };
       print(parseOutput(g.output), out, { rows: [out], columns: ['exported', 'file'] });
     });

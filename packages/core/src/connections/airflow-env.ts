@@ -1,6 +1,7 @@
 import { VAR_ENV_PREFIX } from '../variables/env-name.js';
 import type { ImportedVariable } from '../variables/export-file.js';
 import { CONN_ENV_PREFIX } from './env-name.js';
+import { pyStrip } from './py-str.js';
 import { connectionFromString, type ImportedConnection } from './import.js';
 import {
   CONN_ID_RULE,
@@ -53,7 +54,8 @@ export function fromAirflowEnv(env: Record<string, string | undefined>): {
         continue;
       }
       try {
-        connections.push({ id, conn: connectionFromString(value) });
+        // Airflow's environment backend strips the value with Python's str.strip() first.
+        connections.push({ id, conn: connectionFromString(pyStrip(value)) });
       } catch (e) {
         issue(problemOf(e));
       }

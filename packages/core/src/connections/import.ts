@@ -291,7 +291,7 @@ function fromObject(id: string, obj: Record<string, unknown>): ImportedConnectio
     fields['extra'] = fields['extra_dejson'];
     delete fields['extra_dejson'];
   }
-  const { conn, description } = connectionFromFields(fields, problem, FILE_FIELDS);
+  const { conn, description } = connectionFromFields(fields, problem, FILE_FIELDS, 'zero');
   return withDescription(id, storable(conn), description ?? '');
 }
 

@@ -22,6 +22,8 @@ export {
 } from './import.js';
 export type { ImportIssue } from './import-issues.js';
 export { fromAirflowEnv } from './airflow-env.js';
+export { formatAirflowConnectionsExport } from './export.js';
+export { pyStrip } from './py-str.js';
 export {
   isSensitiveKey,
   redactConnectionExtra,

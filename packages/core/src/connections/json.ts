@@ -7,6 +7,7 @@ import {
   pyJsonToJs,
   type PyJson,
 } from './py-json.js';
+import { pyStrip } from './py-str.js';
 import { isPlainObject, normalizeConnType } from './uri.js';
 
 /** The fields of Airflow's JSON connection form (`Connection.from_json` / `as_json`). */
@@ -109,6 +110,11 @@ export function connectionFromFields(
   obj: Record<string, unknown>,
   fail: (problem: string) => Error,
   allowed: readonly string[] = CONNECTION_JSON_FIELDS,
+  /**
+   * `from_json` (the JSON form) reads a port with `if port:`, so the number 0 is no port;
+   * `Connection(**fields)` (an import file's entry) keeps 0.
+   */
+  portZero: 'none' | 'zero' = 'none',
 ): ConnectionFields {
   for (const k of Object.keys(obj)) {
     if (!allowed.includes(k)) {
@@ -132,7 +138,7 @@ export function connectionFromFields(
       // Airflow's password setter ignores a falsy value.
       password: password === '' ? null : password,
       schema: optionalString(obj['schema'], 'schema', fail),
-      port: coercePort(obj['port'], fail),
+      port: obj['port'] === 0 && portZero === 'zero' ? 0 : coercePort(obj['port'], fail),
       extra: coerceExtra(obj['extra'], fail),
     },
     description: optionalString(obj['description'], 'description', fail),
@@ -149,14 +155,18 @@ function optionalString(
   return v;
 }
 
-/** Airflow's `_coerce_port`: null or "" is no port, a digit string is read as an integer. */
+/**
+ * `from_json`'s `if port: int(port)`: null, "" and 0 are no port (0 is falsy there, while the
+ * string "0" is port 0), a digit string is read as an integer. Leoflow is stricter than
+ * `int()` about what it reads as one (see docs/connections.md).
+ */
 function coercePort(v: unknown, fail: (problem: string) => Error): number | null {
-  if (v === undefined || v === null || v === '') return null;
+  if (v === undefined || v === null || v === '' || v === 0) return null;
   let n: number;
   if (typeof v === 'number') {
     n = v;
-  } else if (typeof v === 'string' && /^\s*[0-9]+\s*$/.test(v)) {
-    n = Number(v.trim());
+  } else if (typeof v === 'string' && /^[0-9]+$/.test(pyStrip(v))) {
+    n = Number(pyStrip(v));
   } else {
     throw fail('port must be an integer');
   }

@@ -391,3 +391,50 @@ function shortestDigits(x: number): { digits: string; decpt: number } {
   const zeros = /^0*/.exec(frac)![0].length;
   return { digits: frac.slice(zeros).replace(/0+$/, ''), decpt: -zeros };
 }
+
+/**
+ * A JS value as a PyJson tree, for pyJsonDumps: numbers carry the lexeme JS writes, which Python
+ * reads as the same value; members left out as by JSON.stringify. Throws NotJsonError as
+ * pyJsonDumpsJs does.
+ */
+export function jsToPyJson(value: unknown, depth = 0): PyJson {
+  if (depth > MAX_DEPTH) throw new NotJsonError('nests too deeply (or holds a cycle)');
+  switch (typeof value) {
+    case 'string':
+      return { kind: 'string', value };
+    case 'boolean':
+      return value ? { kind: 'true' } : { kind: 'false' };
+    case 'number':
+      if (!Number.isFinite(value)) throw new NotJsonError('contains NaN or Infinity');
+      return { kind: 'number', lexeme: String(value) };
+    case 'object': {
+      if (value === null) return { kind: 'null' };
+      if (Array.isArray(value)) {
+        return {
+          kind: 'array',
+          items: (value as unknown[]).map((v) =>
+            v === undefined ? { kind: 'null' } : jsToPyJson(v, depth + 1),
+          ),
+        };
+      }
+      const entries = new Map<string, PyJsonEntry>();
+      for (const [k, v] of Object.entries(value)) {
+        if (v !== undefined) entries.set(k, { value: jsToPyJson(v, depth + 1), line: 1 });
+      }
+      return { kind: 'object', entries };
+    }
+    default:
+      throw new NotJsonError('holds a value JSON cannot carry (a BigInt, function or symbol)');
+  }
+}
+
+/** Python's default string order (`sorted()` of str): by code point, not by UTF-16 unit. */
+export function compareCodePoints(a: string, b: string): number {
+  const x = Array.from(a);
+  const y = Array.from(b);
+  for (let i = 0; i < Math.min(x.length, y.length); i++) {
+    const d = x[i]!.codePointAt(0)! - y[i]!.codePointAt(0)!;
+    if (d !== 0) return d;
+  }
+  return x.length - y.length;
+}

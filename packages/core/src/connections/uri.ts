@@ -1,6 +1,6 @@
 import type { Connection } from './connection.js';
 import { formatError, uriError } from './errors.js';
-import { NotJsonError, pyJsonDumpsJs } from './py-json.js';
+import { NotJsonError, parsePyJson, pyJsonDumpsJs } from './py-json.js';
 import {
   decodeQueryPart,
   decodeStrict,
@@ -41,7 +41,9 @@ export function normalizeConnection(conn: Connection): Connection {
   // "@" follows a login or password that is not None, and "@:" comes before a port with neither
   // a host nor a userinfo in front of it; the parser reads a login (maybe "") only after an "@".
   const at =
-    conn.login !== null || conn.password !== null || (hostBlockEmpty && conn.port !== null);
+    conn.login !== null ||
+    emptyToNull(conn.password) !== null ||
+    (hostBlockEmpty && conn.port !== null);
   let host = rest === null || rest === '' ? '' : hostAsAirflowReadsIt(rest);
   if (protocol !== null && host !== '') host = `${protocol.toLowerCase()}://${host}`;
   return {
@@ -101,8 +103,10 @@ function hostAsAirflowReadsIt(host: string): string {
  */
 export function parseConnectionUri(uri: string): Connection {
   if (typeof uri !== 'string') throw uriError('the URI is not a string');
-  // urlsplit strips leading/trailing C0 controls and spaces; env files often end in \r.
-  const s = uri.replace(/^[\u0000-\u0020]+|[\u0000-\u0020]+$/g, '');
+  // urlsplit strips leading C0 controls and spaces, and drops tab, CR and LF wherever they are
+  // (here: at the end, where an env file's \r is; inside they are refused below). Trailing
+  // spaces stay, as there: callers that read Airflow's env or files strip first, as it does.
+  const s = uri.replace(/^[\u0000-\u0020]+/, '').replace(/[\t\r\n]+$/, '');
   if (s === '') throw uriError('the URI is empty');
   if (!isWellFormed(s)) throw uriError('the URI is not well-formed Unicode');
   if (/[\u0000-\u001f\u007f]/.test(s)) {
@@ -142,6 +146,8 @@ export function parseConnectionUri(uri: string): Connection {
   const slash = before.indexOf('/');
   const authority = slash < 0 ? before : before.slice(0, slash);
   const path = slash < 0 ? '' : before.slice(slash);
+  checkBrackets(authority);
+  checkNfkc(authority);
 
   // The last '@' ends the userinfo and the first ':' inside it splits login from password,
   // as urlsplit does — so a raw '@' or ':' in a password still parses.
@@ -190,6 +196,73 @@ export function parseConnectionUri(uri: string): Connection {
     port: parsePort(rawPort),
     extra: query === null ? null : parseQuery(query),
   };
+}
+
+/**
+ * urlsplit's checks on the whole authority (userinfo included): "[" and "]" come as a pair, and
+ * what the first pair holds must be an IPv6 address (an IPv4 one is refused) or an IPvFuture
+ * literal — else Airflow raises "Invalid IPv6 URL" or the like, and so do we.
+ */
+function checkBrackets(authority: string): void {
+  const open = authority.includes('[');
+  if (open !== authority.includes(']')) {
+    throw uriError('"[" or "]" appears without its pair before the path; percent-encode them');
+  }
+  if (!open) return;
+  const inside = authority.slice(authority.indexOf('[') + 1);
+  const bracketed = inside.slice(0, inside.indexOf(']') < 0 ? inside.length : inside.indexOf(']'));
+  if (!(bracketed.startsWith('v') ? IP_FUTURE.test(bracketed) : isIPv6Literal(bracketed))) {
+    throw uriError('the text in "[…]" is not an IPv6 address; percent-encode "[" and "]"');
+  }
+}
+
+/**
+ * urlsplit's `_checknetloc`: a non-ASCII authority whose NFKC form holds a "/", "?", "#", "@" or
+ * ":" that the text itself did not (`℀` is "a/c") is refused, since another parser that
+ * normalises would split it elsewhere (CVE-2019-9636).
+ */
+function checkNfkc(authority: string): void {
+  if (/^[\u0000-\u007f]*$/.test(authority)) return;
+  const n = authority.replace(/[@:#?]/g, '');
+  const normalized = n.normalize('NFKC');
+  if (n === normalized) return;
+  if (/[/?#@:]/.test(normalized)) {
+    throw uriError(
+      'the part before the path has characters that NFKC normalisation turns into "/", "?", "#", "@" or ":"; percent-encode them',
+    );
+  }
+}
+
+const IP_FUTURE = /^v[a-fA-F0-9]+\..+$/s;
+const IPV4 =
+  /^(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}$/;
+const HEX_GROUP = /^[0-9a-fA-F]{1,4}$/;
+
+/** Python's `ipaddress.ip_address(s)` accepting an IPv6 address (with an optional %zone). */
+function isIPv6Literal(s: string): boolean {
+  const pct = s.indexOf('%');
+  const addr = pct < 0 ? s : s.slice(0, pct);
+  if (pct >= 0 && (pct === s.length - 1 || s.indexOf('%', pct + 1) >= 0)) return false;
+  const parts = addr.split(':');
+  if (parts.length < 3) return false;
+  let groups = parts.length;
+  const last = parts[parts.length - 1]!;
+  if (last.includes('.')) {
+    if (!IPV4.test(last)) return false;
+    parts[parts.length - 1] = '0';
+    groups++;
+  }
+  if (groups > 9) return false;
+  const double = addr.indexOf('::');
+  if (double < 0) return groups === 8 && parts.every((p) => HEX_GROUP.test(p));
+  if (addr.indexOf('::', double + 1) >= 0) return false;
+  // "::" stands for at least one group; empty parts may only be those of the "::" itself.
+  const [head, tail] = [addr.slice(0, double), addr.slice(double + 2)];
+  const headParts = head === '' ? [] : head.split(':');
+  const tailParts = tail === '' ? [] : tail.split(':');
+  if (tail.includes('.')) tailParts[tailParts.length - 1] = '0';
+  const explicit = headParts.length + tailParts.length + (tail.includes('.') ? 1 : 0);
+  return explicit <= 7 && [...headParts, ...tailParts].every((p) => HEX_GROUP.test(p));
 }
 
 function empty(connType: string): Connection {
@@ -293,11 +366,14 @@ export function formatConnectionUri(conn: Connection): string {
 
   // get_uri tests `is not None`: a login "" is written as nothing, a password "" as ":". Unlike
   // get_uri, a login "" alone still gets its "@" (`type://@host`), which every Airflow reads back
-  // as login "" — get_uri would drop it and the task would see None.
-  const userinfo = conn.login !== null || conn.password !== null;
+  // as login "" — get_uri would drop it and the task would see None. A password "" is not
+  // written at all: core reads `:""` as None and the task SDK as "", so only None reads the
+  // same in both (and core's own get_uri never writes it: its setter ignores "").
+  const password = emptyToNull(conn.password);
+  const userinfo = conn.login !== null || password !== null;
   let authority = '';
   if (conn.login !== null) authority += encodePart(conn.login, 'login');
-  if (conn.password !== null) authority += ':' + encodePart(conn.password, 'password');
+  if (password !== null) authority += ':' + encodePart(password, 'password');
   if (userinfo) uri += authority + '@';
 
   // The host is encoded whole, '/' and ':' included, so no host (`a/b`, `::1`) can be mistaken
@@ -322,6 +398,23 @@ export function formatConnectionUri(conn: Connection): string {
   return uri;
 }
 
+/**
+ * Whether core's `_parse_from_uri` would replace this plain query value by `json.loads(value)`:
+ * it tries every non-empty value, and Python's json accepts what JSON does plus NaN, Infinity
+ * and -Infinity, with surrounding whitespace, but no byte-order mark.
+ */
+function readAsJsonByCore(v: string): boolean {
+  if (v === '' || v.startsWith('\ufeff')) return false;
+  // Cheap test first: JSON text starts (after whitespace) with one of these.
+  if (!/^[ \t\n\r]*[-0-9"[{tfnNI]/.test(v)) return false;
+  try {
+    parsePyJson(v);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 function encodePart(s: string, part: string): string {
   if (typeof s !== 'string') throw formatError(`${part} must be a string`);
   if (isUnreserved(s)) return s;
@@ -331,9 +424,12 @@ function encodePart(s: string, part: string): string {
 
 /**
  * Airflow writes plain `k=v` parameters when `parse_qsl(urlencode(extra))` gives the extra back
- * — i.e. a non-empty object of strings — and `__extra__=<JSON>` otherwise. A key named
- * `__extra__` would be read back as the JSON carrier, so it forces the JSON form (Airflow itself
- * gets that case wrong).
+ * — i.e. a non-empty object of strings — and `__extra__=<JSON>` otherwise. Two cases force the
+ * JSON form where Airflow's get_uri would not use it, because Airflow itself would read its own
+ * output back wrong: a key named `__extra__` (read back as the JSON carrier), and a value that
+ * Airflow's core Connection (the CLI, `connections import`, Airflow 2-style hooks) would
+ * JSON-decode — `"30"` read back as the number 30, `"true"` as a boolean — while the task SDK
+ * keeps it a string. In the JSON form both classes read the same strings.
  */
 function formatExtra(extra: Record<string, unknown>): string {
   const entries = Object.entries(extra);
@@ -344,7 +440,8 @@ function formatExtra(extra: Record<string, unknown>): string {
         k !== EXTRA_QUERY_KEY &&
         typeof v === 'string' &&
         (isUnreserved(k) || isWellFormed(k)) &&
-        (isUnreserved(v) || isWellFormed(v)),
+        (isUnreserved(v) || isWellFormed(v)) &&
+        !readAsJsonByCore(v),
     );
   if (plain) {
     return entries.map(([k, v]) => `${quotePlus(k)}=${quotePlus(v as string)}`).join('&');

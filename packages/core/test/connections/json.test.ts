@@ -96,7 +96,9 @@ describe('parseConnectionJson', () => {
   });
 
   it.each([
-    ['{"port": 0}', 0],
+    // from_json's `if port:` — the number 0 is falsy (no port), the string "0" is port 0
+    // (Airflow 3.3.2, checked by the differential oracle).
+    ['{"port": 0}', null],
     ['{"port": 1}', 1],
     ['{"port": "1"}', 1],
     ['{"port": "0"}', 0],
@@ -106,8 +108,10 @@ describe('parseConnectionJson', () => {
     expect(parseConnectionJson(text).port).toBe(port);
   });
 
+  // Airflow refuses only "1.5" (int() of it raises); it takes -1 and 65536 as they are and 1.5
+  // as 1. Leoflow refuses all four (docs/connections.md, "Where Leoflow is stricter").
   it.each(['{"port": -1}', '{"port": 65536}', '{"port": 1.5}', '{"port": "1.5"}'])(
-    'test_from_json_rejects_invalid_port: %s',
+    'refuses a port that is not an integer in 0-65535: %s',
     (text) => {
       expect(safeError(text)).toMatch(/port/);
     },
