@@ -15,7 +15,7 @@ import {
 import type { Clock } from '@leoflow/core';
 import type { AssignmentBroker } from '../executor/assignments/assignment-broker.js';
 import { assignmentMessage } from './assignment-rpc.js';
-import type { WorkerTokenIssuer } from '../auth/worker-token.js';
+import type { WorkerTokenClaims, WorkerTokenIssuer } from '../auth/worker-token.js';
 import { WORKER_NOT_LEADER, WORKER_NOT_SERVING, workerPrincipal } from './agent-auth.js';
 import { WORKER_POOL_ANNOTATION } from '../executor/kubernetes/exchange/reviewed-pod.js';
 import type { WarmPoolManager } from '../executor/warm-pools/pool-manager.js';
@@ -65,30 +65,7 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
     ctx: HandlerContext,
   ): AsyncIterable<AwaitAssignmentResponse> {
     const { claims } = workerPrincipal(ctx);
-    const verdict = checkAgentProtocol(req.protocolVersion, SUPPORTED_AGENT_PROTOCOLS);
-    if (!verdict.compatible) {
-      throw new ConnectError(
-        agentProtocolRefusal(verdict, SUPPORTED_AGENT_PROTOCOLS, req.agentVersion),
-        Code.FailedPrecondition,
-      );
-    }
-    if (!leading()) throw notLeader();
-    const member = { poolKey: claims.pool_key, name: claims.pod_name, uid: claims.pod_uid };
-    // Read from the store each time (one read by primary key): a pod recycled by any replica
-    // is refused here at once.
-    const serving = async () => (await deps.manager.servingMember(member)) !== undefined;
-    const pool = deps.manager.poolConfig(claims.pool_key);
-    const stored = await deps.manager.servingMember(member);
-    if (!stored || !pool || pool.tenant !== claims.tenant_id) {
-      throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
-    }
-    // A pod still busy with an attempt whose stream dropped, back with a free slot: the worker
-    // says that attempt is over, so the pod is idle from now, or recycled at its attempt limit
-    // (stored before the answer: then it is not serving, and takes nothing more).
-    if (req.freeSlots >= 1 && stored.busy) {
-      await deps.manager.attemptFinished(member);
-      if (!(await serving())) throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
-    }
+    const { member, serving } = await admitWorker(deps, req, claims, leading);
     const out = createWritableIterable<AwaitAssignmentResponse>();
     const send = (m: AwaitAssignmentResponse) => {
       void out.write(m).catch(() => undefined);
@@ -136,43 +113,20 @@ export function createWorkerStream(deps: WorkerStreamDeps) {
     };
     streams.get(claims.pod_uid)?.();
     streams.set(claims.pod_uid, replaced);
-    const ttlMs = deps.tokens.ttlSeconds * 1000;
-    let expiresAtMs = claims.exp * 1000;
-    let renewing = false;
-    const renew = async () => {
-      if (!(await serving())) {
-        // Recycled: no new token; the stream ends and the old token runs out on its own.
-        out.close();
-        return;
-      }
-      const renewed = await deps.tokens.mint(identity, deps.clock.now());
-      expiresAtMs = renewed.expiresAtMs;
-      send(
-        create(AwaitAssignmentResponseSchema, {
-          event: {
-            case: 'workerToken',
-            value: { token: renewed.token, expiresAtMs: BigInt(renewed.expiresAtMs) },
-          },
-        }),
-      );
-    };
     let leadLost = false;
-    const renewal = setInterval(() => {
-      if (!leading()) {
-        // No assignment reaches this replica's broker any more: the worker goes to the leader.
-        leadLost = true;
+    const renewal = renewWorkerToken(deps, {
+      identity,
+      expiresAtMs: claims.exp * 1000,
+      serving,
+      send,
+      leading,
+      renewCheckMs,
+      onError,
+      end: (why) => {
+        if (why === 'lead_lost') leadLost = true;
         out.close();
-        return;
-      }
-      if (renewing || deps.clock.now() < expiresAtMs - ttlMs * WORKER_RENEW_AT_REMAINING) return;
-      renewing = true;
-      renew()
-        .catch(onError)
-        .finally(() => {
-          renewing = false;
-        });
-    }, renewCheckMs);
-    renewal.unref();
+      },
+    });
     const keepalive = setInterval(
       () =>
         send(
@@ -205,4 +159,96 @@ function notLeader(): ConnectError {
   return new ConnectError(WORKER_NOT_LEADER, Code.Unavailable, {
     [ERROR_CODE_METADATA]: WARM_WORKER_NOT_LEADER_CODE,
   });
+}
+
+/**
+ * Admits a worker's AwaitAssignment: its protocol, this replica leading, its pod still a serving
+ * member of its tenant's pool (read from the store each time: a pod recycled by any replica is
+ * refused at once), and a pod back from a dropped stream with a free slot marked idle.
+ */
+async function admitWorker(
+  deps: WorkerStreamDeps,
+  req: AwaitAssignmentRequest,
+  claims: WorkerTokenClaims,
+  leading: () => boolean,
+) {
+  const verdict = checkAgentProtocol(req.protocolVersion, SUPPORTED_AGENT_PROTOCOLS);
+  if (!verdict.compatible) {
+    throw new ConnectError(
+      agentProtocolRefusal(verdict, SUPPORTED_AGENT_PROTOCOLS, req.agentVersion),
+      Code.FailedPrecondition,
+    );
+  }
+  if (!leading()) throw notLeader();
+  const member = { poolKey: claims.pool_key, name: claims.pod_name, uid: claims.pod_uid };
+  // Read from the store each time (one read by primary key): a pod recycled by any replica
+  // is refused here at once.
+  const serving = async () => (await deps.manager.servingMember(member)) !== undefined;
+  const pool = deps.manager.poolConfig(claims.pool_key);
+  const stored = await deps.manager.servingMember(member);
+  if (!stored || !pool || pool.tenant !== claims.tenant_id) {
+    throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
+  }
+  // A pod still busy with an attempt whose stream dropped, back with a free slot: the worker
+  // says that attempt is over, so the pod is idle from now, or recycled at its attempt limit
+  // (stored before the answer: then it is not serving, and takes nothing more).
+  if (req.freeSlots >= 1 && stored.busy) {
+    await deps.manager.attemptFinished(member);
+    if (!(await serving())) throw new ConnectError(WORKER_NOT_SERVING, Code.Unauthenticated);
+  }
+  return { member, serving };
+}
+
+/**
+ * The worker token's renewal on its stream: at a third of its TTL left, a fresh token as long as
+ * the pod still serves; a recycled pod gets none (its stream ends, its token runs out). A replica
+ * that stops leading ends the stream so the worker goes to the leader.
+ */
+function renewWorkerToken(
+  deps: WorkerStreamDeps,
+  s: {
+    identity: { pool_key: string; tenant_id: string; pod_name: string; pod_uid: string };
+    expiresAtMs: number;
+    serving: () => Promise<boolean>;
+    send: (m: AwaitAssignmentResponse) => void;
+    leading: () => boolean;
+    renewCheckMs: number;
+    onError: (err: unknown) => void;
+    end: (why: 'recycled' | 'lead_lost') => void;
+  },
+): NodeJS.Timeout {
+  const ttlMs = deps.tokens.ttlSeconds * 1000;
+  let expiresAtMs = s.expiresAtMs;
+  let renewing = false;
+  const renew = async () => {
+    if (!(await s.serving())) {
+      s.end('recycled');
+      return;
+    }
+    const renewed = await deps.tokens.mint(s.identity, deps.clock.now());
+    expiresAtMs = renewed.expiresAtMs;
+    s.send(
+      create(AwaitAssignmentResponseSchema, {
+        event: {
+          case: 'workerToken',
+          value: { token: renewed.token, expiresAtMs: BigInt(renewed.expiresAtMs) },
+        },
+      }),
+    );
+  };
+  const timer = setInterval(() => {
+    if (!s.leading()) {
+      s.end('lead_lost');
+      return;
+    }
+    if (renewing || deps.clock.now() < expiresAtMs - ttlMs * WORKER_RENEW_AT_REMAINING) return;
+    renewing = true;
+    renew()
+      .catch(s.onError)
+      .finally(() => {
+        renewing = false;
+      });
+  }, s.renewCheckMs);
+  timer.unref();
+  return timer;
 }
