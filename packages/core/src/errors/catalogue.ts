@@ -99,6 +99,16 @@ export const ERROR_CATALOGUE = {
     null,
     'Make the attempt-uid lock directory a real directory owned by the agent user with mode 0700.',
   ),
+  LF_SANDBOX_REQUIRED: c(
+    'config',
+    400,
+    'Give the control plane what the sandbox needs (root, the built helper, CAP_SYS_ADMIN for namespaces), or set execution.isolation auto.',
+  ),
+  LF_CONFIG_SANDBOX: c(
+    'config',
+    400,
+    'Fix the named execution.* sandbox setting (isolation, network, writable_paths, tmpfs_size) as the message says.',
+  ),
   LF_ATTEMPT_UIDS_EXHAUSTED: c(
     'config',
     null,
