@@ -59,9 +59,15 @@ export async function startStandalone(opts: StandaloneOptions): Promise<Standalo
     ...(opts.dagsFolder ? ['--dags-folder', opts.dagsFolder] : []),
     ...(opts.extraArgs ?? []),
   ];
+  // Tasks exchange files with a test through its scratch dir (the data dir's parent): the
+  // operator's execution.writable_paths, as a test lists it. The sandbox makes the rest of the
+  // filesystem read-only and gives each attempt a private /tmp, and masks the data dir itself.
+  const writable = opts.extraArgs?.includes('--writable-path')
+    ? {}
+    : { LEOFLOW_EXECUTION_WRITABLE_PATHS: dirname(resolve(opts.dataDir)) };
   const proc = spawn(process.execPath, args, {
     cwd: REPO,
-    env: { ...process.env, LEOFLOW_LOG_LEVEL: 'info', ...opts.env },
+    env: { ...process.env, LEOFLOW_LOG_LEVEL: 'info', ...writable, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';

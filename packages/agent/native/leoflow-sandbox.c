@@ -27,9 +27,10 @@
  *       removes PATH without ever following a link: openat/unlinkat relative to directory fds
  *       opened O_NOFOLLOW|O_DIRECTORY, never crossing a mount; as PATH's owner first (when it is
  *       not root), then what is left as the caller
- *   leoflow-sandbox sweep --uid N DIR...
+ *   leoflow-sandbox sweep --uid N [--keep DIR]... DIR...
  *       as uid N: removes everything N owns under each DIR (no link followed, no mount crossed),
- *       strips setuid/setgid from files of N it cannot remove, removes N's System V IPC objects
+ *       strips setuid/setgid from files of N it cannot remove, removes N's System V IPC objects;
+ *       inside a --keep DIR (an operator-listed writable path) it only strips set-id bits
  *   leoflow-sandbox clear-keyrings --uid N
  *       as uid N: clears its user, user-session and persistent keyrings
  *
@@ -158,7 +159,27 @@ struct rm_ctx {
   int only;
   int left; /* entries of ours that could not be removed */
   int depth;
+  /* sweep: operator-listed writable paths (by device and inode): kept, set-id bits stripped */
+  dev_t keep_dev[MAX_LIST];
+  ino_t keep_ino[MAX_LIST];
+  int nkeep;
+  int keeping;
 };
+
+static int is_kept(struct rm_ctx *c, const struct stat *st) {
+  for (int i = 0; i < c->nkeep; i++)
+    if (c->keep_dev[i] == st->st_dev && c->keep_ino[i] == st->st_ino) return 1;
+  return 0;
+}
+
+static void strip_setid(int parent, const char *name, const struct stat *st) {
+  if (!S_ISREG(st->st_mode) || !(st->st_mode & (S_ISUID | S_ISGID))) return;
+  int fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd >= 0) {
+    fchmod(fd, st->st_mode & 0777);
+    close(fd);
+  }
+}
 
 #define MAX_DEPTH 512
 
@@ -170,6 +191,27 @@ static int remove_entry(int parent, const char *name, struct rm_ctx *c, int all)
   struct stat st;
   if (fstatat(parent, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT;
   int mine = all || !c->only || st.st_uid == c->only_uid;
+  if (c->keeping) {
+    /* inside an operator-listed writable path: nothing is removed, set-id bits go */
+    if (mine && !S_ISDIR(st.st_mode)) strip_setid(parent, name, &st);
+    if (!S_ISDIR(st.st_mode) || st.st_dev != c->dev || c->depth >= MAX_DEPTH) return 0;
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    c->depth++;
+    empty_dir(fd, c, 0);
+    c->depth--;
+    return 0;
+  }
+  if (S_ISDIR(st.st_mode) && c->only && is_kept(c, &st)) {
+    int fd = openat(parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    c->keeping++;
+    c->depth++;
+    empty_dir(fd, c, 0);
+    c->depth--;
+    c->keeping--;
+    return 0;
+  }
   if (S_ISDIR(st.st_mode)) {
     if (st.st_dev != c->dev || c->depth >= MAX_DEPTH) {
       if (mine) c->left++; /* a mount point is never crossed */
@@ -200,13 +242,7 @@ static int remove_entry(int parent, const char *name, struct rm_ctx *c, int all)
   if (!mine) return 0;
   if (unlinkat(parent, name, 0) == 0) return 1;
   /* cannot remove it (another user's sticky dir): at least make a set-id bit inert */
-  if (S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
-    int fd = openat(parent, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd >= 0) {
-      fchmod(fd, st.st_mode & 0777);
-      close(fd);
-    }
-  }
+  strip_setid(parent, name, &st);
   c->left++;
   return 0;
 }
@@ -331,11 +367,18 @@ static void remove_ipc_of(uid_t uid) {
 static int cmd_sweep(int argc, char **argv) {
   long uid = -1;
   int i = 0;
+  struct rm_ctx proto = {.only = 1};
   for (; i < argc; i++) {
     if (!strcmp(argv[i], "--uid") && i + 1 < argc) uid = parse_num(argv[++i], "--uid");
-    else break;
+    else if (!strcmp(argv[i], "--keep") && i + 1 < argc) {
+      struct stat st;
+      if (stat(argv[++i], &st) == 0 && proto.nkeep < MAX_LIST) {
+        proto.keep_dev[proto.nkeep] = st.st_dev;
+        proto.keep_ino[proto.nkeep++] = st.st_ino;
+      }
+    } else break;
   }
-  if (uid <= 0) die(120, "usage: sweep --uid N DIR...");
+  if (uid <= 0) die(120, "usage: sweep --uid N [--keep DIR]... DIR...");
   drop_to((uid_t)uid, (gid_t)uid);
   int left = 0;
   for (; i < argc; i++) {
@@ -346,8 +389,11 @@ static int cmd_sweep(int argc, char **argv) {
       close(fd);
       continue;
     }
-    struct rm_ctx c = {.dev = st.st_dev, .only_uid = (uid_t)uid, .only = 1};
-    empty_dir(fd, &c, st.st_uid == (uid_t)uid);
+    struct rm_ctx c = proto;
+    c.dev = st.st_dev;
+    c.only_uid = (uid_t)uid;
+    if (is_kept(&c, &st)) c.keeping = 1;
+    empty_dir(fd, &c, !c.keeping && st.st_uid == (uid_t)uid);
     left += c.left;
   }
   remove_ipc_of((uid_t)uid);

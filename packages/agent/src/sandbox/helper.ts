@@ -138,20 +138,23 @@ export function sweepUidLeftovers(
   uid: number,
   dirs: readonly string[],
   helper: string | undefined,
+  keep: readonly string[] = [],
 ): boolean {
   if (dirs.length === 0) return true;
   if (helper) {
-    const r = spawnSync(helper, ['sweep', '--uid', String(uid), ...dirs], {
+    const keepArgs = keep.flatMap((k) => ['--keep', k]);
+    const r = spawnSync(helper, ['sweep', '--uid', String(uid), ...keepArgs, ...dirs], {
       env: testHookEnv({}),
       stdio: 'ignore',
     });
     return r.status === 0;
   }
   let ok = true;
+  const prune = keep.flatMap((k) => ['-path', k, '-prune', '-o']);
   for (const dir of dirs) {
     const r = spawnSync(
       '/usr/bin/find',
-      [dir, '-xdev', '-mindepth', '1', '-user', String(uid), '(', '-perm', '/6000', '-exec', 'chmod', 'ug-s', '{}', '+', ')', ',', '-user', String(uid), '-delete'],
+      [dir, '-xdev', '-mindepth', '1', ...prune, '-user', String(uid), '(', '-perm', '/6000', '-exec', 'chmod', 'ug-s', '{}', '+', ')', ',', '-user', String(uid), '-delete'],
       { uid, gid: uid, env: { PATH: '/usr/bin:/bin' }, stdio: 'ignore' },
     );
     if (r.status !== 0) ok = false;

@@ -10,6 +10,7 @@ import {
   type NetworkMode,
   type SandboxMode,
   ConfigError,
+  sandboxExposures as exposuresOf,
 } from '@leoflow/core';
 import type { LaunchPlan, RunAs } from '../task-process.js';
 import {
@@ -242,7 +243,7 @@ export class TaskLauncher {
   scrubUid(uid: number): void {
     clearUidKeyrings(uid, this.#helper);
     if (this.posture.mode !== 'namespaces')
-      sweepUidLeftovers(uid, this.posture.worldWritable, this.#helper);
+      sweepUidLeftovers(uid, this.posture.worldWritable, this.#helper, this.#settings.writablePaths);
   }
 
   /**
@@ -250,7 +251,7 @@ export class TaskLauncher {
    * uid owns in the world-writable dirs goes, without following a link. No root is involved.
    */
   wipeOwnLeftovers(uid: number): boolean {
-    return sweepUidLeftovers(uid, this.posture.worldWritable, this.#helper);
+    return sweepUidLeftovers(uid, this.posture.worldWritable, this.#helper, this.#settings.writablePaths);
   }
 
   /** Removes a work dir without following links (see removeTree). */
@@ -281,39 +282,6 @@ export function sandboxSettingsFromEnv(env: Record<string, string | undefined>):
   } catch (err) {
     throw err instanceof ConfigError ? err : new ConfigError('LF_CONFIG_INVALID', String(err));
   }
-}
-
-/** What attempts still share, per mode (docs/security.md's table says the same). */
-export function exposuresOf(
-  mode: SandboxMode,
-  network: NetworkMode,
-  landlock: boolean,
-  helper: boolean,
-): string[] {
-  const out: string[] = [];
-  if (mode === 'none') {
-    out.push(
-      'not root: every attempt runs as the control plane\'s user — it can read the data dir (keys, admin token, database), and other attempts\' /proc entries and files; no private /tmp',
-    );
-  }
-  if (mode === 'uid') {
-    out.push(
-      'no namespaces: attempts share /tmp, /var/tmp, /dev/shm, /run/lock and every world-writable dir while they run (swept as the uid at release), System V IPC and POSIX shm, the host\'s /proc (other uids\' processes are listed, not readable), and the whole filesystem is as writable as the uid\'s permissions allow',
-    );
-  }
-  if (network === 'host') {
-    out.push(
-      `host network: loopback listeners${landlock ? '' : ' and abstract unix sockets'} are reachable between attempts and from attempts to the host (execution.network none gives each attempt an empty network namespace)`,
-    );
-  }
-  if (!landlock) {
-    out.push(
-      helper
-        ? 'no Landlock scoping (kernel ABI < 6): abstract unix sockets are shared under the host network'
-        : 'no sandbox helper: no no_new_privs, no fresh session keyring, no Landlock; fds are closed by the agent',
-    );
-  }
-  return out;
 }
 
 function uniq(xs: string[]): string[] {

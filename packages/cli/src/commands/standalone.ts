@@ -18,6 +18,10 @@ export interface StandaloneFlags {
   runAsUser?: string;
   attemptUidRange?: string;
   attemptNprocLimit?: string;
+  isolation?: string;
+  network?: string;
+  writablePath?: string[];
+  tmpfsSize?: string;
   logLevel?: string;
   agentTlsCert?: string;
   agentTlsKey?: string;
@@ -121,6 +125,28 @@ export async function standaloneConfig(
         if (sub.attemptUidRange !== null) parseUidRange(sub.attemptUidRange);
       }
       if (nproc !== undefined) sub.attemptNprocLimit = parseNprocLimit(nproc);
+    } catch (err) {
+      if (isLeoflowError(err)) throw new CliError(err.message, 2, err.code);
+      throw err;
+    }
+  }
+  // The attempt sandbox (docs/security.md): execution.isolation, execution.network,
+  // execution.writable_paths, execution.tmpfs_size — kept together.
+  {
+    const { parseIsolationMode, parseNetworkMode, parseTmpfsSize, parseWritablePaths, isLeoflowError } =
+      await import('@leoflow/core');
+    try {
+      const iso = pick(flags.isolation, 'LEOFLOW_EXECUTION_ISOLATION');
+      if (iso !== undefined) sub.isolation = parseIsolationMode(iso);
+      const net = pick(flags.network, 'LEOFLOW_EXECUTION_NETWORK');
+      if (net !== undefined) sub.network = parseNetworkMode(net);
+      const writable =
+        flags.writablePath && flags.writablePath.length > 0
+          ? flags.writablePath.map((p) => resolve(p))
+          : env.LEOFLOW_EXECUTION_WRITABLE_PATHS;
+      if (writable !== undefined) sub.writablePaths = parseWritablePaths(writable);
+      const size = pick(flags.tmpfsSize, 'LEOFLOW_EXECUTION_TMPFS_SIZE');
+      if (size !== undefined) sub.tmpfsSizeBytes = parseTmpfsSize(size);
     } catch (err) {
       if (isLeoflowError(err)) throw new CliError(err.message, 2, err.code);
       throw err;
@@ -305,6 +331,23 @@ export function addStandaloneOptions(cmd: Command): Command {
       'RLIMIT_NPROC of each attempt uid, via prlimit (default 4096; 0 does not apply it)',
     )
     .option(
+      '--isolation <mode>',
+      'the attempt sandbox: auto (namespaces where the host allows, else per-attempt uids alone; default), required (refuse to start without namespaces) or fallback (per-attempt uids, no namespaces)',
+    )
+    .option(
+      '--network <mode>',
+      'host (default: attempts use the host network) or none (an empty network namespace per attempt)',
+    )
+    .option(
+      '--writable-path <dir>',
+      'a directory every attempt may write (bind-mounted read-write into its sandbox; the rest is read-only); repeat for more',
+      (v: string, prev: string[] = []) => [...prev, v],
+    )
+    .option(
+      '--tmpfs-size <size>',
+      "each attempt's private /tmp, /var/tmp, /dev/shm, /run/lock… is a tmpfs of at most this size (default 256M)",
+    )
+    .option(
       '--run-as-user <user>',
       'when root and --attempt-uid-range is off, run every task as this one user (default nobody; "none" disables)',
     )
@@ -407,6 +450,12 @@ export function registerStandalone(program: Command): void {
             ? `  tasks run as ${cp.isolation.runAs.user} (uid ${cp.isolation.runAs.uid}), all attempts under that one uid`
             : '  tasks run as this user: task code can read the data directory (run as root to give every attempt its own uid)',
         `  work root    ${cp.workRoot}`,
+        cp.sandbox.mode === 'namespaces'
+          ? `  sandbox      namespaces (mount, IPC, PID, UTS${cp.sandbox.network === 'none' ? ', network' : ''}), private ${cp.sandbox.worldWritable.join(', ')}, read-only elsewhere, no_new_privs${cp.sandbox.landlock ? ', Landlock scoping' : ''}`
+          : cp.sandbox.mode === 'uid'
+            ? `  sandbox      PER-UID FALLBACK, no namespaces: ${cp.sandbox.why ?? ''}`
+            : '  sandbox      NONE: not root, so no per-attempt uids and no namespaces (run as root to sandbox every attempt)',
+        ...cp.sandbox.exposures.map((e) => `               exposure: ${e}`),
         '',
         `Try: LEOFLOW_URL=${cp.httpUrl} npx leoflow runs trigger hello --wait`,
         '',

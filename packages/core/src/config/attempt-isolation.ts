@@ -190,3 +190,41 @@ export function parseWritablePaths(value: string | readonly string[], key = WRIT
   }
   return out;
 }
+
+/**
+ * What attempts still share in a sandbox mode: the start banner, doctor and docs/security.md's
+ * table say the same.
+ */
+export function sandboxExposures(
+  mode: SandboxMode,
+  network: NetworkMode,
+  landlock: boolean,
+  helper: boolean,
+): string[] {
+  const out: string[] = [];
+  if (mode === 'none') {
+    out.push(
+      "not root: no per-attempt uids and no namespaces — every attempt runs as the control plane's user, so it can read the data dir (keys, admin token, database) and other attempts' /proc entries and files, and attempts share /tmp and the other world-writable dirs",
+    );
+  }
+  if (mode === 'uid') {
+    out.push(
+      "no namespaces (per-uid fallback): while they run, attempts share /tmp, /var/tmp, /dev/shm, /run/lock and every other world-writable dir (swept as the uid at release), System V IPC and POSIX shm, and the host's /proc (other uids' processes are listed, not readable); the rest of the filesystem is as writable as the uid's permissions allow",
+    );
+  }
+  if (network === 'host') {
+    out.push(
+      `host network: loopback listeners${landlock ? '' : ' and abstract unix sockets'} are reachable between attempts and from an attempt to the host's services (execution.network none gives each attempt an empty network namespace)`,
+    );
+  }
+  if (!helper) {
+    out.push(
+      'no sandbox helper (packages/agent/dist/leoflow-sandbox was not built: no C compiler): no namespaces, no no_new_privs, no fresh session keyring, no Landlock; install gcc and libc6-dev and run npm run build',
+    );
+  } else if (!landlock) {
+    out.push(
+      'no Landlock scoping (the kernel has Landlock ABI < 6): abstract unix sockets are shared under the host network, and signals are bounded by uids only',
+    );
+  }
+  return out;
+}

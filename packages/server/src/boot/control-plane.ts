@@ -31,6 +31,11 @@ import { createKubernetesExecutor, executorPolicy } from '../executor/kubernetes
 import type { Executor } from '../executor/executor.js';
 import { resolveTaskIsolation, type TaskIsolation } from '../executor/run-as-user.js';
 import {
+  resolveSandboxPlan,
+  sandboxAgentEnv,
+  type SandboxPlan,
+} from '../executor/sandbox-plan.js';
+import {
   ensureInstallId,
   ensureWorkRoot,
   installTaskSdk,
@@ -110,6 +115,8 @@ export interface ControlPlane {
   adminTokenFile: string;
   /** how attempts are isolated (per-attempt uids, one shared user, or not at all) */
   isolation: TaskIsolation;
+  /** the attempt sandbox in force (namespaces, the per-uid fallback, none) and what it leaves open */
+  sandbox: SandboxPlan;
   /** this installation's work root (/tmp/leoflow-work-<install id> by default) */
   workRoot: string;
   /** the web app's address, and a one-time sign-in URL for the admin token (null: no web app built) */
@@ -163,6 +170,8 @@ export async function startControlPlane(
   const logger = opts.logger ?? createLogger(cfg.logLevel);
   // Before anything is written: a uid range that overlaps an account refuses boot.
   const isolation = resolveTaskIsolation(cfg.subprocess);
+  // execution.isolation required refuses here, naming what is missing, before anything is written.
+  const sandbox = resolveSandboxPlan(cfg.subprocess);
   const faults = opts.faults ?? faultsFromEnv(process.env, logger);
   const pro = cfg.pro;
   if (pro) checkProConfig(cfg);
@@ -221,7 +230,8 @@ export async function startControlPlane(
   });
   if (keyringCreated) logger.info({ file: keyringFile }, 'generated the vault encryption keyring');
 
-  const workRoot = cfg.subprocess.workDir ?? workRootFor(ensureInstallId(cfg.dataDir));
+  const installId = ensureInstallId(cfg.dataDir);
+  const workRoot = cfg.subprocess.workDir ?? workRootFor(installId);
   ensureWorkRoot(workRoot);
   let taskNodeModules = cfg.subprocess.taskNodeModules;
   if (cfg.subprocess.sdkBundle !== null) {
@@ -242,6 +252,11 @@ export async function startControlPlane(
         workDir: workRoot,
         diagnosticsDir: join(cfg.dataDir, 'agents'),
         isolation,
+        sandbox: {
+          // tasks never see the data dir, the keys or /run/leoflow (the uid claims)
+          env: sandboxAgentEnv(sandbox, [cfg.dataDir, ...(keysDir !== cfg.dataDir ? [keysDir] : [])], installId),
+          helper: sandbox.helper,
+        },
         keepWorkDirs: cfg.subprocess.keepWorkDirs,
         agentCaFile: cfg.agent.tls?.caFile ?? null,
         taskNodeModules,
@@ -582,6 +597,7 @@ export async function startControlPlane(
     agentUrl,
     adminTokenFile,
     isolation,
+    sandbox,
     workRoot,
     ui:
       api && ui.deps.staticDir
