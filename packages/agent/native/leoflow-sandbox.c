@@ -18,7 +18,9 @@
  *       --ro-bind SRC DST   SRC visible read-only at DST
  *       --mask PATH         PATH hidden (an empty read-only tmpfs, or /dev/null for a file)
  *       --chdir DIR         the task's working directory
- *       --status-file F     the task's exit status is recorded in F (created 0600 by root)
+ *       --status-file F     the task's exit status is recorded in F (created 0600 by root) by
+ *                           the namespace's init; without --ns the task is exec'd in place and
+ *                           its parent (the agent) has its status
  *       --nproc N           RLIMIT_NPROC of the task's uid
  *       --grace-ms N        after the task's leader exits, what is left gets SIGTERM, then
  *                           SIGKILL after N ms (default 5000)
@@ -674,9 +676,6 @@ static void cmd_run(struct run_opts *o) {
     if (o->net_none) flags |= CLONE_NEWNET;
     if (unshare(flags) != 0) die(121, "unshare namespaces");
     if (o->net_none) lo_up();
-  } else {
-    /* no namespace: orphans of the task come back to this process, which reaps them */
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
   }
   struct sigaction sa;
   memset(&sa, 0, sizeof sa);
@@ -686,13 +685,12 @@ static void cmd_run(struct run_opts *o) {
     sigaction(sigs[s], &sa, NULL);
 
   if (!o->ns) {
-    pid_t task = fork();
-    if (task < 0) die(121, "fork");
-    if (task == 0) become_task(o);
-    forward_to = task;
-    int st = reap(task, o, 0);
-    record(st);
-    mirror(st);
+    /*
+     * No namespace (the per-uid fallback): the task is this process, exec'd in place, so its
+     * parent is the agent itself, which reaps it and reports its status; no reaper in between.
+     */
+    if (status_fd >= 0) close(status_fd);
+    become_task(o);
   }
 
   /* The first child is pid 1 of the new PID namespace: it mounts, forks the task and reaps. */

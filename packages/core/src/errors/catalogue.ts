@@ -656,6 +656,11 @@ export const ERROR_CATALOGUE = {
     'invalid_argument',
   ),
   LF_JSON_TOO_DEEP: c('request', 400, 'Flatten the JSON below the nesting limit.'),
+  LF_PATH_PARAM_TOO_LONG: c(
+    'request',
+    414,
+    'Shorten the id in the URL path: ids are at most 250 characters (the documented patterns).',
+  ),
   LF_BODY_TOO_LARGE: c('request', 413, 'Send a body under the 8 MiB limit.'),
   LF_ROUTE_NOT_FOUND: c('request', 404, 'Use a route listed at /api/v1/docs.'),
   LF_HTTP: c('request', null, 'The server answered with an unexpected status; see its log.'),
