@@ -35,6 +35,8 @@ export interface StandaloneOptions {
   env?: Record<string, string>;
   /** another installation's CLI entry (e.g. a copy of the checkout); default this checkout's */
   cliEntry?: string;
+  /** descriptors the control plane inherits beyond stdio: child fd → an fd of this process */
+  inheritFds?: Record<number, number>;
 }
 
 /** Starts a real `leoflow standalone` process and waits until it prints where it listens. */
@@ -68,7 +70,14 @@ export async function startStandalone(opts: StandaloneOptions): Promise<Standalo
   const proc = spawn(process.execPath, args, {
     cwd: REPO,
     env: { ...process.env, LEOFLOW_LOG_LEVEL: 'info', ...writable, ...opts.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: [
+      'ignore',
+      'pipe',
+      'pipe',
+      ...Array.from({ length: Math.max(0, ...Object.keys(opts.inheritFds ?? {}).map(Number)) - 2 }, (_, i) =>
+        opts.inheritFds?.[i + 3] ?? 'ignore',
+      ),
+    ],
   });
   let out = '';
   proc.stdout.on('data', (b: Buffer) => (out += b.toString()));

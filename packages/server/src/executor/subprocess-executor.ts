@@ -307,6 +307,12 @@ export class SubprocessExecutor implements Executor {
     if (this.opts.agentCaFile) env.NODE_EXTRA_CA_CERTS = this.opts.agentCaFile;
     if (this.opts.taskNodeModules) env.LEOFLOW_NODE_MODULES = this.opts.taskNodeModules;
     if (this.opts.sandbox) Object.assign(env, this.opts.sandbox.env);
+    // The test-only swap hook of the sandbox helper's removals (test/security/sandbox-*.test.ts)
+    // reaches the agents' helpers only when a test armed it exactly so.
+    if (process.env.LEOFLOW_TEST_FAULT_ARM === 'swap-subdir-for-symlink') {
+      env.LEOFLOW_TEST_FAULT_ARM = 'swap-subdir-for-symlink';
+      env.LEOFLOW_TEST_REMOVE_SWAP = process.env.LEOFLOW_TEST_REMOVE_SWAP ?? '';
+    }
     const iso = this.isolation;
     if (iso.mode === 'per-attempt') {
       env.LEOFLOW_ATTEMPT_UID_RANGE = `${iso.range.first}-${iso.range.last}`;
