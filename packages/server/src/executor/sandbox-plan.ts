@@ -35,6 +35,8 @@ export interface SandboxPlan {
 }
 
 export const HELPER_NAME = 'leoflow-sandbox';
+/** Where agents coordinate uid claims and note their ranges (packages/agent/src/attempt-uid.ts) */
+export const DEFAULT_UID_LOCK_DIR_PATH = '/run/leoflow/attempt-uids';
 const STANDARD_TMP_DIRS = ['/tmp', '/var/tmp', '/dev/shm', '/run/lock'];
 
 export function helperBeside(agentEntry: string): string | null {
