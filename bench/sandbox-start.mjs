@@ -24,20 +24,48 @@ export async function run({ quick }) {
   const probe = JSON.parse(
     spawnSync(HELPER, ['probe', '--world-writable'], { encoding: 'utf8' }).stdout,
   );
-  const tmpfs = [...new Set(['/tmp', '/var/tmp', '/dev/shm', '/run/lock', ...probe.world_writable])];
+  const tmpfs = [
+    ...new Set(['/tmp', '/var/tmp', '/dev/shm', '/run/lock', ...probe.world_writable]),
+  ];
   const root = mkdtempSync(join(tmpdir(), 'leoflow-bench-sandbox-'));
   chmodSync(root, 0o711); // as a work root: traversable, not listable
   const work = join(root, 'attempt');
   mkdirSync(work, { mode: 0o700 });
   chownSync(work, UID, UID);
   const status = join(root, 'status');
-  const common = ['--uid', String(UID), '--gid', String(UID), '--nproc', '4096', '--grace-ms', '5000', '--chdir', work];
+  const common = [
+    '--uid',
+    String(UID),
+    '--gid',
+    String(UID),
+    '--nproc',
+    '4096',
+    '--grace-ms',
+    '5000',
+    '--chdir',
+    work,
+  ];
   if (probe.landlock_abi >= 6) common.push('--landlock');
   const variants = {
     bare: ['/bin/bash', ['-c', 'true']],
     namespaces: [
       HELPER,
-      ['run', ...common, '--status-file', status, '--ns', ...tmpfs.flatMap((d) => ['--tmpfs', d]), '--bind', work, '--mask', '/run/leoflow', '--', '/bin/bash', '-c', 'true'],
+      [
+        'run',
+        ...common,
+        '--status-file',
+        status,
+        '--ns',
+        ...tmpfs.flatMap((d) => ['--tmpfs', d]),
+        '--bind',
+        work,
+        '--mask',
+        '/run/leoflow',
+        '--',
+        '/bin/bash',
+        '-c',
+        'true',
+      ],
     ],
     fallback: [HELPER, ['run', ...common, '--', '/bin/bash', '-c', 'true']],
   };
@@ -69,7 +97,9 @@ export async function run({ quick }) {
     fallback_paired_ms: pairedAdded('fallback'),
     fallback_cpu_ms: round(cpuPer.fallback - cpuPer.bare, 2),
   };
-  const p10 = Object.fromEntries(Object.entries(wall).map(([k, xs]) => [k, round(percentile(xs, 10), 2)]));
+  const p10 = Object.fromEntries(
+    Object.entries(wall).map(([k, xs]) => [k, round(percentile(xs, 10), 2)]),
+  );
   return {
     description,
     spawns_each: n,

@@ -52,7 +52,9 @@ afterAll(async () => {
 
 /** Runs the CLI with its stdout on a pseudo-terminal (util-linux `script`). */
 function onTerminal(args: string[]): string {
-  const cmd = [process.execPath, CLI, ...args].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+  const cmd = [process.execPath, CLI, ...args]
+    .map((a) => `'${a.replace(/'/g, `'\\''`)}'`)
+    .join(' ');
   const r = spawnSync('script', ['-qec', cmd, '/dev/null'], {
     cwd: REPO,
     env: { ...process.env, ...env() },

@@ -280,7 +280,10 @@ for (const m of MODES) {
         ['concurrent', CONCURRENT],
         ['next', NEXT],
       ] as const) {
-        const push = await cli(['dags', 'push', writeDag(dagsB, id, dag(id, 'python', src, env))], asB());
+        const push = await cli(
+          ['dags', 'push', writeDag(dagsB, id, dag(id, 'python', src, env))],
+          asB(),
+        );
         expect(push.code, push.stderr).toBe(0);
       }
 
@@ -338,7 +341,10 @@ for (const m of MODES) {
     it('the next attempt given the same uid (another tenant) finds nothing of it', () => {
       const text = lines.n.join('\n');
       expect(text).toContain('next finished');
-      expect(lines.n.filter((l) => /^FOUND_/.test(l)), text).toEqual([]);
+      expect(
+        lines.n.filter((l) => /^FOUND_/.test(l)),
+        text,
+      ).toEqual([]);
       for (const w of ww) expect(existsSync(join(w, `lf-${tag}-top`)), w).toBe(false);
       expect(existsSync(`/run/lock/f_${tag}`)).toBe(false);
     });

@@ -74,8 +74,9 @@ export async function startStandalone(opts: StandaloneOptions): Promise<Standalo
       'ignore',
       'pipe',
       'pipe',
-      ...Array.from({ length: Math.max(0, ...Object.keys(opts.inheritFds ?? {}).map(Number)) - 2 }, (_, i) =>
-        opts.inheritFds?.[i + 3] ?? 'ignore',
+      ...Array.from(
+        { length: Math.max(0, ...Object.keys(opts.inheritFds ?? {}).map(Number)) - 2 },
+        (_, i) => opts.inheritFds?.[i + 3] ?? 'ignore',
       ),
     ],
   });

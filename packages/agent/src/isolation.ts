@@ -38,11 +38,7 @@ export class AttemptIsolation {
 
   readonly #launcher: TaskLauncher | undefined;
 
-  constructor(
-    settings: IsolationSettings,
-    procs: ProcessTable = procfs,
-    launcher?: TaskLauncher,
-  ) {
+  constructor(settings: IsolationSettings, procs: ProcessTable = procfs, launcher?: TaskLauncher) {
     this.#settings = settings;
     this.#procs = procs;
     this.#launcher = launcher;

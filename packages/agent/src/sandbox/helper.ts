@@ -11,7 +11,9 @@ export const HELPER_NAME = 'leoflow-sandbox';
 export const HELPER_ENV = 'LEOFLOW_SANDBOX_HELPER';
 
 /** The helper's path, or undefined when it was not built (no C compiler at build time). */
-export function findHelper(env: Record<string, string | undefined> = process.env): string | undefined {
+export function findHelper(
+  env: Record<string, string | undefined> = process.env,
+): string | undefined {
   const candidates = [
     env[HELPER_ENV],
     process.argv[1] ? join(dirname(process.argv[1]), HELPER_NAME) : undefined,
@@ -79,7 +81,11 @@ export function probeHelper(helper: string, scanWorldWritable: boolean): HelperP
  * touch nothing of anyone else), then an rmdir as root, which follows nothing. Never a recursive
  * delete by path as root. True when the path is gone.
  */
-export function removeTree(path: string, helper: string | undefined, env: NodeJS.ProcessEnv = {}): boolean {
+export function removeTree(
+  path: string,
+  helper: string | undefined,
+  env: NodeJS.ProcessEnv = {},
+): boolean {
   if (helper) {
     const r = spawnSync(helper, ['remove', path], { env: testHookEnv(env), stdio: 'ignore' });
     return r.status === 0 && !exists(path);
@@ -96,11 +102,20 @@ export function removeTree(path: string, helper: string | undefined, env: NodeJS
     return true;
   }
   const asOwner = process.getuid?.() === 0 && owner !== 0 ? { uid: owner, gid: owner } : {};
-  spawnSync('/bin/sh', ['-c', 'cd -P -- "$1" && exec /bin/rm -rf --one-file-system -- ./* ./.[!.]* ./..?*', 'sh', path], {
-    ...asOwner,
-    env: { PATH: '/usr/bin:/bin' },
-    stdio: 'ignore',
-  });
+  spawnSync(
+    '/bin/sh',
+    [
+      '-c',
+      'cd -P -- "$1" && exec /bin/rm -rf --one-file-system -- ./* ./.[!.]* ./..?*',
+      'sh',
+      path,
+    ],
+    {
+      ...asOwner,
+      env: { PATH: '/usr/bin:/bin' },
+      stdio: 'ignore',
+    },
+  );
   try {
     rmdirSync(path);
   } catch {
@@ -154,7 +169,28 @@ export function sweepUidLeftovers(
   for (const dir of dirs) {
     const r = spawnSync(
       '/usr/bin/find',
-      [dir, '-xdev', '-mindepth', '1', ...prune, '-user', String(uid), '(', '-perm', '/6000', '-exec', 'chmod', 'ug-s', '{}', '+', ')', ',', '-user', String(uid), '-delete'],
+      [
+        dir,
+        '-xdev',
+        '-mindepth',
+        '1',
+        ...prune,
+        '-user',
+        String(uid),
+        '(',
+        '-perm',
+        '/6000',
+        '-exec',
+        'chmod',
+        'ug-s',
+        '{}',
+        '+',
+        ')',
+        ',',
+        '-user',
+        String(uid),
+        '-delete',
+      ],
       { uid, gid: uid, env: { PATH: '/usr/bin:/bin' }, stdio: 'ignore' },
     );
     if (r.status !== 0) ok = false;
@@ -165,12 +201,18 @@ export function sweepUidLeftovers(
 /** As `uid`: clears its user, user-session and persistent keyrings (nothing of it outlives the attempt). */
 export function clearUidKeyrings(uid: number, helper: string | undefined): boolean {
   if (helper) {
-    return spawnSync(helper, ['clear-keyrings', '--uid', String(uid)], { env: {}, stdio: 'ignore' }).status === 0;
+    return (
+      spawnSync(helper, ['clear-keyrings', '--uid', String(uid)], { env: {}, stdio: 'ignore' })
+        .status === 0
+    );
   }
   // keyutils' keyctl, when installed (Debian's keyutils)
   const r = spawnSync(
     '/bin/sh',
-    ['-c', 'command -v keyctl >/dev/null || exit 0; keyctl clear @u; keyctl clear @us; p=$(keyctl get_persistent @s 2>/dev/null) && keyctl clear "$p"; exit 0'],
+    [
+      '-c',
+      'command -v keyctl >/dev/null || exit 0; keyctl clear @u; keyctl clear @us; p=$(keyctl get_persistent @s 2>/dev/null) && keyctl clear "$p"; exit 0',
+    ],
     { uid, gid: uid, env: { PATH: '/usr/bin:/bin' }, stdio: 'ignore' },
   );
   return r.status === 0;

@@ -109,7 +109,12 @@ export class TaskLauncher {
   readonly #helper: string | undefined;
   readonly #isRoot: boolean;
 
-  private constructor(settings: SandboxSettings, posture: SandboxPosture, helper: string | undefined, isRoot: boolean) {
+  private constructor(
+    settings: SandboxSettings,
+    posture: SandboxPosture,
+    helper: string | undefined,
+    isRoot: boolean,
+  ) {
     this.#settings = settings;
     this.posture = posture;
     this.#helper = helper;
@@ -141,7 +146,8 @@ export class TaskLauncher {
       why = 'the agent is not root: no per-attempt uids, no namespaces';
     } else if (!helper) {
       mode = 'uid';
-      why = 'the sandbox helper (packages/agent/dist/leoflow-sandbox) was not built: no C compiler at build time';
+      why =
+        'the sandbox helper (packages/agent/dist/leoflow-sandbox) was not built: no C compiler at build time';
     } else if (settings.isolation === 'fallback') {
       mode = 'uid';
       why = 'execution.isolation is fallback';
@@ -166,13 +172,21 @@ export class TaskLauncher {
       landlockAbi,
       worldWritable,
       why,
-      exposures: exposuresOf(mode, settings.network, helper !== undefined && landlockAbi >= 6, helper !== undefined),
+      exposures: exposuresOf(
+        mode,
+        settings.network,
+        helper !== undefined && landlockAbi >= 6,
+        helper !== undefined,
+      ),
     };
     return new TaskLauncher(settings, posture, helper, isRoot);
   }
 
   /** Reads the sandbox settings the executor (or the runner daemon's flags) put in env. */
-  static fromEnv(env: Record<string, string | undefined>, extra: Partial<SandboxSettings> = {}): TaskLauncher {
+  static fromEnv(
+    env: Record<string, string | undefined>,
+    extra: Partial<SandboxSettings> = {},
+  ): TaskLauncher {
     return TaskLauncher.create({ ...sandboxSettingsFromEnv(env), ...extra });
   }
 
@@ -243,7 +257,12 @@ export class TaskLauncher {
   scrubUid(uid: number): void {
     clearUidKeyrings(uid, this.#helper);
     if (this.posture.mode !== 'namespaces')
-      sweepUidLeftovers(uid, this.posture.worldWritable, this.#helper, this.#settings.writablePaths);
+      sweepUidLeftovers(
+        uid,
+        this.posture.worldWritable,
+        this.#helper,
+        this.#settings.writablePaths,
+      );
   }
 
   /**
@@ -251,7 +270,12 @@ export class TaskLauncher {
    * uid owns in the world-writable dirs goes, without following a link. No root is involved.
    */
   wipeOwnLeftovers(uid: number): boolean {
-    return sweepUidLeftovers(uid, this.posture.worldWritable, this.#helper, this.#settings.writablePaths);
+    return sweepUidLeftovers(
+      uid,
+      this.posture.worldWritable,
+      this.#helper,
+      this.#settings.writablePaths,
+    );
   }
 
   /** Removes a work dir without following links (see removeTree). */
@@ -266,8 +290,14 @@ export function sandboxSettingsFromEnv(env: Record<string, string | undefined>):
     const tmpfs = env['LEOFLOW_SANDBOX_TMPFS'];
     const decided = env['LEOFLOW_SANDBOX_MODE'];
     return {
-      isolation: parseIsolationMode(env['LEOFLOW_SANDBOX_ISOLATION'] ?? 'auto', 'LEOFLOW_SANDBOX_ISOLATION'),
-      network: parseNetworkMode(env['LEOFLOW_SANDBOX_NETWORK'] ?? 'host', 'LEOFLOW_SANDBOX_NETWORK'),
+      isolation: parseIsolationMode(
+        env['LEOFLOW_SANDBOX_ISOLATION'] ?? 'auto',
+        'LEOFLOW_SANDBOX_ISOLATION',
+      ),
+      network: parseNetworkMode(
+        env['LEOFLOW_SANDBOX_NETWORK'] ?? 'host',
+        'LEOFLOW_SANDBOX_NETWORK',
+      ),
       writablePaths: list('LEOFLOW_SANDBOX_WRITABLE_PATHS'),
       tmpfsSizeBytes: env['LEOFLOW_SANDBOX_TMPFS_SIZE']
         ? parseTmpfsSize(env['LEOFLOW_SANDBOX_TMPFS_SIZE'], 'LEOFLOW_SANDBOX_TMPFS_SIZE')

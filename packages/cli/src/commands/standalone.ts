@@ -133,8 +133,13 @@ export async function standaloneConfig(
   // The attempt sandbox (docs/security.md): execution.isolation, execution.network,
   // execution.writable_paths, execution.tmpfs_size — kept together.
   {
-    const { parseIsolationMode, parseNetworkMode, parseTmpfsSize, parseWritablePaths, isLeoflowError } =
-      await import('@leoflow/core');
+    const {
+      parseIsolationMode,
+      parseNetworkMode,
+      parseTmpfsSize,
+      parseWritablePaths,
+      isLeoflowError,
+    } = await import('@leoflow/core');
     try {
       const iso = pick(flags.isolation, 'LEOFLOW_EXECUTION_ISOLATION');
       if (iso !== undefined) sub.isolation = parseIsolationMode(iso);

@@ -16,10 +16,11 @@ interface LogPage {
  * what a terminal shows of a task's log without obeying it.
  */
 export function visibleControls(text: string): string {
-  // eslint-disable-next-line no-control-regex -- matching control characters is the point
   return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => {
     const n = c.charCodeAt(0);
-    return n < 0x80 ? `\\x${n.toString(16).padStart(2, '0')}` : `\\u${n.toString(16).padStart(4, '0')}`;
+    return n < 0x80
+      ? `\\x${n.toString(16).padStart(2, '0')}`
+      : `\\u${n.toString(16).padStart(4, '0')}`;
   });
 }
 

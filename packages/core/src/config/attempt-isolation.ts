@@ -159,7 +159,9 @@ export function parseNetworkMode(text: string, key = NETWORK_KEY): NetworkMode {
 export function parseTmpfsSize(text: string, key = TMPFS_SIZE_KEY): number {
   const m = /^\s*(\d{1,12})\s*([kKmMgG]i?[bB]?)?\s*$/.exec(text);
   const unit = m?.[2]?.[0]?.toLowerCase();
-  const n = m ? Number(m[1]) * (unit === 'k' ? 1024 : unit === 'm' ? 1024 ** 2 : unit === 'g' ? 1024 ** 3 : 1) : NaN;
+  const n = m
+    ? Number(m[1]) * (unit === 'k' ? 1024 : unit === 'm' ? 1024 ** 2 : unit === 'g' ? 1024 ** 3 : 1)
+    : NaN;
   if (!Number.isSafeInteger(n) || n < 1024 * 1024) {
     throw new ConfigError(
       'LF_CONFIG_SANDBOX',
@@ -173,7 +175,10 @@ export function parseTmpfsSize(text: string, key = TMPFS_SIZE_KEY): number {
  * Absolute paths, separated by ':' (env) or given as a list (file, repeated flag). Relative
  * paths, '..' segments and '/' itself are refused: a writable path is bind-mounted read-write.
  */
-export function parseWritablePaths(value: string | readonly string[], key = WRITABLE_PATHS_KEY): string[] {
+export function parseWritablePaths(
+  value: string | readonly string[],
+  key = WRITABLE_PATHS_KEY,
+): string[] {
   const items = typeof value === 'string' ? value.split(':') : [...value];
   const out: string[] = [];
   for (const raw of items) {

@@ -133,15 +133,17 @@ export function buildApi(deps: ApiDeps) {
       const reply = frameworkReply as unknown as FastifyReply;
       const code = (err as { code?: string }).code;
       if (code === 'FST_ERR_MAX_PARAM_LENGTH') {
-        return reply.status(httpStatusOf('LF_PATH_PARAM_TOO_LONG')).send({
+        void reply.status(httpStatusOf('LF_PATH_PARAM_TOO_LONG')).send({
           code: 'LF_PATH_PARAM_TOO_LONG',
           message: `a path segment is over ${MAX_PATH_PARAM_LENGTH} characters; ids are at most 250 characters`,
           details: { limit: MAX_PATH_PARAM_LENGTH },
         });
+        return;
       }
-      return reply.status(400).send({
+      void reply.status(400).send({
         code: 'LF_BAD_REQUEST',
-        message: code === 'FST_ERR_BAD_URL' ? 'the URL path is not valid percent-encoding' : 'bad request',
+        message:
+          code === 'FST_ERR_BAD_URL' ? 'the URL path is not valid percent-encoding' : 'bad request',
         details: {},
       });
     },

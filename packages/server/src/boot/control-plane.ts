@@ -30,11 +30,7 @@ import { type ExecutorPolicy } from '../executor/executor-policy.js';
 import { createKubernetesExecutor, executorPolicy } from '../executor/kubernetes/configured.js';
 import type { Executor } from '../executor/executor.js';
 import { resolveTaskIsolation, type TaskIsolation } from '../executor/run-as-user.js';
-import {
-  resolveSandboxPlan,
-  sandboxAgentEnv,
-  type SandboxPlan,
-} from '../executor/sandbox-plan.js';
+import { resolveSandboxPlan, sandboxAgentEnv, type SandboxPlan } from '../executor/sandbox-plan.js';
 import {
   ensureInstallId,
   ensureWorkRoot,
@@ -254,7 +250,11 @@ export async function startControlPlane(
         isolation,
         sandbox: {
           // tasks never see the data dir, the keys or /run/leoflow (the uid claims)
-          env: sandboxAgentEnv(sandbox, [cfg.dataDir, ...(keysDir !== cfg.dataDir ? [keysDir] : [])], installId),
+          env: sandboxAgentEnv(
+            sandbox,
+            [cfg.dataDir, ...(keysDir !== cfg.dataDir ? [keysDir] : [])],
+            installId,
+          ),
           helper: sandbox.helper,
         },
         keepWorkDirs: cfg.subprocess.keepWorkDirs,

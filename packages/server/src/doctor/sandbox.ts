@@ -2,6 +2,7 @@ import { DEFAULT_UID_LOCK_DIR_PATH, type SandboxPlan } from '../executor/sandbox
 import { resolveSandboxPlan } from '../executor/sandbox-plan.js';
 import { isLeoflowError, parseUidRange, type UidRange } from '@leoflow/core';
 import type { SectionContext } from './findings.js';
+import type { SandboxPosture } from './types.js';
 import { errorText } from './facts.js';
 
 /**
@@ -11,16 +12,6 @@ import { errorText } from './facts.js';
  * Asked only when the deps can probe the helper (the real machine); tests of other sections
  * leave it out.
  */
-export interface SandboxPosture {
-  mode: SandboxPlan['mode'] | 'unknown';
-  isolation: SandboxPlan['isolation'];
-  network: SandboxPlan['network'];
-  helper: string | null;
-  landlock: boolean;
-  world_writable: string[];
-  why: string | null;
-}
-
 export async function sandboxSection(ctx: SectionContext): Promise<SandboxPosture | null> {
   const { cfg, deps, check, expose } = ctx;
   if (!deps.sandboxPlan) return null;
@@ -28,7 +19,11 @@ export async function sandboxSection(ctx: SectionContext): Promise<SandboxPostur
   try {
     plan = deps.sandboxPlan(cfg.subprocess);
   } catch (err) {
-    check('tasks.sandbox', 'fail', `${isLeoflowError(err) ? err.message : errorText(err)}; standalone refuses to start`);
+    check(
+      'tasks.sandbox',
+      'fail',
+      `${isLeoflowError(err) ? err.message : errorText(err)}; standalone refuses to start`,
+    );
     return {
       mode: 'unknown',
       isolation: cfg.subprocess.isolation,

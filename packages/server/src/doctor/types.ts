@@ -77,7 +77,6 @@ export interface DoctorOptions {
 
 export type { AgentChannelMode } from '../rpc/agent-server.js';
 import type { SandboxPlan } from '../executor/sandbox-plan.js';
-import type { SandboxPosture } from './sandbox.js';
 
 export interface KeyFilePosture {
   file: string;
@@ -184,4 +183,15 @@ export interface KubernetesRight {
  */
 export interface KubernetesAccessProbe {
   allowed(namespace: string, right: KubernetesRight): Promise<boolean>;
+}
+
+/** The attempt sandbox as doctor found it (doctor/sandbox.ts). */
+export interface SandboxPosture {
+  mode: SandboxPlan['mode'] | 'unknown';
+  isolation: SandboxPlan['isolation'];
+  network: SandboxPlan['network'];
+  helper: string | null;
+  landlock: boolean;
+  world_writable: string[];
+  why: string | null;
 }
