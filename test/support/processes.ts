@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import {
   chmodSync,
   mkdirSync,
@@ -67,6 +68,7 @@ export async function startStandalone(opts: StandaloneOptions): Promise<Standalo
   const writable = opts.extraArgs?.includes('--writable-path')
     ? {}
     : { LEOFLOW_EXECUTION_WRITABLE_PATHS: dirname(resolve(opts.dataDir)) };
+  // (extra inherited fds make the stdio array's type open-ended: stdout and stderr are pipes)
   const proc = spawn(process.execPath, args, {
     cwd: REPO,
     env: { ...process.env, LEOFLOW_LOG_LEVEL: 'info', ...writable, ...opts.env },
@@ -79,7 +81,7 @@ export async function startStandalone(opts: StandaloneOptions): Promise<Standalo
         (_, i) => opts.inheritFds?.[i + 3] ?? 'ignore',
       ),
     ],
-  });
+  }) as ChildProcessByStdio<null, Readable, Readable>;
   let out = '';
   proc.stdout.on('data', (b: Buffer) => (out += b.toString()));
   proc.stderr.on('data', (b: Buffer) => (out += b.toString()));
