@@ -173,6 +173,7 @@ try:
     s.connect('\\0lf-' + TAG); print('FOUND_ABSTRACT_SOCKET')
 except OSError:
     pass
+print('no_new_privs', [l.split()[1] for l in open('/proc/self/status') if l.startswith('NoNewPrivs:')][0])
 print('next finished')
 `;
 
@@ -338,15 +339,31 @@ for (const m of MODES) {
       expect(text).toContain('abstract socket: refused');
     });
 
-    it('the next attempt given the same uid (another tenant) finds nothing of it', () => {
+    const found = (kind: string) => lines.n.filter((l) => l.startsWith(`FOUND_${kind}`));
+
+    it('the next attempt given the same uid (another tenant) finds nothing of it, at any depth of any world-writable dir', () => {
       const text = lines.n.join('\n');
       expect(text).toContain('next finished');
+      expect(found('FILE'), text).toEqual([]);
+      for (const w of ww) expect(existsSync(join(w, `lf-${tag}-top`)), w).toBe(false);
       expect(
         lines.n.filter((l) => /^FOUND_/.test(l)),
         text,
       ).toEqual([]);
-      for (const w of ww) expect(existsSync(join(w, `lf-${tag}-top`)), w).toBe(false);
+    });
+
+    it('finding 3: no setuid leftover in /run/lock, and a set-id bit would not lift the next attempt (no_new_privs)', () => {
+      expect(found('SETUID'), lines.n.join('\n')).toEqual([]);
       expect(existsSync(`/run/lock/f_${tag}`)).toBe(false);
+      expect(lines.n).toContain('no_new_privs 1');
+    });
+
+    it("finding 4: the uid's keyrings do not reach the next attempt", () => {
+      expect(found('KEY'), lines.n.join('\n')).toEqual([]);
+    });
+
+    it('finding 5: no System V IPC object or abstract socket of the planter is left', () => {
+      expect([...found('SYSV_IPC'), ...found('ABSTRACT')], lines.n.join('\n')).toEqual([]);
     });
 
     it('no root removal followed the swapped-in link: the root-only files all survive (findings 1, 2)', async () => {
