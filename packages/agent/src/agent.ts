@@ -371,6 +371,7 @@ export class Agent {
           nproc: this.#isolation?.nproc ?? 0,
           graceMs: this.#cfg.killGraceMs,
           statusFile: this.#statusFile,
+          pathVar: env['PATH'],
           readOnly:
             spec.type === TaskType.NODE && this.#cfg.nodeModules ? [this.#cfg.nodeModules] : [],
         });

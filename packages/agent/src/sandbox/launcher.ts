@@ -1,4 +1,4 @@
-import { mkdirSync, lstatSync, rmSync } from 'node:fs';
+import { accessSync, constants as fsc, lstatSync, mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import {
   DEFAULT_SANDBOX_TMPFS_SIZE,
@@ -101,6 +101,22 @@ export interface LaunchOptions {
   statusFile?: string | undefined;
   /** more paths the task reads (node_modules of the SDK) */
   readOnly?: readonly string[];
+  /** the task's PATH (where a bare interpreter name is looked up) */
+  pathVar?: string | undefined;
+}
+
+function resolvable(file: string, pathVar: string | undefined): boolean {
+  const candidates = file.includes('/')
+    ? [file]
+    : (pathVar ?? '').split(':').filter(Boolean).map((d) => path.join(d, file));
+  return candidates.some((c) => {
+    try {
+      accessSync(c, fsc.X_OK);
+      return true;
+    } catch {
+      return false;
+    }
+  });
 }
 
 export class TaskLauncher {
@@ -228,6 +244,9 @@ export class TaskLauncher {
   wrap(plan: LaunchPlan, o: LaunchOptions): LaunchPlan {
     const helper = this.#helper;
     if (!helper) return plan;
+    // An interpreter that is not there is reported as before (spawn's ENOENT: "task could not
+    // be started"), not as the helper's exit 127; nothing runs either way.
+    if (!resolvable(plan.file, o.pathVar)) return plan;
     const s = this.#settings;
     const args = ['run'];
     if (o.runAs) args.push('--uid', String(o.runAs.uid), '--gid', String(o.runAs.gid));
@@ -235,7 +254,10 @@ export class TaskLauncher {
     if (this.posture.landlock) args.push('--landlock');
     args.push('--grace-ms', String(o.graceMs), '--chdir', o.workdir);
     if (o.statusFile) args.push('--status-file', o.statusFile);
-    if (this.posture.mode === 'namespaces') {
+    // Namespaces wrap a task of an attempt uid (or the run-as user); a task left to run as the
+    // agent's own root gets the rest (no_new_privs, keyring, Landlock, fds), not a root-owned
+    // sandbox it could take apart.
+    if (this.posture.mode === 'namespaces' && o.runAs) {
       args.push('--ns');
       if (s.network === 'none') args.push('--net-none');
       args.push('--tmpfs-size', String(s.tmpfsSizeBytes));
