@@ -411,7 +411,7 @@ static int cmd_clear_keyrings(int argc, char **argv) {
   syscall(SYS_keyctl, LF_KEYCTL_JOIN_SESSION_KEYRING, NULL);
   if (syscall(SYS_keyctl, LF_KEYCTL_CLEAR, LF_KEY_SPEC_USER_KEYRING) != 0) bad++;
   if (syscall(SYS_keyctl, LF_KEYCTL_CLEAR, LF_KEY_SPEC_USER_SESSION_KEYRING) != 0) bad++;
-  long persistent = syscall(SYS_keyctl, LF_KEYCTL_GET_PERSISTENT, (uid_t)-1, 0);
+  long persistent = syscall(SYS_keyctl, LF_KEYCTL_GET_PERSISTENT, (uid_t)-1, -3 /* @s */);
   if (persistent > 0) syscall(SYS_keyctl, LF_KEYCTL_CLEAR, persistent);
   return bad ? 1 : 0;
 }
