@@ -289,6 +289,11 @@ for (const m of MODES) {
       }
 
       const p = await trigger('plant', asA());
+      // P holds its uid before C asks for one: C then gets the other uid of the range, and N,
+      // after both, the planter's again
+      await waitFor('the planter to start', async () =>
+        existsSync(join(out, 'p.uid')) ? true : undefined,
+      );
       const c = await trigger('concurrent', asB());
       lines.p = await finish('plant', p, asA());
       lines.c = await finish('concurrent', c, asB());
