@@ -572,6 +572,7 @@ static void forward(int sig) {
 }
 
 static int status_fd = -1;
+static int reporter_fd = -1; /* pid 1 → the outer process: the task's wait status */
 
 static void record(int status) {
   if (status_fd < 0) return;
@@ -693,18 +694,28 @@ static void cmd_run(struct run_opts *o) {
     become_task(o);
   }
 
-  /* The first child is pid 1 of the new PID namespace: it mounts, forks the task and reaps. */
+  /*
+   * The first child is pid 1 of the new PID namespace: it mounts, forks the task and reaps. It
+   * cannot die by the task's signal itself (pid 1 ignores it), so it hands the task's raw wait
+   * status back on a pipe, and this process dies the way the task did.
+   */
+  int back[2];
+  if (pipe2(back, O_CLOEXEC) != 0) die(121, "pipe");
   pid_t init = fork();
   if (init < 0) die(121, "fork");
   if (init > 0) {
+    close(back[1]);
     if (status_fd >= 0) close(status_fd); /* the reaper writes it */
     status_fd = -1;
     forward_to = init;
-    int st;
+    int st, task_st;
     while (waitpid(init, &st, 0) < 0 && errno == EINTR) {
     }
+    if (read(back[0], &task_st, sizeof task_st) == (ssize_t)sizeof task_st) mirror(task_st);
     mirror(st);
   }
+  close(back[0]);
+  reporter_fd = back[1];
   /* pid 1 */
   prctl(PR_SET_PDEATHSIG, SIGKILL); /* the outer process is killed: so is the namespace */
   build_mounts(o);
@@ -725,6 +736,8 @@ static void cmd_run(struct run_opts *o) {
   /* pid 1 forwards what its parent sends (the kernel drops signals it has no handler for) */
   int st = reap(task, o, 1);
   record(st);
+  if (write(reporter_fd, &st, sizeof st) != (ssize_t)sizeof st) { /* the outer is gone */
+  }
   mirror(st);
 }
 
