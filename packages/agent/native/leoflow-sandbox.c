@@ -614,6 +614,8 @@ static void become_task(struct run_opts *o) {
     struct rlimit r = {(rlim_t)o->nproc, (rlim_t)o->nproc};
     if (setrlimit(RLIMIT_NPROC, &r) != 0) die(122, "RLIMIT_NPROC");
   }
+  /* as root, like a spawn's cwd: the work dir's parents need not be traversable by the uid */
+  if (o->chdir_to && chdir(o->chdir_to) != 0) die(127, "chdir %s", o->chdir_to);
   if (o->uid >= 0) drop_to((uid_t)o->uid, (gid_t)o->gid);
   /* a session keyring of its own: nothing the agent's session holds is in reach */
   syscall(SYS_keyctl, LF_KEYCTL_JOIN_SESSION_KEYRING, NULL);
@@ -625,7 +627,6 @@ static void become_task(struct run_opts *o) {
     if (rs < 0 || syscall(SYS_landlock_restrict_self, rs, 0) != 0) die(122, "landlock");
     close(rs);
   }
-  if (o->chdir_to && chdir(o->chdir_to) != 0) die(127, "chdir %s", o->chdir_to);
   /* only 0-2: whatever this process inherited (the control plane's own fds included) is closed */
   if (syscall(SYS_close_range, 3, ~0U, 0) != 0) {
     for (int fd = 3; fd < 65536; fd++) close(fd);

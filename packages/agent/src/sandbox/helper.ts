@@ -17,6 +17,8 @@ export function findHelper(
   const candidates = [
     env[HELPER_ENV],
     process.argv[1] ? join(dirname(process.argv[1]), HELPER_NAME) : undefined,
+    // the bundle's own directory (dist/), when something else started it (an image's wrapper)
+    typeof __dirname === 'string' ? join(__dirname, HELPER_NAME) : undefined,
   ];
   for (const c of candidates) {
     if (!c) continue;

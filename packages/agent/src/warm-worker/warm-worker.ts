@@ -165,15 +165,15 @@ export class WarmWorker {
     // A warm pod serves one tenant only: what attempts in one pod still share (docs/security.md)
     // is never shared across tenants. The pools are keyed by tenant; this holds even if a
     // routing bug offered another tenant's attempt here (left unacked: it goes back to the queue).
-    const tenant = a.spec?.tenantId ?? '';
-    if (this.#tenant !== undefined && tenant !== this.#tenant) {
+    const tenant = a.spec?.tenantId || undefined;
+    if (tenant !== undefined && this.#tenant !== undefined && tenant !== this.#tenant) {
       this.#o.diag.log('error', `${RECYCLE_MESSAGE}: offered an attempt of another tenant`);
       this.#end(EXIT.RECYCLE, RECYCLE_MESSAGE);
       this.#stop.abort();
       this.#restartStream?.abort();
       return;
     }
-    this.#tenant = tenant;
+    this.#tenant ??= tenant;
     const attempt = new RunnerAttempt(a, { ...this.#o, clientFor: (t) => this.#clientFor(t) });
     this.#current = attempt;
     // The stream stays open while the attempt runs: its renewals and a cancellation of this

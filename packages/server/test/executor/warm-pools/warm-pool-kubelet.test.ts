@@ -51,7 +51,12 @@ beforeAll(async () => {
   cluster = await startKubeTestCluster({
     prefix: 'leoflow-warm-kubelet-',
     namespaces: { [NAMESPACE]: [SA] },
-    kubelet: { nodeName: 'node-warm', agentImages: [IMAGE] },
+    // the notes dir is the operator's writable path: the sweep between attempts keeps it
+    kubelet: {
+      nodeName: 'node-warm',
+      agentImages: [IMAGE],
+      env: { LEOFLOW_SANDBOX_WRITABLE_PATHS: shared },
+    },
   });
   const cfg = exchangePlaneConfig({
     dir: cluster.dir,
