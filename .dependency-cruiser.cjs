@@ -61,6 +61,14 @@ module.exports = {
       from: { path: `${SRC}[^/]+\\.ts$`, pathNot: `${SRC}index\\.ts$` },
       to: {},
     },
+    {
+      name: 'door-and-cells-apart',
+      comment:
+        'the door and a cell are separate processes: they meet through @leoflow/protocol (paths, headers, close codes) and the shared runners/ pieces, never through each other',
+      severity: 'error',
+      from: { path: `${SRC}runners/(door|cells)/` },
+      to: { path: `${SRC}runners/(door|cells)/`, pathNot: `${SRC}runners/$1/` },
+    },
     ...layerRules,
   ],
   options: {

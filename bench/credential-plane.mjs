@@ -95,7 +95,7 @@ export async function assemblePlane({ label, scoping, liveness }) {
     agentTokenTtlSeconds: ttlSeconds,
     vaultKeyring: keyring,
     executors: new Executors([executor]),
-    agentUrl: () => 'http://agent.invalid',
+    agentUrl: 'http://agent.invalid',
     timings: {
       tickMs: 250,
       heartbeatIntervalMs: HEARTBEAT_INTERVAL_MS,

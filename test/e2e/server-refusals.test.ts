@@ -98,7 +98,13 @@ describe('a scheduler replica', () => {
     });
     expect((await fetch(`${scheduler.url}/healthz`)).status).toBe(200);
     const ready = await scheduler.readyz();
-    expect(ready.checks.map((c) => c.name)).toEqual(['draining', 'store', 'schema', 'leader']);
+    expect(ready.checks.map((c) => c.name)).toEqual([
+      'draining',
+      'parts',
+      'store',
+      'schema',
+      'leader',
+    ]);
     expect((await fetch(`${scheduler.url}/api/v1/health`)).status).toBe(404);
     expect((await fetch(`${scheduler.url}/`)).status).toBe(404);
   }, 90_000);

@@ -2,10 +2,8 @@ import type { Duplex } from 'node:stream';
 import type { Connection } from '@leoflow/core';
 import { pino } from 'pino';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  RunnerSessions,
-  SESSION_CLOSE,
-} from '../../packages/server/src/runners/cells/runner-sessions.js';
+import { RunnerSessions } from '../../packages/server/src/runners/runner-sessions.js';
+import { SESSION_CLOSE } from '@leoflow/protocol';
 import {
   SshRunnerDialer,
   type SshRunner,

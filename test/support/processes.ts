@@ -38,6 +38,8 @@ export interface StandaloneOptions {
   cliEntry?: string;
   /** descriptors the control plane inherits beyond stdio: child fd → an fd of this process */
   inheritFds?: Record<number, number>;
+  /** leave --metrics-port out (Lite's default port), instead of 0 */
+  omitMetricsPort?: boolean;
 }
 
 /** Starts a real `leoflow standalone` process and waits until it prints where it listens. */
@@ -57,8 +59,7 @@ export async function startStandalone(opts: StandaloneOptions): Promise<Standalo
     '6s',
     '--dispatch-lost-threshold',
     '20s',
-    '--metrics-port',
-    '0',
+    ...(opts.omitMetricsPort ? [] : ['--metrics-port', '0']),
     ...(opts.dagsFolder ? ['--dags-folder', opts.dagsFolder] : []),
     ...(opts.extraArgs ?? []),
   ];

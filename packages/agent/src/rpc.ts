@@ -1,3 +1,4 @@
+import { SESSION_HEADER } from '@leoflow/protocol';
 import {
   Code,
   ConnectError,
@@ -13,7 +14,6 @@ import type { TokenHolder } from './token.js';
 export type AgentClient = Client<typeof AgentService>;
 
 /** The agent session key header (see TokenHolder.sessionKey). */
-export const SESSION_HEADER = 'leoflow-session';
 
 /** Reads the holder on every call, so a renewal applies to the very next RPC. */
 export function bearerInterceptor(tokens: TokenHolder): Interceptor {

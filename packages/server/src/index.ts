@@ -16,3 +16,4 @@ export * from './rpc/agent-tls.js';
 export * from './vault/key-reload.js';
 export * from './config/pro-config.js';
 export { startDoorProcess, doorPublicKeysFile } from './boot/door-process.js';
+export * from './config/settings-to-config.js';

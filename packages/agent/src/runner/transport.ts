@@ -1,9 +1,9 @@
 import { Duplex } from 'node:stream';
 import { createWebSocketStream, WebSocket } from 'ws';
-import { fenceOffPeerEof } from './peer-eof-fence.js';
+import { fenceOffPeerEof, SESSION_CLOSE } from '@leoflow/protocol';
 
-/** The close code a cell sends when the runner was deleted (server runners/cells/runner-sessions.ts). */
-export const RUNNER_DELETED_CLOSE = 4401;
+/** The close code a cell sends when the runner was deleted. */
+export const RUNNER_DELETED_CLOSE = SESSION_CLOSE.runnerDeleted.code;
 
 /**
  * A byte pipe to the cell that HTTP/2 runs over. The door transport dials a new WebSocket
@@ -47,7 +47,7 @@ export function doorTransport(sessionUrl: string): RunnerTransport {
         }
       });
       stream.on('error', () => ws.terminate());
-      return fenceOffPeerEof(stream);
+      return fenceOffPeerEof(stream, { passErrors: true });
     },
   };
 }
@@ -64,7 +64,9 @@ export function stdioTransport(
     connect() {
       if (used) throw new Error('the stdio transport has one stream');
       used = true;
-      return fenceOffPeerEof(Duplex.from({ readable: input, writable: output }));
+      return fenceOffPeerEof(Duplex.from({ readable: input, writable: output }), {
+        passErrors: true,
+      });
     },
   };
 }

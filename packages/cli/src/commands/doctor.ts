@@ -3,7 +3,7 @@ import type { DoctorReport } from '@leoflow/server';
 import { ApiClient } from '../client.js';
 import { globalOpts } from '../global-options.js';
 import { parseOutput, print } from '../output.js';
-import { addStandaloneOptions, standaloneConfig, type StandaloneFlags } from './standalone.js';
+import { addStandaloneOptions, commandConfig, type StandaloneFlags } from './standalone.js';
 
 /**
  * `leoflow doctor`: the configuration `leoflow standalone` would run with (same flags, same
@@ -20,7 +20,7 @@ export function registerDoctor(program: Command): void {
       '--server',
       'ask the running control plane (LEOFLOW_URL / --url / profile) for its own report: the ports it bound, the store it holds open (platform admin; doctor:read)',
     )
-    .action(async (flags: StandaloneFlags & { server?: boolean }, cmd: Command) => {
+    .action(async (flags: StandaloneFlags, cmd: Command) => {
       const g = globalOpts(cmd);
       const format = parseOutput(g.output);
       if (flags.server) {
@@ -31,13 +31,14 @@ export function registerDoctor(program: Command): void {
         if (report.summary.fail > 0) process.exitCode = 1;
         return;
       }
-      const cfg = await standaloneConfig(flags);
+      const { cfg, settings } = await commandConfig('standalone', flags);
       const { buildDoctorReport, nodeDoctorDeps, renderDoctorReport } =
         await import('@leoflow/server');
+      const urlSource = settings.sources['database.url'];
       const databaseUrlSource =
-        flags.databaseUrl !== undefined
+        urlSource === 'flags'
           ? ('flag' as const)
-          : process.env.LEOFLOW_DATABASE_URL
+          : urlSource === 'env'
             ? ('env' as const)
             : undefined;
       const report = await buildDoctorReport(cfg, nodeDoctorDeps(), {

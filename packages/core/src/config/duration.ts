@@ -1,14 +1,14 @@
 import { LeoflowError, ConfigError } from '../errors/leoflow-error.js';
 
-const UNIT_SECONDS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600 };
-const WHOLE = /^([+-]?)((?:\d+(?:\.\d+)?(?:ms|s|m|h))+)$/;
-const PART = /(\d+(?:\.\d+)?)(ms|s|m|h)/g;
+const UNIT_SECONDS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86_400 };
+const WHOLE = /^([+-]?)((?:\d+(?:\.\d+)?(?:ms|s|m|h|d))+)$/;
+const PART = /(\d+(?:\.\d+)?)(ms|s|m|h|d)/g;
 const BARE = /^[+-]?\d+(?:\.\d+)?$/;
 
 /**
  * A duration setting → seconds (fractional for sub-second values).
  *
- * Accepts "24h", "90s", "15m", "500ms", compound "1h30m", a bare number of seconds ("600"), and a
+ * Accepts "24h", "90s", "15m", "500ms", "30d", compound "1h30m", a bare number of seconds ("600"), and a
  * JSON/YAML number (seconds). Zero and negative values parse: whether they are meaningful is the
  * validator's call (the credential ceiling treats ≤ 0 as "disabled", the timing ladder rejects
  * them elsewhere). Anything else throws naming the key, so boot can say which setting is wrong.

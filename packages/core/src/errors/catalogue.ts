@@ -59,6 +59,16 @@ export const ERROR_CATALOGUE = {
     400,
     'Fix the named setting (file, env var or flag) as the message lists; `leoflow doctor` checks the whole config.',
   ),
+  LF_PORT_UNAVAILABLE: c(
+    'config',
+    null,
+    'Pass another port to the flag the message names, or 0 for a free one; nothing was left running.',
+  ),
+  LF_STARTUP_FAILED: c(
+    'config',
+    null,
+    'A part of the process could not start (the message names it); fix that and start again. What had started was stopped.',
+  ),
   LF_CONFIG_ATTEMPT_UID_RANGE: c(
     'config',
     400,

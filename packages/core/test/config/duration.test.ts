@@ -4,6 +4,7 @@ import { formatDuration, parseDuration } from '@leoflow/core';
 describe('parseDuration', () => {
   it.each([
     ['24h', 86_400],
+    ['30d', 30 * 86_400],
     ['90s', 90],
     ['15m', 900],
     ['500ms', 0.5],
@@ -24,7 +25,7 @@ describe('parseDuration', () => {
     expect(parseDuration(input, 'some.key')).toBe(seconds);
   });
 
-  it.each(['', 'abc', '15x', '15 s', '15sec', '1d', 'h', '1h 30m', '--1h', '1e3', 'NaN', '15s10'])(
+  it.each(['', 'abc', '15x', '15 s', '15sec', '1w', 'h', '1h 30m', '--1h', '1e3', 'NaN', '15s10'])(
     'refuses %j naming the key',
     (input) => {
       const run = () => parseDuration(input, 'auth.max_attempt_credential_lifetime');

@@ -8,15 +8,16 @@ import {
   type SigningKeyring,
   type VerificationKeyring,
 } from '../auth/signing-keys.js';
-import type { CellTopology } from '../runners/cells/cell-admin.js';
-import { SESSION_CLOSE } from '../runners/cells/runner-sessions.js';
+import type { CellTopology } from '../runners/cell-topology.js';
+import { SESSION_CLOSE } from '@leoflow/protocol';
 import {
   openDirectory,
   type Directory,
   type OpenDirectoryOptions,
 } from '../store/kysely-directory.js';
 import { httpCellClient } from '../runners/door/cell-client.js';
-import { DoorCredentialIssuer } from '../runners/door/door-credential.js';
+import { DoorCredentialIssuer } from '../runners/door-credential.js';
+import { bindNamed } from './port-binding.js';
 import { createDoor, listenDoor, type Door, type DoorDirectory } from '../runners/door/door.js';
 
 /** Where a door writes its public keys for cells to trust (`--door-keys-file` on a cell). */
@@ -64,7 +65,14 @@ export async function runDoor(o: {
     logger: o.logger,
     bundleFile: o.bundleFile,
   });
-  const port = await listenDoor(door, o.host, o.port);
+  let port: number;
+  try {
+    port = await listenDoor(door, o.host, o.port);
+  } catch (err) {
+    // nothing of a door that could not listen may keep the process alive
+    await door.close();
+    throw err;
+  }
   const timer = setInterval(() => {
     void door.recheckSessions().catch((err: unknown) => {
       o.logger.warn(
@@ -103,8 +111,17 @@ export async function startDoorProcess(o: {
   logger: Logger;
 }): Promise<RunningDoor & { directory: Directory; publicKeysFile: string }> {
   const directory = await openDirectory(o.directory);
-  await directory.migrate();
-  const running = await runDoor({ ...o, directory, topology: { kind: 'directory' } });
+  let running: RunningDoor;
+  try {
+    await directory.migrate();
+    running = await bindNamed({ flag: '--port', port: o.port }, () =>
+      runDoor({ ...o, directory, topology: { kind: 'directory' } }),
+    );
+  } catch (err) {
+    // all or nothing: a door that cannot serve leaves nothing open behind it
+    await directory.close();
+    throw err;
+  }
   return {
     ...running,
     directory,

@@ -53,8 +53,8 @@ export interface PlaneInputs {
   runnerTokens?: RunnerTokenSealStore;
   /** the configured executors; dispatch uses their default */
   executors: Executors;
-  /** the URL agents dial; read at each dispatch (known only once the agent port listens) */
-  agentUrl: () => string;
+  /** the URL agents dial (the agent port is bound before the plane is assembled) */
+  agentUrl: string;
   timings: SchedulerTimings;
   credentials: {
     scoping: SecretScopingMode;

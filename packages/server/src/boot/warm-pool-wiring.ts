@@ -24,7 +24,7 @@ export interface WarmPoolWiringInput {
   store: Pick<TaskInstanceStore, 'getAttemptFence'> & WarmPoolMemberStore;
   logger: Logger;
   /** the agent URL pods dial when executor.kubernetes.agent_url is not set */
-  agentUrl: () => string;
+  agentUrl: string;
   heartbeatIntervalMs: number;
   refence: Refence;
   /**
@@ -69,7 +69,7 @@ export async function wireWarmPools(input: WarmPoolWiringInput): Promise<WarmPoo
     if (k8s.kubeconfig) kc.loadFromFile(k8s.kubeconfig);
     else kc.loadFromCluster();
     podApi = kubeWorkerPodApi(kc.makeApiClient(CoreV1Api), {
-      agentUrl: () => k8s.agentUrl ?? input.agentUrl(),
+      agentUrl: k8s.agentUrl ?? input.agentUrl,
       heartbeatIntervalMs: input.heartbeatIntervalMs,
       instance: k8s.instance,
       runAsUser: k8s.runAsUser,

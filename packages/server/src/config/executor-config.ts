@@ -3,7 +3,6 @@ import {
   checkKubernetesShape,
   ConfigError,
   KUBERNETES_RESOURCE_NAMES,
-  parseDuration,
   parseQuantity,
   type ResourceList,
   type TaskResources,
@@ -12,6 +11,7 @@ import { EXECUTOR_KIND_NAMES } from './executor-kinds.js';
 import type { KubernetesExecutorConfig } from './server-config.js';
 import type { KubernetesTenantConfig } from './kubernetes-tenant-config.js';
 import { parseWarmPools } from './warm-pool-config.js';
+import { SectionReader, show, type Problem } from './section-reader.js';
 
 /** What the config file's `executor:` section sets (the rest of the file is core's). */
 export interface ExecutorSection {
@@ -62,10 +62,6 @@ function isMapping(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-function show(v: unknown): string {
-  return typeof v === 'string' ? `"${v}"` : JSON.stringify(v);
-}
-
 /**
  * Reads the config file's `executor:` section: `default` (which executor runs tasks that name
  * none) and `kubernetes` (docs/configuration.md). Every problem is collected and reported at
@@ -114,8 +110,6 @@ function executorConfigError(problems: { key: string; message: string }[]): Conf
   );
 }
 
-type Problem = (key: string, message: string) => void;
-
 function unknownKeys(
   obj: Record<string, unknown>,
   known: readonly string[],
@@ -143,120 +137,24 @@ function parseKubernetes(
     return null;
   }
   unknownKeys(raw, KUBERNETES_KEYS, base, problem);
-  const str = (key: string, required: boolean): string | null => {
-    const v = raw[key];
-    if (v === undefined || v === null) {
-      if (required) problem(`${base}.${key}`, `${base}.${key} is required`);
-      return null;
-    }
-    if (typeof v !== 'string' || v.trim() === '') {
-      problem(`${base}.${key}`, `${base}.${key} is ${show(v)}; set it to a non-empty string`);
-      return null;
-    }
-    return v.trim();
-  };
-  const int = (key: string, fallback: number, min: number): number => {
-    const v = raw[key];
-    if (v === undefined || v === null) return fallback;
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < min) {
-      problem(`${base}.${key}`, `${base}.${key} is ${show(v)}; set it to a whole number ≥ ${min}`);
-      return fallback;
-    }
-    return v;
-  };
-
-  const kubeconfig = str('kubeconfig', false);
-  const agentImage = str('agent_image', true);
-  const agentUrl = str('agent_url', false);
+  const read = new SectionReader(raw, base, problem);
+  const kubeconfig = read.string('kubeconfig', false);
+  const agentImage = read.string('agent_image', true);
+  const agentUrl = read.string('agent_url', false);
   if (agentUrl !== null && !/^https?:\/\/[^/]+/.test(agentUrl)) {
     problem(
       `${base}.agent_url`,
       `${base}.agent_url is ${show(agentUrl)}; set it to the http(s):// URL task pods dial (the agent Service, e.g. https://leoflow-agent.leoflow.svc:8793)`,
     );
   }
-  let podStartTimeoutMs: number = KUBERNETES_DEFAULTS.podStartTimeoutMs;
-  if (raw.pod_start_timeout !== undefined && raw.pod_start_timeout !== null) {
-    try {
-      const seconds = parseDuration(raw.pod_start_timeout, `${base}.pod_start_timeout`);
-      if (!(seconds > 0)) throw new Error('not positive');
-      podStartTimeoutMs = Math.round(seconds * 1000);
-    } catch {
-      problem(
-        `${base}.pod_start_timeout`,
-        `${base}.pod_start_timeout is ${show(raw.pod_start_timeout)}; set it to a positive duration such as 5m (how long a pod may stay Pending)`,
-      );
-    }
-  }
-  const instance = str('instance', false) ?? KUBERNETES_DEFAULTS.instance;
+  const instance = read.string('instance', false) ?? KUBERNETES_DEFAULTS.instance;
   if (!LABEL_VALUE.test(instance)) {
     problem(
       `${base}.instance`,
       `${base}.instance is ${show(instance)}; it labels every pod, so it must be a label value (≤ 63 letters, digits, -_. , alphanumeric at both ends)`,
     );
   }
-  const runAsUser = int('run_as_user', KUBERNETES_DEFAULTS.runAsUser, 1);
-  const terminationGracePeriodSeconds = int(
-    'termination_grace_period',
-    KUBERNETES_DEFAULTS.terminationGracePeriodSeconds,
-    0,
-  );
-  let keepFinishedPods = false;
-  if (raw.keep_finished_pods !== undefined && raw.keep_finished_pods !== null) {
-    if (typeof raw.keep_finished_pods !== 'boolean') {
-      problem(
-        `${base}.keep_finished_pods`,
-        `${base}.keep_finished_pods is ${show(raw.keep_finished_pods)}; set it to true or false`,
-      );
-    } else keepFinishedPods = raw.keep_finished_pods;
-  }
-  let agentCaConfigMap: KubernetesExecutorConfig['agentCaConfigMap'] = null;
-  const ca = raw.agent_ca_config_map;
-  if (ca !== undefined && ca !== null) {
-    if (
-      !isMapping(ca) ||
-      typeof ca.name !== 'string' ||
-      !DNS_LABEL.test(ca.name) ||
-      (ca.key !== undefined && typeof ca.key !== 'string')
-    ) {
-      problem(
-        `${base}.agent_ca_config_map`,
-        `${base}.agent_ca_config_map is ${show(ca)}; set it to { name: <ConfigMap in the task namespace>, key: ca.crt }`,
-      );
-    } else
-      agentCaConfigMap = { name: ca.name, key: typeof ca.key === 'string' ? ca.key : 'ca.crt' };
-  }
-  const tenants: Record<string, KubernetesTenantConfig> = {};
-  if (!isMapping(raw.tenants) || Object.keys(raw.tenants).length === 0) {
-    problem(
-      `${base}.tenants`,
-      `${base}.tenants must map at least one tenant id to its placement (tenants:\n  default:\n    namespace: leoflow)`,
-    );
-  } else {
-    for (const [id, t] of Object.entries(raw.tenants)) {
-      const parsed = parseTenant(t, `${base}.tenants.${id}`, problem);
-      if (parsed) tenants[id] = parsed;
-    }
-  }
-  let warmPoolReconcileIntervalMs: number = KUBERNETES_DEFAULTS.warmPoolReconcileIntervalMs;
-  if (raw.warm_pool_reconcile_interval !== undefined && raw.warm_pool_reconcile_interval !== null) {
-    let seconds = NaN;
-    try {
-      seconds = parseDuration(
-        raw.warm_pool_reconcile_interval,
-        `${base}.warm_pool_reconcile_interval`,
-      );
-    } catch {
-      // reported below
-    }
-    if (Number.isFinite(seconds) && seconds > 0) {
-      warmPoolReconcileIntervalMs = Math.round(seconds * 1000);
-    } else {
-      problem(
-        `${base}.warm_pool_reconcile_interval`,
-        `${base}.warm_pool_reconcile_interval is ${show(raw.warm_pool_reconcile_interval)}; set it to a positive duration such as 5s (how often warm pools are topped up and checked)`,
-      );
-    }
-  }
+  const tenants = parseTenants(raw.tenants, base, problem);
   const warmPools = parseWarmPools(
     raw.warm_pools,
     tenants,
@@ -264,23 +162,76 @@ function parseKubernetes(
     `${base}.warm_pools`,
     problem,
   );
-  if (agentImage === null) return null;
-  return {
+  const warmPoolReconcileIntervalMs = read.positiveDurationMs(
+    'warm_pool_reconcile_interval',
+    KUBERNETES_DEFAULTS.warmPoolReconcileIntervalMs,
+    '5s (how often warm pools are topped up and checked)',
+  );
+  const config = {
     ...(warmPools.length > 0 ? { warmPools, warmPoolReconcileIntervalMs } : {}),
     kubeconfig:
       kubeconfig === null
         ? null
         : resolve(configFile ? dirname(resolve(configFile)) : process.cwd(), kubeconfig),
-    agentImage,
     agentUrl,
-    podStartTimeoutMs,
+    podStartTimeoutMs: read.positiveDurationMs(
+      'pod_start_timeout',
+      KUBERNETES_DEFAULTS.podStartTimeoutMs,
+      '5m (how long a pod may stay Pending)',
+    ),
     instance,
-    runAsUser,
-    terminationGracePeriodSeconds,
-    agentCaConfigMap,
-    keepFinishedPods,
+    runAsUser: read.int('run_as_user', KUBERNETES_DEFAULTS.runAsUser, 1),
+    terminationGracePeriodSeconds: read.int(
+      'termination_grace_period',
+      KUBERNETES_DEFAULTS.terminationGracePeriodSeconds,
+      0,
+    ),
+    agentCaConfigMap: parseAgentCaConfigMap(raw.agent_ca_config_map, base, problem),
+    keepFinishedPods: read.boolean('keep_finished_pods', false),
     tenants,
   };
+  return agentImage === null ? null : { ...config, agentImage };
+}
+
+function parseAgentCaConfigMap(
+  ca: unknown,
+  base: string,
+  problem: Problem,
+): KubernetesExecutorConfig['agentCaConfigMap'] {
+  if (ca === undefined || ca === null) return null;
+  if (
+    !isMapping(ca) ||
+    typeof ca.name !== 'string' ||
+    !DNS_LABEL.test(ca.name) ||
+    (ca.key !== undefined && typeof ca.key !== 'string')
+  ) {
+    problem(
+      `${base}.agent_ca_config_map`,
+      `${base}.agent_ca_config_map is ${show(ca)}; set it to { name: <ConfigMap in the task namespace>, key: ca.crt }`,
+    );
+    return null;
+  }
+  return { name: ca.name, key: typeof ca.key === 'string' ? ca.key : 'ca.crt' };
+}
+
+function parseTenants(
+  raw: unknown,
+  base: string,
+  problem: Problem,
+): Record<string, KubernetesTenantConfig> {
+  const tenants: Record<string, KubernetesTenantConfig> = {};
+  if (!isMapping(raw) || Object.keys(raw).length === 0) {
+    problem(
+      `${base}.tenants`,
+      `${base}.tenants must map at least one tenant id to its placement (tenants:\n  default:\n    namespace: leoflow)`,
+    );
+    return tenants;
+  }
+  for (const [id, t] of Object.entries(raw)) {
+    const parsed = parseTenant(t, `${base}.tenants.${id}`, problem);
+    if (parsed) tenants[id] = parsed;
+  }
+  return tenants;
 }
 
 function parseTenant(raw: unknown, base: string, problem: Problem): KubernetesTenantConfig | null {

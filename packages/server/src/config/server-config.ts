@@ -9,7 +9,9 @@ import {
   type IsolationMode,
   type NetworkMode,
   DEFAULT_CREDENTIAL_PLANE_CONFIG,
+  type ConfigSource,
   type CredentialPlaneConfig,
+  type SettingValue,
 } from '@leoflow/core';
 import { defaultSdkBundle } from './sdk-bundle.js';
 import { join, resolve } from 'node:path';
@@ -37,7 +39,15 @@ export interface ServerConfig {
   /** the credential plane's operator settings (validated in core at boot) */
   credentials: CredentialPlaneConfig;
   /** Prometheus listener on 127.0.0.1; port 0 picks a free one, null disables it */
-  metrics: { host: string; port: number | null };
+  metrics: {
+    host: string;
+    port: number | null;
+    /**
+     * Lite, when the operator did not choose the port: a default port another installation
+     * holds is replaced by a free one (and logged). A port given explicitly is never replaced.
+     */
+    freePortIfDefaultTaken?: boolean;
+  };
   /** dev convenience: import Airflow-format connections/variables files from here at start */
   vaultSeedDir: string | null;
   execution: {
@@ -92,6 +102,11 @@ export interface ServerConfig {
   logLevel: string;
   /** `leoflow server` (Pro): role, scheduler lease, drain; absent for Lite's standalone */
   pro?: ProServerConfig;
+  /**
+   * Every setting of core's table with where its value came from (default, file, env, flags),
+   * as the CLI resolved it; `leoflow doctor` reports it. Absent for a configuration built in code.
+   */
+  settings?: { values: Record<string, SettingValue>; sources: Record<string, ConfigSource> };
 }
 
 export interface SubprocessExecutorConfig {

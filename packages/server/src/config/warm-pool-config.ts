@@ -1,4 +1,5 @@
-import { parseDuration } from '@leoflow/core';
+import { SectionReader, show, type Problem } from './section-reader.js';
+
 import type { KubernetesTenantConfig } from './kubernetes-tenant-config.js';
 
 /**
@@ -50,12 +51,6 @@ const POOL_KEYS = [
   'worker_idle_ttl',
   'attempt_uids',
 ];
-
-type Problem = (key: string, message: string) => void;
-
-function show(v: unknown): string {
-  return typeof v === 'string' ? `"${v}"` : JSON.stringify(v);
-}
 
 /**
  * Parses executor.kubernetes.warm_pools against the already-parsed tenants: a pool may only use
@@ -118,44 +113,9 @@ export function parseWarmPools(
       );
       ok = false;
     }
-    const int = (key: string, fallback: number, min: number): number => {
-      const v = r[key];
-      if (v === undefined || v === null) return fallback;
-      if (typeof v !== 'number' || !Number.isInteger(v) || v < min) {
-        problem(`${at}.${key}`, `${at}.${key} is ${show(v)}; set it to a whole number ≥ ${min}`);
-        ok = false;
-        return fallback;
-      }
-      return v;
-    };
-    const duration = (key: string, fallbackMs: number): number => {
-      const v = r[key];
-      if (v === undefined || v === null) return fallbackMs;
-      try {
-        const s = parseDuration(v, `${at}.${key}`);
-        if (!(s > 0)) throw new Error('not positive');
-        return Math.round(s * 1000);
-      } catch {
-        problem(
-          `${at}.${key}`,
-          `${at}.${key} is ${show(v)}; set it to a positive duration such as 5m`,
-        );
-        ok = false;
-        return fallbackMs;
-      }
-    };
-    const bool = (key: string, fallback: boolean): boolean => {
-      const v = r[key];
-      if (v === undefined || v === null) return fallback;
-      if (typeof v !== 'boolean') {
-        problem(`${at}.${key}`, `${at}.${key} is ${show(v)}; set it to true or false`);
-        ok = false;
-        return fallback;
-      }
-      return v;
-    };
-    const minIdle = int('min_idle', WARM_POOL_DEFAULTS.minIdle, 0);
-    const maxSize = int('max_size', WARM_POOL_DEFAULTS.maxSize, 1);
+    const read = new SectionReader(r, at, problem);
+    const minIdle = read.int('min_idle', WARM_POOL_DEFAULTS.minIdle, 0);
+    const maxSize = read.int('max_size', WARM_POOL_DEFAULTS.maxSize, 1);
     if (minIdle > maxSize) {
       problem(
         `${at}.min_idle`,
@@ -170,17 +130,22 @@ export function parseWarmPools(
       image: typeof image === 'string' ? image : '',
       minIdle,
       maxSize,
-      maxAttemptsPerWorker: int(
+      maxAttemptsPerWorker: read.int(
         'max_attempts_per_worker',
         WARM_POOL_DEFAULTS.maxAttemptsPerWorker,
         1,
       ),
-      maxWorkerLifetimeMs: duration('max_worker_lifetime', WARM_POOL_DEFAULTS.maxWorkerLifetimeMs),
-      idleTtlMs: duration('worker_idle_ttl', WARM_POOL_DEFAULTS.idleTtlMs),
-      attemptUids: bool('attempt_uids', true),
+      maxWorkerLifetimeMs: read.positiveDurationMs(
+        'max_worker_lifetime',
+        WARM_POOL_DEFAULTS.maxWorkerLifetimeMs,
+        '5m',
+      ),
+      idleTtlMs: read.positiveDurationMs('worker_idle_ttl', WARM_POOL_DEFAULTS.idleTtlMs, '5m'),
+      attemptUids: read.boolean('attempt_uids', true),
     };
     const key = `${pool.tenant}\u0000${pool.serviceAccount}\u0000${pool.image}`;
     const dup = seen.get(key);
+    if (!read.ok) ok = false;
     if (ok && dup !== undefined) {
       problem(
         at,

@@ -1,7 +1,13 @@
-import { formatDuration } from '@leoflow/core';
+import {
+  displaySetting,
+  formatDuration,
+  SETTINGS,
+  type ConfigSource,
+  type SettingValue,
+} from '@leoflow/core';
 import type { ServerConfig } from '../config/server-config.js';
 import { redactDatabaseUrl } from './redact.js';
-import type { RedactedConfig } from './types.js';
+import type { RedactedConfig, ReportedSetting } from './types.js';
 
 /** Doctor section: the effective configuration, as the report's `config`. */
 
@@ -56,4 +62,19 @@ export function redactedConfig(cfg: ServerConfig): RedactedConfig {
       work_dir: cfg.subprocess.workDir,
     },
   };
+}
+
+/** Every setting of core's table, in table order, with its source; secrets redacted, then scrubbed. */
+export function reportedSettings(
+  settings: { values: Record<string, SettingValue>; sources: Record<string, ConfigSource> },
+  scrub: (s: string) => string,
+): ReportedSetting[] {
+  return SETTINGS.filter((spec) => !spec.reserved || settings.sources[spec.key] !== undefined).map(
+    (spec) => ({
+      key: spec.key,
+      value: scrub(displaySetting(spec, settings.values[spec.key] ?? null)),
+      source: settings.sources[spec.key] ?? 'default',
+      section: spec.section,
+    }),
+  );
 }

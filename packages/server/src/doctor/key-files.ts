@@ -27,12 +27,50 @@ export interface KeyFilesFindings {
 }
 
 export async function dataDirAndKeyFiles(ctx: SectionContext): Promise<KeyFilesFindings> {
-  const { cfg, deps, stat, check, expose } = ctx;
+  const { cfg, deps } = ctx;
   const dataDir = cfg.dataDir;
-  const keysDir = join(dataDir, 'keys');
   const sqliteFile = cfg.database.kind === 'sqlite' ? cfg.database.file : null;
+  const dataDirExists = await checkDataDir(ctx);
+  const vault = vaultKeySource(deps.env, dataDir);
+  const files = {
+    agent: keyringFile(dataDir, 'agent'),
+    user: keyringFile(dataDir, 'user'),
+    admin: join(dataDir, ADMIN_TOKEN_FILE),
+  };
+  const modes = new Map<string, FileInfo | null>();
+  await checkKeyStorage(ctx, { dataDirExists, vault, files, modes, sqliteFile });
+  await exposeWhereKeysSit(ctx, { vault, modes, sqliteFile });
+  const adminExpires = await exposeAdminToken(ctx, files.admin, modes);
+  const mode = (p: string | null): string | null => {
+    if (p === null) return null;
+    const i = modes.get(p);
+    return i ? octal(i.mode) : null;
+  };
+  return {
+    dataDirExists,
+    modes,
+    keyStorage: {
+      vault: {
+        source: vault.source,
+        file: vault.file,
+        mode: mode(vault.file),
+        env_var: vault.source === 'env' ? SECRET_KEY_ENV : null,
+        older_keys_file:
+          vault.olderKeysFile !== null && modes.get(vault.olderKeysFile)
+            ? vault.olderKeysFile
+            : null,
+      },
+      agent_signing: { file: files.agent, mode: mode(files.agent) },
+      user_signing: { file: files.user, mode: mode(files.user) },
+      admin_token: { file: files.admin, mode: mode(files.admin), expires: adminExpires },
+    },
+  };
+}
 
-  // ---------------------------------------------------------------- data directory
+/** The data directory: it exists, is a directory, is the owner's alone. */
+async function checkDataDir(ctx: SectionContext): Promise<boolean> {
+  const { cfg, deps, stat, check } = ctx;
+  const dataDir = cfg.dataDir;
   const dirInfo = await stat(dataDir);
   const dataDirExists = dirInfo.info?.kind === 'directory';
   if (dirInfo.error !== undefined) {
@@ -67,80 +105,25 @@ export async function dataDirAndKeyFiles(ctx: SectionContext): Promise<KeyFilesF
     }
     ownerCheck('data_dir.owner', dataDir, info, deps.uid, check);
   }
+  return dataDirExists;
+}
 
-  // ---------------------------------------------------------------- key storage
-  const vault = vaultKeySource(deps.env, dataDir);
-  const files = {
-    agent: keyringFile(dataDir, 'agent'),
-    user: keyringFile(dataDir, 'user'),
-    admin: join(dataDir, ADMIN_TOKEN_FILE),
-  };
-  const modes = new Map<string, FileInfo | null>();
-  const fileCheck = async (
-    id: string,
-    paths: readonly string[],
-    required: boolean,
-    what: string,
-  ): Promise<void> => {
-    const [main] = paths;
-    if (main === undefined) return;
-    const found: { path: string; info: FileInfo }[] = [];
-    for (const p of paths) {
-      const r = await stat(p);
-      if (r.error !== undefined) {
-        check(
-          id,
-          'fail',
-          `cannot inspect ${p} (${r.error}); run doctor as the user that runs leoflow standalone`,
-        );
-        return;
-      }
-      modes.set(p, r.info);
-      if (r.info !== null) found.push({ path: p, info: r.info });
-    }
-    if (!found.some((f) => f.path === main)) {
-      check(
-        id,
-        required ? 'fail' : 'warn',
-        required
-          ? `${main} (${what}) does not exist: standalone refuses to start without it; fix the path or create it (mode 0600)`
-          : `${main} (${what}) does not exist yet: \`leoflow standalone\` creates it (mode 0600) on first start`,
-      );
-      return;
-    }
-    for (const f of found) {
-      if (f.info.kind !== 'file') {
-        check(
-          id,
-          'fail',
-          `${f.path} (${what}) is not a regular file: move it aside and let standalone recreate it`,
-        );
-        return;
-      }
-      if ((f.info.mode & 0o077) !== 0) {
-        check(
-          id,
-          'fail',
-          `${f.path} (${what}) is mode ${octal(f.info.mode)}, readable or writable by others: run \`chmod 600 ${sh(f.path)}\``,
-        );
-        return;
-      }
-      if (deps.uid !== null && f.info.uid !== deps.uid) {
-        check(
-          id,
-          'fail',
-          `${f.path} (${what}) is owned by uid ${f.info.uid}, not by the user running doctor (uid ${deps.uid}): run \`chown ${deps.uid} ${sh(f.path)}\` or run doctor as the user that runs standalone`,
-        );
-        return;
-      }
-    }
-    check(
-      id,
-      'ok',
-      `${found.map((f) => `${f.path} ${octal(f.info.mode)}`).join(', ')} (${what}): owner only`,
-    );
-  };
+interface KeyStorageInputs {
+  dataDirExists: boolean;
+  vault: VaultKeySource;
+  files: { agent: string; user: string; admin: string };
+  /** filled in: what each inspected path was */
+  modes: Map<string, FileInfo | null>;
+  sqliteFile: string | null;
+}
 
+/** The keys directory and every key file: each present, regular, mode 0600, ours. */
+async function checkKeyStorage(ctx: SectionContext, input: KeyStorageInputs): Promise<void> {
+  const { cfg, stat, check } = ctx;
+  const { dataDirExists, vault, files, modes, sqliteFile } = input;
+  const dataDir = cfg.dataDir;
+  const keysDir = join(dataDir, 'keys');
+  const fileCheck = keyFileCheck(ctx, modes);
   if (dataDirExists) {
     const keys = await stat(keysDir);
     const k = keys.info;
@@ -218,8 +201,83 @@ export async function dataDirAndKeyFiles(ctx: SectionContext): Promise<KeyFilesF
   }
   if (vault.problem !== null) check('vault_key.source', 'fail', vault.problem);
   else check('vault_key.source', 'ok', `the vault key comes from ${describeVaultSource(vault)}`);
+}
 
-  // ---------------------------------------------------------------- where keys sit
+/**
+ * One check over a key file (and the files beside it, e.g. SQLite's -wal): present when
+ * required, a regular file, mode 0600, owned by the user running doctor.
+ */
+function keyFileCheck(ctx: SectionContext, modes: Map<string, FileInfo | null>) {
+  const { deps, stat, check } = ctx;
+  return async (id: string, paths: readonly string[], required: boolean, what: string) => {
+    const [main] = paths;
+    if (main === undefined) return;
+    const found: { path: string; info: FileInfo }[] = [];
+    for (const p of paths) {
+      const r = await stat(p);
+      if (r.error !== undefined) {
+        check(
+          id,
+          'fail',
+          `cannot inspect ${p} (${r.error}); run doctor as the user that runs leoflow standalone`,
+        );
+        return;
+      }
+      modes.set(p, r.info);
+      if (r.info !== null) found.push({ path: p, info: r.info });
+    }
+    if (!found.some((f) => f.path === main)) {
+      check(
+        id,
+        required ? 'fail' : 'warn',
+        required
+          ? `${main} (${what}) does not exist: standalone refuses to start without it; fix the path or create it (mode 0600)`
+          : `${main} (${what}) does not exist yet: \`leoflow standalone\` creates it (mode 0600) on first start`,
+      );
+      return;
+    }
+    for (const f of found) {
+      if (f.info.kind !== 'file') {
+        check(
+          id,
+          'fail',
+          `${f.path} (${what}) is not a regular file: move it aside and let standalone recreate it`,
+        );
+        return;
+      }
+      if ((f.info.mode & 0o077) !== 0) {
+        check(
+          id,
+          'fail',
+          `${f.path} (${what}) is mode ${octal(f.info.mode)}, readable or writable by others: run \`chmod 600 ${sh(f.path)}\``,
+        );
+        return;
+      }
+      if (deps.uid !== null && f.info.uid !== deps.uid) {
+        check(
+          id,
+          'fail',
+          `${f.path} (${what}) is owned by uid ${f.info.uid}, not by the user running doctor (uid ${deps.uid}): run \`chown ${deps.uid} ${sh(f.path)}\` or run doctor as the user that runs standalone`,
+        );
+        return;
+      }
+    }
+    check(
+      id,
+      'ok',
+      `${found.map((f) => `${f.path} ${octal(f.info.mode)}`).join(', ')} (${what}): owner only`,
+    );
+  };
+}
+
+/** Exposures: the vault key beside the database it protects, or in the environment. */
+async function exposeWhereKeysSit(
+  ctx: SectionContext,
+  input: Pick<KeyStorageInputs, 'vault' | 'modes' | 'sqliteFile'>,
+): Promise<void> {
+  const { cfg, stat, expose } = ctx;
+  const { vault, modes, sqliteFile } = input;
+  const dataDir = cfg.dataDir;
   if (sqliteFile !== null) {
     const keyFile = vault.file;
     const keyInfo =
@@ -257,8 +315,16 @@ export async function dataDirAndKeyFiles(ctx: SectionContext): Promise<KeyFilesF
       `Prefer ${SECRET_KEYRING_FILE_ENV} pointing at a mode 0600 file, and run tasks as another user (--run-as-user).`,
     );
   }
+}
 
-  // ---------------------------------------------------------------- admin token
+/** The admin token's exposure when it has no expiry; returns whether it expires. */
+async function exposeAdminToken(
+  ctx: SectionContext,
+  file: string,
+  modes: Map<string, FileInfo | null>,
+): Promise<boolean | null> {
+  const { deps, expose } = ctx;
+  const files = { admin: file };
   const adminInfo = modes.get(files.admin) ?? null;
   const adminExpires = adminInfo !== null ? await tokenHasExpiry(deps, files.admin) : null;
   if (adminExpires !== true) {
@@ -268,31 +334,7 @@ export async function dataDirAndKeyFiles(ctx: SectionContext): Promise<KeyFilesF
       `Keep it mode 0600 and out of shared backups; mint named tokens with a TTL for people and scripts (\`leoflow auth create-token --role admin --ttl 12h\`) and revoke this one with \`leoflow auth revoke-token admin\` (delete ${files.admin} and restart to get a fresh one).`,
     );
   }
-
-  const mode = (p: string | null): string | null => {
-    if (p === null) return null;
-    const i = modes.get(p);
-    return i ? octal(i.mode) : null;
-  };
-  return {
-    dataDirExists,
-    modes,
-    keyStorage: {
-      vault: {
-        source: vault.source,
-        file: vault.file,
-        mode: mode(vault.file),
-        env_var: vault.source === 'env' ? SECRET_KEY_ENV : null,
-        older_keys_file:
-          vault.olderKeysFile !== null && modes.get(vault.olderKeysFile)
-            ? vault.olderKeysFile
-            : null,
-      },
-      agent_signing: { file: files.agent, mode: mode(files.agent) },
-      user_signing: { file: files.user, mode: mode(files.user) },
-      admin_token: { file: files.admin, mode: mode(files.admin), expires: adminExpires },
-    },
-  };
+  return adminExpires;
 }
 
 interface VaultKeySource {

@@ -123,6 +123,18 @@ export function renderDoctorReport(r: DoctorReport): string {
     ]);
   }
 
+  if (r.settings) {
+    // Every setting, so an operator sees which value came from where (default, file, env, flag).
+    const width = Math.max(...r.settings.map((x) => x.key.length));
+    out.push('Settings (value, and where it came from)');
+    for (const x of r.settings) {
+      out.push(
+        `  ${x.key.padEnd(width)}  ${x.value}${x.source === 'default' ? '' : `  [${x.source}]`}`,
+      );
+    }
+    out.push('');
+  }
+
   out.push('Residual exposure');
   if (p.exposures.length === 0) out.push('  (none found)');
   for (const e of p.exposures) out.push(`  - ${e.sentence}`, `    fix: ${e.remedy}`);

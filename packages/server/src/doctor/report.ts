@@ -1,5 +1,5 @@
 import { agentChannel } from './agent-channel.js';
-import { redactedConfig } from './config.js';
+import { redactedConfig, reportedSettings } from './config.js';
 import { credentialSettings } from './credential-settings.js';
 import { dagsFolder } from './dags-folder.js';
 import { datastore } from './datastore.js';
@@ -81,6 +81,7 @@ export async function buildDoctorReport(
   return {
     edition: 'lite',
     config: redactedConfig(cfg),
+    ...(cfg.settings ? { settings: reportedSettings(cfg.settings, clean) } : {}),
     posture,
     checks: cleanChecks,
     summary: {

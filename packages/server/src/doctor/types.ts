@@ -162,9 +162,19 @@ export interface RedactedConfig {
   };
 }
 
+/** One setting as doctor reports it: its value (secrets redacted) and where it came from. */
+export interface ReportedSetting {
+  key: string;
+  value: string;
+  source: 'default' | 'file' | 'env' | 'flags';
+  section: string;
+}
+
 export interface DoctorReport {
   edition: 'lite';
   config: RedactedConfig;
+  /** every setting of the table with its source; absent when the configuration was built in code */
+  settings?: ReportedSetting[];
   posture: Posture;
   checks: DoctorCheck[];
   summary: { ok: number; warn: number; fail: number };

@@ -397,7 +397,11 @@ export class SubprocessExecutor implements Executor {
           }
         }),
     );
-    await Promise.race([Promise.all(exits), new Promise((r) => setTimeout(r, 10_000))]);
+    // Bounded, and the bound must not outlive the wait: a pending timer would hold the process
+    // open for its whole 10 s after everything else closed.
+    let bound: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(exits), new Promise((r) => (bound = setTimeout(r, 10_000)))]);
+    clearTimeout(bound);
   }
 }
 

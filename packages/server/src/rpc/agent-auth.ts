@@ -1,3 +1,4 @@
+import { SESSION_HEADER } from '@leoflow/protocol';
 import {
   Code,
   ConnectError,
@@ -25,9 +26,6 @@ import {
  * gate verified into a typed principal on the call context, applying AGENT_RPC_ACCESS. Handlers
  * read the principal (`attemptPrincipal(ctx)`), never a header.
  */
-
-/** The agent session key header (packages/agent/src/rpc.ts SESSION_HEADER). */
-export const SESSION_HEADER = 'leoflow-session';
 
 /** One attempt's agent, authenticated by its attempt credential. */
 export interface AttemptPrincipal {

@@ -95,7 +95,33 @@ const MARK = createContextKey<RequestMark | undefined>(undefined);
  * fixed text per code, never the parser's.
  */
 export async function startAgentRpcServer(opts: AgentRpcServerOptions): Promise<AgentRpcServer> {
-  const handler = createAgentRequestHandler(opts);
+  const port = await bindAgentPort(opts);
+  port.serve(opts);
+  return port;
+}
+
+/** The agent port once bound: its number is known, and it serves once `serve` is called. */
+export interface AgentPort extends AgentRpcServer {
+  /** From now on requests reach the agent service; until then they are answered Unavailable. */
+  serve(handler: AgentRequestHandlerOptions): void;
+}
+
+/**
+ * Binds the agent port before the service behind it exists, so the URL agents dial is a value
+ * from the start (boot/ builds the plane with it). A request that arrives before `serve` is
+ * answered Unavailable, which agents retry.
+ */
+export async function bindAgentPort(
+  opts: Pick<AgentRpcServerOptions, 'host' | 'port' | 'tls'>,
+): Promise<AgentPort> {
+  let serving: ReturnType<typeof createAgentRequestHandler> | null = null;
+  const handler = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
+    if (serving) {
+      serving(req, res);
+      return;
+    }
+    refuse(res, { ownText: true }, Code.Unavailable, 'the control plane is starting; retry');
+  };
   const secure = opts.tls
     ? http2.createSecureServer(
         { cert: opts.tls.cert, key: opts.tls.key, minVersion: 'TLSv1.2' },
@@ -118,6 +144,9 @@ export async function startAgentRpcServer(opts: AgentRpcServerOptions): Promise<
   });
   return {
     port: (server.address() as AddressInfo).port,
+    serve(handlerOpts) {
+      serving = createAgentRequestHandler(handlerOpts);
+    },
     ...(secure
       ? {
           setTls: (tls: AgentTls) =>

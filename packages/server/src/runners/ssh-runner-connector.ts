@@ -12,7 +12,7 @@ export interface SshRunnerConnectorDeps {
   dialer: Pick<SshRunnerDialer, 'dial'>;
   /** runs the runner protocol (the agent service over HTTP/2) on a dialed channel */
   serve: (identity: SshSessionIdentity, stream: Duplex) => void;
-  /** live sessions by runner (runners/cells/runner-sessions.ts): deleting the runner closes its session */
+  /** live sessions by runner (runners/runner-sessions.ts): deleting the runner closes its session */
   sessions: { add(runner_id: string, session: { close(): void }): () => void };
   /** the ssh runners this cell keeps connected (its tenants'); polled every refreshMs */
   runners: () => Promise<SshRunner[]>;

@@ -13,7 +13,7 @@ export function runnerBundleFile(agentEntry: string): string {
 
 export interface SshRunnerPlaneDeps {
   runners: Pick<RunnerStore, 'listRunners'>;
-  /** the tenants whose ssh runners this process keeps connected now (runners/cells/placement.ts) */
+  /** the tenants whose ssh runners this process keeps connected now (runners/placement.ts) */
   tenants: () => Promise<string[]>;
   /** the runner's credential Connection, decrypted from its tenant's vault for the dial only */
   connection: (tenant_id: string, conn_id: string) => Promise<Connection | undefined>;

@@ -42,7 +42,8 @@ export interface SchedulerDeps {
   tokens: AgentTokenIssuer;
   lifecycle: AttemptLifecycle;
   logger: Logger;
-  agentUrl: () => string;
+  /** the URL agents dial (the agent port is bound before the plane is assembled) */
+  agentUrl: string;
   timings: SchedulerTimings;
   /** test-only crash points (util/test-faults.ts); none in production */
   faults?: FaultInjector;
@@ -454,7 +455,7 @@ export class Scheduler {
           ...(taskSpec
             ? { task: taskSpec, agentSpec: taskSpecMessage(run, ti, spec, taskSpec) }
             : {}),
-          agentUrl: this.deps.agentUrl(),
+          agentUrl: this.deps.agentUrl,
           heartbeatIntervalMs: timings.heartbeatIntervalMs,
           ...(this.deps.handOff ? { handOff: this.deps.handOff } : {}),
         });

@@ -1,3 +1,4 @@
+import { retryingForeignSchemaDrops, isForeignDrop } from './concurrent-schema-drop.js';
 import { StoreError } from '@leoflow/core';
 import { Migrator, type Kysely } from 'kysely';
 import type { Database } from './db-types.js';
@@ -66,7 +67,18 @@ class KyselyDirectory
       migrationLockTableName: DIRECTORY_MIGRATION_LOCK_TABLE,
       ...(this.#schema !== undefined ? { migrationTableSchema: this.#schema } : {}),
     });
-    const { error, results } = await migrator.migrateToLatest();
+    const { error, results } = await retryingForeignSchemaDrops(
+      this.#schema ?? 'public',
+      async () => {
+        const outcome = await migrator.migrateToLatest();
+        // a catalog race surfaces as a result error; throw it so the retry sees it
+        if (outcome.error !== undefined && isForeignDrop(outcome.error, this.#schema ?? 'public')) {
+          // isForeignDrop only matches Error objects
+          throw outcome.error as Error;
+        }
+        return outcome;
+      },
+    );
     if (error !== undefined) {
       const failed = results?.find((r) => r.status === 'Error')?.migrationName;
       const cause = error instanceof Error ? error.message : JSON.stringify(error);

@@ -1,3 +1,4 @@
+import { retryingForeignSchemaDrops } from './concurrent-schema-drop.js';
 import { StoreError } from '@leoflow/core';
 import { Migrator, sql } from 'kysely';
 import type { Kysely, MigrationProvider } from 'kysely';
@@ -128,6 +129,10 @@ export class KyselyStore
       return;
     }
     const schema = this.#schema ?? 'public';
+    await retryingForeignSchemaDrops(schema, () => this.#migrateLocked(schema));
+  }
+
+  async #migrateLocked(schema: string): Promise<void> {
     await this.#db.connection().execute(async (conn) => {
       await sql`select pg_advisory_lock(hashtextextended(${migrationLockName(schema)}, 0))`.execute(
         conn,

@@ -13,6 +13,7 @@ import {
   AgentService,
   GetVariablesResponseSchema,
   HeartbeatResponseSchema,
+  SESSION_HEADER,
 } from '@leoflow/protocol';
 import { afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -25,7 +26,6 @@ import {
   AGENT_RPC_ACCESS,
   attemptPrincipal,
   createAgentAuthentication,
-  SESSION_HEADER,
   type AgentPrincipal,
 } from '../../src/rpc/agent-auth.js';
 import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';

@@ -167,7 +167,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     agentTokenTtlSeconds: 600,
     vaultKeyring: new Keyring({ id: 'k-test', key: randomBytes(32) }),
     executors,
-    agentUrl: () => 'http://agent.invalid',
+    agentUrl: 'http://agent.invalid',
     timings,
     credentials: {
       scoping: opts.scoping ?? 'permissive',

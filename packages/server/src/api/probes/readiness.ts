@@ -2,7 +2,7 @@ import type { LeaseHolder } from '../../scheduler/leadership/lease-store.js';
 
 /** One thing /readyz looked at; `gating` ones decide the answer, the others are reported. */
 export interface ReadinessCheck {
-  name: 'draining' | 'store' | 'schema' | 'leader';
+  name: 'draining' | 'parts' | 'store' | 'schema' | 'leader';
   ok: boolean;
   gating: boolean;
   detail: string;
@@ -34,6 +34,8 @@ export interface ReadinessDeps {
    */
   takeoverMs: number;
   draining(): boolean;
+  /** the names of the process's parts that stopped running on their own (none: all run) */
+  partsNotRunning?(): string[];
   /** each database check gives up after this long: a probe must answer even when the database does not */
   checkTimeoutMs?: number;
 }
@@ -53,6 +55,15 @@ export async function checkReadiness(d: ReadinessDeps): Promise<Readiness> {
     gating: true,
     detail: draining ? 'stopping (SIGTERM): not taking new work' : 'serving',
   });
+  if (d.partsNotRunning) {
+    const down = d.partsNotRunning();
+    checks.push({
+      name: 'parts',
+      ok: down.length === 0,
+      gating: true,
+      detail: down.length === 0 ? 'all running' : `not running: ${down.join(', ')}`,
+    });
+  }
   let storeOk = false;
   try {
     const { pending, unknown = [] } = await within(d.migrationStatus(), timeout);

@@ -12,7 +12,7 @@ import type { PoolPodState, WorkerPodApi } from './pool-manager.js';
 /** What the pool pods share with the Kubernetes executor's attempt pods. */
 export type PoolPodSettings = Omit<PoolPodBuildInput, 'name' | 'pool' | 'poolKey' | 'agentUrl'> & {
   /** read at each create: the agent port's URL is known only once it listens */
-  agentUrl: () => string;
+  agentUrl: string;
 };
 
 /** A stable error: the API's status and reason word only (a body can quote the pod sent). */
@@ -36,7 +36,7 @@ export function kubeWorkerPodApi(core: CoreV1Api, settings: PoolPodSettings): Wo
     async create({ namespace, name, pool, poolKey }) {
       const body = buildPoolPod({
         ...settings,
-        agentUrl: settings.agentUrl(),
+        agentUrl: settings.agentUrl,
         name,
         pool,
         poolKey,

@@ -1,3 +1,4 @@
+import { LITE_CELL_NAME, type CellTopology } from '../cell-topology.js';
 import { AuthError, type Clock } from '@leoflow/core';
 import type { CellRecord, TenantPlacement } from '../../store/directory-types.js';
 import type { CellStore } from '../../store/ports/cells.js';
@@ -5,17 +6,12 @@ import type { CellStore } from '../../store/ports/cells.js';
 const CELL_NAME = /^[a-z0-9][a-z0-9-]{0,62}$/;
 
 /** Lite's one cell: never stored, always active, holding every tenant. */
-export const LITE_CELL_NAME = 'lite';
 
 export interface CellView extends CellRecord {
   /** tenants currently placed on the cell */
   tenants: number;
   implicit: boolean;
 }
-
-export type CellTopology =
-  /** Lite: one implicit cell at this URL; nothing to add, drain or place */
-  { kind: 'lite'; url: string } | { kind: 'directory' };
 
 export interface CellAdminDeps {
   cells: CellStore;

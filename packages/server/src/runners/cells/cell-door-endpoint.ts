@@ -1,18 +1,20 @@
+import {
+  CONNECTION_SECRET_HEADER,
+  MAX_SESSION_FRAME_BYTES,
+  SECRET_PATH,
+  SESSION_PATH,
+} from '@leoflow/protocol';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { DoorCredentialVerifier } from '../door/door-credential.js';
+import type { DoorCredentialVerifier } from '../door-credential.js';
 import type { RunnerStore } from '../../store/ports/runners.js';
 import type { ConnectionGrant, ConnectionSecrets } from './connection-secrets.js';
-import { SESSION_CLOSE, type RunnerSessions } from './runner-sessions.js';
+import { type RunnerSessions } from '../runner-sessions.js';
+import { SESSION_CLOSE } from '@leoflow/protocol';
 
-export const SECRET_PATH = '/internal/v1/door/connection-secrets';
-export const SESSION_PATH = '/internal/v1/runner-session';
-/** The upstream handshake header the door puts the per-connection secret in. */
-export const CONNECTION_SECRET_HEADER = 'leoflow-connection-secret';
 /** Frames larger than this close the session (1009): the runner protocol sends small frames. */
-export const MAX_SESSION_FRAME_BYTES = 16 * 1024 * 1024;
 
 export interface CellDoorEndpointOptions {
   host: string;

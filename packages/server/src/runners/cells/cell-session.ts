@@ -7,7 +7,7 @@ import {
   type AgentRequestHandlerOptions,
 } from '../../rpc/agent-server.js';
 import type { ConnectionGrant } from './connection-secrets.js';
-import { fenceOffPeerEof } from './peer-eof-fence.js';
+import { fenceOffPeerEof } from '@leoflow/protocol';
 
 export interface CellSessionServer {
   /** Runs the agent service over an accepted door session, as that session's runner. */

@@ -1,8 +1,9 @@
 import type { CellStore } from '../../store/ports/cells.js';
 import type { RunnerStore } from '../../store/ports/runners.js';
-import type { CellTopology } from './cell-admin.js';
-import { servesTenant } from './placement.js';
-import { SESSION_CLOSE, type RunnerSessions } from './runner-sessions.js';
+import type { CellTopology } from '../cell-topology.js';
+import { servesTenant } from '../placement.js';
+import { type RunnerSessions } from '../runner-sessions.js';
+import { SESSION_CLOSE } from '@leoflow/protocol';
 
 export interface MovedSessionDeps {
   sessions: RunnerSessions;

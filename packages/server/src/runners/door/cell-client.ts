@@ -4,8 +4,8 @@ import {
   MAX_SESSION_FRAME_BYTES,
   SECRET_PATH,
   SESSION_PATH,
-} from '../cells/cell-door-endpoint.js';
-import type { DoorCredentialIssuer } from './door-credential.js';
+} from '@leoflow/protocol';
+import type { DoorCredentialIssuer } from '../door-credential.js';
 
 /** Why a cell call failed: the door answers 503 (unreachable) or 502 (refused), never 401. */
 export class CellCallError extends Error {

@@ -18,6 +18,15 @@ afterEach(async () => {
 
 const flush = () => new Promise((r) => setTimeout(r, 20));
 
+/** Waits (bounded) for what the broker does asynchronously: its mint may take long under load. */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
 async function codeOf(p: Promise<unknown>): Promise<Code | 'ok'> {
   try {
     await p;
@@ -46,8 +55,8 @@ async function setup() {
     slots: 1,
     send: (e) => events.push(e),
   });
-  await flush();
   const assignments = () => events.flatMap((e) => (e.kind === 'assignment' ? [e] : []));
+  await until(() => assignments().length === 1, 'the first assignment');
   return { h, events, assignments, ti: async () => (await h!.store.listTaskInstances(run.id))[0]! };
 }
 
@@ -74,7 +83,7 @@ describe('a requeued assignment', () => {
     const genBefore = (await ti()).dispatch_gen;
     h.clock.advance(30_000);
     await h.runnerExecutor!.reconcile();
-    await flush();
+    await until(() => assignments().length === 2, 'the re-assignment');
     // back in the queue with the next generation, offered again to the free worker
     expect((await ti()).dispatch_gen).toBe(genBefore + 1);
     const again = assignments()[1]!;

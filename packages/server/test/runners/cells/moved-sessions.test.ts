@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { CellAdmin } from '../../../src/runners/cells/cell-admin.js';
 import { closeMovedSessions } from '../../../src/runners/cells/moved-sessions.js';
-import { RunnerSessions, SESSION_CLOSE } from '../../../src/runners/cells/runner-sessions.js';
+import { RunnerSessions } from '../../../src/runners/runner-sessions.js';
+import { SESSION_CLOSE } from '@leoflow/protocol';
 import type { CellRecord, TenantPlacement } from '../../../src/store/directory-types.js';
 import type { CellStore } from '../../../src/store/ports/cells.js';
 

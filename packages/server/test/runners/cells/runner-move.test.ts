@@ -16,9 +16,9 @@ import {
   createCellSessionServer,
   type CellSessionServer,
 } from '../../../src/runners/cells/cell-session.js';
-import { servesTenant } from '../../../src/runners/cells/placement.js';
+import { servesTenant } from '../../../src/runners/placement.js';
 import { defaultServerConfig } from '../../../src/config/server-config.js';
-import { SESSION_CLOSE } from '../../../src/runners/cells/runner-sessions.js';
+import { SESSION_CLOSE } from '@leoflow/protocol';
 import { createDoorFixture, wsAttempt, type DoorFixture } from '../door/door-fixture.js';
 import { createHarness, spec, task, type Harness } from '../../support/harness.js';
 

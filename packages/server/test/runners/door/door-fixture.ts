@@ -5,7 +5,7 @@ import { ManualClock } from '@leoflow/core';
 import { pino } from 'pino';
 import { WebSocket } from 'ws';
 import { loadSigningKeyring, type FileSigningKeyring } from '../../../src/auth/signing-keys.js';
-import type { CellTopology } from '../../../src/runners/cells/cell-admin.js';
+import type { CellTopology } from '../../../src/runners/cell-topology.js';
 import {
   startCellDoorEndpoint,
   type CellDoorEndpoint,
@@ -14,12 +14,12 @@ import {
   ConnectionSecrets,
   type ConnectionGrant,
 } from '../../../src/runners/cells/connection-secrets.js';
-import { RunnerSessions } from '../../../src/runners/cells/runner-sessions.js';
+import { RunnerSessions } from '../../../src/runners/runner-sessions.js';
 import { httpCellClient, type CellClient } from '../../../src/runners/door/cell-client.js';
 import {
   DoorCredentialIssuer,
   DoorCredentialVerifier,
-} from '../../../src/runners/door/door-credential.js';
+} from '../../../src/runners/door-credential.js';
 import {
   createDoor,
   listenDoor,

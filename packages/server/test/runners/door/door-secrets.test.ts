@@ -12,7 +12,7 @@ import {
 import {
   DoorCredentialIssuer,
   DoorCredentialVerifier,
-} from '../../../src/runners/door/door-credential.js';
+} from '../../../src/runners/door-credential.js';
 import { T0 } from '../../support/harness.js';
 
 describe('per-connection secrets (cell side)', () => {

@@ -1,5 +1,5 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SESSION_CLOSE } from '../../../src/runners/cells/runner-sessions.js';
+import { SESSION_CLOSE } from '@leoflow/protocol';
 import { runnerTokenHash } from '../../../src/runners/runner-token.js';
 import {
   closed,

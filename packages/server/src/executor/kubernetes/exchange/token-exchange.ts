@@ -169,80 +169,140 @@ function annotatedAttempt(
  * them anyone reaching the agent port could spend the apiserver's budget at will.
  */
 export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
-  const { kube, store, tokens, clock, logger } = deps;
-  const usedTokens = new OnceOnly(deps.replayMemory ?? 50_000);
-  const exchangedPods = new OnceOnly(deps.replayMemory ?? 50_000);
-  const exchangedAttempts = new OnceOnly(deps.replayMemory ?? 50_000);
-  const maxCalls = deps.maxConcurrentReviews ?? MAX_CONCURRENT_REVIEWS;
-  const callTimeoutMs = deps.apiserverTimeoutMs ?? APISERVER_CALL_TIMEOUT_MS;
-  let callsInFlight = 0;
+  const exchanger = new TokenExchanger(deps);
+  return (req) => exchanger.exchange(req);
+}
 
-  function refuse(refusal: ExchangeRefusal, context: Record<string, unknown> = {}): never {
-    deps.metrics?.exchanged(refusal);
-    logger.info({ ...context, refusal }, 'token exchange refused');
+/** The exchange's state (its replay memories, the apiserver calls in flight) and its steps. */
+class TokenExchanger {
+  readonly #deps: TokenExchangeDeps;
+  readonly #usedTokens: OnceOnly;
+  readonly #exchangedPods: OnceOnly;
+  readonly #exchangedAttempts: OnceOnly;
+  readonly #maxCalls: number;
+  readonly #callTimeoutMs: number;
+  #callsInFlight = 0;
+
+  constructor(deps: TokenExchangeDeps) {
+    this.#deps = deps;
+    this.#usedTokens = new OnceOnly(deps.replayMemory ?? 50_000);
+    this.#exchangedPods = new OnceOnly(deps.replayMemory ?? 50_000);
+    this.#exchangedAttempts = new OnceOnly(deps.replayMemory ?? 50_000);
+    this.#maxCalls = deps.maxConcurrentReviews ?? MAX_CONCURRENT_REVIEWS;
+    this.#callTimeoutMs = deps.apiserverTimeoutMs ?? APISERVER_CALL_TIMEOUT_MS;
+  }
+
+  /** One exchange request: screened, claimed once by its token's hash, then by its kind. */
+  async exchange(req: ExchangeTokenRequest): Promise<ExchangeTokenResponse> {
+    if (
+      (req.kind !== BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN &&
+        req.kind !== BootstrapCredentialKind.BOOTSTRAP_SECRET) ||
+      req.credential === '' ||
+      Buffer.byteLength(req.credential) > MAX_CREDENTIAL_BYTES
+    ) {
+      return this.#refuse('malformed');
+    }
+    // Screened before the token's hash is claimed: garbage costs no TokenReview and takes no
+    // place in the replay memory.
+    if (req.kind === BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN) {
+      const screen = screenProjectedToken(
+        req.credential,
+        EXCHANGE_AUDIENCE,
+        this.#deps.clock.now(),
+      );
+      if (screen !== 'plausible') return this.#refuse(screen, { screened: true });
+    }
+    const tokenKey = createHash('sha256').update(req.credential).digest('hex');
+    const claimed = this.#usedTokens.claim(tokenKey);
+    if (claimed !== 'claimed') return this.#refuseClaim(claimed);
+    let definite = false;
+    try {
+      const res =
+        req.kind === BootstrapCredentialKind.BOOTSTRAP_SECRET
+          ? await this.#exchangeSecret(req.credential)
+          : await this.#exchangeProjected(req.credential);
+      definite = true;
+      return res;
+    } catch (err) {
+      definite = isDefinite(err);
+      if (err instanceof ExchangeRefused) throw err;
+      // The store (or a pool) failed mid-exchange: nothing was decided, the agent may retry.
+      this.#deps.logger.warn({ error: describe(err) }, 'token exchange failed');
+      return this.#refuse('unavailable');
+    } finally {
+      this.#usedTokens.settle(tokenKey, definite);
+    }
+  }
+
+  #refuse(refusal: ExchangeRefusal, context: Record<string, unknown> = {}): never {
+    this.#deps.metrics?.exchanged(refusal);
+    this.#deps.logger.info({ ...context, refusal }, 'token exchange refused');
     throw new ExchangeRefused(refusal);
   }
 
   /** A token, pod or attempt already used is a replay; one in use right now, a retry too soon. */
-  function refuseClaim(claim: 'used' | 'busy', context: Record<string, unknown> = {}): never {
+  #refuseClaim(claim: 'used' | 'busy', context: Record<string, unknown> = {}): never {
     return claim === 'used'
-      ? refuse('replayed', context)
-      : refuse('unavailable', { ...context, reason: 'the same exchange is under way' });
+      ? this.#refuse('replayed', context)
+      : this.#refuse('unavailable', { ...context, reason: 'the same exchange is under way' });
   }
 
   /**
-   * One apiserver call of an exchange: at most `maxCalls` in flight on this replica (past it:
-   * `overloaded`), each given `callTimeoutMs` (past it, or failing: `unavailable`, and the call
+   * One apiserver call of an exchange: at most `this.#maxCalls` in flight on this replica (past it:
+   * `overloaded`), each given `this.#callTimeoutMs` (past it, or failing: `unavailable`, and the call
    * is abandoned). Either way the exchange decided nothing, so the agent asks again.
    */
-  async function apiserver<T>(what: string, call: () => Promise<T>): Promise<T> {
-    if (callsInFlight >= maxCalls) {
-      return refuse('overloaded', { reason: `${maxCalls} apiserver calls already in flight` });
+  async #apiserver<T>(what: string, call: () => Promise<T>): Promise<T> {
+    if (this.#callsInFlight >= this.#maxCalls) {
+      return this.#refuse('overloaded', {
+        reason: `${this.#maxCalls} apiserver calls already in flight`,
+      });
     }
-    callsInFlight += 1;
+    this.#callsInFlight += 1;
     let timer: NodeJS.Timeout | undefined;
     try {
       return await Promise.race([
         call(),
         new Promise<never>((_, reject) => {
           timer = setTimeout(
-            () => reject(new Error(`no answer within ${callTimeoutMs} ms`)),
-            callTimeoutMs,
+            () => reject(new Error(`no answer within ${this.#callTimeoutMs} ms`)),
+            this.#callTimeoutMs,
           );
         }),
       ]);
     } catch (err) {
-      logger.warn({ error: describe(err) }, `${what} failed`);
-      return refuse('unavailable');
+      this.#deps.logger.warn({ error: describe(err) }, `${what} failed`);
+      return this.#refuse('unavailable');
     } finally {
       clearTimeout(timer);
-      callsInFlight -= 1;
+      this.#callsInFlight -= 1;
     }
   }
 
-  async function reviewed(credential: string): Promise<ReviewedPod> {
-    const review = await apiserver('TokenReview', () => {
-      deps.metrics?.tokenReviewed();
-      return kube.reviewToken(credential, [EXCHANGE_AUDIENCE]);
+  async #reviewed(credential: string): Promise<ReviewedPod> {
+    const review = await this.#apiserver('TokenReview', () => {
+      this.#deps.metrics?.tokenReviewed();
+      return this.#deps.kube.reviewToken(credential, [EXCHANGE_AUDIENCE]);
     });
-    if (!review.authenticated) return refuse('not_authenticated', { detail: review.detail });
-    if (!review.audiences.includes(EXCHANGE_AUDIENCE)) return refuse('not_authenticated');
+    if (!review.authenticated) return this.#refuse('not_authenticated', { detail: review.detail });
+    if (!review.audiences.includes(EXCHANGE_AUDIENCE)) return this.#refuse('not_authenticated');
     const podName = review.extra[POD_NAME_EXTRA]?.[0];
     const podUid = review.extra[POD_UID_EXTRA]?.[0];
     const user = /^system:serviceaccount:([^:]+):([^:]+)$/.exec(review.username);
     // `kubectl create token` without --bound-object-kind Pod: authenticated, but no pod.
-    if (!user || !podName || !podUid) return refuse('not_a_pod');
+    if (!user || !podName || !podUid) return this.#refuse('not_a_pod');
     const [, namespace, serviceAccount] = user as unknown as [string, string, string];
-    if (exchangedPods.has(podUid)) return refuse('replayed', { namespace, pod: podName });
-    const pod = await apiserver('reading the exchanging pod', () =>
-      kube.readPod(namespace, podName),
+    if (this.#exchangedPods.has(podUid))
+      return this.#refuse('replayed', { namespace, pod: podName });
+    const pod = await this.#apiserver('reading the exchanging pod', () =>
+      this.#deps.kube.readPod(namespace, podName),
     );
     if (!pod || pod.metadata?.deletionTimestamp)
-      return refuse('pod_gone', { namespace, pod: podName });
+      return this.#refuse('pod_gone', { namespace, pod: podName });
     if (pod.metadata?.uid !== podUid)
-      return refuse('identity_mismatch', { namespace, pod: podName });
+      return this.#refuse('identity_mismatch', { namespace, pod: podName });
     if ((pod.spec?.serviceAccountName ?? 'default') !== serviceAccount) {
-      return refuse('identity_mismatch', { namespace, pod: podName });
+      return this.#refuse('identity_mismatch', { namespace, pod: podName });
     }
     return {
       namespace,
@@ -254,35 +314,35 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
   }
 
   /** The live attempt a reviewed pod's identity annotation names, placement checked. */
-  async function liveAttempt(pod: ReviewedPod): Promise<AttemptIdentity> {
+  async #liveAttempt(pod: ReviewedPod): Promise<AttemptIdentity> {
     const named = annotatedAttempt(pod.annotations[IDENTITY_ANNOTATION]);
-    if (!named) return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
-    const ti = await store.getTaskInstanceById(named.ti);
+    if (!named) return this.#refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+    const ti = await this.#deps.store.getTaskInstanceById(named.ti);
     const live =
       ti !== undefined &&
       ti.tenant_id === named.tenant &&
       ti.try_number === named.try &&
       ti.dispatch_gen === named.gen &&
       isActive(ti.state);
-    if (!live || !ti) return refuse('not_live', { namespace: pod.namespace, pod: pod.name });
+    if (!live || !ti) return this.#refuse('not_live', { namespace: pod.namespace, pod: pod.name });
     // The pod must stand where this tenant's attempts run, under one of its service accounts: a
     // pod in another tenant's namespace, or under an account the tenant does not run tasks as,
     // naming this attempt is not its pod.
-    const placement = deps.tenantPlacement(ti.tenant_id);
+    const placement = this.#deps.tenantPlacement(ti.tenant_id);
     if (
       !placement ||
       placement.namespace !== pod.namespace ||
       !placement.serviceAccounts.includes(pod.serviceAccount)
     ) {
-      return refuse('identity_mismatch', { namespace: pod.namespace, pod: pod.name });
+      return this.#refuse('identity_mismatch', { namespace: pod.namespace, pod: pod.name });
     }
     // The pod the executor made for this dispatch has this name and no other: a pod that copied
     // a live attempt's annotation under any other name is not that attempt's pod.
     if (pod.name !== podName(ti.id, ti.try_number, ti.dispatch_gen, ti.dag_id, ti.task_id)) {
-      return refuse('identity_mismatch', { namespace: pod.namespace, pod: pod.name });
+      return this.#refuse('identity_mismatch', { namespace: pod.namespace, pod: pod.name });
     }
-    const run = await store.getRunById(ti.dag_run_id);
-    if (!run) return refuse('not_live', { namespace: pod.namespace, pod: pod.name });
+    const run = await this.#deps.store.getRunById(ti.dag_run_id);
+    if (!run) return this.#refuse('not_live', { namespace: pod.namespace, pod: pod.name });
     const identity: AttemptIdentity = {
       tenant_id: ti.tenant_id,
       dag_id: ti.dag_id,
@@ -300,18 +360,18 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
    * The attempt token for the pod `podUid`, once per attempt (task instance, try, dispatch): in
    * this replica's memory, and in the attempt's record, which every replica shares.
    */
-  async function mint(identity: AttemptIdentity, podUid: string): Promise<ExchangeTokenResponse> {
+  async #mint(identity: AttemptIdentity, podUid: string): Promise<ExchangeTokenResponse> {
     const attemptKey = `${identity.task_instance_id}\u0000${identity.try_number}\u0000${identity.dispatch_gen}`;
-    const claimed = exchangedAttempts.claim(attemptKey);
-    if (claimed !== 'claimed') return refuseClaim(claimed, { attempt: attemptKey });
-    const now = clock.now();
-    const expiresAtMs = (Math.floor(now / 1000) + tokens.ttlSeconds) * 1000;
+    const claimed = this.#exchangedAttempts.claim(attemptKey);
+    if (claimed !== 'claimed') return this.#refuseClaim(claimed, { attempt: attemptKey });
+    const now = this.#deps.clock.now();
+    const expiresAtMs = (Math.floor(now / 1000) + this.#deps.tokens.ttlSeconds) * 1000;
     let token: string;
     let bound: 'bound' | 'taken' = 'bound';
     try {
-      token = await tokens.mint(identity, now);
-      if (deps.attemptRecords) {
-        bound = await deps.attemptRecords.bindExchangedPod(
+      token = await this.#deps.tokens.mint(identity, now);
+      if (this.#deps.attemptRecords) {
+        bound = await this.#deps.attemptRecords.bindExchangedPod(
           {
             tenant_id: identity.tenant_id,
             task_instance_id: identity.task_instance_id,
@@ -328,13 +388,14 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
         );
       }
     } catch (err) {
-      exchangedAttempts.settle(attemptKey, false);
+      this.#exchangedAttempts.settle(attemptKey, false);
       throw err;
     }
-    exchangedAttempts.settle(attemptKey, true);
+    this.#exchangedAttempts.settle(attemptKey, true);
     // Another replica minted for this attempt first: the token made here is never handed out.
-    if (bound === 'taken') return refuse('replayed', { attempt: attemptKey, across: 'replicas' });
-    deps.metrics?.exchanged('attempt');
+    if (bound === 'taken')
+      return this.#refuse('replayed', { attempt: attemptKey, across: 'replicas' });
+    this.#deps.metrics?.exchanged('attempt');
     return create(ExchangeTokenResponseSchema, {
       token,
       scope: LeoflowTokenScope.ATTEMPT,
@@ -347,44 +408,46 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
    * compare, its one controller owner (the pod), one read of that pod. No TokenReview: the
    * kubelet put the value in the pod's env, and only the pod the Secret is owned by names it.
    */
-  async function secretBootstrapped(
+  async #secretBootstrapped(
     credential: string,
     secrets: NonNullable<TokenExchangeDeps['bootstrapSecrets']>,
   ): Promise<{ pod: ReviewedPod; secret: { uid: string; resourceVersion: string } }> {
     const locator = parseBootstrapLocator(credential);
-    if (!locator) return refuse('malformed');
+    if (!locator) return this.#refuse('malformed');
     const { namespace, name } = locator;
     // Only where this control plane puts attempt pods: it asks nothing of any other namespace.
-    if (!secrets.namespaces.includes(namespace)) return refuse('not_authenticated', { namespace });
-    const secret = await apiserver('reading the bootstrap Secret', () =>
+    if (!secrets.namespaces.includes(namespace))
+      return this.#refuse('not_authenticated', { namespace });
+    const secret = await this.#apiserver('reading the bootstrap Secret', () =>
       secrets.kube.readSecret(namespace, name),
     );
     const stored = secret?.data?.[BOOTSTRAP_SECRET_KEY];
     // Gone (exchanged already, or the attempt ended) or never ours: the same refusal.
     if (!secret || stored === undefined || secret.metadata?.deletionTimestamp) {
-      return refuse('not_authenticated', { namespace, secret: name });
+      return this.#refuse('not_authenticated', { namespace, secret: name });
     }
     if (!bootstrapValueMatches(credential, Buffer.from(stored, 'base64').toString('utf8'))) {
-      return refuse('not_authenticated', { namespace, secret: name });
+      return this.#refuse('not_authenticated', { namespace, secret: name });
     }
     const controllers = (secret.metadata?.ownerReferences ?? []).filter((o) => o.controller);
     const owner = controllers[0];
     if (controllers.length !== 1 || !owner || owner.kind !== 'Pod' || owner.apiVersion !== 'v1') {
-      return refuse('not_a_pod', { namespace, secret: name });
+      return this.#refuse('not_a_pod', { namespace, secret: name });
     }
     if (bootstrapSecretName(owner.name) !== name) {
-      return refuse('identity_mismatch', { namespace, secret: name });
+      return this.#refuse('identity_mismatch', { namespace, secret: name });
     }
-    if (exchangedPods.has(owner.uid)) return refuse('replayed', { namespace, pod: owner.name });
-    const pod = await apiserver('reading the exchanging pod', () =>
-      kube.readPod(namespace, owner.name),
+    if (this.#exchangedPods.has(owner.uid))
+      return this.#refuse('replayed', { namespace, pod: owner.name });
+    const pod = await this.#apiserver('reading the exchanging pod', () =>
+      this.#deps.kube.readPod(namespace, owner.name),
     );
     if (!pod || pod.metadata?.deletionTimestamp) {
-      return refuse('pod_gone', { namespace, pod: owner.name });
+      return this.#refuse('pod_gone', { namespace, pod: owner.name });
     }
     // The same name, another pod (re-created): the Secret was not made for it.
     if (pod.metadata?.uid !== owner.uid) {
-      return refuse('identity_mismatch', { namespace, pod: owner.name });
+      return this.#refuse('identity_mismatch', { namespace, pod: owner.name });
     }
     return {
       pod: {
@@ -401,99 +464,64 @@ export function createTokenExchange(deps: TokenExchangeDeps): TokenExchange {
     };
   }
 
-  async function exchangeSecret(credential: string): Promise<ExchangeTokenResponse> {
-    const secrets = deps.bootstrapSecrets;
-    if (!secrets) return refuse('malformed');
-    const { pod, secret } = await secretBootstrapped(credential, secrets);
+  async #exchangeSecret(credential: string): Promise<ExchangeTokenResponse> {
+    const secrets = this.#deps.bootstrapSecrets;
+    if (!secrets) return this.#refuse('malformed');
+    const { pod, secret } = await this.#secretBootstrapped(credential, secrets);
     // Warm pools need projected tokens: a worker pod is never bootstrapped from a Secret.
     if (
       pod.annotations[WORKER_POOL_ANNOTATION] !== undefined ||
       pod.annotations[IDENTITY_ANNOTATION] === undefined
     ) {
-      return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+      return this.#refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
     }
-    const identity = await liveAttempt(pod);
+    const identity = await this.#liveAttempt(pod);
     // Deleting the Secret (exactly the one read) is what makes the exchange once-only across
     // replicas: of two racing exchanges only one deletion succeeds, and only it mints.
     // An answer lost after the apiserver deleted it leaves the retry nothing to exchange
     // (`not_authenticated`): the one undecided outcome this path cannot give back.
-    const deleted = await apiserver('deleting the bootstrap Secret', () =>
+    const deleted = await this.#apiserver('deleting the bootstrap Secret', () =>
       secrets.kube.deleteSecret(pod.namespace, bootstrapSecretName(pod.name), secret),
     );
-    if (!deleted) return refuse('replayed', { namespace: pod.namespace, pod: pod.name });
-    exchangedPods.markUsed(pod.uid);
-    return mint(identity, pod.uid);
+    if (!deleted) return this.#refuse('replayed', { namespace: pod.namespace, pod: pod.name });
+    this.#exchangedPods.markUsed(pod.uid);
+    return this.#mint(identity, pod.uid);
   }
 
-  async function exchangeProjected(credential: string): Promise<ExchangeTokenResponse> {
-    const pod = await reviewed(credential);
+  async #exchangeProjected(credential: string): Promise<ExchangeTokenResponse> {
+    const pod = await this.#reviewed(credential);
     const forAttempt = pod.annotations[IDENTITY_ANNOTATION] !== undefined;
     const forPool = pod.annotations[WORKER_POOL_ANNOTATION] !== undefined;
     if (forAttempt === forPool)
-      return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
-    const claimed = exchangedPods.claim(pod.uid);
+      return this.#refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+    const claimed = this.#exchangedPods.claim(pod.uid);
     if (claimed !== 'claimed')
-      return refuseClaim(claimed, { namespace: pod.namespace, pod: pod.name });
+      return this.#refuseClaim(claimed, { namespace: pod.namespace, pod: pod.name });
     let definite = false;
     try {
-      const res = forAttempt ? await mint(await liveAttempt(pod), pod.uid) : await workerToken(pod);
+      const res = forAttempt
+        ? await this.#mint(await this.#liveAttempt(pod), pod.uid)
+        : await this.#workerToken(pod);
       definite = true;
       return res;
     } catch (err) {
       definite = isDefinite(err);
       throw err;
     } finally {
-      exchangedPods.settle(pod.uid, definite);
+      this.#exchangedPods.settle(pod.uid, definite);
     }
   }
 
-  async function workerToken(pod: ReviewedPod): Promise<ExchangeTokenResponse> {
-    const issued = deps.workerBootstrap ? await deps.workerBootstrap.issue(pod) : null;
-    if (!issued) return refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
-    deps.metrics?.exchanged('worker');
+  async #workerToken(pod: ReviewedPod): Promise<ExchangeTokenResponse> {
+    const issued = this.#deps.workerBootstrap ? await this.#deps.workerBootstrap.issue(pod) : null;
+    if (!issued) return this.#refuse('not_a_pod', { namespace: pod.namespace, pod: pod.name });
+    this.#deps.metrics?.exchanged('worker');
     return create(ExchangeTokenResponseSchema, {
       token: issued.token,
       scope: LeoflowTokenScope.WORKER,
       expiresAtMs: BigInt(issued.expiresAtMs),
     });
   }
-
-  return async (req) => {
-    if (
-      (req.kind !== BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN &&
-        req.kind !== BootstrapCredentialKind.BOOTSTRAP_SECRET) ||
-      req.credential === '' ||
-      Buffer.byteLength(req.credential) > MAX_CREDENTIAL_BYTES
-    ) {
-      return refuse('malformed');
-    }
-    // Screened before the token's hash is claimed: garbage costs no TokenReview and takes no
-    // place in the replay memory.
-    if (req.kind === BootstrapCredentialKind.PROJECTED_SERVICE_ACCOUNT_TOKEN) {
-      const screen = screenProjectedToken(req.credential, EXCHANGE_AUDIENCE, clock.now());
-      if (screen !== 'plausible') return refuse(screen, { screened: true });
-    }
-    const tokenKey = createHash('sha256').update(req.credential).digest('hex');
-    const claimed = usedTokens.claim(tokenKey);
-    if (claimed !== 'claimed') return refuseClaim(claimed);
-    let definite = false;
-    try {
-      const res =
-        req.kind === BootstrapCredentialKind.BOOTSTRAP_SECRET
-          ? await exchangeSecret(req.credential)
-          : await exchangeProjected(req.credential);
-      definite = true;
-      return res;
-    } catch (err) {
-      definite = isDefinite(err);
-      if (err instanceof ExchangeRefused) throw err;
-      // The store (or a pool) failed mid-exchange: nothing was decided, the agent may retry.
-      logger.warn({ error: describe(err) }, 'token exchange failed');
-      return refuse('unavailable');
-    } finally {
-      usedTokens.settle(tokenKey, definite);
-    }
-  };
 }
 
 /** A refusal that asking again cannot change; `unavailable`, `overloaded` and unexpected failures can. */

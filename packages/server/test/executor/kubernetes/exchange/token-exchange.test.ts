@@ -585,7 +585,8 @@ describe('the token exchange, hostile cases (each refused)', () => {
       ...kube,
       readPod: (n, name) => (hangs-- > 0 ? new Promise(() => undefined) : kube.readPod(n, name)),
     };
-    const ex = exchangeWith({ kube: hung, apiserverTimeoutMs: 50, maxConcurrentReviews: 1 });
+    // long enough for the double's real answers on a loaded machine; the hung call never answers
+    const ex = exchangeWith({ kube: hung, apiserverTimeoutMs: 1_000, maxConcurrentReviews: 1 });
     expect(await refusalOf(token, ex)).toBe('unavailable');
     // the one slot is free again, and the token, pod and attempt are unused: the retry succeeds
     expect((await ex(request(token))).token).toBe(`leoflow-attempt-token-for-${ti.id}`);

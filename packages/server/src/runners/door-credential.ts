@@ -5,7 +5,7 @@ import {
   SIGNING_ALG,
   type SigningKeyring,
   type VerificationKeyring,
-} from '../../auth/signing-keys.js';
+} from '../auth/signing-keys.js';
 
 /** The audience (and issuer) of the door's own credential; no other token verifies as it. */
 export const DOOR_AUDIENCE = 'leoflow-door';

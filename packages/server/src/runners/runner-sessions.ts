@@ -1,12 +1,4 @@
-/** WebSocket close codes of a runner session (application range 4000-4999). */
-export const SESSION_CLOSE = {
-  /** the runner was deleted: its token no longer resolves; do not reconnect with it */
-  runnerDeleted: { code: 4401, reason: 'runner deleted' },
-  /** the tenant is placed on another cell now: reconnect, and the door sends the runner there */
-  tenantMoved: { code: 4302, reason: 'tenant placed on another cell; reconnect' },
-  /** the door or the cell is going away; reconnect */
-  shuttingDown: { code: 1001, reason: 'going away' },
-} as const;
+import type { SESSION_CLOSE } from '@leoflow/protocol';
 
 interface Closable {
   close(code: number, reason: string): void;

@@ -1,6 +1,6 @@
-import type { CellStore } from '../../store/ports/cells.js';
-import type { CellTopology } from './cell-admin.js';
-import { LITE_CELL_NAME } from './cell-admin.js';
+import type { CellStore } from '../store/ports/cells.js';
+import type { CellTopology } from './cell-topology.js';
+import { LITE_CELL_NAME } from './cell-topology.js';
 
 export interface ResolvedCell {
   name: string;
