@@ -12,5 +12,8 @@ const page = readFileSync(target, 'utf8');
 const a = page.indexOf(BEGIN);
 const b = page.indexOf(END);
 if (a < 0 || b < a) throw new Error(`docs/configuration.md has no ${BEGIN} … ${END} markers`);
-writeFileSync(target, `${page.slice(0, a + BEGIN.length)}\n\n${renderSettingsMarkdown()}\n\n${page.slice(b)}`);
+writeFileSync(
+  target,
+  `${page.slice(0, a + BEGIN.length)}\n\n${renderSettingsMarkdown()}\n\n${page.slice(b)}`,
+);
 process.stdout.write(`wrote the settings table into ${target}\n`);

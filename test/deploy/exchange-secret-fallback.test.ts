@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { checkExchangeBoot } from '../../packages/server/src/boot/exchange-boot.js';
 import { kubeBootstrapSecretClient } from '../../packages/server/src/executor/kubernetes/exchange/kube-bootstrap-secret.js';
 import { kubeExchangeClient } from '../../packages/server/src/executor/kubernetes/exchange/kube-token-review.js';
+import { API_SERVER_KINDS } from '../../packages/server/test/support/kube-cluster.js';
 import {
   arrayAt,
   find,
@@ -24,15 +25,6 @@ import {
 const EXCHANGE_ONLY = 'test/deploy/fixtures/exchange';
 const WITH_FALLBACK = 'test/deploy/fixtures/exchange-secret-fallback';
 const NAMESPACE = 'leoflow-prod';
-
-let k: KubectlCluster;
-
-beforeAll(async () => {
-  k = await startKubectlCluster('leoflow-skr-deploy-');
-}, 30_000);
-afterAll(async () => {
-  await k?.stop();
-});
 
 describe('deploy/components/exchange-secret-fallback', () => {
   it('renders the secrets rights in the namespace Role and selects the fallback', async () => {
@@ -60,33 +52,46 @@ describe('deploy/components/exchange-secret-fallback', () => {
     const plain = find(render(EXCHANGE_ONLY), 'Deployment', 'leoflow-api');
     expect(JSON.stringify(plain)).not.toContain('LEOFLOW_AUTH_EXCHANGE_BOOTSTRAP');
   });
-
-  it('applied to the double: exchange alone → boot refused naming the missing rights; with the fallback → allowed', async () => {
-    await k.kubectl(['create', 'namespace', NAMESPACE]);
-    await k.apply(EXCHANGE_ONLY);
-    const kc = await k.controlPlaneConfig(NAMESPACE);
-    const kube = kubeExchangeClient(kc);
-    const secretKube = kubeBootstrapSecretClient(kc);
-    const boot = () =>
-      checkExchangeBoot({
-        kube,
-        channelMode: 'tls',
-        secretBootstrap: { kube: secretKube, namespaces: [NAMESPACE] },
-      });
-    expect(await secretKube.missingSecretRights([NAMESPACE])).toEqual([
-      `create in ${NAMESPACE}`,
-      `patch in ${NAMESPACE}`,
-      `delete in ${NAMESPACE}`,
-    ]);
-    await expect(boot()).rejects.toMatchObject({
-      code: 'LF_EXCHANGE_SECRET_RIGHTS_MISSING',
-      message: expect.stringContaining('deploy/components/exchange-secret-fallback'),
-    });
-    await k.apply(WITH_FALLBACK);
-    expect(await secretKube.missingSecretRights([NAMESPACE])).toEqual([]);
-    await expect(boot()).resolves.toBeUndefined();
-    // and in a namespace the Role is not in, the rights are missing again
-    await k.kubectl(['create', 'namespace', 'elsewhere']);
-    expect(await secretKube.missingSecretRights(['elsewhere'])).toHaveLength(4);
-  }, 60_000);
 });
+
+describe.each(API_SERVER_KINDS)(
+  'deploy/components/exchange-secret-fallback on the %s apiserver',
+  (kind) => {
+    let k: KubectlCluster;
+    beforeAll(async () => {
+      k = await startKubectlCluster('leoflow-skr-deploy-', kind);
+    }, 60_000);
+    afterAll(async () => {
+      await k?.stop();
+    });
+
+    it('applied: exchange alone → boot refused naming the missing rights; with the fallback → allowed', async () => {
+      await k.kubectl(['create', 'namespace', NAMESPACE]);
+      await k.apply(EXCHANGE_ONLY);
+      const kc = await k.controlPlaneConfig(NAMESPACE);
+      const kube = kubeExchangeClient(kc);
+      const secretKube = kubeBootstrapSecretClient(kc);
+      const boot = () =>
+        checkExchangeBoot({
+          kube,
+          channelMode: 'tls',
+          secretBootstrap: { kube: secretKube, namespaces: [NAMESPACE] },
+        });
+      expect(await secretKube.missingSecretRights([NAMESPACE])).toEqual([
+        `create in ${NAMESPACE}`,
+        `patch in ${NAMESPACE}`,
+        `delete in ${NAMESPACE}`,
+      ]);
+      await expect(boot()).rejects.toMatchObject({
+        code: 'LF_EXCHANGE_SECRET_RIGHTS_MISSING',
+        message: expect.stringContaining('deploy/components/exchange-secret-fallback'),
+      });
+      await k.apply(WITH_FALLBACK);
+      expect(await secretKube.missingSecretRights([NAMESPACE])).toEqual([]);
+      await expect(boot()).resolves.toBeUndefined();
+      // and in a namespace the Role is not in, the rights are missing again
+      await k.kubectl(['create', 'namespace', 'elsewhere']);
+      expect(await secretKube.missingSecretRights(['elsewhere'])).toHaveLength(4);
+    }, 60_000);
+  },
+);

@@ -1,6 +1,6 @@
 /**
  * deploy/components/exchange, rendered by the real `kubectl kustomize` and applied with the real
- * `kubectl apply -k` to the apiserver double: the default install holds no cluster-scoped object
+ * `kubectl apply -k` to the apiserver double and to the real kube-apiserver: the default install holds no cluster-scoped object
  * and, as the control plane's own ServiceAccount, the exchange's TokenReview is forbidden (403)
  * and the boot check refuses exchange mode; with the component the one grant (create on
  * tokenreviews, nothing else) is there, bound to that account, and both pass.
@@ -12,6 +12,7 @@ import {
   EXCHANGE_AUDIENCE,
   kubeExchangeClient,
 } from '../../packages/server/src/executor/kubernetes/exchange/kube-token-review.js';
+import { API_SERVER_KINDS } from '../../packages/server/test/support/kube-cluster.js';
 import {
   arrayAt,
   at,
@@ -26,15 +27,6 @@ import {
 const DEFAULT = 'deploy/overlays/example';
 const WITH_EXCHANGE = 'test/deploy/fixtures/exchange';
 const NAMESPACE = 'leoflow-prod';
-
-let k: KubectlCluster;
-
-beforeAll(async () => {
-  k = await startKubectlCluster('leoflow-exchange-deploy-');
-}, 30_000);
-afterAll(async () => {
-  await k?.stop();
-});
 
 describe('deploy/components/exchange', () => {
   it('renders the one grant, bound to the install’s control-plane account, and sets the transport', async () => {
@@ -64,8 +56,18 @@ describe('deploy/components/exchange', () => {
       expect([name, loaded.config.agentTokenTransport]).toEqual([name, 'exchange']);
     }
   });
+});
 
-  it('applied to the double: default install → TokenReview forbidden (403) and boot refused; with the component → allowed', async () => {
+describe.each(API_SERVER_KINDS)('deploy/components/exchange on the %s apiserver', (kind) => {
+  let k: KubectlCluster;
+  beforeAll(async () => {
+    k = await startKubectlCluster('leoflow-exchange-deploy-', kind);
+  }, 60_000);
+  afterAll(async () => {
+    await k?.stop();
+  });
+
+  it('applied: default install → TokenReview forbidden (403) and boot refused; with the component → allowed', async () => {
     await k.kubectl(['create', 'namespace', NAMESPACE]);
     await k.apply(DEFAULT);
     const kube = kubeExchangeClient(await k.controlPlaneConfig(NAMESPACE));

@@ -38,13 +38,20 @@ const base = (name: string) => [
 
 describe('leoflow server refuses to start', () => {
   it('without PostgreSQL, naming standalone for SQLite', async () => {
-    const r = await cli(base('no-db'), {
-      LEOFLOW_SECRET_KEY: vaultKey(),
-      LEOFLOW_DATABASE_URL: '',
-    });
+    expect(process.env.LEOFLOW_DATABASE_URL).toBeUndefined();
+    const r = await cli(base('no-db'), { LEOFLOW_SECRET_KEY: vaultKey() });
     expect(r.code).toBe(1);
     expect(r.stderr).toContain('LF_CONFIG_PRO_NEEDS_POSTGRES');
     expect(r.stderr).toContain('leoflow standalone');
+  });
+
+  it('with an empty database URL: a value, refused by its key (never taken for unset)', async () => {
+    const r = await cli(base('empty-db'), {
+      LEOFLOW_SECRET_KEY: vaultKey(),
+      LEOFLOW_DATABASE_URL: '',
+    });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('database.url is "" (from env LEOFLOW_DATABASE_URL)');
   });
 
   it('with a cleartext agent channel on a non-loopback address', async () => {

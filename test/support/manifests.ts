@@ -15,6 +15,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { parse, parseAllDocuments } from 'yaml';
 import {
   startKubeTestCluster,
+  type ApiServerKind,
   type KubeTestCluster,
 } from '../../packages/server/test/support/kube-cluster.js';
 
@@ -165,9 +166,15 @@ export interface KubectlCluster {
   stop(): Promise<void>;
 }
 
-/** The apiserver double for the real kubectl (asynchronous: the double answers in-process). */
-export async function startKubectlCluster(prefix: string): Promise<KubectlCluster> {
-  const cluster = await startKubeTestCluster({ prefix });
+/**
+ * An apiserver for the real kubectl — the double (default) or the real kube-apiserver — with its
+ * own kubectl cache (asynchronous calls: the double answers in-process).
+ */
+export async function startKubectlCluster(
+  prefix: string,
+  kind: ApiServerKind = 'double',
+): Promise<KubectlCluster> {
+  const cluster = await startKubeTestCluster({ prefix, kind });
   const kubectl = async (args: readonly string[], kubeconfig = cluster.kubeconfig) =>
     (
       await promisify(execFile)(

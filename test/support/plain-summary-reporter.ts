@@ -16,7 +16,10 @@ export default class PlainSummaryReporter implements Reporter {
         else if (state === 'failed') failed++;
         else skipped++;
       }
-      if (mod.state() === 'failed' && mod.children.size === 0) failed++;
+      // A file that failed with no failed test (a beforeAll threw, so its tests were skipped, or
+      // it has none) is one failure, so the closing line never reads "0 failed" for a red run.
+      const anyFailed = [...mod.children.allTests()].some((t) => t.result().state === 'failed');
+      if (mod.state() === 'failed' && !anyFailed) failed++;
     }
     process.stdout.write(`\n${passed} passed, ${failed} failed, ${skipped} skipped\n`);
   }

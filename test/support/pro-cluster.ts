@@ -1,6 +1,6 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { promisify } from 'node:util';
-import type { KubeDouble, Kubelet } from '@leoflow/kube-double';
+import type { ApiServerHandle, ApiServerKind, Kubelet } from '@leoflow/kube-double';
 import { parse, parseAllDocuments } from 'yaml';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
@@ -341,7 +341,8 @@ export async function leaderOf(candidates: Replica[]): Promise<Replica | undefin
 }
 
 export interface ProKubernetes {
-  double: KubeDouble;
+  /** the apiserver: the double or the real kube-apiserver */
+  api: ApiServerHandle;
   kubelet: Kubelet;
   /** the namespace the manifests were applied in */
   namespace: string;
@@ -355,20 +356,23 @@ export interface ProKubernetes {
 }
 
 /**
- * The kube-apiserver double and a kubelet simulator (the agent image mapped to the built agent)
- * with `manifests` (a Kustomize dir under the repo) applied by the real `kubectl apply -k`, and
- * a kubeconfig holding a token the double minted for the control plane's service account — so
- * what the control plane may do is what the manifests' Role grants.
+ * An apiserver — the double, or Kubernetes' own kube-apiserver with its controller manager and
+ * scheduler — and a kubelet simulator (the agent image mapped to the built agent) with
+ * `manifests` (a Kustomize dir under the repo) applied by the real `kubectl apply -k` in a
+ * namespace that enforces Pod Security `restricted`, and a kubeconfig holding a token the
+ * apiserver minted for the control plane's service account — so what the control plane may do is
+ * what the manifests' Role grants.
  */
 export async function startProKubernetes(opts: {
   dir: string;
   manifests: string;
+  kind?: ApiServerKind;
 }): Promise<ProKubernetes> {
-  const { startKubeDouble, startKubelet } = await import('@leoflow/kube-double');
+  const { startApiServer } = await import('@leoflow/kube-double');
   const { agentImage } = await import('../../packages/server/test/support/agent-image.js');
-  const double = await startKubeDouble();
+  const api = await startApiServer(opts.kind ?? 'double');
   const cacheDir = join(opts.dir, 'kubectl-cache');
-  const admin = double.kubeconfig(opts.dir);
+  const admin = api.kubeconfig(opts.dir);
   // Asynchronous: the double answers from this same process, so a blocking call would hang.
   const kubectl = async (args: string[], kubeconfig = admin) =>
     (
@@ -393,11 +397,12 @@ export async function startProKubernetes(opts: {
   if (!configMap?.data?.['config.yaml'] || !namespace)
     throw new Error(`${opts.manifests} renders no leoflow-config ConfigMap with a namespace`);
   await kubectl(['create', 'namespace', namespace]);
+  await kubectl(['label', 'namespace', namespace, 'pod-security.kubernetes.io/enforce=restricted']);
   await kubectl(['apply', '-k', join(REPO, opts.manifests)]);
   const token = (
     await kubectl(['-n', namespace, 'create', 'token', 'leoflow-control-plane', '--duration', '2h'])
   ).trim();
-  const controlPlaneKubeconfig = double.kubeconfig(opts.dir, {
+  const controlPlaneKubeconfig = api.kubeconfig(opts.dir, {
     token,
     namespace,
     file: 'control-plane.kubeconfig',
@@ -405,16 +410,16 @@ export async function startProKubernetes(opts: {
   const shippedConfig = parse(configMap.data['config.yaml']) as Record<string, unknown>;
   const image = (shippedConfig as { executor: { kubernetes: { agent_image: string } } }).executor
     .kubernetes.agent_image;
-  const kubelet = startKubelet({
-    double,
+  const kubelet = api.startKubelet({
     nodeName: 'node-a',
     workRoot: join(opts.dir, 'kubelet'),
     imageMap: { [image]: agentImage() },
     allocatable: { cpu: '16', memory: '64Gi' },
     tickIntervalMs: 100,
   });
+  await kubelet.ready;
   return {
-    double,
+    api,
     kubelet,
     namespace,
     kubectl,
@@ -422,7 +427,7 @@ export async function startProKubernetes(opts: {
     shippedConfig,
     async close() {
       await kubelet.stop();
-      await double.close();
+      await api.close();
     },
   };
 }

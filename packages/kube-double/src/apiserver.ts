@@ -258,7 +258,12 @@ export class KubeApiServer {
     if (nonResource !== undefined) {
       if (method !== 'GET') throw methodNotAllowed();
       this.nonResource(user, path);
-      if (typeof nonResource === 'string') {
+      if (Buffer.isBuffer(nonResource)) {
+        response.writeHead(200, {
+          'Content-Type': 'application/com.github.proto-openapi.spec.v2.v1.0+protobuf',
+        });
+        response.end(nonResource);
+      } else if (typeof nonResource === 'string') {
         response.writeHead(200, { 'Content-Type': 'text/plain; charset=utf-8' });
         response.end(nonResource);
       } else this.send(response, 200, nonResource);
@@ -412,7 +417,7 @@ export class KubeApiServer {
     }
     if (path === '/openid/v1/jwks') return this.tokens.jwks();
     if (segments[0] === 'openapi') {
-      const document = this.options.openapi?.serve(path);
+      const document = this.options.openapi?.serve(path, request.headers.accept ?? '');
       if (document === undefined) throw pageNotFound(path);
       return document;
     }

@@ -2,10 +2,15 @@
 // configMapKeyRef (a missing object or key is CreateContainerConfigError unless optional),
 // fieldRef to the pod's own fields, envFrom, and $(VAR) references expanded against the variables
 // defined before them.
-import type { ApiContext } from './behaviours.js';
 import type { ConfigMap, Container, Pod, Secret } from './objects.js';
 
 export class ContainerConfigError extends Error {}
+
+/** The pod's Secrets and ConfigMaps as the kubelet read them (undefined: not found). */
+export interface ObjectLookup {
+  secret(name: string): Secret | undefined;
+  configMap(name: string): ConfigMap | undefined;
+}
 
 function fieldRefValue(pod: Pod, path: string): string {
   const labels = /^metadata\.labels\['(.+)'\]$/.exec(path);
@@ -45,11 +50,9 @@ export function expandReferences(text: string, defined: Record<string, string>):
 export function containerEnvironment(
   pod: Pod,
   container: Container,
-  context: ApiContext,
+  objects: ObjectLookup,
 ): Record<string, string> {
   const namespace = pod.metadata.namespace ?? '';
-  const secretType = context.type('', 'secrets');
-  const configMapType = context.type('', 'configmaps');
   const env: Record<string, string> = {};
   const envFrom =
     (
@@ -63,7 +66,7 @@ export function containerEnvironment(
     ).envFrom ?? [];
   for (const source of envFrom) {
     if (source.secretRef) {
-      const secret = context.store.get<Secret>(secretType, namespace, source.secretRef.name);
+      const secret = objects.secret(source.secretRef.name);
       if (secret === undefined) {
         if (source.secretRef.optional) continue;
         throw new ContainerConfigError(`secret "${source.secretRef.name}" not found`);
@@ -73,7 +76,7 @@ export function containerEnvironment(
       }
     }
     if (source.configMapRef) {
-      const map = context.store.get<ConfigMap>(configMapType, namespace, source.configMapRef.name);
+      const map = objects.configMap(source.configMapRef.name);
       if (map === undefined) {
         if (source.configMapRef.optional) continue;
         throw new ContainerConfigError(`configmap "${source.configMapRef.name}" not found`);
@@ -90,7 +93,7 @@ export function containerEnvironment(
     }
     if (from.secretKeyRef) {
       const ref = from.secretKeyRef;
-      const secret = context.store.get<Secret>(secretType, namespace, ref.name);
+      const secret = objects.secret(ref.name);
       const value = secret?.data?.[ref.key];
       if (value === undefined) {
         if (ref.optional) continue;
@@ -103,7 +106,7 @@ export function containerEnvironment(
       env[variable.name] = Buffer.from(value, 'base64').toString('utf8');
     } else if (from.configMapKeyRef) {
       const ref = from.configMapKeyRef;
-      const map = context.store.get<ConfigMap>(configMapType, namespace, ref.name);
+      const map = objects.configMap(ref.name);
       const value = map?.data?.[ref.key];
       if (value === undefined) {
         if (ref.optional) continue;

@@ -24,3 +24,23 @@ export {
   type ImageSpec,
   type KubeletOptions,
 } from './kubelet.js';
+export {
+  startRealKube,
+  realKubeBinaries,
+  realKubeAvailable,
+  realKubeRequired,
+  realKubeWanted,
+  REAL_KUBE_ISSUER,
+  REAL_KUBE_VERSION,
+  type RealKube,
+  type RealKubeOptions,
+  type ClientCertificate,
+} from './real-apiserver.js';
+export {
+  startApiServer,
+  API_SERVER_KINDS,
+  type ApiServerKind,
+  type ApiServerHandle,
+  type ApiReply,
+  type StartApiServerOptions,
+} from './api-handle.js';

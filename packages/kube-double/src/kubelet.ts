@@ -1,5 +1,8 @@
-// A kubelet simulator: registers a Node with the double and runs every pod the scheduler binds to
-// it as local processes (images do not exist here; an image map says what each image runs).
+// A kubelet simulator: registers a Node and runs every pod the scheduler binds to it as local
+// processes (images do not exist here; an image map says what each image runs). It talks to the
+// double in process, or to a real kube-apiserver over HTTPS as system:node:<name> (node-backend.ts):
+// the same code registers the Node, renews its Lease, watches its pods, reads their Secrets and
+// ConfigMaps, requests their projected tokens (TokenRequest bound to the pod) and writes their status.
 //
 // Per pod it keeps a directory `<workRoot>/<namespace>_<name>_<uid>/` holding `mounts/` (each
 // volumeMount's mountPath is `mounts/<mountPath>`; the process gets that root as
@@ -10,7 +13,7 @@
 // then removes the pod; activeDeadlineSeconds fails the pod with DeadlineExceeded.
 //
 // Time-driven work (token refresh, deadlines, grace expiry, pull back-off, memory limits) happens in
-// tick(), which a timer calls; tests with a ManualClock call it themselves.
+// tick(), which a timer calls; tests with a ManualClock call (and await) it themselves.
 import { spawn, type ChildProcess } from 'node:child_process';
 import {
   createWriteStream,
@@ -22,11 +25,22 @@ import {
   type WriteStream,
 } from 'node:fs';
 import { dirname, join, posix } from 'node:path';
-import type { ApiContext } from './behaviours.js';
 import { rfc3339, type Clock } from './clock.js';
-import { ContainerConfigError, containerEnvironment, expandReferences } from './container-env.js';
+import {
+  ContainerConfigError,
+  containerEnvironment,
+  expandReferences,
+  type ObjectLookup,
+} from './container-env.js';
 import type { KubeDouble } from './double.js';
-import { ADMIN_USER } from './apiserver.js';
+import {
+  debug,
+  doubleNodeBackend,
+  httpNodeBackend,
+  NodeApiError,
+  type NodeBackend,
+  type PodEventType,
+} from './node-backend.js';
 import type {
   ConfigMap,
   Container,
@@ -40,8 +54,7 @@ import type {
   Secret,
 } from './objects.js';
 import { bytes } from './quantity.js';
-import { createTokenRequest } from './reviews.js';
-import type { StoreEvent } from './store.js';
+import type { RealKube } from './real-apiserver.js';
 
 /** What an image runs, in local terms. */
 export interface ImageSpec {
@@ -56,7 +69,12 @@ export interface ImageSpec {
 }
 
 export interface KubeletOptions {
-  double: KubeDouble;
+  /** The double (in process) … */
+  double?: KubeDouble;
+  /** … or a real control plane from startRealKube (over HTTPS, as system:node:<nodeName>) … */
+  real?: RealKube;
+  /** … or any other backend. */
+  backend?: NodeBackend;
   nodeName: string;
   imageMap: Record<string, ImageSpec>;
   workRoot: string;
@@ -96,6 +114,8 @@ interface ProjectedToken {
 
 interface PodRun {
   key: string;
+  /** status writes of this pod, in order */
+  writes: Promise<void>;
   uid: string;
   namespace: string;
   name: string;
@@ -103,6 +123,8 @@ interface PodRun {
   phase: 'pulling' | 'pull-failed' | 'config-error' | 'running' | 'terminating' | 'finished';
   containers: RunningContainer[];
   tokens: ProjectedToken[];
+  /** the Secrets and ConfigMaps read at the last launch (for container restarts) */
+  objects?: ObjectLookup;
   startTime: number;
   pullFailedAt?: number;
   deadlineExceeded?: boolean;
@@ -116,24 +138,59 @@ function podKey(pod: KubeObject): string {
 
 export class Kubelet {
   private readonly runs = new Map<string, PodRun>();
+  /** The pods bound to this node as the last watch event showed them. */
+  private readonly pods = new Map<string, Pod>();
   private readonly clock: Clock;
-  private readonly unsubscribe: () => void;
+  private readonly backend: NodeBackend;
+  private unsubscribe: () => void = () => undefined;
   private readonly timer: NodeJS.Timeout;
+  private readonly heartbeatTimer: NodeJS.Timeout;
+  private ticking: Promise<void> | undefined;
   private stopped = false;
+  /** Resolves once the Node is registered and its pods are watched. */
+  readonly ready: Promise<void>;
 
   constructor(private readonly options: KubeletOptions) {
-    this.clock = options.clock ?? options.double.api.clock;
-    this.registerNode();
-    this.unsubscribe = options.double.store.watchFrom(
-      options.double.store.currentRevision(),
-      (event) => this.onEvent(event),
-    );
-    for (const pod of options.double.store.list(this.podType()) as Pod[]) this.consider(pod);
-    this.timer = setInterval(() => this.tick(), options.tickIntervalMs ?? 200);
+    const backend =
+      options.backend ??
+      (options.double !== undefined
+        ? doubleNodeBackend(options.double, options.clock)
+        : options.real !== undefined
+          ? httpNodeBackend({
+              url: options.real.url,
+              caCertificate: options.real.caCertificate,
+              clientCertificate: options.real.nodeCertificate(options.nodeName),
+              clock: options.clock,
+            })
+          : undefined);
+    if (backend === undefined) throw new Error('startKubelet needs double, real or backend');
+    this.backend = backend;
+    this.clock = options.clock ?? backend.clock;
+    this.ready = this.register();
+    this.ready.catch((error: Error) => debug(`registration: ${error.message}`));
+    this.timer = setInterval(() => void this.tick(), options.tickIntervalMs ?? 200);
     this.timer.unref();
-    options.double.api.logSources.set(options.nodeName, (namespace, name, container) =>
-      this.readLog(namespace, name, container),
+    // A real node controller marks a node whose Lease is not renewed within 40 s NotReady.
+    this.heartbeatTimer = setInterval(() => {
+      this.backend
+        .heartbeat(this.options.nodeName)
+        .catch((error: Error) => debug(`heartbeat: ${error.message}`));
+    }, 10_000);
+    this.heartbeatTimer.unref();
+  }
+
+  private async register(): Promise<void> {
+    // On the double every step below runs synchronously, before the constructor returns.
+    const logsPromise = this.backend.serveLogs(
+      this.options.nodeName,
+      (namespace, name, container) => this.readLog(namespace, name, container),
     );
+    const registered = this.registerNode(logsPromise);
+    this.unsubscribe = this.backend.watchPods(this.options.nodeName, (type, pod) =>
+      this.onEvent(type, pod),
+    );
+    await registered;
+    await this.backend.heartbeat(this.options.nodeName);
   }
 
   get nodeName(): string {
@@ -146,22 +203,16 @@ export class Kubelet {
     return run === undefined ? undefined : join(run.dir, 'mounts');
   }
 
-  private context(): ApiContext {
-    return this.options.double.api.context(ADMIN_USER);
-  }
-
-  private podType() {
-    return this.options.double.api.type('', 'pods');
-  }
-
-  private registerNode(): void {
-    const nodeType = this.options.double.api.type('', 'nodes');
+  private nodeObject(logPort: number | undefined): Node {
     const allocatable = {
       cpu: this.options.allocatable?.cpu ?? '4',
       memory: this.options.allocatable?.memory ?? '8Gi',
       pods: this.options.allocatable?.pods ?? '110',
     };
-    const node: Node = {
+    const now = rfc3339(this.clock.now());
+    return {
+      apiVersion: 'v1',
+      kind: 'Node',
       metadata: {
         name: this.options.nodeName,
         labels: {
@@ -175,26 +226,44 @@ export class Kubelet {
       status: {
         capacity: allocatable,
         allocatable,
-        conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady' }],
+        conditions: [
+          {
+            type: 'Ready',
+            status: 'True',
+            reason: 'KubeletReady',
+            message: 'kubelet simulator is posting ready status',
+            lastHeartbeatTime: now,
+            lastTransitionTime: now,
+          },
+        ],
         addresses: [
           { type: 'InternalIP', address: '127.0.0.1' },
           { type: 'Hostname', address: this.options.nodeName },
         ],
+        ...(logPort !== undefined
+          ? { daemonEndpoints: { kubeletEndpoint: { Port: logPort } } }
+          : {}),
       },
     };
-    const existing = this.options.double.store.get(nodeType, undefined, this.options.nodeName);
-    if (existing === undefined) this.options.double.store.create(nodeType, node);
-    else this.options.double.store.update(nodeType, { ...existing, status: node.status });
   }
 
-  private onEvent(event: StoreEvent): void {
-    if (event.resourceType.resource !== 'pods') return;
-    const pod = event.object as Pod;
-    if (event.type === 'DELETED') {
-      const run = this.runs.get(podKey(pod));
+  private registerNode(logPort: Promise<number | undefined>): Promise<void> {
+    // The double answers serveLogs synchronously with undefined; keep registration synchronous there.
+    if (this.options.double !== undefined && this.options.backend === undefined)
+      return this.backend.registerNode(this.nodeObject(undefined));
+    return logPort.then((port) => this.backend.registerNode(this.nodeObject(port)));
+  }
+
+  private onEvent(type: PodEventType, pod: Pod): void {
+    const key = podKey(pod);
+    if (type === 'DELETED') {
+      if (this.pods.get(key)?.metadata.uid === pod.metadata.uid) this.pods.delete(key);
+      const run = this.runs.get(key);
       if (run !== undefined && run.uid === pod.metadata.uid) this.forget(run, 'SIGKILL');
       return;
     }
+    if (pod.spec.nodeName !== this.options.nodeName) return;
+    this.pods.set(key, pod);
     this.consider(pod);
   }
 
@@ -204,7 +273,7 @@ export class Kubelet {
     if (run === undefined || run.uid !== pod.metadata.uid) {
       if (run !== undefined) this.forget(run, 'SIGKILL');
       if (pod.metadata.deletionTimestamp !== undefined) {
-        this.removePod(
+        void this.removePod(
           pod.metadata.namespace ?? '',
           pod.metadata.name ?? '',
           pod.metadata.uid ?? '',
@@ -229,6 +298,7 @@ export class Kubelet {
     mkdirSync(join(dir, 'work'), { recursive: true });
     const run: PodRun = {
       key: `${namespace}/${name}`,
+      writes: Promise.resolve(),
       uid,
       namespace,
       name,
@@ -277,21 +347,72 @@ export class Kubelet {
       this.writeStatus(run);
       return;
     }
-    this.launch(run);
+    await this.launch(run);
+  }
+
+  /**
+   * Reads the Secrets and ConfigMaps the pod names (env, envFrom, volumes) as the kubelet does,
+   * before anything starts. A refusal (the Node authorizer has not yet seen the pod bound here)
+   * or a failed read is a config error, retried on tick.
+   */
+  private async podObjects(pod: Pod): Promise<ObjectLookup> {
+    const namespace = pod.metadata.namespace ?? '';
+    const secretNames = new Set<string>();
+    const configMapNames = new Set<string>();
+    for (const container of [...pod.spec.containers, ...(pod.spec.initContainers ?? [])]) {
+      for (const variable of container.env ?? []) {
+        if (variable.valueFrom?.secretKeyRef) secretNames.add(variable.valueFrom.secretKeyRef.name);
+        if (variable.valueFrom?.configMapKeyRef)
+          configMapNames.add(variable.valueFrom.configMapKeyRef.name);
+      }
+      const envFrom =
+        (
+          container as {
+            envFrom?: { secretRef?: { name: string }; configMapRef?: { name: string } }[];
+          }
+        ).envFrom ?? [];
+      for (const source of envFrom) {
+        if (source.secretRef) secretNames.add(source.secretRef.name);
+        if (source.configMapRef) configMapNames.add(source.configMapRef.name);
+      }
+    }
+    for (const volume of pod.spec.volumes ?? []) {
+      if (volume.secret) secretNames.add(volume.secret.secretName);
+      if (volume.configMap) configMapNames.add(volume.configMap.name);
+      for (const source of volume.projected?.sources ?? []) {
+        if (source.secret) secretNames.add(source.secret.name);
+        if (source.configMap) configMapNames.add(source.configMap.name);
+      }
+    }
+    const secrets = new Map<string, Secret | undefined>();
+    const configMaps = new Map<string, ConfigMap | undefined>();
+    try {
+      for (const name of secretNames)
+        secrets.set(name, await this.backend.readSecret(namespace, name));
+      for (const name of configMapNames)
+        configMaps.set(name, await this.backend.readConfigMap(namespace, name));
+    } catch (error) {
+      if (error instanceof NodeApiError) throw new ContainerConfigError(error.message);
+      throw error;
+    }
+    return { secret: (name) => secrets.get(name), configMap: (name) => configMaps.get(name) };
   }
 
   /** Resolves env and volumes, then spawns each container; a config error is retried on tick. */
-  private launch(run: PodRun): void {
+  private async launch(run: PodRun): Promise<void> {
     const pod = this.currentPod(run);
     if (pod === undefined) return;
-    const context = this.context();
+    run.phase = 'pulling';
     const environments: Record<string, string>[] = [];
     try {
-      this.writeVolumes(run, pod);
+      const objects = await this.podObjects(pod);
+      run.objects = objects;
+      await this.writeVolumes(run, pod, objects);
       for (const container of run.containers)
-        environments.push(containerEnvironment(pod, container.spec, context));
+        environments.push(containerEnvironment(pod, container.spec, objects));
     } catch (error) {
       if (!(error instanceof ContainerConfigError)) throw error;
+      if (this.runs.get(run.key) !== run) return;
       run.phase = 'config-error';
       for (const container of run.containers) {
         container.state = {
@@ -301,6 +422,7 @@ export class Kubelet {
       this.writeStatus(run);
       return;
     }
+    if (this.runs.get(run.key) !== run || this.stopped) return;
     run.phase = 'running';
     run.containers.forEach((container, index) =>
       this.spawnContainer(run, pod, container, environments[index] ?? {}),
@@ -318,8 +440,8 @@ export class Kubelet {
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOSTNAME: run.name,
-      KUBERNETES_SERVICE_HOST: new URL(this.options.double.url).hostname,
-      KUBERNETES_SERVICE_PORT: new URL(this.options.double.url).port,
+      KUBERNETES_SERVICE_HOST: new URL(this.backend.url).hostname,
+      KUBERNETES_SERVICE_PORT: new URL(this.backend.url).port,
       ...(this.options.baseEnv ?? {}),
       ...(image.env ?? {}),
       ...podEnv,
@@ -413,7 +535,7 @@ export class Kubelet {
     const pod = this.currentPod(run);
     if (run.phase === 'terminating') {
       if (run.containers.every((container) => container.process === undefined)) {
-        this.removePod(run.namespace, run.name, run.uid);
+        void this.removePod(run.namespace, run.name, run.uid);
       } else this.writeStatus(run);
       return;
     }
@@ -424,7 +546,7 @@ export class Kubelet {
         if (terminated === undefined || container.process !== undefined) continue;
         if (policy === 'Always' || terminated.exitCode !== 0) {
           container.restartCount += 1;
-          const env = this.safeEnvironment(pod, container.spec);
+          const env = this.safeEnvironment(run, pod, container.spec);
           if (env !== undefined) this.spawnContainer(run, pod, container, env);
         }
       }
@@ -434,9 +556,15 @@ export class Kubelet {
     this.writeStatus(run);
   }
 
-  private safeEnvironment(pod: Pod, container: Container): Record<string, string> | undefined {
+  private safeEnvironment(
+    run: PodRun,
+    pod: Pod,
+    container: Container,
+  ): Record<string, string> | undefined {
     try {
-      return containerEnvironment(pod, container, this.context());
+      return run.objects === undefined
+        ? undefined
+        : containerEnvironment(pod, container, run.objects);
     } catch {
       return undefined;
     }
@@ -448,15 +576,24 @@ export class Kubelet {
     run.phase = 'terminating';
     run.killAt = Number.isNaN(deletion) ? this.clock.now() : deletion;
     if (!wasRunning || run.containers.every((container) => container.process === undefined)) {
-      this.removePod(run.namespace, run.name, run.uid);
+      void this.removePod(run.namespace, run.name, run.uid);
       return;
     }
     for (const container of run.containers) signalGroup(container.process, 'SIGTERM');
     this.writeStatus(run);
   }
 
-  /** The time-driven part of the kubelet: call it after advancing a ManualClock. */
-  tick(): void {
+  /** The time-driven part of the kubelet: call (and await) it after advancing a ManualClock. */
+  tick(): Promise<void> {
+    // One tick at a time: a caller's tick waits for the timer's and then runs its own.
+    const previous = this.ticking ?? Promise.resolve();
+    const next = previous.then(() => this.tickOnce());
+    this.ticking = next.catch(() => undefined);
+    return next;
+  }
+
+  private async tickOnce(): Promise<void> {
+    if (this.stopped) return;
     const now = this.clock.now();
     for (const run of [...this.runs.values()]) {
       const pod = this.currentPod(run);
@@ -464,7 +601,7 @@ export class Kubelet {
       if (run.phase === 'terminating' && run.killAt !== undefined && now >= run.killAt) {
         for (const container of run.containers) signalGroup(container.process, 'SIGKILL');
       }
-      if (run.phase === 'config-error') this.launch(run);
+      if (run.phase === 'config-error') await this.launch(run);
       if (
         run.phase === 'pull-failed' &&
         run.pullFailedAt !== undefined &&
@@ -499,7 +636,10 @@ export class Kubelet {
       }
       if (run.phase === 'running') {
         for (const token of run.tokens) {
-          if (now >= token.refreshAt) this.writeToken(run, pod, token);
+          if (now >= token.refreshAt) {
+            // A failed refresh keeps the old token (still valid for a while) and retries next tick.
+            await this.writeToken(run, pod, token).catch(() => undefined);
+          }
         }
         this.enforceMemoryLimits(run);
       }
@@ -520,8 +660,7 @@ export class Kubelet {
     }
   }
 
-  private writeVolumes(run: PodRun, pod: Pod): void {
-    const namespace = run.namespace;
+  private async writeVolumes(run: PodRun, pod: Pod, objects: ObjectLookup): Promise<void> {
     run.tokens = [];
     for (const volume of pod.spec.volumes ?? []) {
       const targets = this.mountTargets(run, pod, volume.name);
@@ -537,13 +676,13 @@ export class Kubelet {
       if (volume.secret)
         this.writeKeys(
           write,
-          this.secretData(namespace, volume.secret.secretName, volume.secret.optional),
+          this.secretData(objects, volume.secret.secretName, volume.secret.optional),
           volume.secret.items,
         );
       if (volume.configMap)
         this.writeKeys(
           write,
-          this.configMapData(namespace, volume.configMap.name, volume.configMap.optional),
+          this.configMapData(objects, volume.configMap.name, volume.configMap.optional),
           volume.configMap.items,
         );
       for (const source of volume.projected?.sources ?? []) {
@@ -556,23 +695,32 @@ export class Kubelet {
             expirationSeconds: source.serviceAccountToken.expirationSeconds ?? 3600,
             refreshAt: 0,
           };
-          this.writeToken(run, pod, token);
+          try {
+            await this.writeToken(run, pod, token);
+          } catch (error) {
+            // The kubelet cannot mount the volume: the pod stays in ContainerCreating, retried.
+            if (error instanceof NodeApiError)
+              throw new ContainerConfigError(
+                `MountVolume.SetUp failed for volume "${volume.name}": ${error.message}`,
+              );
+            throw error;
+          }
           run.tokens.push(token);
         }
         if (source.secret)
           this.writeKeys(
             write,
-            this.secretData(namespace, source.secret.name, source.secret.optional),
+            this.secretData(objects, source.secret.name, source.secret.optional),
             source.secret.items,
           );
         if (source.configMap)
           this.writeKeys(
             write,
-            this.configMapData(namespace, source.configMap.name, source.configMap.optional),
+            this.configMapData(objects, source.configMap.name, source.configMap.optional),
             source.configMap.items,
           );
         for (const item of source.downwardAPI?.items ?? []) {
-          if (item.fieldRef?.fieldPath === 'metadata.namespace') write(item.path, namespace);
+          if (item.fieldRef?.fieldPath === 'metadata.namespace') write(item.path, run.namespace);
           else if (item.fieldRef?.fieldPath === 'metadata.name') write(item.path, run.name);
           else if (item.fieldRef?.fieldPath === 'metadata.uid') write(item.path, run.uid);
         }
@@ -597,15 +745,11 @@ export class Kubelet {
   }
 
   private secretData(
-    namespace: string,
+    objects: ObjectLookup,
     name: string,
     optional?: boolean,
   ): Record<string, Buffer> | undefined {
-    const secret = this.options.double.store.get<Secret>(
-      this.options.double.api.type('', 'secrets'),
-      namespace,
-      name,
-    );
+    const secret = objects.secret(name);
     if (secret === undefined) {
       if (optional) return undefined;
       throw new ContainerConfigError(`secret "${name}" not found`);
@@ -616,15 +760,11 @@ export class Kubelet {
   }
 
   private configMapData(
-    namespace: string,
+    objects: ObjectLookup,
     name: string,
     optional?: boolean,
   ): Record<string, Buffer> | undefined {
-    const map = this.options.double.store.get<ConfigMap>(
-      this.options.double.api.type('', 'configmaps'),
-      namespace,
-      name,
-    );
+    const map = objects.configMap(name);
     if (map === undefined) {
       if (optional) return undefined;
       throw new ContainerConfigError(`configmap "${name}" not found`);
@@ -644,21 +784,16 @@ export class Kubelet {
     return [...targets];
   }
 
-  private writeToken(run: PodRun, pod: Pod, token: ProjectedToken): void {
-    const request = createTokenRequest(
-      this.context(),
+  private async writeToken(run: PodRun, pod: Pod, token: ProjectedToken): Promise<void> {
+    const status = await this.backend.requestToken(
       run.namespace,
       pod.spec.serviceAccountName ?? 'default',
       {
-        metadata: {},
-        spec: {
-          ...(token.audience !== undefined ? { audiences: [token.audience] } : {}),
-          expirationSeconds: Math.max(token.expirationSeconds, 600),
-          boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: run.name, uid: run.uid },
-        },
+        ...(token.audience !== undefined ? { audiences: [token.audience] } : {}),
+        expirationSeconds: Math.max(token.expirationSeconds, 600),
+        boundObjectRef: { kind: 'Pod', apiVersion: 'v1', name: run.name, uid: run.uid },
       },
     );
-    const status = request.status as { token: string; expirationTimestamp: string };
     for (const file of token.file) {
       mkdirSync(dirname(file), { recursive: true });
       // Written aside and renamed over, so a reader never sees a half-written token.
@@ -671,7 +806,7 @@ export class Kubelet {
   }
 
   private currentPod(run: PodRun): Pod | undefined {
-    const pod = this.options.double.store.get<Pod>(this.podType(), run.namespace, run.name);
+    const pod = this.pods.get(run.key);
     return pod?.metadata.uid === run.uid ? pod : undefined;
   }
 
@@ -724,29 +859,32 @@ export class Kubelet {
       ),
       previous.get('PodScheduled') ?? condition('PodScheduled', true),
     ];
-    pod.status = {
+    const status: NonNullable<Pod['status']> = {
       ...(pod.status ?? {}),
       phase,
       conditions,
       hostIP: '127.0.0.1',
+      hostIPs: [{ ip: '127.0.0.1' }],
       podIP: '127.0.0.1',
+      podIPs: [{ ip: '127.0.0.1' }],
       startTime: rfc3339(run.startTime),
       containerStatuses: statuses,
     };
     if (run.deadlineExceeded) {
-      pod.status.reason = 'DeadlineExceeded';
-      pod.status.message = `Pod was active on the node longer than the specified deadline`;
+      status.reason = 'DeadlineExceeded';
+      status.message = `Pod was active on the node longer than the specified deadline`;
     }
-    pod.metadata.resourceVersion = '';
-    this.options.double.store.update(this.podType(), pod);
+    // Status writes of one pod go out in order; a failed one is superseded by the next.
+    run.writes = run.writes
+      .then(() => this.backend.writePodStatus(run.namespace, run.name, run.uid, status))
+      .catch((error: Error) => debug(`status of ${run.key}: ${error.message}`));
   }
 
-  private removePod(namespace: string, name: string, uid: string): void {
+  private async removePod(namespace: string, name: string, uid: string): Promise<void> {
     const run = this.runs.get(`${namespace}/${name}`);
     if (run !== undefined && run.uid === uid) this.forget(run, 'SIGKILL');
-    const pod = this.options.double.store.get(this.podType(), namespace, name);
-    if (pod !== undefined && pod.metadata.uid === uid)
-      this.options.double.store.remove(this.podType(), namespace, name);
+    await run?.writes;
+    await this.backend.removePod(namespace, name, uid).catch(() => undefined);
   }
 
   private forget(run: PodRun, signal: NodeJS.Signals): void {
@@ -770,8 +908,8 @@ export class Kubelet {
   async stop(): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    clearInterval(this.heartbeatTimer);
     this.unsubscribe();
-    this.options.double.api.logSources.delete(this.options.nodeName);
     const exits: Promise<void>[] = [];
     for (const run of [...this.runs.values()]) {
       for (const container of run.containers) {
@@ -783,6 +921,7 @@ export class Kubelet {
       this.forget(run, 'SIGKILL');
     }
     await Promise.all(exits);
+    await this.backend.close();
   }
 }
 

@@ -78,15 +78,18 @@ export interface KeyToPath {
 export interface Volume {
   name: string;
   projected?: {
+    defaultMode?: number;
     sources?: {
       serviceAccountToken?: ServiceAccountTokenProjection;
       configMap?: { name: string; items?: KeyToPath[]; optional?: boolean };
       secret?: { name: string; items?: KeyToPath[]; optional?: boolean };
-      downwardAPI?: { items?: { path: string; fieldRef?: { fieldPath: string } }[] };
+      downwardAPI?: {
+        items?: { path: string; fieldRef?: { fieldPath: string; apiVersion?: string } }[];
+      };
     }[];
   };
-  secret?: { secretName: string; items?: KeyToPath[]; optional?: boolean };
-  configMap?: { name: string; items?: KeyToPath[]; optional?: boolean };
+  secret?: { secretName: string; items?: KeyToPath[]; optional?: boolean; defaultMode?: number };
+  configMap?: { name: string; items?: KeyToPath[]; optional?: boolean; defaultMode?: number };
   emptyDir?: Record<string, unknown>;
   hostPath?: { path: string };
 }
@@ -146,7 +149,9 @@ export interface PodStatus {
   conditions?: PodCondition[];
   containerStatuses?: ContainerStatus[];
   hostIP?: string;
+  hostIPs?: { ip: string }[];
   podIP?: string;
+  podIPs?: { ip: string }[];
   startTime?: string;
   reason?: string;
   message?: string;
@@ -174,8 +179,16 @@ export interface Node extends KubeObject {
   status?: {
     allocatable?: ResourceList;
     capacity?: ResourceList;
-    conditions?: { type: string; status: string; reason?: string }[];
+    conditions?: {
+      type: string;
+      status: string;
+      reason?: string;
+      message?: string;
+      lastHeartbeatTime?: string;
+      lastTransitionTime?: string;
+    }[];
     addresses?: { type: string; address: string }[];
+    daemonEndpoints?: { kubeletEndpoint?: { Port: number } };
   };
 }
 

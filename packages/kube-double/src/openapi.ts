@@ -1,4 +1,8 @@
-// OpenAPI, as far as kubectl needs it. kubectl (1.27+) checks a server's OpenAPI v3 document
+// OpenAPI, as far as kubectl needs it. /openapi/v2 is a valid OpenAPI v2 document (protobuf, as
+// kubectl asks for it, or JSON) with no definitions: kubectl downloads it to validate kinds whose
+// v3 operations lack a PATCH (TokenReview, TokenRequest, …), finds no schema for them and leaves
+// their validation to the server, as it does for any kind it has no schema for.
+// kubectl (1.27+) checks a server's OpenAPI v3 document
 // for the `fieldValidation` query parameter on each kind's PATCH operation and, when it is there,
 // leaves schema validation to the server (sending fieldValidation=Strict) instead of downloading
 // schemas to validate client-side. The double serves exactly that: per group-version documents
@@ -11,7 +15,7 @@ import { RESOURCE_TYPES, type ResourceType } from './resources.js';
 
 export interface OpenApiDocuments {
   /** The document at `path` (/openapi/v2, /openapi/v3, /openapi/v3/<group-version>), if served. */
-  serve(path: string): unknown;
+  serve(path: string, accept?: string): unknown;
 }
 
 function prefixOf(type: Pick<ResourceType, 'group' | 'version'>): string {
@@ -66,6 +70,17 @@ function groupVersionDocument(prefix: string) {
   };
 }
 
+/** Protobuf of a gnostic OpenAPIv2 Document: swagger (1) and info (2: title 1, version 2). */
+function openApiV2Protobuf(): Buffer {
+  const field = (number: number, bytes: Buffer) =>
+    Buffer.concat([Buffer.from([(number << 3) | 2, bytes.length]), bytes]);
+  const text = (number: number, value: string) => field(number, Buffer.from(value));
+  return Buffer.concat([
+    text(1, '2.0'),
+    field(2, Buffer.concat([text(1, 'Kubernetes'), text(2, 'v1.32.0')])),
+  ]);
+}
+
 export function servedOpenApi(): OpenApiDocuments {
   const prefixes = [...new Set(RESOURCE_TYPES.map(prefixOf))];
   const documents = new Map(prefixes.map((prefix) => [prefix, groupVersionDocument(prefix)]));
@@ -82,7 +97,11 @@ export function servedOpenApi(): OpenApiDocuments {
     ),
   };
   return {
-    serve(path) {
+    serve(path, accept = '') {
+      if (path === '/openapi/v2')
+        return accept.includes('protobuf')
+          ? openApiV2Protobuf()
+          : { swagger: '2.0', info: { title: 'Kubernetes', version: 'v1.32.0' }, paths: {} };
       if (path === '/openapi/v3') return root;
       if (path.startsWith('/openapi/v3/')) return documents.get(path.slice('/openapi/v3/'.length));
       return undefined;

@@ -165,21 +165,34 @@ function mergeList(
   if (key === undefined) {
     return patch.filter((item) => !(isRecord(item) && item.$patch === 'delete'));
   }
-  let result = base;
+  if (patch.some((item) => isRecord(item) && item.$patch === 'replace'))
+    return patch.filter((entry) => !(isRecord(entry) && '$patch' in entry));
+  const keyOf = (entry: unknown) => (isRecord(entry) ? entry[key] : undefined);
+  const serverIndex = new Map(base.map((entry, index) => [keyOf(entry), index]));
+  const merged = new Map(base.map((entry) => [keyOf(entry), entry]));
+  const patched: unknown[] = [];
   for (const item of patch) {
     if (!isRecord(item)) continue;
-    if (item.$patch === 'replace') {
-      result = patch.filter((entry) => !(isRecord(entry) && '$patch' in entry));
-      break;
-    }
-    const index = result.findIndex((entry) => isRecord(entry) && entry[key] === item[key]);
+    const k = item[key];
     if (item.$patch === 'delete') {
-      if (index >= 0) result.splice(index, 1);
+      merged.delete(k);
       continue;
     }
-    if (index >= 0) result[index] = strategicMergePatch(result[index], item);
-    else result.push(strategicMergePatch(undefined, item));
+    merged.set(k, strategicMergePatch(merged.get(k), item));
+    if (!patched.includes(k)) patched.push(k);
   }
+  // The apiserver's order when the patch sets none: the patched items in the patch's order and the
+  // untouched ones in the server's order, interleaved by server position; an item new to the
+  // server goes before the untouched item it meets.
+  const untouched = base.map(keyOf).filter((k) => merged.has(k) && !patched.includes(k));
+  const keys: unknown[] = [];
+  while (untouched.length > 0 && patched.length > 0) {
+    const next = patched[0];
+    const at = serverIndex.get(next);
+    if (at !== undefined && (serverIndex.get(untouched[0]) ?? 0) < at) keys.push(untouched.shift());
+    else keys.push(patched.shift());
+  }
+  let result: unknown[] = [...keys, ...untouched, ...patched].map((k) => merged.get(k));
   const order = parentPatch[`$setElementOrder/${field}`];
   if (Array.isArray(order)) {
     const position = (entry: unknown) => {

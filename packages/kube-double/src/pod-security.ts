@@ -140,16 +140,28 @@ export function podSecurityViolations(pod: Pod, level: Level): string[] {
   });
   if (restrictedVolumes.length > 0)
     violations.push(`restricted volume types (${restrictedVolumes.join(', ')})`);
-  const podNonRoot = spec.securityContext?.runAsNonRoot === true;
-  const rootAllowed = containers
-    .filter((c) => {
-      const own = contextOf(c).runAsNonRoot;
-      return own === false || (own === undefined && !podNonRoot);
-    })
+  // runAsNonRoot: an explicit false (pod or container) is reported before an unset one.
+  const podSetting = spec.securityContext?.runAsNonRoot;
+  const podNonRoot = podSetting === true;
+  const explicitlyFalse = containers
+    .filter((c) => contextOf(c).runAsNonRoot === false)
     .map((c) => c.name);
-  if (rootAllowed.length > 0) {
+  const implicitlyUnset = containers
+    .filter((c) => contextOf(c).runAsNonRoot === undefined && !podNonRoot)
+    .map((c) => c.name);
+  const badSetters = [
+    ...(podSetting === false ? ['pod'] : []),
+    ...(explicitlyFalse.length > 0
+      ? [`${explicitlyFalse.length > 1 ? 'containers' : 'container'} ${quoted(explicitlyFalse)}`]
+      : []),
+  ];
+  if (badSetters.length > 0) {
     violations.push(
-      `runAsNonRoot != true (pod or ${rootAllowed.length > 1 ? 'containers' : 'container'} ${quoted(rootAllowed)} must set securityContext.runAsNonRoot=true)`,
+      `runAsNonRoot != true (${badSetters.join(' and ')} must not set securityContext.runAsNonRoot=false)`,
+    );
+  } else if (implicitlyUnset.length > 0) {
+    violations.push(
+      `runAsNonRoot != true (pod or ${implicitlyUnset.length > 1 ? 'containers' : 'container'} ${quoted(implicitlyUnset)} must set securityContext.runAsNonRoot=true)`,
     );
   }
   const root = containers

@@ -36,6 +36,7 @@ function podFieldErrors(pod: Pod): FieldError[] {
       });
     }
   });
+  errors.push(...volumeErrors(pod));
   const deadline = pod.spec.activeDeadlineSeconds;
   if (deadline !== undefined && (!Number.isInteger(deadline) || deadline <= 0)) {
     errors.push({
@@ -45,6 +46,75 @@ function podFieldErrors(pod: Pod): FieldError[] {
     });
   }
   return errors;
+}
+
+/** The longest expirationSeconds a projected service-account token may ask for (2^32 s). */
+const MAX_PROJECTED_EXPIRATION = 2 ** 32;
+
+/**
+ * Volume rules the apiserver checks (the subset the double knows): a projected service-account
+ * token needs a path and 600 s ≤ expirationSeconds ≤ 2^32 s; a volumeMount must name a (valid)
+ * volume. Field paths and wording are the apiserver's, including its `projected.path` for a
+ * token source without a path.
+ */
+function volumeErrors(pod: Pod): FieldError[] {
+  const errors: FieldError[] = [];
+  const valid = new Set<string>();
+  (pod.spec.volumes ?? []).forEach((volume, index) => {
+    const before = errors.length;
+    (volume.projected?.sources ?? []).forEach((source, sourceIndex) => {
+      const token = source.serviceAccountToken;
+      if (token === undefined) return;
+      const field = `spec.volumes[${index}].projected.sources[${sourceIndex}].serviceAccountToken.expirationSeconds`;
+      const seconds = token.expirationSeconds;
+      if (seconds !== undefined && seconds < 600)
+        errors.push({
+          field,
+          reason: 'FieldValueInvalid',
+          message: `Invalid value: ${seconds}: may not specify a duration less than 10 minutes`,
+        });
+      if (seconds !== undefined && seconds > MAX_PROJECTED_EXPIRATION)
+        errors.push({
+          field,
+          reason: 'FieldValueInvalid',
+          message: `Invalid value: ${seconds}: may not specify a duration larger than 2^32 seconds`,
+        });
+      if (!token.path)
+        errors.push({
+          field: `spec.volumes[${index}].projected.path`,
+          reason: 'FieldValueRequired',
+          message: 'Required value',
+        });
+    });
+    if (errors.length === before) valid.add(volume.name);
+  });
+  (pod.spec.containers ?? []).forEach((container, index) => {
+    (container.volumeMounts ?? []).forEach((mount, mountIndex) => {
+      if (!valid.has(mount.name))
+        errors.push({
+          field: `spec.containers[${index}].volumeMounts[${mountIndex}].name`,
+          reason: 'FieldValueNotFound',
+          message: `Not found: ${JSON.stringify(mount.name)}`,
+        });
+    });
+  });
+  return errors;
+}
+
+/** The volume defaults the apiserver applies before validating (file modes, token lifetime). */
+function defaultVolumes(pod: Pod): void {
+  for (const volume of pod.spec.volumes ?? []) {
+    if (volume.secret) volume.secret.defaultMode ??= 420;
+    if (volume.configMap) volume.configMap.defaultMode ??= 420;
+    if (volume.projected) {
+      volume.projected.defaultMode ??= 420;
+      for (const source of volume.projected.sources ?? []) {
+        if (source.serviceAccountToken) source.serviceAccountToken.expirationSeconds ??= 3600;
+        for (const item of source.downwardAPI?.items ?? [])
+          if (item.fieldRef) item.fieldRef.apiVersion ??= 'v1';
+      }
+    }
+  }
 }
 
 function applyDefaults(pod: Pod): void {
@@ -106,12 +176,18 @@ function admitServiceAccount(pod: Pod, context: ApiContext): void {
     {
       name: volumeName,
       projected: {
+        defaultMode: 420,
         sources: [
           { serviceAccountToken: { expirationSeconds: 3607, path: 'token' } },
           { configMap: { name: 'kube-root-ca.crt', items: [{ key: 'ca.crt', path: 'ca.crt' }] } },
           {
             downwardAPI: {
-              items: [{ path: 'namespace', fieldRef: { fieldPath: 'metadata.namespace' } }],
+              items: [
+                {
+                  path: 'namespace',
+                  fieldRef: { apiVersion: 'v1', fieldPath: 'metadata.namespace' },
+                },
+              ],
             },
           },
         ],
@@ -151,6 +227,7 @@ function admitPodSecurity(pod: Pod, context: ApiContext): void {
 export const podBehaviour: ResourceBehaviour = {
   prepareCreate(object, context) {
     const pod = object as Pod;
+    if (pod.spec !== undefined) defaultVolumes(pod);
     const errors = podFieldErrors(pod);
     if (errors.length > 0) throw invalid('Pod', '', pod.metadata.name ?? '', errors);
     applyDefaults(pod);

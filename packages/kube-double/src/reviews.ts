@@ -123,6 +123,7 @@ export function reviewToken(
 ): KubeObject {
   const spec = (isRecord(body.spec) ? body.spec : {}) as { token?: string; audiences?: string[] };
   const token = spec.token ?? '';
+  if (token === '') throw badRequest('token is required for TokenReview in authentication');
   const audiences = spec.audiences ?? [];
   const status: Record<string, unknown> = { user: {} };
   const staticUser = authenticateStatic(token);

@@ -104,6 +104,14 @@ export class ServiceAccountTokens {
     );
   }
 
+  /**
+   * The issuer's signing key (PEM), as the apiserver's --service-account-signing-key-file: for
+   * tests that must present a token only the issuer could have made (e.g. one already expired).
+   */
+  signingKeyPem(): string {
+    return this.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
+  }
+
   issue(request: IssueRequest): { token: string; claims: TokenClaims } {
     const now = Math.floor(this.clock.now() / 1000);
     const name = request.serviceAccount.metadata.name ?? '';
@@ -174,10 +182,10 @@ export class ServiceAccountTokens {
     const extra: Record<string, string[]> = {};
     if (private_.pod !== undefined) {
       const pod = this.store.get(type('pods'), namespace, private_.pod.name);
-      if (pod === undefined) return fail(`pod ${namespace}/${private_.pod.name} has been deleted`);
+      if (pod === undefined) return fail('service account token has been invalidated');
       if (pod.metadata.uid !== private_.pod.uid) {
         return fail(
-          `pod UID (${pod.metadata.uid ?? ''}) does not match claim (${private_.pod.uid})`,
+          `pod UID (${pod.metadata.uid ?? ''}) does not match service account pod ref claim (${private_.pod.uid})`,
         );
       }
       const deletion = pod.metadata.deletionTimestamp;
@@ -185,18 +193,17 @@ export class ServiceAccountTokens {
         deletion !== undefined &&
         Date.parse(deletion) / 1000 + DELETED_POD_TOKEN_GRACE_SECONDS < now
       ) {
-        return fail('token has been invalidated');
+        return fail('service account token has been invalidated');
       }
       extra['authentication.kubernetes.io/pod-name'] = [private_.pod.name];
       extra['authentication.kubernetes.io/pod-uid'] = [private_.pod.uid];
     }
     if (private_.secret !== undefined) {
       const secret = this.store.get(type('secrets'), namespace, private_.secret.name);
-      if (secret === undefined)
-        return fail(`secret ${namespace}/${private_.secret.name} has been deleted`);
+      if (secret === undefined) return fail('service account token has been invalidated');
       if (secret.metadata.uid !== private_.secret.uid) {
         return fail(
-          `secret UID (${secret.metadata.uid ?? ''}) does not match claim (${private_.secret.uid})`,
+          `secret UID (${secret.metadata.uid ?? ''}) does not match service account secret ref claim (${private_.secret.uid})`,
         );
       }
     }

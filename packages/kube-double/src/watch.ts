@@ -2,6 +2,12 @@
 // resourceVersion, filtered by namespace and selectors (an object that stops matching is sent as
 // DELETED, one that starts matching as ADDED, as the watch cache does), with BOOKMARK events when
 // the client allows them and the initial-events-end bookmark for sendInitialEvents.
+//
+// Bookmarks follow the watch cache: one about 2 s before the watch's timeout and one every
+// bookmark interval, each only when the resource's resourceVersion has moved past the last event
+// this watch was sent (a change it did not see, e.g. in another namespace). A compacted
+// resourceVersion is answered with an ERROR event carrying 410 Expired, worded as the watch cache
+// words it, or as etcd does for events (which the apiserver serves without a watch cache).
 import type { ServerResponse } from 'node:http';
 import type { KubeObject } from './objects.js';
 import { groupVersion, type ResourceType } from './resources.js';
@@ -68,6 +74,8 @@ export class WatchHub {
     // response headers could not tell an open watch from a hung server.
     response.flushHeaders();
     let lastRevision = after;
+    /** what this watch has been told: the start, then each event or bookmark it was sent */
+    let sentRevision = after;
     let closed = false;
     const write = (event: { type: string; object: unknown }) => {
       if (!closed) response.write(`${JSON.stringify(event)}\n`);
@@ -91,17 +99,21 @@ export class WatchHub {
       if (request.sendInitialEvents === true) bookmark({ 'k8s.io/initial-events-end': 'true' });
     }
 
+    const send = (eventType: string, object: KubeObject, revision: number) => {
+      write({ type: eventType, object: request.render(object) });
+      sentRevision = revision;
+    };
     const onEvent = (event: StoreEvent) => {
       if (event.resourceType !== type) return;
       lastRevision = event.revision;
       const now = visible(event.object);
       const before = visible(event.previous);
       if (event.type === 'MODIFIED') {
-        if (now && before) write({ type: 'MODIFIED', object: request.render(event.object) });
-        else if (now) write({ type: 'ADDED', object: request.render(event.object) });
-        else if (before) write({ type: 'DELETED', object: request.render(event.object) });
+        if (now && before) send('MODIFIED', event.object, event.revision);
+        else if (now) send('ADDED', event.object, event.revision);
+        else if (before) send('DELETED', event.object, event.revision);
       } else if (now) {
-        write({ type: event.type, object: request.render(event.object) });
+        send(event.type, event.object, event.revision);
       }
     };
     let unsubscribe: () => void;
@@ -110,21 +122,33 @@ export class WatchHub {
     } catch (error) {
       if (error instanceof KubeApiError) {
         // A too-old resourceVersion: the stream opens and carries one ERROR event with the 410.
-        write({ type: 'ERROR', object: error.toStatus() });
+        const uncached = type.resource === 'events' && error.code === 410;
+        const status = uncached
+          ? new KubeApiError(
+              410,
+              'Expired',
+              'The resourceVersion for the provided watch is too old.',
+            )
+          : error;
+        write({ type: 'ERROR', object: status.toStatus() });
         response.end();
         return;
       }
       throw error;
     }
     lastRevision = Math.max(lastRevision, this.store.currentRevision());
+    if (fromNow) sentRevision = lastRevision;
 
     const emitBookmark = () => {
-      if (request.allowBookmarks) bookmark();
+      if (!request.allowBookmarks || lastRevision <= sentRevision) return;
+      bookmark();
+      sentRevision = lastRevision;
     };
     this.bookmarkers.add(emitBookmark);
     const interval = setInterval(emitBookmark, this.bookmarkIntervalMs);
     interval.unref();
     let timeout: NodeJS.Timeout | undefined;
+    let beforeTimeout: NodeJS.Timeout | undefined;
     const close = () => {
       if (closed) return;
       closed = true;
@@ -132,11 +156,14 @@ export class WatchHub {
       this.bookmarkers.delete(emitBookmark);
       clearInterval(interval);
       if (timeout !== undefined) clearTimeout(timeout);
+      if (beforeTimeout !== undefined) clearTimeout(beforeTimeout);
       response.end();
     };
     if (request.timeoutSeconds !== undefined && request.timeoutSeconds > 0) {
       timeout = setTimeout(close, request.timeoutSeconds * 1000);
       timeout.unref();
+      beforeTimeout = setTimeout(emitBookmark, Math.max(0, request.timeoutSeconds * 1000 - 2000));
+      beforeTimeout.unref();
     }
     response.on('close', close);
     this.closers.add(close);

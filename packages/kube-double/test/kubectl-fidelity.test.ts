@@ -1,36 +1,45 @@
-// The real kubectl against the double (or, with KUBECONFIG set, against a real cluster: the same
-// assertions must hold there, which is what makes them fidelity tests).
+// The real kubectl against the double and against the real kube-apiserver (or, with KUBECONFIG
+// set, against that cluster only): the same assertions must hold on each, which is what makes them
+// fidelity tests.
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   BUSYBOX,
-  REAL_CLUSTER,
+  CLUSTER_KINDS,
+  eventually,
   startCluster,
   uniqueNamespace,
   type Cluster,
 } from './support/cluster.js';
 
-let cluster: Cluster;
-const namespace = uniqueNamespace('kd-fidelity');
+describe.each(CLUSTER_KINDS)('kubectl against the %s', (kind) => {
+  let cluster: Cluster;
+  const namespace = uniqueNamespace('kd-fidelity');
 
-beforeAll(async () => {
-  cluster = await startCluster();
-  const created = await cluster.kubectl(['create', 'namespace', namespace]);
-  expect(created.stderr).toBe('');
-});
+  beforeAll(async () => {
+    cluster = await startCluster({ kind });
+    const created = await cluster.kubectl(['create', 'namespace', namespace]);
+    expect(created.stderr).toBe('');
+    // A new namespace's `default` ServiceAccount is the controller manager's work on a cluster.
+    await eventually('the default ServiceAccount', async () =>
+      (await cluster.kubectl(['-n', namespace, 'get', 'serviceaccount', 'default'])).code === 0
+        ? true
+        : undefined,
+    );
+  }, 120_000);
 
-afterAll(async () => {
-  await cluster.kubectl(['delete', 'namespace', namespace, '--wait=false']);
-  await cluster.close();
-});
+  afterAll(async () => {
+    await cluster?.kubectl(['delete', 'namespace', namespace, '--wait=false']);
+    await cluster?.close();
+  });
 
-function kustomizeDir(): string {
-  const dir = join(cluster.dir, 'kustomize');
-  mkdirSync(dir, { recursive: true });
-  const files: Record<string, string> = {
-    'kustomization.yaml': `namespace: ${namespace}\nresources:\n  - objects.yaml\nconfigMapGenerator:\n  - name: settings\n    literals: [mode=test]\nlabels:\n  - pairs: {app.kubernetes.io/part-of: kd-fidelity}\n`,
-    'objects.yaml': `apiVersion: v1
+  function kustomizeDir(): string {
+    const dir = join(cluster.dir, 'kustomize');
+    mkdirSync(dir, { recursive: true });
+    const files: Record<string, string> = {
+      'kustomization.yaml': `namespace: ${namespace}\nresources:\n  - objects.yaml\nconfigMapGenerator:\n  - name: settings\n    literals: [mode=test]\nlabels:\n  - pairs: {app.kubernetes.io/part-of: kd-fidelity}\n`,
+      'objects.yaml': `apiVersion: v1
 kind: ServiceAccount
 metadata: {name: control-plane}
 ---
@@ -89,19 +98,19 @@ spec:
   minAvailable: 1
   selector: {matchLabels: {app: api}}
 `,
-  };
-  for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
-  return dir;
-}
+    };
+    for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
+    return dir;
+  }
 
-describe('kubectl against the cluster', () => {
-  it('reports server version 1.32 and lists the namespaces', async () => {
+  it('reports its server version and lists the namespaces', async () => {
     const version = await cluster.kubectl(['version', '-o', 'json']);
     expect(version.code).toBe(0);
     const parsed = JSON.parse(version.stdout) as {
       serverVersion: { major: string; minor: string };
     };
-    if (!REAL_CLUSTER) expect(parsed.serverVersion).toMatchObject({ major: '1', minor: '32' });
+    if (cluster.minor !== undefined)
+      expect(parsed.serverVersion).toMatchObject({ major: '1', minor: cluster.minor });
     const names = await cluster.kubectl(['get', 'namespaces', '-o', 'name']);
     expect(names.stdout.split('\n')).toEqual(
       expect.arrayContaining(['namespace/default', `namespace/${namespace}`]),
@@ -160,7 +169,29 @@ describe('kubectl against the cluster', () => {
       '-o',
       'jsonpath={.spec.template.spec.containers[0].env[*].name}',
     ]);
-    expect(env.stdout).toBe('MODE EXTRA');
+    // A strategic merge patch without $setElementOrder: the patched items in the patch's order
+    // and the untouched ones in the server's, interleaved by server position (a new one first).
+    expect(env.stdout).toBe('EXTRA MODE');
+    await cluster.kubectl([
+      '-n',
+      namespace,
+      'patch',
+      'deployment',
+      'api',
+      '--type=strategic',
+      '-p',
+      '{"spec":{"template":{"spec":{"containers":[{"name":"api","env":[{"name":"EXTRA","value":"2"},{"name":"LATE","value":"1"},{"name":"FIRST","value":"1"}]}]}}}}',
+    ]);
+    const again = await cluster.kubectl([
+      '-n',
+      namespace,
+      'get',
+      'deployment',
+      'api',
+      '-o',
+      'jsonpath={.spec.template.spec.containers[0].env[*].name}',
+    ]);
+    expect(again.stdout).toBe('EXTRA LATE FIRST MODE');
   });
 
   it('answers NotFound and AlreadyExists as the apiserver words them', async () => {
@@ -309,38 +340,35 @@ spec:
     );
   });
 
-  it.skipIf(REAL_CLUSTER)(
-    'keeps an unschedulable pod Pending with PodScheduled=False',
-    async () => {
-      const pod = JSON.stringify({
-        apiVersion: 'v1',
-        kind: 'Pod',
-        metadata: { name: 'too-big', namespace },
-        spec: {
-          automountServiceAccountToken: false,
-          containers: [{ name: 'main', image: BUSYBOX, resources: { requests: { cpu: '64' } } }],
-        },
-      });
-      await cluster.kubectl(['apply', '-f', '-'], { input: pod });
-      const waited = await cluster.kubectl([
-        '-n',
-        namespace,
-        'wait',
-        '--for=condition=PodScheduled=false',
-        'pod/too-big',
-        '--timeout=10s',
-      ]);
-      expect(waited.stdout.trim()).toBe('pod/too-big condition met');
-      const reason = await cluster.kubectl([
-        '-n',
-        namespace,
-        'get',
-        'pod',
-        'too-big',
-        '-o',
-        'jsonpath={.status.phase}/{.status.conditions[?(@.type=="PodScheduled")].reason}',
-      ]);
-      expect(reason.stdout).toBe('Pending/Unschedulable');
-    },
-  );
+  it('keeps an unschedulable pod Pending with PodScheduled=False', async () => {
+    const pod = JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'too-big', namespace },
+      spec: {
+        automountServiceAccountToken: false,
+        containers: [{ name: 'main', image: BUSYBOX, resources: { requests: { cpu: '64' } } }],
+      },
+    });
+    await cluster.kubectl(['apply', '-f', '-'], { input: pod });
+    const waited = await cluster.kubectl([
+      '-n',
+      namespace,
+      'wait',
+      '--for=condition=PodScheduled=false',
+      'pod/too-big',
+      '--timeout=10s',
+    ]);
+    expect(waited.stdout.trim()).toBe('pod/too-big condition met');
+    const reason = await cluster.kubectl([
+      '-n',
+      namespace,
+      'get',
+      'pod',
+      'too-big',
+      '-o',
+      'jsonpath={.status.phase}/{.status.conditions[?(@.type=="PodScheduled")].reason}',
+    ]);
+    expect(reason.stdout).toBe('Pending/Unschedulable');
+  });
 });

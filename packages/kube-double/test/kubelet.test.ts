@@ -170,7 +170,7 @@ describe.skipIf(REAL_CLUSTER)('kubelet simulator', () => {
       { metadata: { name: 'later' }, stringData: { k: 'v' } },
       admin(),
     );
-    kubelet.tick();
+    await kubelet.tick();
     await until('needs-secret', phase('Succeeded'));
   });
 
@@ -178,7 +178,7 @@ describe.skipIf(REAL_CLUSTER)('kubelet simulator', () => {
     createPod('no-image', { containers: [{ name: 'main', image: 'registry.example/absent:1' }] });
     await until('no-image', waiting('ErrImagePull'));
     clock.advance(1000);
-    kubelet.tick();
+    await kubelet.tick();
     const pod = await until('no-image', waiting('ImagePullBackOff'));
     expect(pod?.status?.phase).toBe('Pending');
   });
@@ -227,10 +227,10 @@ describe.skipIf(REAL_CLUSTER)('kubelet simulator', () => {
       reviewed.authenticated && reviewed.user.extra?.['authentication.kubernetes.io/pod-uid'],
     ).toEqual([pod?.metadata.uid]);
     clock.advance(479_000);
-    kubelet.tick();
+    await kubelet.tick();
     expect(readFileSync(file, 'utf8')).toBe(first);
     clock.advance(1_000);
-    kubelet.tick();
+    await kubelet.tick();
     const second = readFileSync(file, 'utf8');
     expect(second).not.toBe(first);
     expect(double.tokens.review(second, ['leoflow-control-plane']).authenticated).toBe(true);
@@ -263,11 +263,11 @@ describe.skipIf(REAL_CLUSTER)('kubelet simulator', () => {
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(getPod('stubborn')?.metadata.deletionTimestamp).toBeDefined();
     clock.advance(29_000);
-    kubelet.tick();
+    await kubelet.tick();
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(getPod('stubborn')).toBeDefined();
     clock.advance(1_000);
-    kubelet.tick();
+    await kubelet.tick();
     await until('stubborn', (pod) => pod === undefined);
   });
 
@@ -285,10 +285,10 @@ describe.skipIf(REAL_CLUSTER)('kubelet simulator', () => {
     });
     await until('overdue', phase('Running'));
     clock.advance(4_000);
-    kubelet.tick();
+    await kubelet.tick();
     expect(getPod('overdue')?.status?.phase).toBe('Running');
     clock.advance(1_000);
-    kubelet.tick();
+    await kubelet.tick();
     const pod = await until('overdue', phase('Failed'));
     expect(pod?.status).toMatchObject({ reason: 'DeadlineExceeded' });
   });
@@ -305,7 +305,7 @@ describe.skipIf(REAL_CLUSTER)('kubelet simulator', () => {
       ],
     });
     await until('hungry', phase('Running'));
-    kubelet.tick();
+    await kubelet.tick();
     const pod = await until('hungry', phase('Failed'));
     expect(pod?.status?.containerStatuses?.[0]?.state.terminated).toMatchObject({
       reason: 'OOMKilled',

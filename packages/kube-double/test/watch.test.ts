@@ -108,7 +108,7 @@ describe.skipIf(REAL_CLUSTER)('watch through @kubernetes/client-node', () => {
     );
   });
 
-  it('sends bookmarks carrying the current resourceVersion when allowed', async () => {
+  it('sends bookmarks carrying the current resourceVersion when allowed and the resource moved on unseen', async () => {
     const list = await core.listNamespacedConfigMap({ namespace: ns });
     const seen = await watchUntil(
       `/api/v1/namespaces/${ns}/configmaps`,
@@ -116,9 +116,16 @@ describe.skipIf(REAL_CLUSTER)('watch through @kubernetes/client-node', () => {
       (events) => events.some((event) => event.type === 'BOOKMARK'),
       async () => {
         await core.createNamespacedConfigMap({ namespace: ns, body: configMap('bookmarked') });
+        // seen by this watch: no progress to report yet
+        double.api.watches.emitBookmarks();
+        await core.createNamespacedConfigMap({
+          namespace: 'default',
+          body: configMap('elsewhere'),
+        });
         double.api.watches.emitBookmarks();
       },
     );
+    expect(seen.map((event) => event.type)).toEqual(['ADDED', 'BOOKMARK']);
     const bookmark = seen.find((event) => event.type === 'BOOKMARK');
     expect(bookmark?.object).toMatchObject({ kind: 'ConfigMap', apiVersion: 'v1' });
     expect(bookmark?.resourceVersion).toBe(String(double.store.currentRevision()));

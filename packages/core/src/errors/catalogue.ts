@@ -64,11 +64,6 @@ export const ERROR_CATALOGUE = {
     null,
     'Pass another port to the flag the message names, or 0 for a free one; nothing was left running.',
   ),
-  LF_STARTUP_FAILED: c(
-    'config',
-    null,
-    'A part of the process could not start (the message names it); fix that and start again. What had started was stopped.',
-  ),
   LF_CONFIG_ATTEMPT_UID_RANGE: c(
     'config',
     400,

@@ -1,5 +1,3 @@
-import type { SESSION_CLOSE } from '@leoflow/protocol';
-
 interface Closable {
   close(code: number, reason: string): void;
 }
