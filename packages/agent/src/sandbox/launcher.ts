@@ -108,7 +108,10 @@ export interface LaunchOptions {
 function resolvable(file: string, pathVar: string | undefined): boolean {
   const candidates = file.includes('/')
     ? [file]
-    : (pathVar ?? '').split(':').filter(Boolean).map((d) => path.join(d, file));
+    : (pathVar ?? '')
+        .split(':')
+        .filter(Boolean)
+        .map((d) => path.join(d, file));
   return candidates.some((c) => {
     try {
       accessSync(c, fsc.X_OK);
