@@ -19,6 +19,7 @@ import * as apiAuth from './api-auth.mjs';
 import * as attemptStart from './attempt-start.mjs';
 import * as exchangeRegistration from './exchange-registration.mjs';
 import * as standbyStart from './standby-start.mjs';
+import * as sandboxStart from './sandbox-start.mjs';
 import * as door401 from './door-401.mjs';
 import * as doorRpcLatency from './door-rpc-latency.mjs';
 import * as doorSessionMemory from './door-session-memory.mjs';
@@ -50,6 +51,7 @@ const MEASUREMENTS = {
   warm_pool_start: warmPoolStart,
   // Apache Airflow itself beside Leoflow Lite (installs Airflow from PyPI the first time).
   airflow_side_by_side: airflowSideBySide,
+  sandbox_start: sandboxStart,
 };
 
 // A measurement that runs longer than this is abandoned (its cleanup still runs).

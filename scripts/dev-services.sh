@@ -6,7 +6,7 @@
 #
 # What it does, each step only where it is needed:
 #   1. installs the Debian packages the tests use (PostgreSQL, chromium, openssh-server, zsh,
-#      fish, bubblewrap, keyutils, iproute2);
+#      fish, bubblewrap, keyutils, gcc and libc6-dev for the sandbox helper, iproute2);
 #   2. lets the local test cluster accept password-less connections on 127.0.0.1 and ::1;
 #   3. starts PostgreSQL and waits until it answers;
 #   4. creates the `test` database the suites connect to
@@ -49,6 +49,8 @@ PACKAGES=(
   "fish:/usr/bin/fish"                     # shell-completion tests
   "bubblewrap:/usr/bin/bwrap"              # the attempt sandbox (docs/security.md)
   "keyutils:/usr/bin/keyctl"               # keyring checks in the sandbox tests
+  "gcc:/usr/bin/gcc"                       # builds the sandbox helper (packages/agent/native)
+  "libc6-dev:/usr/include/stdio.h"         # its C library headers (and libc.a: linked statically)
   "iproute2:/usr/sbin/ip"                  # network namespaces in the fault tests
 )
 

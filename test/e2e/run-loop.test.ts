@@ -4,7 +4,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   api,
   cli,
-  isProcessAlive,
   REPO,
   scratchDir,
   startStandalone,
@@ -54,8 +53,9 @@ tasks:
 tasks:
   - task_id: sleeper
     execution_timeout_seconds: 2
+    env: { BEAT: "${scratch.dir}/grandchild.beat" }
     command: |
-      sleep 300 &
+      ( while :; do date +%s%N > "$BEAT"; sleep 0.1; done ) &
       echo "grandchild $!"
       sleep 300
 `,
@@ -151,9 +151,17 @@ describe('Leoflow Lite run loop (real standalone, CLI and agent processes)', () 
     );
     const pid = Number(line?.message.split(' ')[1]);
     expect(pid).toBeGreaterThan(0);
+    // The grandchild beats into a file: it is dead once the beat stops (its pid is the PID
+    // namespace's own in the sandbox, so the host's /proc cannot be asked about it).
+    const beat = join(scratch.dir, 'grandchild.beat');
+    expect(existsSync(beat)).toBe(true);
     await waitFor(
       'grandchild to die',
-      async () => (isProcessAlive(pid) ? undefined : true),
+      async () => {
+        const before = readFileSync(beat, 'utf8');
+        await new Promise((r) => setTimeout(r, 700));
+        return readFileSync(beat, 'utf8') === before ? true : undefined;
+      },
       10_000,
     );
   });

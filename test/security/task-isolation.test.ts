@@ -87,7 +87,14 @@ tasks:
       echo "left $(cat "$D/escaped.pid") running"
 `,
   );
-  sa = await startStandalone({ dataDir: join(scratch.dir, 'data'), dagsFolder: dags });
+  // The per-uid boundary itself, without namespaces (execution.isolation fallback): the probes
+  // address their peer by its pid, which a PID namespace hides altogether. The namespaced
+  // sandbox is tested with the same probes and more in sandbox-matrix.test.ts.
+  sa = await startStandalone({
+    dataDir: join(scratch.dir, 'data'),
+    dagsFolder: dags,
+    extraArgs: ['--isolation', 'fallback'],
+  });
 
   // Tenant team-b with its own admin token, secret and DAG.
   expect((await cli(['tenants', 'create', 'team-b'], asDefault())).code).toBe(0);

@@ -1,4 +1,5 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessByStdio } from 'node:child_process';
+import type { Readable } from 'node:stream';
 import {
   chmodSync,
   mkdirSync,
@@ -35,6 +36,8 @@ export interface StandaloneOptions {
   env?: Record<string, string>;
   /** another installation's CLI entry (e.g. a copy of the checkout); default this checkout's */
   cliEntry?: string;
+  /** descriptors the control plane inherits beyond stdio: child fd → an fd of this process */
+  inheritFds?: Record<number, number>;
   /** leave --metrics-port out (Lite's default port), instead of 0 */
   omitMetricsPort?: boolean;
 }
@@ -60,11 +63,26 @@ export async function startStandalone(opts: StandaloneOptions): Promise<Standalo
     ...(opts.dagsFolder ? ['--dags-folder', opts.dagsFolder] : []),
     ...(opts.extraArgs ?? []),
   ];
+  // Tasks exchange files with a test through its scratch dir (the data dir's parent): the
+  // operator's execution.writable_paths, as a test lists it. The sandbox makes the rest of the
+  // filesystem read-only and gives each attempt a private /tmp, and masks the data dir itself.
+  const writable = opts.extraArgs?.includes('--writable-path')
+    ? {}
+    : { LEOFLOW_EXECUTION_WRITABLE_PATHS: dirname(resolve(opts.dataDir)) };
+  // (extra inherited fds make the stdio array's type open-ended: stdout and stderr are pipes)
   const proc = spawn(process.execPath, args, {
     cwd: REPO,
-    env: { ...process.env, LEOFLOW_LOG_LEVEL: 'info', ...opts.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+    env: { ...process.env, LEOFLOW_LOG_LEVEL: 'info', ...writable, ...opts.env },
+    stdio: [
+      'ignore',
+      'pipe',
+      'pipe',
+      ...Array.from(
+        { length: Math.max(0, ...Object.keys(opts.inheritFds ?? {}).map(Number)) - 2 },
+        (_, i) => opts.inheritFds?.[i + 3] ?? 'ignore',
+      ),
+    ],
+  }) as ChildProcessByStdio<null, Readable, Readable>;
   let out = '';
   proc.stdout.on('data', (b: Buffer) => (out += b.toString()));
   proc.stderr.on('data', (b: Buffer) => (out += b.toString()));

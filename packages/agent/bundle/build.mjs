@@ -2,12 +2,14 @@
 //   dist/leoflow-agent.mjs        entry the executor starts (entry.mjs + code-cache.mjs)
 //   dist/leoflow-agent.cjs        src/main.ts and its dependencies
 //   dist/leoflow-agent.cjs.cache  V8 code cache for that exact file (see code-cache.mjs)
+//   dist/leoflow-sandbox          the sandbox helper every attempt starts through (native/)
 import { spawnSync } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 import { PROTOBUF_ESM, predecodedModule } from './predecode.mjs';
+import { buildSandboxHelper } from '../native/build.mjs';
 
 const pkg = join(dirname(fileURLToPath(import.meta.url)), '..');
 const dist = join(pkg, 'dist');
@@ -103,3 +105,5 @@ const r = spawnSync(process.execPath, [join(pkg, 'bundle/produce-cache.mjs'), cj
 if (r.status !== 2 || !existsSync(`${cjs}.cache`)) {
   throw new Error(`producing the agent's code cache failed (exit ${r.status}): ${r.stderr}`);
 }
+
+buildSandboxHelper();

@@ -14,6 +14,7 @@ import {
 import type { AgentConfig } from './config.js';
 import type { Diagnostics } from './diag.js';
 import type { AttemptIsolation } from './isolation.js';
+import type { TaskLauncher } from './sandbox/launcher.js';
 import { buildTaskEnv, xcomEnvName, type EnvMap } from './env.js';
 import { LogShipper, type BufferedLine, type StreamName } from './log-shipper.js';
 import { codeName, errorCode, retryUntil, type RetryOptions } from './retry.js';
@@ -94,6 +95,8 @@ export interface AgentDeps {
   startedAt: number;
   /** per-attempt uid (root only): allocated before the task, swept when it ends */
   isolation?: AttemptIsolation | undefined;
+  /** the host's sandbox: every task starts through it (docs/security.md, "The sandbox") */
+  launcher?: TaskLauncher | undefined;
   /** the heartbeat loop's clock and timer (default: the real ones) */
   timers?: HeartbeatTimers;
   /**
@@ -128,6 +131,9 @@ export class Agent {
   readonly #agentEnv: Record<string, string | undefined>;
   readonly #startedAt: number;
   readonly #isolation: AttemptIsolation | undefined;
+  readonly #launcher: TaskLauncher | undefined;
+  /** the root-only record of the task's exit status (the sandbox's reaper writes it) */
+  #statusFile: string | undefined;
   readonly #assignedSpec: TaskSpec | undefined;
   readonly #registeredAtHandOff: RegisterResponse | undefined;
   /** what Register answered for the attempt's preparation (unset parts are fetched) */
@@ -161,6 +167,7 @@ export class Agent {
     this.#agentEnv = deps.agentEnv;
     this.#startedAt = deps.startedAt;
     this.#isolation = deps.isolation;
+    this.#launcher = deps.launcher;
     this.#assignedSpec = deps.assignedSpec;
     this.#registeredAtHandOff = deps.registeredAtHandOff;
     this.#timers = deps.timers ?? realTimers;
@@ -354,7 +361,21 @@ export class Agent {
         node: this.#cfg.node,
         nodeModules: this.#cfg.nodeModules,
       });
-      if (this.#isolation) launch = this.#isolation.wrap(launch);
+      if (this.#launcher) {
+        this.#statusFile = this.#launcher.statusFileFor(
+          `${spec.taskInstanceId || this.#cfg.taskInstanceId}-try${spec.tryNumber}`,
+        );
+        launch = this.#launcher.wrap(launch, {
+          workdir,
+          runAs: runAs && asRoot ? runAs : undefined,
+          nproc: this.#isolation?.nproc ?? 0,
+          graceMs: this.#cfg.killGraceMs,
+          statusFile: this.#statusFile,
+          pathVar: env['PATH'],
+          readOnly:
+            spec.type === TaskType.NODE && this.#cfg.nodeModules ? [this.#cfg.nodeModules] : [],
+        });
+      } else if (this.#isolation) launch = this.#isolation.wrap(launch);
     } catch (err) {
       const msg =
         err instanceof UnsupportedTaskTypeError
@@ -511,6 +532,9 @@ export class Agent {
     const delivered = await this.#report(outcome, deadline);
     this.#stopHeartbeats();
     shipper?.stop();
+    // Reported: nobody needs the reaper's record of the exit any more (issue 37 reads it after a
+    // restart, when the report may not have gone out).
+    if (delivered) this.#launcher?.discardStatus(this.#statusFile);
     if (delivered === 'terminated') return EXIT.TERMINATED;
     return delivered ? EXIT.OK : EXIT.REPORT_UNDELIVERED;
   }

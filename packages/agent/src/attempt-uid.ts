@@ -9,13 +9,13 @@ import {
   readdirSync,
   readFileSync,
   readSync,
-  rmSync,
   unlinkSync,
   writeFileSync,
   writeSync,
 } from 'node:fs';
 import path from 'node:path';
 import { formatUidRange, type UidRange, ConfigError } from '@leoflow/core';
+import { findHelper, removeTree } from './sandbox/helper.js';
 
 /**
  * Per-attempt uids, on the agent's side of the trust boundary (a runner daemon reuses this on
@@ -151,7 +151,17 @@ export interface UidAllocatorOptions {
   expectedOwner?: number;
   /** removes what a dead owner's attempt left in shared temp dirs (default: removeLeftovers) */
   cleanup?: (uid: number) => void;
+  /**
+   * This installation's name (Lite: its install id; a runner: its work dir's): it keeps its own
+   * allocation hint, `next.<instance>`, so another installation's allocations never send this one
+   * back to the start of its range (issue 33, finding 3: one shared hint forced quick reuse).
+   * Claims stay shared: two installations whose ranges overlap never hold one uid at once.
+   */
+  instance?: string;
 }
+
+/** The file naming one installation's range in the lock dir (doctor warns about overlaps). */
+export const RANGES_DIR = 'ranges';
 
 /** The lock directory must be ours, 0700 and not a link: anyone else could forge entries. */
 export function ensureLockDir(dir: string, owner: number | undefined = process.getuid?.()): void {
@@ -177,6 +187,7 @@ export class UidAllocator {
   readonly #record: string;
   readonly #sweep: (uid: number) => Promise<boolean>;
   readonly #cleanup: (uid: number) => void;
+  readonly #hintFile: string;
 
   constructor(opts: UidAllocatorOptions) {
     this.#range = opts.range;
@@ -187,6 +198,9 @@ export class UidAllocator {
     this.#sweep = opts.sweep ?? ((uid) => sweepUid(uid, { procs: this.#procs }));
     this.#cleanup = opts.cleanup ?? ((uid) => void removeLeftovers(uid));
     ensureLockDir(this.#dir, opts.expectedOwner ?? process.getuid?.());
+    const instance = (opts.instance ?? 'default').replace(/[^A-Za-z0-9_-]/g, '_').slice(0, 64);
+    this.#hintFile = path.join(this.#dir, `next.${instance}`);
+    recordRange(this.#dir, instance, this.#range);
   }
 
   get range(): UidRange {
@@ -216,7 +230,7 @@ export class UidAllocator {
 
   /** Where to start looking: only a hint (a lost race on it costs a few extra EEXISTs). */
   #hint(): number {
-    const n = Number(readOrNull(path.join(this.#dir, 'next'))?.trim());
+    const n = Number(readOrNull(this.#hintFile)?.trim());
     return Number.isInteger(n) && n >= this.#range.first && n <= this.#range.last
       ? n
       : this.#range.first;
@@ -224,7 +238,7 @@ export class UidAllocator {
 
   #setHint(uid: number): void {
     try {
-      writeFileSync(path.join(this.#dir, 'next'), `${uid}\n`, { mode: 0o600 });
+      writeFileSync(this.#hintFile, `${uid}\n`, { mode: 0o600 });
     } catch {
       // a hint only
     }
@@ -283,6 +297,31 @@ export class UidAllocator {
     const now = this.#procs.startTime(n);
     return now !== undefined && (start === '?' || now === start);
   }
+}
+
+/** Notes which range an installation allocates from (read by doctor: overlapping installations). */
+function recordRange(dir: string, instance: string, range: UidRange): void {
+  const ranges = path.join(dir, RANGES_DIR);
+  const text = `${formatUidRange(range)}\n`;
+  try {
+    if (readOrNull(path.join(ranges, instance)) === text) return;
+    mkdirSync(ranges, { recursive: true, mode: 0o700 });
+    writeFileSync(path.join(ranges, instance), text, { mode: 0o600 });
+  } catch {
+    // a note for doctor only
+  }
+}
+
+/** Every installation's range noted in `dir`, by instance name. */
+export function recordedRanges(dir: string = DEFAULT_UID_LOCK_DIR): Record<string, string> {
+  const out: Record<string, string> = {};
+  try {
+    for (const name of readdirSync(path.join(dir, RANGES_DIR)))
+      out[name] = readOrNull(path.join(dir, RANGES_DIR, name))?.trim() ?? '';
+  } catch {
+    // none noted
+  }
+  return out;
 }
 
 /**
@@ -367,16 +406,21 @@ function killAsUid(uid: number): Promise<void> {
 }
 
 /** World-writable places where an attempt can leave files outside its work dir. */
-export const SHARED_TMP_DIRS = ['/tmp', '/var/tmp', '/dev/shm'];
+export const SHARED_TMP_DIRS = ['/tmp', '/var/tmp', '/dev/shm', '/run/lock'];
 
 /**
  * Removes what the uid left at the top of the shared temporary directories, so the next attempt
- * given this uid does not inherit it. Call only once no process of the uid is left (nothing can
- * race the removal then). Files it left deeper, inside another user's world-writable directory,
- * stay (a documented residual). Returns how many entries were removed.
+ * given this uid does not inherit it. Call only once no process of the uid is left. A directory
+ * is removed by the sandbox helper, which opens every level O_NOFOLLOW|O_DIRECTORY relative to
+ * its parent and unlinks relative to it, as the directory's owner: another attempt that swaps a
+ * subdirectory for a link meanwhile makes it delete nothing outside the tree (issue 33, finding
+ * 1: a recursive delete by path as root followed such a link). The agent's launcher sweeps every
+ * world-writable dir at any depth instead (TaskLauncher.scrubUid); this is the launcher-less path.
+ * Returns how many entries were removed.
  */
 export function removeLeftovers(uid: number, dirs: readonly string[] = SHARED_TMP_DIRS): number {
   let removed = 0;
+  const helper = findHelper();
   for (const dir of dirs) {
     let entries: string[];
     try {
@@ -387,8 +431,11 @@ export function removeLeftovers(uid: number, dirs: readonly string[] = SHARED_TM
     for (const name of entries) {
       const p = path.join(dir, name);
       try {
-        if (lstatSync(p).uid !== uid) continue;
-        rmSync(p, { recursive: true, force: true });
+        const st = lstatSync(p);
+        if (st.uid !== uid) continue;
+        // unlink never follows the last component; a directory goes through removeTree
+        if (!st.isDirectory()) unlinkSync(p);
+        else if (!removeTree(p, helper)) continue;
         removed++;
       } catch {
         // gone meanwhile, or not removable: leave it

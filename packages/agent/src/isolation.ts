@@ -11,6 +11,7 @@ import {
   type UidLease,
 } from './attempt-uid.js';
 import type { LaunchPlan, RunAs } from './task-process.js';
+import type { TaskLauncher } from './sandbox/launcher.js';
 
 export interface IsolationSettings {
   range: UidRange;
@@ -19,6 +20,8 @@ export interface IsolationSettings {
   lockDir?: string | undefined;
   /** PATH to look for prlimit on */
   pathVar?: string | undefined;
+  /** this installation's name for its allocation hint (see UidAllocator) */
+  instance?: string | undefined;
 }
 
 /**
@@ -33,10 +36,19 @@ export class AttemptIsolation {
   #lease: UidLease | undefined;
   readonly prlimit: string | undefined;
 
-  constructor(settings: IsolationSettings, procs: ProcessTable = procfs) {
+  readonly #launcher: TaskLauncher | undefined;
+
+  constructor(settings: IsolationSettings, procs: ProcessTable = procfs, launcher?: TaskLauncher) {
     this.#settings = settings;
     this.#procs = procs;
-    this.prlimit = settings.nproc > 0 ? findPrlimit(settings.pathVar) : undefined;
+    this.#launcher = launcher;
+    // The sandbox helper sets RLIMIT_NPROC itself; prlimit only without it.
+    this.prlimit =
+      settings.nproc > 0 && !launcher?.helper ? findPrlimit(settings.pathVar) : undefined;
+  }
+
+  get nproc(): number {
+    return this.#settings.nproc;
   }
 
   get uid(): number | undefined {
@@ -49,7 +61,9 @@ export class AttemptIsolation {
     const allocator = new UidAllocator({
       range: this.#settings.range,
       ...(this.#settings.lockDir ? { lockDir: this.#settings.lockDir } : {}),
+      ...(this.#settings.instance ? { instance: this.#settings.instance } : {}),
       procs: this.#procs,
+      cleanup: (uid) => this.#scrub(uid),
     });
     this.#lease = await allocator.allocate();
     return { uid: this.#lease.uid, gid: this.#lease.gid };
@@ -59,6 +73,7 @@ export class AttemptIsolation {
   nprocProblem(): string | undefined {
     if (this.#settings.nproc <= 0)
       return 'RLIMIT_NPROC not applied (execution.attempt_nproc_limit is 0)';
+    if (this.#launcher?.helper) return undefined;
     if (!this.prlimit) return 'RLIMIT_NPROC not applied: prlimit (util-linux) is not on PATH';
     return undefined;
   }
@@ -102,10 +117,21 @@ export class AttemptIsolation {
     if (!this.#lease) return true;
     const { clean } = this.#emptySinceTaskEnd ? { clean: true } : await this.killAll();
     if (!clean) return false;
-    removeLeftovers(this.#lease.uid);
+    this.#scrub(this.#lease.uid);
     this.#lease.release();
     this.#lease = undefined;
     return true;
+  }
+
+  /**
+   * Nothing of the uid may reach the next attempt given it: with a launcher, its keyrings are
+   * cleared and (fallback) its world-writable leftovers swept, as the uid; without one, the
+   * leftovers at the top of the shared temp dirs go (removeLeftovers, which never follows a
+   * link either).
+   */
+  #scrub(uid: number): void {
+    if (this.#launcher) this.#launcher.scrubUid(uid);
+    else removeLeftovers(uid);
   }
 
   /** Crash path: synchronous SIGKILL of every process of the uid (the entry stays for reclaim). */

@@ -8,6 +8,9 @@ import { Agent, EXIT } from './agent.js';
 import { ConfigError, readConfig, type AgentConfig } from './config.js';
 import { stderrDiagnostics, type Diagnostics } from './diag.js';
 import { AttemptIsolation } from './isolation.js';
+import { procfs } from './attempt-uid.js';
+import { closeInheritedFds } from './sandbox/fds.js';
+import { TaskLauncher } from './sandbox/launcher.js';
 import { createAgentConnection } from './rpc.js';
 import { isRunnerInvocation, runnerMain } from './runner/runner-main.js';
 import { isWarmWorker, warmWorkerMain } from './warm-worker/worker-main.js';
@@ -64,11 +67,32 @@ async function main(): Promise<number> {
     return EXIT.BOOTSTRAP;
   }
 
+  // Whatever started the control plane may have left descriptors open without close-on-exec:
+  // none of them reaches the task (the sandbox helper closes all but 0-2 again before its exec).
+  closeInheritedFds([TOKEN_FD]);
+  // The host's sandbox, as the executor decided it (execution.isolation required: refused here
+  // too, naming what is missing, before anything runs).
+  let launcher: TaskLauncher;
+  try {
+    launcher = TaskLauncher.fromEnv(process.env);
+  } catch (err) {
+    diag.log('error', err instanceof Error ? err.message : String(err));
+    return EXIT.BOOTSTRAP;
+  }
+
   // Root with a uid range: this attempt gets a uid of its own (allocated in Agent.run, so a
   // failure to allocate is reported as the attempt's failure with its reason).
   isolation =
     config.attemptUids && process.getuid?.() === 0
-      ? new AttemptIsolation({ ...config.attemptUids, pathVar: process.env['PATH'] })
+      ? new AttemptIsolation(
+          {
+            ...config.attemptUids,
+            pathVar: process.env['PATH'],
+            instance: process.env['LEOFLOW_INSTALLATION_ID'],
+          },
+          procfs,
+          launcher,
+        )
       : undefined;
 
   // A standby agent boots, loads everything and opens its HTTP/2 session before it has an
@@ -171,6 +195,7 @@ async function main(): Promise<number> {
   agent = new Agent({
     config,
     isolation,
+    launcher,
     client,
     tokens,
     diag,

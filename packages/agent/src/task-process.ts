@@ -23,6 +23,11 @@ export interface RunAs {
 export interface LaunchPlan {
   file: string;
   args: string[];
+  /**
+   * Spawned as the agent's own user: the sandbox helper starts as root and drops to the
+   * attempt's uid itself, after its namespaces and mounts (sandbox/launcher.ts).
+   */
+  asRoot?: boolean;
 }
 
 /** Writes a file the task (possibly another uid) can read and nobody else can. */
@@ -183,7 +188,7 @@ export class TaskProcess {
       env: opts.env,
       detached: true,
       stdio: ['ignore', 'pipe', 'pipe'],
-      ...(opts.runAs ? { uid: opts.runAs.uid, gid: opts.runAs.gid } : {}),
+      ...(opts.runAs && !opts.plan.asRoot ? { uid: opts.runAs.uid, gid: opts.runAs.gid } : {}),
     });
     const child = this.#child;
 

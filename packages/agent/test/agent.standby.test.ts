@@ -68,7 +68,15 @@ describe('agent process: standby', () => {
   });
 
   it('starts on the newline that ends the assignment, with the executor end still open, and closes fd 3 before the task', async () => {
-    const fake = await startFake({ spec: defaultSpec({ command: 'ls -l /proc/$PPID/fd' }) });
+    // The task lists its own descriptors: fd 3 (the token pipe) must not be among them. (It
+    // cannot look at its agent's any more: the sandbox's Landlock scoping denies it
+    // /proc/<agent>/fd; and fd 3 of the agent is soon a new socket of its own.)
+    const fake = await startFake({
+      // (stat each number: a glob would open the directory and show its own descriptor)
+      spec: defaultSpec({
+        command: 'for f in $(seq 0 64); do [ -e /proc/$$/fd/$f ] && echo "fd $f"; done; true',
+      }),
+    });
     const workdir = tempDir();
     const agent = await standbyAgent(fake);
     const pipe = agent.child.stdio[3] as Writable;
@@ -79,8 +87,8 @@ describe('agent process: standby', () => {
       const { code } = await agent.exited;
       expect(code, agent.diagnostics()).toBe(0);
       expect(fake.reports[0]?.state).toBe(ReportedState.SUCCESS);
-      // the agent closed its end before spawning the task: no pipe on fd 3 of the task's parent
-      expect(fake.lines(LogStream.STDOUT).join('\n')).not.toMatch(/ 3 -> pipe:/);
+      // the agent closed its end before spawning the task: the task holds only 0-2
+      expect(fake.lines(LogStream.STDOUT)).toEqual(['fd 0', 'fd 1', 'fd 2']);
     } finally {
       pipe.destroy();
     }

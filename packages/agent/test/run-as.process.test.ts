@@ -67,7 +67,14 @@ describe.skipIf(!isRoot)('agent with LEOFLOW_RUN_AS_UID/GID (root only)', () => 
       url: fake.url,
       token: 'runas-token',
       workdir,
-      env: { LEOFLOW_RUN_AS_UID: String(NOBODY), LEOFLOW_RUN_AS_GID: String(NOBODY) },
+      // The uid boundary alone (no namespaces): the task must see the agent as its parent for
+      // the /proc probes below to aim at it. In the namespaced sandbox the agent is not even in
+      // the task's PID namespace (test/security/sandbox-matrix.test.ts).
+      env: {
+        LEOFLOW_RUN_AS_UID: String(NOBODY),
+        LEOFLOW_RUN_AS_GID: String(NOBODY),
+        LEOFLOW_SANDBOX_ISOLATION: 'fallback',
+      },
     });
     const { code } = await agent.exited;
     expect(code, agent.diagnostics()).toBe(0);

@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@connectrpc/connect';
 import type { AckAssignmentResponse, AgentService, Assignment } from '@leoflow/protocol';
@@ -7,6 +7,9 @@ import type { AgentConfig } from '../config.js';
 import type { Diagnostics } from '../diag.js';
 import { AttemptIsolation, type IsolationSettings } from '../isolation.js';
 import { TokenHolder } from '../token.js';
+import { procfs } from '../attempt-uid.js';
+import { findHelper, removeTree } from '../sandbox/helper.js';
+import type { TaskLauncher } from '../sandbox/launcher.js';
 
 /** What every attempt of one daemon shares. */
 export interface AttemptHost {
@@ -19,6 +22,13 @@ export interface AttemptHost {
   /** per-attempt uids (root only); undefined runs the task as the daemon's user */
   attemptUids: AgentConfig['attemptUids'];
   diag: Diagnostics;
+  /**
+   * The host's sandbox, one for every attempt this process runs (docs/security.md, "The
+   * sandbox"); undefined runs tasks without it (tests of the daemon's protocol only).
+   */
+  launcher?: TaskLauncher | undefined;
+  /** this installation's name for its uid allocation hint */
+  instance?: string | undefined;
   /** builds an attempt's isolation (tests inject one that reports survivors) */
   isolationFor?: (settings: IsolationSettings) => AttemptIsolation;
   /** the agent's timings (tests shorten them) */
@@ -39,6 +49,7 @@ export class RunnerAttempt {
   readonly #workdir: string;
   readonly #diag: Diagnostics;
   readonly #client: Client<typeof AgentService>;
+  readonly #launcher: TaskLauncher | undefined;
   #leftovers: string[] = [];
 
   constructor(a: Assignment, host: AttemptHost) {
@@ -66,14 +77,21 @@ export class RunnerAttempt {
       rpcTimeoutMs: host.timings?.rpcTimeoutMs ?? 10_000,
     };
     this.#client = host.clientFor(tokens);
-    const isolationFor = host.isolationFor ?? ((s) => new AttemptIsolation(s));
+    this.#launcher = host.launcher;
+    const isolationFor =
+      host.isolationFor ?? ((s) => new AttemptIsolation(s, procfs, host.launcher));
     this.#isolation =
       host.attemptUids && process.getuid?.() === 0
-        ? isolationFor({ ...host.attemptUids, pathVar: host.agentEnv['PATH'] })
+        ? isolationFor({
+            ...host.attemptUids,
+            pathVar: host.agentEnv['PATH'],
+            instance: host.instance,
+          })
         : undefined;
     this.#agent = new Agent({
       config,
       isolation: this.#isolation,
+      launcher: host.launcher,
       client: this.#client,
       tokens,
       diag: host.diag,
@@ -112,7 +130,13 @@ export class RunnerAttempt {
 
   /** Not taken after all: nothing ran; its work dir goes. */
   discard(): void {
-    rmSync(this.#workdir, { recursive: true, force: true });
+    this.#removeWorkdir();
+  }
+
+  /** Never a recursive delete by path as root: the task may have written the tree (removeTree). */
+  #removeWorkdir(): void {
+    if (this.#launcher) this.#launcher.removeWorkdir(this.#workdir);
+    else removeTree(this.#workdir, findHelper());
   }
 
   /** Runs the attempt to its end; the agent's exit code. Never throws. */
@@ -144,7 +168,7 @@ export class RunnerAttempt {
       }
     }
     try {
-      rmSync(this.#workdir, { recursive: true, force: true });
+      this.#removeWorkdir();
     } catch (err) {
       this.#diag.log('error', `work dir ${this.#workdir} not removed: ${String(err)}`);
     }

@@ -1,11 +1,18 @@
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import {
   DEFAULT_ATTEMPT_NPROC_LIMIT,
   DEFAULT_ATTEMPT_UID_RANGE,
+  parseIsolationMode,
+  parseNetworkMode,
+  parseTmpfsSize,
   parseUidRange,
+  parseWritablePaths,
 } from '@leoflow/core';
+import { closeInheritedFds } from '../sandbox/fds.js';
+import { sandboxSettingsFromEnv, TaskLauncher } from '../sandbox/launcher.js';
 import type { AgentConfig } from '../config.js';
 import { stderrDiagnostics } from '../diag.js';
 import { DoorUrlError, parseDoorUrl } from './door-url.js';
@@ -18,9 +25,11 @@ const MODE_FLAGS = ['--url-stdin', '--url-file', '--stdio'];
 const INHERITED_ENV = ['PATH', 'LANG', 'LC_ALL', 'TZ'];
 
 export const RUNNER_USAGE = `usage: leoflow-runner (--url-stdin | --url-file <file> | --stdio) [--work-dir <dir>] [--max-attempts <n>] [--attempt-uid-range <first-last>|off]
+                     [--isolation auto|required|fallback] [--network host|none] [--writable-path <dir>]... [--tmpfs-size <size>]
   --url-stdin          read the door URL (https://<door>/runners/<token>/) from the first line of stdin
   --url-file <file>    read it from a file (keep it mode 0600)
   --stdio              speak the runner protocol over stdin/stdout (an ssh runner; no URL)
+  --isolation, --network, --writable-path, --tmpfs-size: the attempt sandbox, as execution.* on Lite (docs/security.md)
 The URL carries the runner's token: it is never accepted in argv, which every user of the machine can read.`;
 
 /** `leoflow runner start` and the `leoflow-runner` launcher put it first. */
@@ -39,12 +48,16 @@ interface RunnerArgs {
   workDir: string;
   maxAttempts?: number;
   uidRange?: string;
+  isolation?: string;
+  network?: string;
+  writablePaths: string[];
+  tmpfsSize?: string;
 }
 
 class UsageError extends Error {}
 
 function parseArgs(argv: readonly string[]): RunnerArgs {
-  const out: Partial<RunnerArgs> = {};
+  const out: Partial<RunnerArgs> & { writablePaths: string[] } = { writablePaths: [] };
   for (let i = argv[0] === RUNNER_MODE_FLAG ? 1 : 0; i < argv.length; i++) {
     const a = argv[i]!;
     const value = () => {
@@ -64,6 +77,10 @@ function parseArgs(argv: readonly string[]): RunnerArgs {
         throw new UsageError('--max-attempts must be a positive integer');
       out.maxAttempts = n;
     } else if (a === '--attempt-uid-range') out.uidRange = value();
+    else if (a === '--isolation') out.isolation = value();
+    else if (a === '--network') out.network = value();
+    else if (a === '--writable-path') out.writablePaths.push(value());
+    else if (a === '--tmpfs-size') out.tmpfsSize = value();
     else if (a === '--url' || a.startsWith('--url=')) {
       throw new UsageError(
         '--url would put the runner token in argv, which ps shows to every user: pipe it in with --url-stdin (the registration prints that command) or use --url-file',
@@ -98,6 +115,9 @@ export async function runnerMain(argv: readonly string[]): Promise<number> {
   let args: RunnerArgs;
   let transport: RunnerTransport;
   let attemptUids: AgentConfig['attemptUids'];
+  let launcher: TaskLauncher;
+  // Descriptors whatever started the daemon left open never reach a task.
+  closeInheritedFds();
   try {
     args = parseArgs(argv);
     if (args.transport === 'stdio') {
@@ -121,6 +141,24 @@ export async function runnerMain(argv: readonly string[]): Promise<number> {
         lockDir: process.env['LEOFLOW_ATTEMPT_UID_LOCK_DIR'] || undefined,
       };
     }
+    // The same sandbox as Lite's (docs/security.md): flags over LEOFLOW_SANDBOX_* env.
+    const fromEnv = sandboxSettingsFromEnv(process.env);
+    launcher = TaskLauncher.create({
+      ...fromEnv,
+      ...(args.isolation ? { isolation: parseIsolationMode(args.isolation, '--isolation') } : {}),
+      ...(args.network ? { network: parseNetworkMode(args.network, '--network') } : {}),
+      ...(args.tmpfsSize ? { tmpfsSizeBytes: parseTmpfsSize(args.tmpfsSize, '--tmpfs-size') } : {}),
+      writablePaths: [
+        ...fromEnv.writablePaths,
+        ...parseWritablePaths(args.writablePaths, '--writable-path'),
+      ],
+      // the runner's credential file is never in a task's view
+      masks: [...fromEnv.masks, ...(args.file ? [args.file] : [])],
+    });
+    diag.log(
+      'info',
+      `attempt sandbox: ${launcher.posture.mode}${launcher.posture.why ? ` (${launcher.posture.why})` : ''}`,
+    );
   } catch (err) {
     const known = err instanceof UsageError || err instanceof DoorUrlError;
     process.stderr.write(
@@ -128,6 +166,8 @@ export async function runnerMain(argv: readonly string[]): Promise<number> {
     );
     return RUNNER_EXIT.USAGE;
   }
+  // One allocation hint per runner installation (its work dir), never shared with Lite's.
+  const instance = `runner-${createHash('sha256').update(args.workDir).digest('hex').slice(0, 12)}`;
   const agentEnv: Record<string, string> = {};
   for (const name of INHERITED_ENV) {
     const v = process.env[name];
@@ -138,6 +178,8 @@ export async function runnerMain(argv: readonly string[]): Promise<number> {
     workRoot: args.workDir,
     agentEnv,
     attemptUids,
+    launcher,
+    instance,
     diag,
     ...(args.maxAttempts !== undefined ? { maxAttempts: args.maxAttempts } : {}),
   });

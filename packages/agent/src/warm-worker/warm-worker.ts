@@ -59,6 +59,8 @@ export class WarmWorker {
   #exitCode: number | undefined;
   /** attempts this worker has taken (acked), for its diagnostics */
   attemptsTaken = 0;
+  /** the one tenant this pod serves: the first assignment's (issue 33, Kubernetes) */
+  #tenant: string | undefined;
 
   constructor(o: WarmWorkerOptions) {
     this.#o = o;
@@ -160,6 +162,18 @@ export class WarmWorker {
   /** One attempt at a time: an assignment that arrives while busy is left unacked (requeued). */
   #take(a: Assignment): void {
     if (this.#current || this.#exitCode !== undefined) return;
+    // A warm pod serves one tenant only: what attempts in one pod still share (docs/security.md)
+    // is never shared across tenants. The pools are keyed by tenant; this holds even if a
+    // routing bug offered another tenant's attempt here (left unacked: it goes back to the queue).
+    const tenant = a.spec?.tenantId || undefined;
+    if (tenant !== undefined && this.#tenant !== undefined && tenant !== this.#tenant) {
+      this.#o.diag.log('error', `${RECYCLE_MESSAGE}: offered an attempt of another tenant`);
+      this.#end(EXIT.RECYCLE, RECYCLE_MESSAGE);
+      this.#stop.abort();
+      this.#restartStream?.abort();
+      return;
+    }
+    this.#tenant ??= tenant;
     const attempt = new RunnerAttempt(a, { ...this.#o, clientFor: (t) => this.#clientFor(t) });
     this.#current = attempt;
     // The stream stays open while the attempt runs: its renewals and a cancellation of this
@@ -186,6 +200,12 @@ export class WarmWorker {
       await attempt.run();
     }
     const survivors = [...(taken ? attempt.leftovers : [])];
+    // Not root (a `restricted` pod: no mount namespace, one uid for every attempt): what the
+    // attempt wrote in the pod's writable dirs is wiped, as the worker's own uid, before the next.
+    const me = process.getuid?.();
+    if (this.#o.launcher && me !== undefined && me !== 0 && !this.#o.attemptUids) {
+      this.#o.launcher.wipeOwnLeftovers(me);
+    }
     const descendants = await (this.#o.sweepDescendants ?? killDescendants)();
     if (descendants.length > 0) {
       survivors.push(`processes ${descendants.join(', ')} survived SIGKILL`);

@@ -1,3 +1,4 @@
+import { TaskLauncher } from '../sandbox/launcher.js';
 import { statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -63,6 +64,13 @@ export async function warmWorkerMain(o: WarmWorkerMainOptions): Promise<number> 
   } catch (err) {
     return fail(EXIT.BOOTSTRAP, err instanceof ConfigError ? err.message : String(err));
   }
+  let launcher: TaskLauncher;
+  try {
+    // The projected token file is never in a task's view.
+    launcher = TaskLauncher.fromEnv(env, {});
+  } catch (err) {
+    return fail(EXIT.BOOTSTRAP, err instanceof Error ? err.message : String(err));
+  }
   const tokenFile = env[EXCHANGE_TOKEN_FILE_ENV];
   delete env[EXCHANGE_TOKEN_FILE_ENV];
   if (!tokenFile) {
@@ -108,6 +116,7 @@ export async function warmWorkerMain(o: WarmWorkerMainOptions): Promise<number> 
     workRoot: config.workdir,
     agentEnv,
     attemptUids,
+    launcher,
     diag,
     terminate: (message) => writeTerminationLog(env, message),
     timings: {

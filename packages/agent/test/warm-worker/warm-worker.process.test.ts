@@ -38,6 +38,9 @@ function uidEnv(dir: string): Record<string, string> {
   return {
     LEOFLOW_ATTEMPT_UID_RANGE: `${RANGE.first}-${RANGE.last}`,
     LEOFLOW_ATTEMPT_UID_LOCK_DIR: path.join(dir, 'uids'),
+    // A warm pod has no mount namespace to give (PodSecurity); these cases also read the task's
+    // host pid, which a PID namespace would hide: the per-uid fallback, as in a pod.
+    LEOFLOW_SANDBOX_ISOLATION: 'fallback',
   };
 }
 

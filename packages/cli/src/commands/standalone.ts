@@ -84,6 +84,12 @@ export function registerStandalone(program: Command): void {
             ? `  tasks run as ${cp.isolation.runAs.user} (uid ${cp.isolation.runAs.uid}), all attempts under that one uid`
             : '  tasks run as this user: task code can read the data directory (run as root to give every attempt its own uid)',
         `  work root    ${cp.workRoot}`,
+        cp.sandbox.mode === 'namespaces'
+          ? `  sandbox      namespaces (mount, IPC, PID, UTS${cp.sandbox.network === 'none' ? ', network' : ''}), private ${cp.sandbox.worldWritable.join(', ')}, read-only elsewhere, no_new_privs${cp.sandbox.landlock ? ', Landlock scoping' : ''}`
+          : cp.sandbox.mode === 'uid'
+            ? `  sandbox      PER-UID FALLBACK, no namespaces: ${cp.sandbox.why ?? ''}`
+            : '  sandbox      NONE: not root, so no per-attempt uids and no namespaces (run as root to sandbox every attempt)',
+        ...cp.sandbox.exposures.map((e) => `               exposure: ${e}`),
         '',
         `Try: LEOFLOW_URL=${cp.httpUrl} npx leoflow runs trigger hello --wait`,
         '',

@@ -11,6 +11,19 @@ interface LogPage {
   attempt_finished: boolean;
 }
 
+/**
+ * Control characters (C0 but tab and newline, DEL, C1) as visible escapes (`\x1b`, `\u009b`):
+ * what a terminal shows of a task's log without obeying it.
+ */
+export function visibleControls(text: string): string {
+  return text.replace(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f]/g, (c) => {
+    const n = c.charCodeAt(0);
+    return n < 0x80
+      ? `\\x${n.toString(16).padStart(2, '0')}`
+      : `\\u${n.toString(16).padStart(4, '0')}`;
+  });
+}
+
 export function registerTasks(program: Command): void {
   const tasks = program.command('tasks').description('task instances: logs and clear-and-rerun');
 
@@ -20,11 +33,15 @@ export function registerTasks(program: Command): void {
     .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
     .option('--try <n>', 'which try (default: the latest)')
     .option('-f, --follow', 'keep printing new lines until the attempt finishes')
+    .option(
+      '--raw',
+      "write the task's bytes as they are, even to a terminal (by default a terminal gets control characters as visible escapes)",
+    )
     .action(
       async (
         runId: string,
         taskId: string,
-        flags: { dag?: string; try?: string; follow?: boolean },
+        flags: { dag?: string; try?: string; follow?: boolean; raw?: boolean },
         cmd: Command,
       ) => {
         const g = globalOpts(cmd);
@@ -35,6 +52,9 @@ export function registerTasks(program: Command): void {
         let after = 0;
         let tryNumber = flags.try;
         const all: LogPage['lines'] = [];
+        // A task's output is the task's: on a terminal, escape sequences in it (OSC 8 links,
+        // OSC 52 clipboard writes, cursor moves) would act on the operator's terminal.
+        const show = process.stdout.isTTY && !flags.raw ? visibleControls : (s: string) => s;
         for (;;) {
           const q = new URLSearchParams({ after_line: String(after), limit: '5000' });
           if (tryNumber) q.set('try', tryNumber);
@@ -43,7 +63,7 @@ export function registerTasks(program: Command): void {
           for (const l of page.lines) {
             if (format === 'table') {
               const tag = l.stream === 'stdout' ? '' : `[${l.stream}] `;
-              process.stdout.write(`${l.time} ${tag}${l.message}\n`);
+              process.stdout.write(`${l.time} ${tag}${show(l.message)}\n`);
             } else all.push(l);
           }
           after = page.next_after_line;

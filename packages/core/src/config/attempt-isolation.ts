@@ -112,3 +112,124 @@ export function parseNprocLimit(text: string, key = ATTEMPT_NPROC_LIMIT_KEY): nu
   }
   return Number(text);
 }
+
+/**
+ * The attempt sandbox (DESIGN §4, Isolation; docs/security.md, "The sandbox"). Operator-scoped
+ * execution.* settings; the lead's settings table (issue 32) takes them from here.
+ */
+export const ISOLATION_KEY = 'execution.isolation';
+export const NETWORK_KEY = 'execution.network';
+export const WRITABLE_PATHS_KEY = 'execution.writable_paths';
+export const TMPFS_SIZE_KEY = 'execution.tmpfs_size';
+
+/**
+ * auto: namespaces where the host allows them, else the per-uid fallback (doctor names it);
+ * required: refuse to start without namespaces; fallback: per-attempt uids without namespaces.
+ */
+export type IsolationMode = 'auto' | 'required' | 'fallback';
+/** host: the host's network (default); none: an empty network namespace per attempt */
+export type NetworkMode = 'host' | 'none';
+/** what is in force: namespaces, the per-uid fallback, or nothing of either (not root) */
+export type SandboxMode = 'namespaces' | 'uid' | 'none';
+
+export const DEFAULT_ISOLATION_MODE: IsolationMode = 'auto';
+export const DEFAULT_NETWORK_MODE: NetworkMode = 'host';
+/** each private tmpfs of an attempt (/tmp, /var/tmp, /dev/shm, /run/lock, …): 256 MiB */
+export const DEFAULT_SANDBOX_TMPFS_SIZE = 256 * 1024 * 1024;
+
+export function parseIsolationMode(text: string, key = ISOLATION_KEY): IsolationMode {
+  const v = text.trim();
+  if (v === 'auto' || v === 'required' || v === 'fallback') return v;
+  throw new ConfigError(
+    'LF_CONFIG_SANDBOX',
+    `${key}=${JSON.stringify(text)} is not an isolation mode: auto (default: namespaces where available, else the per-uid fallback), required (refuse to start without namespaces) or fallback (per-attempt uids, no namespaces)`,
+  );
+}
+
+export function parseNetworkMode(text: string, key = NETWORK_KEY): NetworkMode {
+  const v = text.trim();
+  if (v === 'host' || v === 'none') return v;
+  throw new ConfigError(
+    'LF_CONFIG_SANDBOX',
+    `${key}=${JSON.stringify(text)} is not a network mode: host (default) or none (an empty network namespace per attempt)`,
+  );
+}
+
+/** A size in bytes, or with a k/m/g suffix (powers of 1024); at least 1 MiB. */
+export function parseTmpfsSize(text: string, key = TMPFS_SIZE_KEY): number {
+  const m = /^\s*(\d{1,12})\s*([kKmMgG]i?[bB]?)?\s*$/.exec(text);
+  const unit = m?.[2]?.[0]?.toLowerCase();
+  const n = m
+    ? Number(m[1]) * (unit === 'k' ? 1024 : unit === 'm' ? 1024 ** 2 : unit === 'g' ? 1024 ** 3 : 1)
+    : NaN;
+  if (!Number.isSafeInteger(n) || n < 1024 * 1024) {
+    throw new ConfigError(
+      'LF_CONFIG_SANDBOX',
+      `${key}=${JSON.stringify(text)} is not a tmpfs size: write bytes or a size such as 256M or 1G (at least 1M; default 256M)`,
+    );
+  }
+  return n;
+}
+
+/**
+ * Absolute paths, separated by ':' (env) or given as a list (file, repeated flag). Relative
+ * paths, '..' segments and '/' itself are refused: a writable path is bind-mounted read-write.
+ */
+export function parseWritablePaths(
+  value: string | readonly string[],
+  key = WRITABLE_PATHS_KEY,
+): string[] {
+  const items = typeof value === 'string' ? value.split(':') : [...value];
+  const out: string[] = [];
+  for (const raw of items) {
+    const p = raw.trim();
+    if (p === '') continue;
+    if (!p.startsWith('/') || p === '/' || p.split('/').includes('..') || p.includes('\0')) {
+      throw new ConfigError(
+        'LF_CONFIG_SANDBOX',
+        `${key}: ${JSON.stringify(raw)} is not an absolute path below / without '..' (list the directories tasks may write, e.g. /srv/exports)`,
+      );
+    }
+    const norm = p.replace(/\/+$/, '').replace(/\/{2,}/g, '/');
+    if (!out.includes(norm)) out.push(norm);
+  }
+  return out;
+}
+
+/**
+ * What attempts still share in a sandbox mode: the start banner, doctor and docs/security.md's
+ * table say the same.
+ */
+export function sandboxExposures(
+  mode: SandboxMode,
+  network: NetworkMode,
+  landlock: boolean,
+  helper: boolean,
+): string[] {
+  const out: string[] = [];
+  if (mode === 'none') {
+    out.push(
+      "not root: no per-attempt uids and no namespaces — every attempt runs as the control plane's user, so it can read the data dir (keys, admin token, database) and other attempts' /proc entries and files, and attempts share /tmp and the other world-writable dirs",
+    );
+  }
+  if (mode === 'uid') {
+    out.push(
+      "no namespaces (per-uid fallback): while they run, attempts share /tmp, /var/tmp, /dev/shm, /run/lock and every other world-writable dir (swept as the uid at release), System V IPC and POSIX shm, and the host's /proc (other uids' processes are listed, not readable); the rest of the filesystem is as writable as the uid's permissions allow",
+    );
+  }
+  if (network === 'host') {
+    out.push(
+      `host network: loopback listeners${landlock ? '' : ' and abstract unix sockets'} are reachable between attempts and from an attempt to the host's services (execution.network none gives each attempt an empty network namespace)`,
+    );
+  }
+  if (!helper) {
+    out.push(
+      'no sandbox helper (packages/agent/dist/leoflow-sandbox was not built: no C compiler): no namespaces, no no_new_privs, no fresh session keyring, no Landlock; install gcc and libc6-dev and run npm run build',
+    );
+  } else if (!landlock) {
+    out.push(
+      'no Landlock scoping (the kernel has Landlock ABI < 6): abstract unix sockets are shared under the host network, and signals are bounded by uids only',
+    );
+  }
+  return out;
+}

@@ -13,8 +13,12 @@ import { formatDuration, parseDuration } from './duration.js';
 import {
   DEFAULT_ATTEMPT_NPROC_LIMIT,
   DEFAULT_ATTEMPT_UID_RANGE,
+  DEFAULT_ISOLATION_MODE,
+  DEFAULT_NETWORK_MODE,
+  DEFAULT_SANDBOX_TMPFS_SIZE,
   parseNprocLimit,
   parseUidRange,
+  parseWritablePaths,
 } from './attempt-isolation.js';
 
 /**
@@ -327,44 +331,41 @@ export const SETTINGS: readonly SettingSpec[] = Object.freeze([
     help: 'pre-started, credential-less agents waiting for an attempt (0 starts each on demand)',
     section: 'execution',
   },
+  // --- the attempt sandbox (docs/security.md, "The sandbox")
   {
     key: 'execution.isolation',
-    flags: {},
+    flags: both('--isolation <mode>'),
     kind: 'enum',
-    allowed: ['auto', 'required'],
-    default: null,
-    help: 'the attempt sandbox: namespaces when available (auto), or refuse to start without them (required)',
+    allowed: ['auto', 'required', 'fallback'],
+    default: DEFAULT_ISOLATION_MODE,
+    help: 'the attempt sandbox: namespaces where the host allows them, else per-attempt uids alone (auto), refuse to start without namespaces (required), or per-attempt uids without namespaces (fallback)',
     section: 'execution',
-    reserved: 'execution.isolation comes with the attempt sandbox; remove it for now',
   },
   {
     key: 'execution.network',
-    flags: {},
+    flags: both('--network <mode>'),
     kind: 'enum',
     allowed: ['host', 'none'],
-    default: null,
-    help: "attempts' network: the host's, or an empty network namespace",
+    default: DEFAULT_NETWORK_MODE,
+    help: "attempts' network: the host's, or an empty network namespace each (none)",
     section: 'execution',
-    reserved: 'execution.network comes with the attempt sandbox; remove it for now',
   },
   {
     key: 'execution.writable_paths',
-    flags: {},
+    flags: both('--writable-path <dirs>'),
     kind: 'list',
     default: null,
-    help: 'host paths an attempt may write besides its work dir (bind-mounted read-write)',
+    help: 'absolute host directories every attempt may write besides its work dir (bind-mounted read-write; comma-separated); the rest is read-only',
     section: 'execution',
-    reserved: 'execution.writable_paths comes with the attempt sandbox; remove it for now',
   },
   {
     key: 'execution.tmpfs_size',
-    flags: {},
+    flags: both('--tmpfs-size <bytes>'),
     kind: 'bytes',
-    min: 1,
-    default: null,
-    help: "the size cap of each attempt's private /tmp, /var/tmp, /dev/shm and /run/lock",
+    min: 1024 * 1024,
+    default: String(DEFAULT_SANDBOX_TMPFS_SIZE),
+    help: "the size cap of each attempt's private /tmp, /var/tmp, /dev/shm, /run/lock and every other world-writable dir",
     section: 'execution',
-    reserved: 'execution.tmpfs_size comes with the attempt sandbox; remove it for now',
   },
   // --- logs
   {
@@ -776,6 +777,14 @@ export function settingsProblems(r: Pick<ResolvedSettings, 'values' | 'sources'>
       parseNprocLimit(String(nproc));
     } catch (err) {
       out.push({ ...at('execution.attempt_nproc_limit'), message: (err as Error).message });
+    }
+  }
+  const writable = v['execution.writable_paths'];
+  if (Array.isArray(writable)) {
+    try {
+      parseWritablePaths(writable as string[]);
+    } catch (err) {
+      out.push({ ...at('execution.writable_paths'), message: (err as Error).message });
     }
   }
   if ((v['agent.tls.cert'] === null) !== (v['agent.tls.key'] === null)) {

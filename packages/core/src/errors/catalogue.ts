@@ -104,6 +104,16 @@ export const ERROR_CATALOGUE = {
     null,
     'Make the attempt-uid lock directory a real directory owned by the agent user with mode 0700.',
   ),
+  LF_SANDBOX_REQUIRED: c(
+    'config',
+    400,
+    'Give the control plane what the sandbox needs (root, the built helper, CAP_SYS_ADMIN for namespaces), or set execution.isolation auto.',
+  ),
+  LF_CONFIG_SANDBOX: c(
+    'config',
+    400,
+    'Fix the named execution.* sandbox setting (isolation, network, writable_paths, tmpfs_size) as the message says.',
+  ),
   LF_ATTEMPT_UIDS_EXHAUSTED: c(
     'config',
     null,
@@ -651,6 +661,11 @@ export const ERROR_CATALOGUE = {
     'invalid_argument',
   ),
   LF_JSON_TOO_DEEP: c('request', 400, 'Flatten the JSON below the nesting limit.'),
+  LF_PATH_PARAM_TOO_LONG: c(
+    'request',
+    414,
+    'Shorten the id in the URL path: ids are at most 250 characters (the documented patterns).',
+  ),
   LF_BODY_TOO_LARGE: c('request', 413, 'Send a body under the 8 MiB limit.'),
   LF_ROUTE_NOT_FOUND: c('request', 404, 'Use a route listed at /api/v1/docs.'),
   LF_HTTP: c('request', null, 'The server answered with an unexpected status; see its log.'),

@@ -30,7 +30,7 @@ function sample(spec: SettingSpec): unknown {
     // (the credential plane's booleans: warm pools on needs its partners, below)
     case 'integer':
     case 'bytes':
-      return Math.min(spec.max ?? 1000, Math.max(spec.min ?? 0, 7));
+      return Math.min(spec.max ?? Math.max(1000, spec.min ?? 0), Math.max(spec.min ?? 0, 7));
     case 'url':
       return spec.key === 'database.url' ? 'postgres://u@db:5432/x' : 'https://door.example.com';
     case 'list':
@@ -113,12 +113,12 @@ describe('the settings table', () => {
 
   it('refuses an unknown key, a reserved one, and where-the-file-is in the file, naming each', () => {
     const r = resolveSettings({
-      file: { htpp: { port: 1 }, data_dir: '/x', execution: { network: 'none' } },
+      file: { htpp: { port: 1 }, data_dir: '/x', dags: { paused_at_creation: true } },
     });
     const byKey = Object.fromEntries(r.problems.map((p) => [p.key, p.message]));
     expect(byKey['htpp.port']).toContain('did you mean http.port');
     expect(byKey['data_dir']).toContain('cannot be set in the config file');
-    expect(byKey['execution.network']).toContain('comes with the attempt sandbox');
+    expect(byKey['dags.paused_at_creation']).toContain('comes with the daily-loop release');
   });
 
   it('leaves the executor section to its owner', () => {

@@ -27,7 +27,7 @@ describe('the error catalogue', () => {
   it('gives every code an HTTP status in the 4xx/5xx range or none', () => {
     for (const [code, spec] of entries) {
       if (spec.http !== null)
-        expect([400, 401, 403, 404, 409, 413, 429, 500, 502, 503], code).toContain(spec.http);
+        expect([400, 401, 403, 404, 409, 413, 414, 429, 500, 502, 503], code).toContain(spec.http);
     }
   });
 

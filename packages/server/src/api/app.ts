@@ -103,6 +103,9 @@ const UNAUTHENTICATED = {
   details: {},
 };
 
+/** Longest path parameter the router matches: 250 characters, each percent-encoded (3 bytes). */
+export const MAX_PATH_PARAM_LENGTH = 750;
+
 export function buildApi(deps: ApiDeps) {
   const { scopes, tokens } = deps;
   const authz: AuthzContext = { platformTenantId: deps.platformTenantId };
@@ -122,6 +125,28 @@ export function buildApi(deps: ApiDeps) {
     },
     // HEAD twins would be routes without a decision in the permission table.
     exposeHeadRoutes: false,
+    // Path ids are up to 250 characters (the documented patterns), percent-encoded up to three
+    // bytes each: Fastify's 100 refused a 101-character Variable key with its own 414.
+    routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
+    // The router's own refusals answer with an LF_ code like every other refusal.
+    frameworkErrors: (err, _req, frameworkReply) => {
+      const reply = frameworkReply as unknown as FastifyReply;
+      const code = (err as { code?: string }).code;
+      if (code === 'FST_ERR_MAX_PARAM_LENGTH') {
+        void reply.status(httpStatusOf('LF_PATH_PARAM_TOO_LONG')).send({
+          code: 'LF_PATH_PARAM_TOO_LONG',
+          message: `a path segment is over ${MAX_PATH_PARAM_LENGTH} characters; ids are at most 250 characters`,
+          details: { limit: MAX_PATH_PARAM_LENGTH },
+        });
+        return;
+      }
+      void reply.status(400).send({
+        code: 'LF_BAD_REQUEST',
+        message:
+          code === 'FST_ERR_BAD_URL' ? 'the URL path is not valid percent-encoding' : 'bad request',
+        details: {},
+      });
+    },
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', allErrors: true } },
   });
 

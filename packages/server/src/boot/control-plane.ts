@@ -9,6 +9,7 @@ import type { Executor } from '../executor/executor.js';
 import type { Executors } from '../executor/executors.js';
 
 import { resolveTaskIsolation, type TaskIsolation } from '../executor/run-as-user.js';
+import { resolveSandboxPlan, type SandboxPlan } from '../executor/sandbox-plan.js';
 
 import { agentChannelMode } from '../rpc/agent-server.js';
 
@@ -56,6 +57,8 @@ export interface ControlPlane {
   adminTokenFile: string;
   /** how attempts are isolated (per-attempt uids, one shared user, or not at all) */
   isolation: TaskIsolation;
+  /** the attempt sandbox in force (namespaces, the per-uid fallback, none) and what it leaves open */
+  sandbox: SandboxPlan;
   /** this installation's work root (/tmp/leoflow-work-<install id> by default) */
   workRoot: string;
   /** the web app's address, and a one-time sign-in URL for the admin token (null: no web app built) */
@@ -110,6 +113,8 @@ export async function startControlPlane(
   // Refusals before anything is opened or written: a uid range that overlaps an account, Pro
   // without PostgreSQL, warm pools without their prerequisites (the CLI checked the rest).
   const isolation = resolveTaskIsolation(cfg.subprocess);
+  // execution.isolation required refuses here, naming what is missing (LF_SANDBOX_REQUIRED)
+  const sandbox = resolveSandboxPlan(cfg.subprocess);
   if (cfg.pro) checkProConfig(cfg);
   const warmPoolProblems = warmPoolPrerequisiteProblems(cfg.credentials);
   if (warmPoolProblems.length > 0) throw configError(warmPoolProblems);
@@ -117,7 +122,7 @@ export async function startControlPlane(
     logger.error({ err, part }, `${part} did not stop cleanly`),
   );
   try {
-    return await start(cfg, opts, { clock, logger, isolation, life });
+    return await start(cfg, opts, { clock, logger, isolation, sandbox, life });
   } catch (err) {
     await life.close();
     throw err;
@@ -127,9 +132,15 @@ export async function startControlPlane(
 async function start(
   cfg: ServerConfig,
   opts: ControlPlaneOptions,
-  base: { clock: Clock; logger: Logger; isolation: TaskIsolation; life: Lifecycle },
+  base: {
+    clock: Clock;
+    logger: Logger;
+    isolation: TaskIsolation;
+    sandbox: SandboxPlan;
+    life: Lifecycle;
+  },
 ): Promise<ControlPlane> {
-  const { clock, logger, isolation, life } = base;
+  const { clock, logger, isolation, sandbox, life } = base;
   const faults = opts.faults ?? faultsFromEnv(process.env, logger);
 
   // --- open data
@@ -150,7 +161,7 @@ async function start(
   // --- executors
   const { executors, executor, workRoot, runnerAssignments, warmPools } = await buildExecutors(
     cfg,
-    { store, clock, logger, isolation, agentKeys: keys.agentKeys, agentUrl, leadership },
+    { store, clock, logger, isolation, sandbox, agentKeys: keys.agentKeys, agentUrl, leadership },
     opts,
     life,
   );
@@ -205,6 +216,7 @@ async function start(
     agentPort: agentPort.port,
     adminTokenFile,
     isolation,
+    sandbox,
     workRoot,
     ui: listening.ui,
     store,

@@ -9,6 +9,7 @@ import type { Executor } from '../executor/executor.js';
 import { Executors } from '../executor/executors.js';
 import { createKubernetesExecutor } from '../executor/kubernetes/configured.js';
 import type { TaskIsolation } from '../executor/run-as-user.js';
+import { sandboxAgentEnv, type SandboxPlan } from '../executor/sandbox-plan.js';
 import { RunnerExecutor } from '../executor/runner-executor.js';
 import { SubprocessExecutor } from '../executor/subprocess-executor.js';
 import {
@@ -50,6 +51,8 @@ export async function buildExecutors(
     clock: Clock;
     logger: Logger;
     isolation: TaskIsolation;
+    /** the attempt sandbox boot decided (executor/sandbox-plan.ts) */
+    sandbox: SandboxPlan;
     agentKeys: SigningKeyring;
     /** the URL agents dial (the agent port is already bound) */
     agentUrl: string;
@@ -59,7 +62,8 @@ export async function buildExecutors(
   life: Lifecycle,
 ): Promise<ExecutorSet> {
   const { store, clock, logger } = deps;
-  const workRoot = cfg.subprocess.workDir ?? workRootFor(ensureInstallId(cfg.dataDir));
+  const installId = ensureInstallId(cfg.dataDir);
+  const workRoot = cfg.subprocess.workDir ?? workRootFor(installId);
   ensureWorkRoot(workRoot);
   let taskNodeModules = cfg.subprocess.taskNodeModules;
   if (cfg.subprocess.sdkBundle !== null) {
@@ -85,6 +89,18 @@ export async function buildExecutors(
         workDir: workRoot,
         diagnosticsDir: join(cfg.dataDir, 'agents'),
         isolation: deps.isolation,
+        sandbox: {
+          // tasks never see the data dir, the keys or /run/leoflow (the uid claims)
+          env: sandboxAgentEnv(
+            deps.sandbox,
+            [
+              cfg.dataDir,
+              ...(cfg.pro?.keysDir && cfg.pro.keysDir !== cfg.dataDir ? [cfg.pro.keysDir] : []),
+            ],
+            installId,
+          ),
+          helper: deps.sandbox.helper,
+        },
         keepWorkDirs: cfg.subprocess.keepWorkDirs,
         agentCaFile: cfg.agent.tls?.caFile ?? null,
         taskNodeModules,

@@ -3,6 +3,11 @@ import type { WarmPoolConfig } from './warm-pool-config.js';
 import {
   DEFAULT_ATTEMPT_NPROC_LIMIT,
   DEFAULT_ATTEMPT_UID_RANGE,
+  DEFAULT_ISOLATION_MODE,
+  DEFAULT_NETWORK_MODE,
+  DEFAULT_SANDBOX_TMPFS_SIZE,
+  type IsolationMode,
+  type NetworkMode,
   DEFAULT_CREDENTIAL_PLANE_CONFIG,
   type ConfigSource,
   type CredentialPlaneConfig,
@@ -112,6 +117,16 @@ export interface SubprocessExecutorConfig {
   attemptUidRange: string | null;
   /** execution.attempt_nproc_limit: RLIMIT_NPROC of each attempt's uid; 0 = not applied */
   attemptNprocLimit: number;
+  /**
+   * The attempt sandbox (docs/security.md, "The sandbox"), kept together for the settings table:
+   * execution.isolation (auto | required | fallback), execution.network (host | none),
+   * execution.writable_paths (bind-mounted read-write into every attempt), execution.tmpfs_size
+   * (bytes, each private tmpfs).
+   */
+  isolation: IsolationMode;
+  network: NetworkMode;
+  writablePaths: string[];
+  tmpfsSizeBytes: number;
   /** the shared user attempts run as when root and attemptUidRange is off; null = do not drop */
   runAsUser: string | null;
   /** the work root; null = the per-install default, /tmp/leoflow-work-<install id> */
@@ -180,6 +195,10 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
     subprocess: {
       attemptUidRange: DEFAULT_ATTEMPT_UID_RANGE,
       attemptNprocLimit: DEFAULT_ATTEMPT_NPROC_LIMIT,
+      isolation: DEFAULT_ISOLATION_MODE,
+      network: DEFAULT_NETWORK_MODE,
+      writablePaths: [],
+      tmpfsSizeBytes: DEFAULT_SANDBOX_TMPFS_SIZE,
       runAsUser: 'nobody',
       workDir: null,
       agentEntry: defaultAgentEntry(),

@@ -1,5 +1,11 @@
 import { resolve } from 'node:path';
-import type { ResolvedSettings, SettingValue } from '@leoflow/core';
+import {
+  parseIsolationMode,
+  parseNetworkMode,
+  parseWritablePaths,
+  type ResolvedSettings,
+  type SettingValue,
+} from '@leoflow/core';
 import type { ExecutorSection } from './executor-config.js';
 import type { ServerRole } from './pro-config.js';
 import { defaultServerConfig, type ServerConfig } from './server-config.js';
@@ -59,6 +65,12 @@ export function serverConfigFromSettings(
   sub.attemptNprocLimit = Number(v['execution.attempt_nproc_limit']);
   sub.runAsUser = text('execution.run_as_user');
   sub.standbyAgents = Number(v['execution.standby_agents']);
+  // the attempt sandbox (validated by core's settingsProblems)
+  sub.isolation = parseIsolationMode(String(v['execution.isolation']));
+  sub.network = parseNetworkMode(String(v['execution.network']));
+  const writable = v['execution.writable_paths'];
+  sub.writablePaths = Array.isArray(writable) ? parseWritablePaths(writable as string[]) : [];
+  sub.tmpfsSizeBytes = Number(v['execution.tmpfs_size']);
 
   cfg.logs = {
     maxLineBytes: Number(v['logs.max_line_bytes']),

@@ -1,4 +1,5 @@
-import { readFile, stat } from 'node:fs/promises';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { resolveSandboxPlan } from '../executor/sandbox-plan.js';
 import { sql } from 'kysely';
 import { KyselyStore } from '../store/kysely-store.js';
 import { openStore } from '../store/open-store.js';
@@ -38,6 +39,14 @@ export function nodeDoctorDeps(env: NodeJS.ProcessEnv = process.env): DoctorDeps
     env,
     openStore: openDoctorStore,
     kubernetesAccess: openKubernetesAccessProbe,
+    sandboxPlan: (sub) => resolveSandboxPlan(sub),
+    async listDir(path: string): Promise<string[] | null> {
+      try {
+        return await readdir(path);
+      } catch {
+        return null;
+      }
+    },
   };
 }
 

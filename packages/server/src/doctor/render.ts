@@ -103,6 +103,26 @@ export function renderDoctorReport(r: DoctorReport): string {
     ],
   ]);
 
+  const sb = p.sandbox;
+  if (sb) {
+    section('Attempt sandbox', [
+      [
+        'in force',
+        sb.mode === 'namespaces'
+          ? `namespaces (mount, IPC, PID, UTS${sb.network === 'none' ? ', network' : ''}), execution.isolation ${sb.isolation}`
+          : sb.mode === 'uid'
+            ? `PER-UID FALLBACK (no namespaces): ${sb.why ?? ''}`
+            : sb.mode === 'none'
+              ? 'NONE: not root — no per-attempt uids, no namespaces'
+              : `refused: ${sb.why ?? ''}`,
+      ],
+      ['network', sb.network === 'none' ? 'none (an empty namespace per attempt)' : 'host'],
+      ['private dirs', sb.world_writable.join(', ') || '-'],
+      ['Landlock', sb.landlock ? 'abstract unix sockets and signals scoped' : 'not available'],
+      ['helper', sb.helper ?? 'NOT BUILT (no C compiler at build time)'],
+    ]);
+  }
+
   if (r.settings) {
     // Every setting, so an operator sees which value came from where (default, file, env, flag).
     const width = Math.max(...r.settings.map((x) => x.key.length));

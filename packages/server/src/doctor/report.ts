@@ -10,6 +10,7 @@ import { kubernetesAccess } from './kubernetes-access.js';
 import { listeners } from './listeners.js';
 import { databaseUrlSecrets, scrub } from './redact.js';
 import { taskIsolation } from './task-isolation.js';
+import { sandboxSection } from './sandbox.js';
 import type { DoctorDeps, DoctorOptions, DoctorReport, Posture } from './types.js';
 import type { ServerConfig } from '../config/server-config.js';
 
@@ -53,6 +54,7 @@ export async function buildDoctorReport(
   await datastore(ctx, keyFiles);
   const channel = await agentChannel(ctx);
   const tasks = await taskIsolation(ctx);
+  const sandbox = await sandboxSection(ctx);
   const credentials = credentialSettings(ctx);
   await kubernetesAccess(ctx);
   listeners(ctx);
@@ -64,6 +66,7 @@ export async function buildDoctorReport(
     agent_channel: channel,
     tasks_run_as: tasks.tasksRunAs,
     isolation: tasks.isolation,
+    ...(sandbox ? { sandbox } : {}),
     exposures: findings.sortExposures(),
   };
 

@@ -61,6 +61,13 @@ export interface DoctorDeps {
    * control plane may do; absent = doctor does not contact a cluster.
    */
   kubernetesAccess?: (cfg: KubernetesExecutorConfig) => Promise<KubernetesAccessProbe>;
+  /**
+   * Probes the attempt sandbox as standalone would run it (the helper beside the agent entry);
+   * absent = doctor reports no sandbox section.
+   */
+  sandboxPlan?: (cfg: ServerConfig['subprocess']) => SandboxPlan;
+  /** a directory's names (the uid lock dir's range notes); null when unreadable */
+  listDir?: (path: string) => Promise<string[] | null>;
 }
 
 export interface DoctorOptions {
@@ -69,6 +76,7 @@ export interface DoctorOptions {
 }
 
 export type { AgentChannelMode } from '../rpc/agent-server.js';
+import type { SandboxPlan } from '../executor/sandbox-plan.js';
 
 export interface KeyFilePosture {
   file: string;
@@ -108,6 +116,8 @@ export interface Posture {
   tasks_run_as: { isolated: boolean; user: string | null; uid: number | null; summary: string };
   /** how attempts are kept apart from each other, and which kernel limits bound them */
   isolation: IsolationPosture;
+  /** the attempt sandbox in force (absent when doctor could not probe it) */
+  sandbox?: SandboxPosture;
   exposures: Exposure[];
 }
 
@@ -183,4 +193,15 @@ export interface KubernetesRight {
  */
 export interface KubernetesAccessProbe {
   allowed(namespace: string, right: KubernetesRight): Promise<boolean>;
+}
+
+/** The attempt sandbox as doctor found it (doctor/sandbox.ts). */
+export interface SandboxPosture {
+  mode: SandboxPlan['mode'] | 'unknown';
+  isolation: SandboxPlan['isolation'];
+  network: SandboxPlan['network'];
+  helper: string | null;
+  landlock: boolean;
+  world_writable: string[];
+  why: string | null;
 }

@@ -7,10 +7,8 @@ import {
   openSync,
   readFileSync,
   renameSync,
-  rmSync,
   symlinkSync,
 } from 'node:fs';
-import { rm } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { create, toBinary } from '@bufbuild/protobuf';
@@ -22,6 +20,7 @@ import {
 } from '@leoflow/protocol';
 import type { Logger } from 'pino';
 import { StandbyPoolSize } from './standby-pool-size.js';
+import { removeWorkDir } from './sandbox-plan.js';
 import type { TaskIsolation } from './run-as-user.js';
 import type {
   ClaimProbe,
@@ -41,6 +40,12 @@ export interface SubprocessExecutorOptions {
   diagnosticsDir: string;
   /** per-attempt uids (the agent allocates), one shared user, or none (not root) */
   isolation: TaskIsolation;
+  /**
+   * The attempt sandbox as boot decided it (executor/sandbox-plan.ts): its settings go into
+   * every agent's environment, and its helper removes finished work dirs. Absent: agents decide
+   * for themselves (execution.isolation auto), and work dirs go without the helper.
+   */
+  sandbox?: { env: Record<string, string>; helper: string | null };
   keepWorkDirs: boolean;
   /** PEM CA bundle the agent must trust for a TLS agent channel (NODE_EXTRA_CA_CERTS) */
   agentCaFile: string | null;
@@ -112,7 +117,8 @@ export class SubprocessExecutor implements Executor {
       this.opts.workDir,
       `${identity.task_instance_id}-try${identity.try_number}`,
     );
-    rmSync(workdir, { recursive: true, force: true });
+    // A leftover of an earlier dispatch of this try goes the safe way too (never by path as root).
+    removeSoon(workdir, this.opts.sandbox?.helper ?? null);
     mkdirSync(workdir, { recursive: true, mode: 0o700 });
     // Per-attempt uids: the agent chowns it to the uid it allocates, right before the task.
     if (this.isolation.mode === 'shared')
@@ -147,7 +153,7 @@ export class SubprocessExecutor implements Executor {
     this.children.set(key, child);
     child.once('exit', (code, signal) => {
       this.children.delete(key);
-      if (!this.opts.keepWorkDirs) removeSoon(workdir);
+      if (!this.opts.keepWorkDirs) removeSoon(workdir, this.opts.sandbox?.helper ?? null);
       for (const l of this.listeners) l({ identity, exitCode: code, signal });
     });
     const pipe = child.stdio[3] as NodeJS.WritableStream | null;
@@ -300,6 +306,13 @@ export class SubprocessExecutor implements Executor {
     env.LEOFLOW_HEARTBEAT_INTERVAL_MS = String(launch.heartbeatIntervalMs);
     if (this.opts.agentCaFile) env.NODE_EXTRA_CA_CERTS = this.opts.agentCaFile;
     if (this.opts.taskNodeModules) env.LEOFLOW_NODE_MODULES = this.opts.taskNodeModules;
+    if (this.opts.sandbox) Object.assign(env, this.opts.sandbox.env);
+    // The test-only swap hook of the sandbox helper's removals (test/security/sandbox-*.test.ts)
+    // reaches the agents' helpers only when a test armed it exactly so.
+    if (process.env.LEOFLOW_TEST_FAULT_ARM === 'swap-subdir-for-symlink') {
+      env.LEOFLOW_TEST_FAULT_ARM = 'swap-subdir-for-symlink';
+      env.LEOFLOW_TEST_REMOVE_SWAP = process.env.LEOFLOW_TEST_REMOVE_SWAP ?? '';
+    }
     const iso = this.isolation;
     if (iso.mode === 'per-attempt') {
       env.LEOFLOW_ATTEMPT_UID_RANGE = `${iso.range.first}-${iso.range.last}`;
@@ -460,15 +473,16 @@ function attemptKey(taskInstanceId: string, tryNumber: number): string {
 /**
  * Removes a finished attempt's work dir off the event loop: a synchronous recursive delete
  * stalled the loop for milliseconds right while the downstream's agent was registering. It is
- * renamed first (one syscall), so a re-dispatch of the same try that makes the same directory
- * again can never have its fresh dir deleted by this removal.
+ * renamed first (one syscall, inside the root-owned work root), so a re-dispatch of the same try
+ * that makes the same directory again can never have its fresh dir deleted by this removal. The
+ * delete itself never follows a link (removeWorkDir: the task could have written the tree).
  */
-function removeSoon(workdir: string): void {
+function removeSoon(workdir: string, helper: string | null): void {
   const doomed = `${workdir}.removing-${randomUUID()}`;
   try {
     renameSync(workdir, doomed);
   } catch {
     return; // already gone (the agent never got one, or a test removed it)
   }
-  void rm(doomed, { recursive: true, force: true }).catch(() => undefined);
+  void removeWorkDir(doomed, helper);
 }

@@ -24,7 +24,32 @@ export function isRunnerTokenShape(s: string): boolean {
   return TOKEN_SHAPE.test(s);
 }
 
-/** Every logged or displayed form of a door path: the token segment replaced. */
+/** A token-shaped run: the prefix and enough of the base64url body to be one (or a piece of one). */
+const TOKEN_LIKE = /lfr_[A-Za-z0-9_-]{8,}/i;
+
+function decoded(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/**
+ * Every logged or displayed form of a door path, with the token gone wherever it stands: the
+ * segment after any `runners` segment, and any token-shaped segment anywhere (also
+ * percent-encoded, in the query or after `..` or `//`), so `//runners/<token>/login` and
+ * `/runners/x/../<token>/login` log no token (issue 33).
+ */
 export function redactRunnerPath(path: string): string {
-  return path.replace(/^\/runners\/[^/?#]*/, '/runners/<redacted>');
+  const parts = path.split(/([/?#&=;])/);
+  let previous = '';
+  for (let i = 0; i < parts.length; i++) {
+    const p = parts[i]!;
+    if (p === '' || /^[/?#&=;]$/.test(p)) continue;
+    const d = decoded(p);
+    if (previous.toLowerCase() === 'runners' || TOKEN_LIKE.test(d)) parts[i] = '<redacted>';
+    previous = d;
+  }
+  return parts.join('');
 }

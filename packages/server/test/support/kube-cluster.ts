@@ -33,7 +33,12 @@ export interface KubeTestClusterOptions {
   /** Labels for the namespaces created (e.g. RESTRICTED). */
   namespaceLabels?: Record<string, string>;
   /** A kubelet simulator running every listed image as the built agent (agentImage()). */
-  kubelet?: { nodeName?: string; agentImages: readonly string[] };
+  kubelet?: {
+    nodeName?: string;
+    agentImages: readonly string[];
+    /** more environment for every container (the sandbox's writable paths of a test, say) */
+    env?: Record<string, string>;
+  };
 }
 
 export interface KubeTestCluster {
@@ -127,6 +132,10 @@ export async function startKubeTestCluster(
         imageMap: Object.fromEntries(options.kubelet.agentImages.map((i) => [i, agentImage()])),
         allocatable: { cpu: '8', memory: '16Gi' },
         tickIntervalMs: 100,
+        // A pod gets no CAP_SYS_ADMIN (PodSecurity baseline and restricted forbid it), so its
+        // agent finds no namespaces and runs the per-uid fallback; the simulator runs pods on
+        // the host as root, so it says so for them (docs/security.md, Kubernetes).
+        baseEnv: { LEOFLOW_SANDBOX_ISOLATION: 'fallback', ...options.kubelet.env },
       });
       await kubelet.ready;
     }

@@ -63,7 +63,12 @@ describe.each(API_SERVER_KINDS)(
         namespaces: { [NAMESPACE]: [SA] },
         // the default pool pod runs as root with the attempt-uid capabilities: Pod Security baseline
         namespaceLabels: BASELINE,
-        kubelet: { nodeName: 'node-warm', agentImages: [IMAGE] },
+        // the notes dir is the operator's writable path: the sweep between attempts keeps it
+        kubelet: {
+          nodeName: 'node-warm',
+          agentImages: [IMAGE],
+          env: { LEOFLOW_SANDBOX_WRITABLE_PATHS: shared },
+        },
       });
       const cfg = exchangePlaneConfig({
         dir: cluster.dir,
