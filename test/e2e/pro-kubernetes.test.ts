@@ -165,14 +165,14 @@ beforeAll(async () => {
 
   // The configuration the manifests ship, with what differs on one machine: the apiserver is
   // reached through a kubeconfig (not in-cluster), pods dial the local agent Service in
-  // cleartext (loopback; no CA to mount), and scoping is enforced — the manifests ship the
-  // permissive warn phase, where every task still receives the whole vault.
+  // cleartext (loopback; no CA to mount). Scoping and liveness are enforced as the manifests
+  // ship them (issue 34).
   const cfg = structuredClone(kube.shippedConfig) as {
     auth: Record<string, string>;
     executor: { kubernetes: Record<string, unknown> };
   };
   expect(cfg.auth.secret_liveness_mode).toBe('enforce');
-  cfg.auth.secret_scoping = 'enforce';
+  expect(cfg.auth.secret_scoping).toBe('enforce');
   Object.assign(cfg.executor.kubernetes, {
     kubeconfig: kube.controlPlaneKubeconfig,
     agent_url: service.url,

@@ -160,7 +160,11 @@ describe('delivery by declaration (real standalone, agent and task)', () => {
 
   it('under permissive, the task receives the whole vault and a scope warning is audited (counts only)', async () => {
     await sa!.stop();
-    sa = await startStandalone({ dataDir, extraArgs: ['--secret-scoping', 'permissive'] });
+    // both named: neither is a default any more (issue 34); observe keeps its e2e here
+    sa = await startStandalone({
+      dataDir,
+      extraArgs: ['--secret-scoping', 'permissive', '--secret-liveness-mode', 'observe'],
+    });
     const lines = await runAndLog('delivery', 'report');
     expect(lines).toContain(
       'names AIRFLOW_CONN_OTHER_DB,AIRFLOW_CONN_WAREHOUSE_DB,AIRFLOW_VAR_API_TOKEN,AIRFLOW_VAR_REPORT_RECIPIENT',

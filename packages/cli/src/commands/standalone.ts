@@ -311,11 +311,11 @@ export function addStandaloneOptions(cmd: Command): Command {
     .option('--log-level <level>', 'debug, info, warn, error (default info)')
     .option(
       '--secret-scoping <mode>',
-      'permissive (default), enforce or off: which Variables/Connections a task receives',
+      'enforce (default), permissive or off: which Variables/Connections a task receives (permissive/off: migration modes)',
     )
     .option(
       '--secret-liveness-mode <mode>',
-      'observe (default) or enforce: refuse secrets to attempts that are no longer live',
+      'enforce (default) or observe: refuse secrets to attempts that are no longer live (observe: rollout mode)',
     )
     .option(
       '--max-attempt-credential-lifetime <duration>',

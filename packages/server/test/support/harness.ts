@@ -9,7 +9,12 @@ import {
   type Transport,
 } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { ManualClock, type SecretLivenessMode, type SecretScopingMode } from '@leoflow/core';
+import {
+  DEFAULT_CREDENTIAL_PLANE_CONFIG,
+  ManualClock,
+  type SecretLivenessMode,
+  type SecretScopingMode,
+} from '@leoflow/core';
 import pg from 'pg';
 import { AgentService, type AgentProtocolRange } from '@leoflow/protocol';
 import { pino } from 'pino';
@@ -170,8 +175,9 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     agentUrl: () => 'http://agent.invalid',
     timings,
     credentials: {
-      scoping: opts.scoping ?? 'permissive',
-      liveness: opts.liveness ?? 'observe',
+      // the product's defaults (enforce, enforce) unless a test names its mode
+      scoping: opts.scoping ?? DEFAULT_CREDENTIAL_PLANE_CONFIG.secretScoping,
+      liveness: opts.liveness ?? DEFAULT_CREDENTIAL_PLANE_CONFIG.secretLivenessMode,
       maxCredentialLifetimeMs: opts.ceilingMs ?? 24 * 3600_000,
     },
     channelSecure: true,
