@@ -684,10 +684,14 @@ export class Agent {
         },
       });
     } catch (err) {
-      // A precondition refusal (an incompatible agent protocol, say) carries the server's
-      // explanation and fix; the operator reads it in the agent's diagnostics.
+      // A precondition refusal (an incompatible agent protocol, say) or a refused credential (a
+      // copied token registered first: LF_CREDENTIAL_COPIED) carries the server's explanation
+      // and fix; the operator reads it in the agent's diagnostics.
       const why =
-        err instanceof ConnectError && err.code === Code.FailedPrecondition
+        err instanceof ConnectError &&
+        (err.code === Code.FailedPrecondition ||
+          err.code === Code.PermissionDenied ||
+          err.code === Code.Unauthenticated)
           ? `: ${err.rawMessage}`
           : '';
       throw new Error(`${name} failed: ${codeName(err)}${why}`);

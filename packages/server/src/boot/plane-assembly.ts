@@ -5,6 +5,7 @@ import type { SigningKey, SigningKeyring } from '../auth/signing-keys.js';
 import { CachingAgentTokenVerifier } from '../auth/token-cache.js';
 import type { WorkerTokenClaims, WorkerTokenVerification } from '../auth/worker-token.js';
 import { AttemptRecorder } from '../attempts/attempt-record.js';
+import { SessionBindings } from '../attempts/session-binding.js';
 import { SecretDelivery, type SecretMetrics } from '../attempts/secret-delivery.js';
 import type { Executors } from '../executor/executors.js';
 import { SoleLeadership, type Leadership } from '../scheduler/leadership/leadership.js';
@@ -100,6 +101,8 @@ export interface PlaneParts {
   lifecycle: AttemptLifecycle;
   runs: RunOperations;
   records: AttemptRecorder | undefined;
+  /** the session keys bound at Register, checked on every later attempt RPC */
+  sessions: SessionBindings;
   secrets: SecretDelivery;
   /** the agent RPC service and the agent port's authentication in front of it */
   agentService: ReturnType<typeof createAgentService>;
@@ -146,6 +149,8 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     ...(input.metrics ? { metrics: input.metrics } : {}),
     ...(records ? { records } : {}),
   });
+  // Always on (never a benchmark's choice): the binding is what makes a copied token worthless.
+  const sessions = new SessionBindings({ store, clock, logger });
   const registration = createAttemptRegistration({
     store,
     specs,
@@ -154,7 +159,8 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     logger,
     heartbeatIntervalMs: timings.heartbeatIntervalMs,
     secrets,
-    ...(records ? { records } : {}),
+    sessions,
+    evictAttempt: (ti, t) => verifier.evictAttempt(ti, t),
     ...(input.faults ? { faults: input.faults } : {}),
     ...(input.metrics?.registration
       ? { onRegistration: input.metrics.registration.bind(input.metrics) }
@@ -179,6 +185,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     heartbeatIntervalMs: timings.heartbeatIntervalMs,
     maxCredentialLifetimeMs: credentials.maxCredentialLifetimeMs,
     secrets,
+    sessions,
     onChange: poke,
     ...(input.metrics ? { onRenewal: input.metrics.renewal.bind(input.metrics) } : {}),
     ...(input.logLimits ? { logLimits: input.logLimits } : {}),
@@ -203,7 +210,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
   const agentAuth = createAgentAuthentication({
     verifier,
     clock,
-    ...(records ? { records } : {}),
+    sessions,
     ...(input.workerVerifier ? { workerVerifier: input.workerVerifier } : {}),
     ...(input.workerServing ? { workerServing: input.workerServing } : {}),
   });
@@ -240,6 +247,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     lifecycle,
     runs,
     records,
+    sessions,
     secrets,
     agentService,
     agentAuth,

@@ -59,9 +59,9 @@ describe('past the ceiling and past exp', () => {
     await pastExp(TTL_MS);
     expect(await access(h, current)).toBe('unauthenticated');
     // A copy of the expired token without the agent's session key: refused.
-    expect(await heartbeat(h, current)).toBeUndefined();
+    expect(await heartbeat(h, current, '')).toBeUndefined();
     expect(await heartbeat(h, current, 'a-guessed-session')).toBeUndefined();
-    await expect(report(h, current, 'failed')).rejects.toThrow(/expired/);
+    await expect(report(h, current, 'failed', '')).rejects.toThrow(/LF_CREDENTIAL_UNBOUND/);
     expect(await tiState(a.identity.task_instance_id)).toBe('running');
     // The agent itself (its session): beats land, never renewed, never terminated.
     const hb = await heartbeat(h, current, a.session);

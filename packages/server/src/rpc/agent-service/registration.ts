@@ -8,7 +8,7 @@ import {
   SUPPORTED_AGENT_PROTOCOLS,
 } from '@leoflow/protocol';
 import { taskSpecMessage } from '../../attempts/task-spec-message.js';
-import { AGENT_PRINCIPAL, attemptPrincipal } from '../agent-auth.js';
+import { AGENT_PRINCIPAL, attemptPrincipal, SESSION_HEADER } from '../agent-auth.js';
 import type { AgentHandlers, AgentServiceContext } from './context.js';
 
 /** Register (an attempt or a warm worker), GetTaskSpec and the Kubernetes token exchange. */
@@ -52,9 +52,12 @@ export function registrationHandlers(
         );
         throw new ConnectError(message, Code.FailedPrecondition);
       }
+      // The key Register binds: its body's, else the header every agent call carries (both are
+      // the same key in this build's agent).
+      const sessionKey = req.sessionKey || (ctx.requestHeader.get(SESSION_HEADER) ?? '');
       return c.registration.register(
         claims,
-        { hostname: req.hostname, pid: req.pid, sessionKey: req.sessionKey },
+        { hostname: req.hostname, pid: req.pid, sessionKey },
         { prefetch: req.prefetch, wantSpec: req.wantSpec },
         'rpc',
       );

@@ -48,6 +48,19 @@ export class KyselyAttemptRecordStore extends KyselySeam implements AttemptRecor
     return row?.session_hash === session_hash ? 'same' : 'conflict';
   }
 
+  async getAttemptSessionHash(
+    task_instance_id: string,
+    try_number: number,
+  ): Promise<string | null> {
+    const row = await this.db
+      .selectFrom('attempt_records')
+      .select('session_hash')
+      .where('task_instance_id', '=', task_instance_id)
+      .where('try_number', '=', try_number)
+      .executeTakeFirst();
+    return row?.session_hash ?? null;
+  }
+
   async bindExchangedPod(
     key: AttemptRecordKey,
     dispatch_gen: number,

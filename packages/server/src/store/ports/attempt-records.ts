@@ -43,6 +43,11 @@ export interface AttemptRecordStore {
     task_instance_id: string,
     try_number: number,
   ): Promise<AttemptRecordRow | undefined>;
+  /**
+   * The session binding alone (SHA-256 hex of the agent's key), read on every replica that has
+   * not seen the attempt yet: null when the attempt has no record or registered no session.
+   */
+  getAttemptSessionHash(task_instance_id: string, try_number: number): Promise<string | null>;
   listAttemptRecords(dag_run_id: string, task_id?: string): Promise<AttemptRecordRow[]>;
   /** A delivery (names, never values) or a refusal of one kind, with the modes in force. */
   noteAttemptDelivery(
