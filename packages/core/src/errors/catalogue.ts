@@ -345,11 +345,10 @@ export const ERROR_CATALOGUE = {
     'Name a fault the test-fault hook knows (packages/server/src/util/test-faults.ts).',
   ),
   // ── liveness ──────────────────────────────────────────────────────────────────────────
-  LF_ATTEMPT_NOT_LIVE: c(
+  LF_ATTEMPT_NOT_FOUND: c(
     'liveness',
-    409,
-    'The attempt has finished or lost its lease; act on the current attempt instead.',
-    'failed_precondition',
+    404,
+    'No attempt with that try exists for the task: list its tries (`leoflow tasks delivery <run> <task>`) and name one of them, or omit --try for the current one.',
   ),
   LF_CREDENTIAL_UNBOUND: c(
     'auth',

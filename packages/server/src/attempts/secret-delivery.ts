@@ -253,6 +253,19 @@ export class SecretDelivery {
       );
       liveness = undefined;
     }
+    if (liveness && !liveness.live && !liveness.revoked && this.o.liveness === 'observe') {
+      // Observe would deliver to this ended or superseded attempt: unless its credential was
+      // revoked, which for a try the row no longer carries is on its record (issue 34). One
+      // read, on this path only.
+      try {
+        if (
+          await this.o.store.isAttemptRecordRevoked(claims.task_instance_id, claims.try_number)
+        )
+          liveness = { live: false, revoked: true };
+      } catch (err) {
+        this.o.logger.warn({ err, kind }, 'revocation read failed; liveness decides');
+      }
+    }
     const verdict = livenessVerdict(this.o.liveness, liveness);
     if (verdict.kind === 'deliver') return;
     if (verdict.kind === 'deliver_would_deny') {

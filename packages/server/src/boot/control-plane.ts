@@ -520,7 +520,12 @@ export async function startControlPlane(
         logger,
         tokens: apiTokens,
         userKeys,
-        revocation: { executors, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },
+        revocation: {
+          executors,
+          evictAttempt: (ti, t) => verifier.evictAttempt(ti, t),
+          livenessMode: credentialCfg.secretLivenessMode,
+          tokenTtlMs: ttlSeconds * 1000,
+        },
         vaultKeyring: { dataDir: cfg.dataDir, source: keyringSource, file: keyringFile ?? null },
         doctorConfig: () => ({
           ...cfg,

@@ -211,6 +211,8 @@ export interface AttemptRecordsTable {
   /** the pod that exchanged its bootstrap credential for this attempt (migration 0011) */
   exchanged_pod_uid: string | null;
   exchanged_dispatch_gen: number | null;
+  /** when the attempt's credential was revoked, whatever its state then (migration 0012) */
+  credential_revoked_at: number | null;
   created_at: number;
   updated_at: number;
 }

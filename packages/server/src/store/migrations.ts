@@ -473,6 +473,17 @@ export function migrations(dialect: StoreDialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0012_attempt_revocation': {
+      async up(db: Db): Promise<void> {
+        // Revocation of any attempt that still verifies (issue 34): a try a retry or clear
+        // superseded is no longer the task-instance row's, so its revocation is kept on its
+        // record (the row's credential_revoked_try still carries the current try's).
+        await db.schema
+          .alterTable('attempt_records')
+          .addColumn('credential_revoked_at', 'bigint')
+          .execute();
+      },
+    },
   };
 }
 

@@ -9,7 +9,7 @@ import {
 } from '@leoflow/core';
 import { checkDeclarations, checkExecutorChoices } from '../../scheduler/dags/registration.js';
 import { type ExecutorPolicy } from '../../executor/executor-policy.js';
-import type { RevocationRequest } from '../../attempts/revocation.js';
+import type { RevocationRequest, RevocationResult } from '../../attempts/revocation.js';
 import type { RunOperations, TriggerInput } from '../../scheduler/run-operations.js';
 import type { ApiTokenStore } from '../../store/ports/api-tokens.js';
 import type { AttemptRecordStore } from '../../store/ports/attempt-records.js';
@@ -58,9 +58,7 @@ export type TenantVault = TenantBound<
   | 'resolveConnections'
 >;
 
-export type RevokeCredential = (
-  request: RevocationRequest,
-) => Promise<{ task_instance_id: string; try_number: number; terminated: boolean }>;
+export type RevokeCredential = (request: RevocationRequest) => Promise<RevocationResult>;
 
 /**
  * What a tenant's scope reads and writes in the store directly (vault values go through the
@@ -310,7 +308,7 @@ export class TenantScope {
     taskId: string;
     tryNumber?: number;
     terminate: boolean;
-  }): Promise<{ task_instance_id: string; try_number: number; terminated: boolean }> {
+  }): Promise<RevocationResult> {
     const { taskInstance } = await this.getTaskInstance(input.dagId, input.runId, input.taskId);
     return this.deps.revoke({
       taskInstance,

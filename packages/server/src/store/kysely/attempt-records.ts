@@ -252,6 +252,7 @@ function attemptRecordRow(
     credential_exp: pending > 0 ? numOrNull(r.pending_credential_exp) : numOrNull(r.credential_exp),
     undeclared_reads:
       r.undeclared_reads === null ? null : (JSON.parse(r.undeclared_reads) as UndeclaredReads),
+    credential_revoked_at: numOrNull(r.credential_revoked_at),
     created_at: num(r.created_at),
     updated_at: Math.max(num(r.updated_at), renewedAt ?? 0),
   };
