@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import {
   AGENT_PROTOCOL_VERSION,
+  ERROR_CODE_METADATA,
   LogStream,
   ReportedState,
   TaskType,
@@ -28,6 +29,12 @@ import {
   type TaskExit,
 } from './task-process.js';
 import type { TokenHolder } from './token.js';
+
+/** The code the server names an ungranted declared secret with (issue 34). */
+const SECRET_NOT_GRANTED = 'LF_SECRET_NOT_GRANTED';
+
+/** A declared secret refused as not granted: the attempt fails with the server's sentence. */
+class SecretNotGrantedError extends Error {}
 import { readSecretReads, SECRET_READS_FILE_NAME } from './secret-reads.js';
 import { HeartbeatLoop, realTimers, type HeartbeatTimers } from './heartbeat.js';
 
@@ -319,13 +326,19 @@ export class Agent {
         this.#fetchSecrets(
           'variables',
           prefetched?.variables?.variables,
-          prefetched?.variablesRefused,
+          prefetched && {
+            message: prefetched.variablesRefused,
+            code: prefetched.variablesRefusedCode,
+          },
           async () => (await this.#client.getVariables({}, this.#quickOpts())).variables,
         ),
         this.#fetchSecrets(
           'connections',
           prefetched?.connections?.connectionUris,
-          prefetched?.connectionsRefused,
+          prefetched && {
+            message: prefetched.connectionsRefused,
+            code: prefetched.connectionsRefusedCode,
+          },
           async () => (await this.#client.getConnections({}, this.#quickOpts())).connectionUris,
         ),
         this.#fetchUpstreamXComs(spec, xcomDir, runAs && asRoot ? runAs : undefined),
@@ -357,7 +370,7 @@ export class Agent {
       if (this.#isolation) launch = this.#isolation.wrap(launch);
     } catch (err) {
       const msg =
-        err instanceof UnsupportedTaskTypeError
+        err instanceof UnsupportedTaskTypeError || err instanceof SecretNotGrantedError
           ? err.message
           : `could not prepare the task: ${err instanceof Error ? err.message : String(err)}`;
       this.#agentLine(msg);
@@ -708,12 +721,14 @@ export class Agent {
   async #fetchSecrets(
     what: 'variables' | 'connections',
     prefetched: Record<string, string> | undefined,
-    refusedAtRegister: string | undefined,
+    refusedAtRegister: { message: string; code: string } | undefined,
     fn: () => Promise<Record<string, string>>,
   ): Promise<Record<string, string> | undefined> {
     if (prefetched) return prefetched;
-    if (refusedAtRegister) {
+    if (refusedAtRegister?.message) {
       // the refusal its own call would have answered (PermissionDenied), given once at Register
+      if (refusedAtRegister.code === SECRET_NOT_GRANTED)
+        throw new SecretNotGrantedError(refusedAtRegister.message);
       this.#refusedSecretFetch(what, 'PermissionDenied');
       return undefined;
     }
@@ -723,6 +738,14 @@ export class Agent {
         this.#preTaskRetry(what === 'variables' ? 'GetVariables' : 'GetConnections'),
       );
     } catch (err) {
+      // A declared secret the grants no longer give this DAG: the task would run without what it
+      // declared, so the attempt fails with the server's sentence (issue 34). Decided by the
+      // code in the metadata, never by the message.
+      if (
+        err instanceof ConnectError &&
+        err.metadata.get(ERROR_CODE_METADATA) === SECRET_NOT_GRANTED
+      )
+        throw new SecretNotGrantedError(err.rawMessage);
       this.#refusedSecretFetch(what, codeName(err));
       return undefined;
     }

@@ -81,11 +81,10 @@ export function registerTasks(program: Command): void {
           tokens_still_valid: boolean;
           changes: string[];
           terminated: boolean;
-        }>(
-          'POST',
-          `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/revoke-credential`,
-          { ...(flags.try ? { try: Number(flags.try) } : {}), terminate: flags.terminate ?? false },
-        );
+        }>('POST', `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/revoke-credential`, {
+          ...(flags.try ? { try: Number(flags.try) } : {}),
+          terminate: flags.terminate ?? false,
+        });
         const format = parseOutput(g.output);
         if (format === 'table') {
           const head = res.revoked_now
@@ -94,9 +93,7 @@ export function registerTasks(program: Command): void {
           const valid = res.tokens_still_valid
             ? `a token of it still verified, until ${res.credential_expires_at ?? 'its expiry'}`
             : 'no token of it verified any more';
-          process.stdout.write(
-            `${head}; ${valid}\n${res.changes.map((c) => `  ${c}\n`).join('')}`,
-          );
+          process.stdout.write(`${head}; ${valid}\n${res.changes.map((c) => `  ${c}\n`).join('')}`);
         } else print(format, res);
       },
     );

@@ -1,2 +1,3 @@
 export * from './declared-set.js';
 export * from './scoping-policy.js';
+export * from './grants.js';

@@ -368,6 +368,17 @@ export const ERROR_CATALOGUE = {
     "Register needs the agent's session key (RegisterRequest.session_key or the leoflow-session header); upgrade the agent to this control plane's version.",
     'failed_precondition',
   ),
+  LF_SECRET_NOT_GRANTED: c(
+    'auth',
+    403,
+    "The DAG declares a Variable or Connection whose grants do not name it: ask an admin to add a pattern matching the DAG id to the secret's grants (`leoflow variables set-grants` / `leoflow connections set-grants`), or remove it from the DAG's declaration.",
+    'permission_denied',
+  ),
+  LF_SECRET_GRANT_INVALID: c(
+    'vault',
+    400,
+    'Give grants as a list of DAG id patterns (letters, digits, _ . - and the wildcards * and ?; anchored, case-sensitive), [] for no DAG, or null for every DAG.',
+  ),
   // ── vault ─────────────────────────────────────────────────────────────────────────────
   LF_VARIABLE_NOT_FOUND: c(
     'vault',

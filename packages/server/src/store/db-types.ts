@@ -133,6 +133,8 @@ export interface VariablesTable {
   key_id: string | null;
   is_secret: DbBool;
   description: string;
+  /** JSON array of DAG id patterns that may declare it; null: every DAG (migration 0013) */
+  dag_grants: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -148,6 +150,8 @@ export interface ConnectionsTable {
   description: string;
   secret_cipher: Uint8Array | null;
   key_id: string | null;
+  /** JSON array of DAG id patterns that may declare it; null: every DAG (migration 0013) */
+  dag_grants: string | null;
   created_at: number;
   updated_at: number;
 }
