@@ -22,10 +22,10 @@ import {
   keyRetentionSeconds,
   loadSigningKeyring,
 } from '../packages/server/dist/auth/signing-keys.js';
-import { CredentialMetrics } from '../packages/server/dist/metrics/credential-metrics.js';
+import { CredentialMetrics } from '../packages/server/dist/rpc/credential-metrics.js';
 import { startAgentRpcServer } from '../packages/server/dist/rpc/agent-server.js';
 import { Executors } from '../packages/server/dist/executor/executors.js';
-import { assemblePlane as serverAssemblePlane } from '../packages/server/dist/plane-assembly.js';
+import { assemblePlane as serverAssemblePlane } from '../packages/server/dist/boot/plane-assembly.js';
 import { openStore } from '../packages/server/dist/store/index.js';
 import { Keyring } from '../packages/server/dist/vault/keyring.js';
 import { REPO, checkAborted, log, onCleanup, round, tempDir } from './lib.mjs';

@@ -16,8 +16,8 @@ import { pino } from 'pino';
 import { startKubeDouble, ADMIN_USER } from '../packages/kube-double/dist/index.js';
 import { AgentTokenIssuer } from '../packages/server/dist/auth/agent-token.js';
 import { loadSigningKeyring } from '../packages/server/dist/auth/signing-keys.js';
-import { kubeExchangeClient } from '../packages/server/dist/exchange/kube-token-review.js';
-import { createTokenExchange } from '../packages/server/dist/exchange/token-exchange.js';
+import { kubeExchangeClient } from '../packages/server/dist/executor/kubernetes/exchange/kube-token-review.js';
+import { createTokenExchange } from '../packages/server/dist/executor/kubernetes/exchange/token-exchange.js';
 import {
   IDENTITY_ANNOTATION,
   podName,
