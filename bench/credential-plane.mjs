@@ -237,7 +237,14 @@ export async function launchAttempts(plane, spec, runs, url) {
     while (next < launches.length) {
       const l = launches[next++];
       await client.register(
-        { agentVersion: 'bench', hostname: 'bench', pid: 1, sessionKey: BENCH_SESSION_KEY },
+        {
+          agentVersion: 'bench',
+          hostname: 'bench',
+          pid: 1,
+          sessionKey: BENCH_SESSION_KEY,
+          // as this build's agent: it masks its own output, so the server does not on write
+          masksSecrets: true,
+        },
         { headers: { authorization: `Bearer ${l.token}` }, timeoutMs: 10_000 },
       );
     }

@@ -12,6 +12,7 @@ import {
   type RegisterResponse,
   type TaskSpec,
 } from '@leoflow/protocol';
+import { SecretMasker } from '@leoflow/core';
 import type { AgentConfig } from './config.js';
 import type { Diagnostics } from './diag.js';
 import type { AttemptIsolation } from './isolation.js';
@@ -150,6 +151,11 @@ export class Agent {
   readonly #timers: HeartbeatTimers;
   #heartbeatIntervalMs: number;
   #lastStdout: string | undefined;
+  /**
+   * Built once the attempt's secrets are in (issue 34): every task output line, and so the XCom
+   * value taken from the last stdout line, goes through it before it leaves the agent.
+   */
+  #masker: SecretMasker | undefined;
   /** After a signal, no retry may wait past this point (epoch ms). */
   #cutoff = Number.POSITIVE_INFINITY;
   /**
@@ -345,6 +351,10 @@ export class Agent {
       ]);
       // the values now live only in the task's env, as when each part came on its own call
       this.#prefetch = undefined;
+      this.#masker = SecretMasker.forDelivery({
+        variables: variables ?? {},
+        connections: connections ?? {},
+      });
       const built = buildTaskEnv({
         agentEnv: this.#agentEnv,
         spec,
@@ -403,7 +413,8 @@ export class Agent {
       workdir,
       env,
       runAs,
-      onLine: (stream, line) => {
+      onLine: (stream, raw) => {
+        const line = this.#masker ? this.#masker.mask(raw) : raw;
         shipper.add(stream, line);
         if (stream === 'stdout' && line.trim() !== '') this.#lastStdout = line;
       },
@@ -447,6 +458,12 @@ export class Agent {
     }
     await task.outputDone(2_000);
     this.#agentLine(describeExit(exit));
+    if (this.#masker && this.#masker.masked > 0) {
+      // the log keeps the count (never what was masked)
+      this.#agentLine(
+        `masked ${this.#masker.masked} occurrence(s) of delivered secret values (or their encodings) in the task's output`,
+      );
+    }
 
     const stop = this.#stop;
     if (stop?.kind === 'terminate') {
@@ -675,6 +692,8 @@ export class Agent {
           hostname: os.hostname(),
           pid: process.pid,
           sessionKey: this.#tokens.sessionKey,
+          // this agent masks delivered values in its output (the server then need not)
+          masksSecrets: true,
           // secrets, upstream XComs (and the spec, when it did not come on the pipe) in the
           // answer: one round trip between Register and the task's start instead of two
           prefetch: true,

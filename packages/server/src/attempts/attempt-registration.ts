@@ -50,6 +50,8 @@ export interface RegisteringAgent {
   pid: number;
   /** the agent's session key; its SHA-256 is bound to the attempt (required: '' is refused) */
   sessionKey: string;
+  /** the agent masks delivered secrets in its output (else the control plane does, on write) */
+  masksSecrets?: boolean;
 }
 
 /** What the registration answers besides its verdict. */
@@ -185,7 +187,7 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
         terminateReason: 'the attempt is no longer the live try of its task instance',
       });
     }
-    const bound = await deps.sessions.bind(claims, agent.sessionKey);
+    const bound = await deps.sessions.bind(claims, agent.sessionKey, agent.masksSecrets ?? false);
     if (bound === 'conflict') {
       deps.onRegistration?.(via, 'terminate');
       throw await copiedCredential(claims, ti);

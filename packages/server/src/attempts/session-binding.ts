@@ -58,7 +58,7 @@ export function sessionHash(sessionKey: string): string {
 export interface SessionBindingsDeps {
   store: Pick<
     AttemptRecordStore,
-    'ensureAttemptRecord' | 'bindAttemptSession' | 'getAttemptSessionHash'
+    'ensureAttemptRecord' | 'bindAttemptSession' | 'getAttemptSession'
   > &
     Pick<AuditStore, 'appendAudit'>;
   clock: Clock;
@@ -80,7 +80,8 @@ export class SessionBindings {
   readonly #clock: Clock;
   readonly #logger: Logger;
   readonly #cacheSize: number;
-  readonly #bound = new Map<string, string>();
+  /** (task instance, try) → the bound key's hash and whether its agent masks secrets */
+  readonly #bound = new Map<string, { hash: string; masks: boolean }>();
   readonly #audited = new Map<string, number>();
   /** refusals seen (audited or not), for tests and metrics */
   refusals = 0;
@@ -97,7 +98,11 @@ export class SessionBindings {
    * binds the key once. 'same' for the key already bound, 'conflict' for another. Authoritative:
    * a store failure throws (the Register fails and the agent retries).
    */
-  async bind(claims: AgentTokenClaims, sessionKey: string): Promise<AttemptSessionBinding> {
+  async bind(
+    claims: AgentTokenClaims,
+    sessionKey: string,
+    masksSecrets = false,
+  ): Promise<AttemptSessionBinding> {
     if (sessionKey === '') throw new Error('an empty session key cannot be bound');
     const now = this.#clock.now();
     await this.#store.ensureAttemptRecord(keyOf(claims), now, claims.exp * 1000);
@@ -107,9 +112,19 @@ export class SessionBindings {
       claims.try_number,
       hash,
       now,
+      masksSecrets,
     );
-    if (outcome !== 'conflict') this.#remember(attemptKey(claims), hash);
+    // 'same' (a retried Register) keeps what the first one recorded: read it back once
+    if (outcome === 'bound') this.#remember(attemptKey(claims), { hash, masks: masksSecrets });
     return outcome;
+  }
+
+  /**
+   * Whether the agent bound to the attempt masks delivered secrets in its output (known once a
+   * check or a bind on this replica saw the binding; undefined otherwise — treat as "no").
+   */
+  agentMasks(claims: AgentTokenClaims): boolean | undefined {
+    return this.#bound.get(attemptKey(claims))?.masks;
   }
 
   /**
@@ -120,16 +135,16 @@ export class SessionBindings {
     const key = attemptKey(claims);
     let bound = this.#bound.get(key);
     if (bound === undefined) {
-      const stored = await this.#store.getAttemptSessionHash(
+      const stored = await this.#store.getAttemptSession(
         claims.task_instance_id,
         claims.try_number,
       );
       if (stored === null) return 'unregistered';
-      this.#remember(key, stored);
-      bound = stored;
+      bound = { hash: stored.session_hash, masks: stored.agent_masks_secrets };
+      this.#remember(key, bound);
     }
     if (sessionKey === '') return 'no_key';
-    return sessionHash(sessionKey) === bound ? 'bound' : 'other_key';
+    return sessionHash(sessionKey) === bound.hash ? 'bound' : 'other_key';
   }
 
   /**
@@ -175,13 +190,13 @@ export class SessionBindings {
     }
   }
 
-  #remember(key: string, hash: string): void {
+  #remember(key: string, binding: { hash: string; masks: boolean }): void {
     if (this.#bound.size >= this.#cacheSize) {
       // Oldest first (Map keeps insertion order): an evicted binding is read again on need.
       const oldest = this.#bound.keys().next();
       if (!oldest.done) this.#bound.delete(oldest.value);
     }
-    this.#bound.set(key, hash);
+    this.#bound.set(key, binding);
   }
 }
 

@@ -6,6 +6,7 @@ import { CachingAgentTokenVerifier } from '../auth/token-cache.js';
 import type { WorkerTokenClaims, WorkerTokenVerification } from '../auth/worker-token.js';
 import { AttemptRecorder } from '../attempts/attempt-record.js';
 import { SessionBindings } from '../attempts/session-binding.js';
+import { OutputMasking } from '../attempts/output-masking.js';
 import { SecretDelivery, type SecretMetrics } from '../attempts/secret-delivery.js';
 import type { Executors } from '../executor/executors.js';
 import { SoleLeadership, type Leadership } from '../scheduler/leadership/leadership.js';
@@ -186,6 +187,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     maxCredentialLifetimeMs: credentials.maxCredentialLifetimeMs,
     secrets,
     sessions,
+    outputMasking: new OutputMasking({ store, vault, logger }),
     onChange: poke,
     ...(input.metrics ? { onRenewal: input.metrics.renewal.bind(input.metrics) } : {}),
     ...(input.logLimits ? { logLimits: input.logLimits } : {}),

@@ -42,6 +42,11 @@ export interface AttemptPrincipal {
    * carried the session key the attempt's agent bound at Register. Never renewed.
    */
   readonly expired: boolean;
+  /**
+   * The agent bound at Register masks delivered secrets in its output (issue 34); absent or
+   * false: the control plane masks its log lines and XCom values on write.
+   */
+  readonly agentMasksSecrets?: boolean;
 }
 
 /**
@@ -215,7 +220,8 @@ export interface AgentAuthenticationDeps {
    * The session bindings (attempts/session-binding.ts). Without them no attempt RPC past
    * Register is served at all: the binding is what makes a copied token worthless.
    */
-  sessions?: Pick<SessionBindings, 'check' | 'refused'>;
+  sessions?: Pick<SessionBindings, 'check' | 'refused'> &
+    Partial<Pick<SessionBindings, 'agentMasks'>>;
   /**
    * Warm-pool worker tokens; without it (warm pools off) a worker token is just an invalid
    * bearer. Tried only after the attempt verifier refused the token: the audiences differ, so
@@ -424,6 +430,8 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
       const rpc = req.method.localName as AgentRpcName;
       if (AGENT_RPC_SESSION[rpc] === 'required') {
         await requireSession(principal.claims, req.header.get(SESSION_HEADER) ?? '', rpc);
+        const masks = deps.sessions?.agentMasks?.(principal.claims);
+        if (masks !== undefined) principal = { ...principal, agentMasksSecrets: masks };
       }
       req.contextValues.set(AGENT_PRINCIPAL, principal);
       return next(req);

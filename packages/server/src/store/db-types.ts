@@ -217,6 +217,8 @@ export interface AttemptRecordsTable {
   exchanged_dispatch_gen: number | null;
   /** when the attempt's credential was revoked, whatever its state then (migration 0012) */
   credential_revoked_at: number | null;
+  /** 1 when the registered agent masks delivered secrets in its output (migration 0014) */
+  agent_masks_secrets: number | null;
   created_at: number;
   updated_at: number;
 }

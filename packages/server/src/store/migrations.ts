@@ -493,6 +493,16 @@ export function migrations(dialect: StoreDialect): Record<string, Migration> {
         await db.schema.alterTable('connections').addColumn('dag_grants', 'text').execute();
       },
     },
+    '0014_secret_masking': {
+      async up(db: Db): Promise<void> {
+        // Whether the attempt's agent masks delivered secrets in its output (issue 34): 1 when
+        // its Register said so, 0 otherwise; the control plane masks on write for the rest.
+        await db.schema
+          .alterTable('attempt_records')
+          .addColumn('agent_masks_secrets', 'integer')
+          .execute();
+      },
+    },
   };
 }
 

@@ -5,6 +5,7 @@ import type { Logger } from 'pino';
 import type { AgentTokenIssuer } from '../../auth/agent-token.js';
 import type { AttemptRecorder } from '../../attempts/attempt-record.js';
 import type { SessionBindings } from '../../attempts/session-binding.js';
+import type { OutputMasking } from '../../attempts/output-masking.js';
 import type { SecretDelivery } from '../../attempts/secret-delivery.js';
 import type { AttemptLifecycle } from '../../attempts/attempt-lifecycle.js';
 import type { AttemptRegistration } from '../../attempts/attempt-registration.js';
@@ -46,6 +47,8 @@ export interface AgentServiceDeps {
   records?: AttemptRecorder;
   /** the session bindings Register makes (used when `registration` is absent) */
   sessions: SessionBindings;
+  /** masks the output of attempts whose agent does not (an older one); none when absent */
+  outputMasking?: OutputMasking;
   /** agent protocol versions Register accepts; SUPPORTED_AGENT_PROTOCOLS when absent */
   agentProtocols?: AgentProtocolRange;
   /** AwaitAssignment and AckAssignment (rpc/assignment-rpc.ts); Unimplemented when absent */

@@ -57,7 +57,7 @@ export function registrationHandlers(
       const sessionKey = req.sessionKey || (ctx.requestHeader.get(SESSION_HEADER) ?? '');
       return c.registration.register(
         claims,
-        { hostname: req.hostname, pid: req.pid, sessionKey },
+        { hostname: req.hostname, pid: req.pid, sessionKey, masksSecrets: req.masksSecrets },
         { prefetch: req.prefetch, wantSpec: req.wantSpec },
         'rpc',
       );
