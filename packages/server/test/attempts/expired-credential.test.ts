@@ -79,6 +79,35 @@ describe('past the ceiling and past exp', () => {
     expect(rec!.renewals).toBe(Math.round((lastRenewalAt - dispatchedAt) / 15_000));
   });
 
+  it('a secret request past exp is refused even from the live attempt’s own agent with its session key; one second before exp it is delivered', async () => {
+    h = await createHarness({
+      scoping: 'enforce',
+      liveness: 'enforce',
+      ceilingMs: 1, // renewal stops at once: the first token is the one that expires
+      timings: { ...FAST_TIMINGS, agentLostThresholdMs: 10 * HOUR },
+    });
+    await setupVaultAndDag(h);
+    const a = await startAttempt(h);
+    const exp = (await h.tokens.verify(a.token, h.clock.now())).exp * 1000;
+    const agent = () => h.agent(a.token, a.session);
+    // availability: just before exp, with the agent's key, the live attempt is delivered
+    h.clock.set(exp - 1_000);
+    expect((await agent().getVariables({})).variables).toEqual({ v1: 'one' });
+    expect(Object.keys((await agent().getConnections({})).connectionUris)).toEqual([]);
+    // past exp (and the verifier's clock tolerance): refused, though live and session-bound
+    await pastExp(1_000);
+    expect(await tiState(a.identity.task_instance_id)).toBe('running');
+    for (const call of [() => agent().getVariables({}), () => agent().getConnections({})]) {
+      const err = await call().then(
+        () => undefined,
+        (e: unknown) => e as { code: number; rawMessage: string },
+      );
+      expect(err?.rawMessage).toBe('agent token expired');
+    }
+    // while the reports its session key opens still land
+    expect((await heartbeat(h, a.token, a.session))?.shouldTerminate).toBe(false);
+  });
+
   it('a revoked credential (no --terminate) runs to its end: post-exp beats and the final report land, nothing is renewed or delivered', async () => {
     h = await createHarness({
       scoping: 'enforce',
