@@ -300,7 +300,7 @@ describe('Leoflow Pro on Kubernetes (the double, the real kubectl, deploy/base)'
     expect(takeoverMs).toBeLessThan(15_000);
   }, 150_000);
 
-  it('secrets reach only the declaring task; its envvar token, read from its Pod, works while it runs and is refused once it finished (enforce); no canary in any log, API response or pod', async () => {
+  it('secrets reach only the declaring task; its envvar token, read from its Pod, opens nothing without its agent’s session key, while it runs or after (issue 34); no canary in any log, API response or pod', async () => {
     await trigger(apiReplicas(), token, 'secrets', 'secrets-0');
     const declared = join(marks, 'secrets__secrets-0__declares');
     await waitFor('the declaring task to read its secrets', async () => {
@@ -313,10 +313,12 @@ describe('Leoflow Pro on Kubernetes (the double, the real kubectl, deploy/base)'
     const [pod] = [...podsOfTask('secrets', 'secrets-0', 'declares').values()];
     const stolen = pod!.map(envToken).find((t) => t !== undefined)!;
     expect(stolen).toMatch(/^eyJ/);
-    // Live (the task sleeps after reading): the token is not wrongly refused — this is the
-    // exposure envvar documents (anyone who can get pods holds the attempt's secrets until it ends).
-    const live = await replayWith(stolen).getVariables({});
-    expect(live.variables.canary_var).toBe(CANARY_VAR);
+    // Live (the task sleeps after reading): the token read from the Pod is a copy without the
+    // session key its agent bound at Register, so it opens nothing (issue 34) — before this,
+    // anyone who could get pods held the attempt's secrets until it ended. The agent itself was
+    // served (the declaring task read both values, checked below).
+    expect(await refusal(replayWith(stolen).getVariables({}))).toBe('Unauthenticated');
+    expect(await refusal(replayWith(stolen).heartbeat({}))).toBe('Unauthenticated');
 
     const done = await waitFor(
       'the secrets run to finish',
@@ -324,9 +326,9 @@ describe('Leoflow Pro on Kubernetes (the double, the real kubectl, deploy/base)'
       60_000,
     );
     expect([...done.values()]).toEqual(['success']);
-    // Finished: the same token, still unexpired, resolves nothing.
-    expect(await refusal(replayWith(stolen).getVariables({}))).toBe('PermissionDenied');
-    expect(await refusal(replayWith(stolen).getConnections({}))).toBe('PermissionDenied');
+    // Finished: the same token, still unexpired, still opens nothing.
+    expect(await refusal(replayWith(stolen).getVariables({}))).toBe('Unauthenticated');
+    expect(await refusal(replayWith(stolen).getConnections({}))).toBe('Unauthenticated');
 
     // The declaring task got both values; the other task got no secret (and no token).
     expect(readFileSync(declared, 'utf8').trim().split('\n')).toEqual([
