@@ -8,10 +8,13 @@ const conditions = ['source', ...defaultServerConditions];
 export default defineConfig({
   resolve: {
     conditions,
-    // The web app's one subpath into the core (packages/ui/vite.config.ts has the same alias).
+    // The web app's subpaths into the core (packages/ui/vite.config.ts has the same aliases).
     alias: {
       '@leoflow/core/connections-import': fileURLToPath(
         new URL('./packages/core/src/connections/import.ts', import.meta.url),
+      ),
+      '@leoflow/core/declared-set': fileURLToPath(
+        new URL('./packages/core/src/credentials/declared-set.ts', import.meta.url),
       ),
     },
   },

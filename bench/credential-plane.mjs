@@ -198,6 +198,12 @@ export function taskSpec(task_id, extra = {}) {
 }
 
 /**
+ * The session key every benchmark "agent" binds at Register and sends on each call (rpc-load.mjs
+ * repeats it: the load generator is a child process). An attempt's token works only with it.
+ */
+export const BENCH_SESSION_KEY = 'bench-agent-session-key';
+
+/**
  * Registers the DAG, triggers `runs` manual runs of it, ticks the scheduler until every task
  * instance is dispatched (its token captured by the recording executor), then plays each agent's
  * Register over the real RPC server, so every attempt ends `running` with a live token.
@@ -231,7 +237,14 @@ export async function launchAttempts(plane, spec, runs, url) {
     while (next < launches.length) {
       const l = launches[next++];
       await client.register(
-        { agentVersion: 'bench', hostname: 'bench', pid: 1 },
+        {
+          agentVersion: 'bench',
+          hostname: 'bench',
+          pid: 1,
+          sessionKey: BENCH_SESSION_KEY,
+          // as this build's agent: it masks its own output, so the server does not on write
+          masksSecrets: true,
+        },
         { headers: { authorization: `Bearer ${l.token}` }, timeoutMs: 10_000 },
       );
     }

@@ -65,6 +65,8 @@ export async function startDoorStack() {
       },
     },
     clock,
+    // The door's cost is measured, not the session binding: every key is the bound one here.
+    sessions: { check: async () => 'bound', refused: async () => undefined },
   });
   const broker = new AssignmentBroker(clock);
   const impl = {

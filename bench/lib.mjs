@@ -88,6 +88,7 @@ export async function startStandalone({
   dagsFolder,
   label = 'standalone',
   startTimeoutMs = 60_000,
+  extraArgs = [],
 } = {}) {
   checkAborted();
   const data = tempDir(`leoflow-bench-${label}-`);
@@ -105,6 +106,7 @@ export async function startStandalone({
     '0',
   ];
   if (dagsFolder) args.push('--dags-folder', dagsFolder);
+  args.push(...extraArgs);
   const proc = spawn(process.execPath, args, {
     cwd: REPO,
     env: { ...process.env, LEOFLOW_LOG_LEVEL: 'warn' },

@@ -38,6 +38,12 @@ import {
 const CALL_TIMEOUT_MS = 10_000;
 const ERROR_SAMPLES = 5;
 
+/**
+ * The agent session key the attempts were registered with (credential-plane.mjs
+ * BENCH_SESSION_KEY): every attempt RPC after Register carries it, as a real agent's does.
+ */
+const SESSION_KEY = 'bench-agent-session-key';
+
 /** url|client|sessions → clients (each on its own HTTP/2 session) */
 const pools = new Map();
 
@@ -59,7 +65,7 @@ function clientsFor(url, kind, sessions) {
 function connectClient(url) {
   const client = createClient(AgentService, createGrpcTransport({ baseUrl: url }));
   const opts = (token) => ({
-    headers: { authorization: `Bearer ${token}` },
+    headers: { authorization: `Bearer ${token}`, 'leoflow-session': SESSION_KEY },
     timeoutMs: CALL_TIMEOUT_MS,
   });
   return {
@@ -117,6 +123,7 @@ function h2Client(url) {
           'content-type': 'application/grpc+proto',
           te: 'trailers',
           authorization: `Bearer ${token}`,
+          'leoflow-session': SESSION_KEY,
         });
         const chunks = [];
         let status = null;

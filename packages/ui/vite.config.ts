@@ -17,6 +17,11 @@ export default defineConfig({
       '@leoflow/core/connections-import': fileURLToPath(
         new URL('../core/src/connections/import.ts', import.meta.url),
       ),
+      // Which names a task is delivered (the task's list, else the DAG's): the function secret
+      // delivery runs, so the DAG page shows exactly what delivery computes.
+      '@leoflow/core/declared-set': fileURLToPath(
+        new URL('../core/src/credentials/declared-set.ts', import.meta.url),
+      ),
     },
   },
   build: {

@@ -110,6 +110,9 @@ describe.each(['deploy/base', 'deploy/overlays/example'])('%s', (dir) => {
   it("the configuration it ships boots: the file parses, and every tenant's namespace is one where the control plane's Role is bound, its agent_url the agent Service of this install", () => {
     const { executor, ...rest } = shippedConfig(objects);
     expect(() => loadCredentialPlaneConfig({ file: rest })).not.toThrow();
+    // issue 34: what ships keeps the promise — scoping and liveness enforced, as the defaults
+    const { config } = loadCredentialPlaneConfig({ file: rest });
+    expect([config.secretScoping, config.secretLivenessMode]).toEqual(['enforce', 'enforce']);
     const { kubernetes, defaultExecutor } = parseExecutorSection(
       executor,
       '/etc/leoflow/config.yaml',

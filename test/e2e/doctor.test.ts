@@ -153,8 +153,8 @@ describe('leoflow doctor against a real standalone (SQLite)', () => {
     expect(r.summary.fail).toBe(0);
     expect(r.config.database).toEqual({ kind: 'sqlite', file: join(dataDir, 'leoflow.db') });
     expect(r.posture).toMatchObject({
-      secret_scoping: 'permissive',
-      secret_liveness_mode: 'observe',
+      secret_scoping: 'enforce',
+      secret_liveness_mode: 'enforce',
       token_transport: {
         subprocess: 'inherited pipe fd 3, memory only',
         kubernetes:
@@ -188,13 +188,10 @@ describe('leoflow doctor against a real standalone (SQLite)', () => {
     }
     const exposures = r.posture.exposures.map((e) => e.id);
     expect(exposures).toEqual(
-      expect.arrayContaining([
-        'secret_scoping.permissive',
-        'secret_liveness.observe',
-        'vault_key.beside_database',
-        'admin_token.no_expiry',
-      ]),
+      expect.arrayContaining(['vault_key.beside_database', 'admin_token.no_expiry']),
     );
+    // the defaults keep the credential plane's promise: nothing to name there (issue 34)
+    expect(exposures.filter((id) => id.startsWith('secret_'))).toEqual([]);
   });
 
   it('applies the same flags as standalone, and -o yaml parses to the same report', async () => {
@@ -203,17 +200,18 @@ describe('leoflow doctor against a real standalone (SQLite)', () => {
       '--data-dir',
       dataDir,
       '--secret-scoping',
-      'enforce',
+      'permissive',
       '--secret-liveness-mode',
-      'enforce',
+      'observe',
       '-o',
       'yaml',
     ]);
     expect(res.code, res.stdout).toBe(0);
     const r = parseYaml(res.stdout) as Report;
-    expect(r.posture.secret_scoping).toBe('enforce');
-    expect(r.posture.exposures.map((e) => e.id)).not.toContain('secret_scoping.permissive');
-    expect(r.posture.exposures.map((e) => e.id)).not.toContain('secret_liveness.observe');
+    expect(r.posture.secret_scoping).toBe('permissive');
+    // the migration and rollout modes, set by flag, are named as exposures
+    expect(r.posture.exposures.map((e) => e.id)).toContain('secret_scoping.permissive');
+    expect(r.posture.exposures.map((e) => e.id)).toContain('secret_liveness.observe');
 
     const usage = await cli(['doctor', '--data-dir', dataDir, '--secret-scoping', 'strict']);
     expect(usage.code).toBe(2);

@@ -135,8 +135,23 @@ describe('operator actions (real processes)', () => {
       '/api/v1/audit?action=credential.revoke',
     );
     expect(audit.events).toHaveLength(2);
-    const dead = await cli(['tasks', 'revoke-credential', 'r_keep', 'sleeper'], env());
-    expect(dead.code).toBe(1);
-    expect(dead.stderr).toContain('not live');
+    // issue 34: an attempt that ended is revoked too (its token may still verify until its exp),
+    // and the answer says what changed
+    const ended = await cli(['tasks', 'revoke-credential', 'r_keep', 'sleeper'], env());
+    expect(ended.code, ended.stderr).toBe(0);
+    expect(ended.stdout).toMatch(
+      /^the credential of sleeper try 1 \(success\) was already revoked; /,
+    );
+    const fresh = await cli(
+      ['tasks', 'revoke-credential', 'r_stop', 'sleeper', '-o', 'json'],
+      env(),
+    );
+    expect(JSON.parse(fresh.stdout)).toMatchObject({ try_number: 1, live: false });
+    const unknown = await cli(
+      ['tasks', 'revoke-credential', 'r_keep', 'sleeper', '--try', '4'],
+      env(),
+    );
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('sleeper has no try 4 (its current try is 1)');
   }, 120_000);
 });

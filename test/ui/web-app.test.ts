@@ -277,7 +277,8 @@ describe.runIf(availability === 'run').sequential('web app in chromium', () => {
     await page.getByRole('row', { name: /ui-viewer/ }).waitFor();
     await page.goto(`${sa.url}/doctor`);
     await page.getByRole('heading', { name: 'Residual exposures' }).waitFor();
-    await page.getByRole('row', { name: /secret_scoping\.permissive/ }).waitFor();
+    // the defaults leave the credential plane closed; the first-start admin token is named
+    await page.getByRole('row', { name: /admin_token\.no_expiry/ }).waitFor();
     expect(await accessibilityViolations(page)).toEqual([]);
     await shot(page, 'doctor');
     await page.goto(`${sa.url}/tenants`);
@@ -428,14 +429,14 @@ describe.runIf(availability === 'run').sequential('web app in chromium', () => {
     await page.getByRole('heading', { name: 'Delivery record of try 1' }).waitFor();
     const record = page.getByRole('definition').filter({ hasText: 'ui_canary' });
     await record.waitFor();
-    // permissive scoping delivers the tenant's names; the declared one is among them
+    // enforced scoping (the default) delivers exactly the declared name
     expect(
       await page.getByTestId('delivered-variables').getByRole('listitem').allTextContents(),
-    ).toContain('ui_canary');
+    ).toEqual(['ui_canary']);
     expect(await page.getByTestId('credential-state').textContent()).toMatch(
       /^(alive|expired) · expires /,
     );
-    await page.getByText('permissive').first().waitFor();
+    await page.getByText('enforce').first().waitFor();
     await noSecretInDom(page);
     expect(await accessibilityViolations(page)).toEqual([]);
     await shot(page, 'task-delivery');

@@ -4,6 +4,7 @@ import path from 'node:path';
 import { Code, ConnectError } from '@connectrpc/connect';
 import {
   AGENT_PROTOCOL_VERSION,
+  ERROR_CODE_METADATA,
   LogStream,
   ReportedState,
   TaskType,
@@ -11,6 +12,7 @@ import {
   type RegisterResponse,
   type TaskSpec,
 } from '@leoflow/protocol';
+import { SecretMasker } from '@leoflow/core';
 import type { AgentConfig } from './config.js';
 import type { Diagnostics } from './diag.js';
 import type { AttemptIsolation } from './isolation.js';
@@ -29,6 +31,12 @@ import {
   type TaskExit,
 } from './task-process.js';
 import type { TokenHolder } from './token.js';
+
+/** The code the server names an ungranted declared secret with (issue 34). */
+const SECRET_NOT_GRANTED = 'LF_SECRET_NOT_GRANTED';
+
+/** A declared secret refused as not granted: the attempt fails with the server's sentence. */
+class SecretNotGrantedError extends Error {}
 import { readSecretReads, SECRET_READS_FILE_NAME } from './secret-reads.js';
 import { HeartbeatLoop, realTimers, type HeartbeatTimers } from './heartbeat.js';
 
@@ -149,6 +157,11 @@ export class Agent {
   readonly #timers: HeartbeatTimers;
   #heartbeatIntervalMs: number;
   #lastStdout: string | undefined;
+  /**
+   * Built once the attempt's secrets are in (issue 34): every task output line, and so the XCom
+   * value taken from the last stdout line, goes through it before it leaves the agent.
+   */
+  #masker: SecretMasker | undefined;
   /** After a signal, no retry may wait past this point (epoch ms). */
   #cutoff = Number.POSITIVE_INFINITY;
   /**
@@ -326,19 +339,29 @@ export class Agent {
         this.#fetchSecrets(
           'variables',
           prefetched?.variables?.variables,
-          prefetched?.variablesRefused,
+          prefetched && {
+            message: prefetched.variablesRefused,
+            code: prefetched.variablesRefusedCode,
+          },
           async () => (await this.#client.getVariables({}, this.#quickOpts())).variables,
         ),
         this.#fetchSecrets(
           'connections',
           prefetched?.connections?.connectionUris,
-          prefetched?.connectionsRefused,
+          prefetched && {
+            message: prefetched.connectionsRefused,
+            code: prefetched.connectionsRefusedCode,
+          },
           async () => (await this.#client.getConnections({}, this.#quickOpts())).connectionUris,
         ),
         this.#fetchUpstreamXComs(spec, xcomDir, runAs && asRoot ? runAs : undefined),
       ]);
       // the values now live only in the task's env, as when each part came on its own call
       this.#prefetch = undefined;
+      this.#masker = SecretMasker.forDelivery({
+        variables: variables ?? {},
+        connections: connections ?? {},
+      });
       const built = buildTaskEnv({
         agentEnv: this.#agentEnv,
         spec,
@@ -378,7 +401,7 @@ export class Agent {
       } else if (this.#isolation) launch = this.#isolation.wrap(launch);
     } catch (err) {
       const msg =
-        err instanceof UnsupportedTaskTypeError
+        err instanceof UnsupportedTaskTypeError || err instanceof SecretNotGrantedError
           ? err.message
           : `could not prepare the task: ${err instanceof Error ? err.message : String(err)}`;
       this.#agentLine(msg);
@@ -411,7 +434,8 @@ export class Agent {
       workdir,
       env,
       runAs,
-      onLine: (stream, line) => {
+      onLine: (stream, raw) => {
+        const line = this.#masker ? this.#masker.mask(raw) : raw;
         shipper.add(stream, line);
         if (stream === 'stdout' && line.trim() !== '') this.#lastStdout = line;
       },
@@ -455,6 +479,12 @@ export class Agent {
     }
     await task.outputDone(2_000);
     this.#agentLine(describeExit(exit));
+    if (this.#masker && this.#masker.masked > 0) {
+      // the log keeps the count (never what was masked)
+      this.#agentLine(
+        `masked ${this.#masker.masked} occurrence(s) of delivered secret values (or their encodings) in the task's output`,
+      );
+    }
 
     const stop = this.#stop;
     if (stop?.kind === 'terminate') {
@@ -686,6 +716,8 @@ export class Agent {
           hostname: os.hostname(),
           pid: process.pid,
           sessionKey: this.#tokens.sessionKey,
+          // this agent masks delivered values in its output (the server then need not)
+          masksSecrets: true,
           // secrets, upstream XComs (and the spec, when it did not come on the pipe) in the
           // answer: one round trip between Register and the task's start instead of two
           prefetch: true,
@@ -708,10 +740,14 @@ export class Agent {
         },
       });
     } catch (err) {
-      // A precondition refusal (an incompatible agent protocol, say) carries the server's
-      // explanation and fix; the operator reads it in the agent's diagnostics.
+      // A precondition refusal (an incompatible agent protocol, say) or a refused credential (a
+      // copied token registered first: LF_CREDENTIAL_COPIED) carries the server's explanation
+      // and fix; the operator reads it in the agent's diagnostics.
       const why =
-        err instanceof ConnectError && err.code === Code.FailedPrecondition
+        err instanceof ConnectError &&
+        (err.code === Code.FailedPrecondition ||
+          err.code === Code.PermissionDenied ||
+          err.code === Code.Unauthenticated)
           ? `: ${err.rawMessage}`
           : '';
       throw new Error(`${name} failed: ${codeName(err)}${why}`);
@@ -728,12 +764,14 @@ export class Agent {
   async #fetchSecrets(
     what: 'variables' | 'connections',
     prefetched: Record<string, string> | undefined,
-    refusedAtRegister: string | undefined,
+    refusedAtRegister: { message: string; code: string } | undefined,
     fn: () => Promise<Record<string, string>>,
   ): Promise<Record<string, string> | undefined> {
     if (prefetched) return prefetched;
-    if (refusedAtRegister) {
+    if (refusedAtRegister?.message) {
       // the refusal its own call would have answered (PermissionDenied), given once at Register
+      if (refusedAtRegister.code === SECRET_NOT_GRANTED)
+        throw new SecretNotGrantedError(refusedAtRegister.message);
       this.#refusedSecretFetch(what, 'PermissionDenied');
       return undefined;
     }
@@ -743,6 +781,14 @@ export class Agent {
         this.#preTaskRetry(what === 'variables' ? 'GetVariables' : 'GetConnections'),
       );
     } catch (err) {
+      // A declared secret the grants no longer give this DAG: the task would run without what it
+      // declared, so the attempt fails with the server's sentence (issue 34). Decided by the
+      // code in the metadata, never by the message.
+      if (
+        err instanceof ConnectError &&
+        err.metadata.get(ERROR_CODE_METADATA) === SECRET_NOT_GRANTED
+      )
+        throw new SecretNotGrantedError(err.rawMessage);
       this.#refusedSecretFetch(what, codeName(err));
       return undefined;
     }

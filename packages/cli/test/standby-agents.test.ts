@@ -7,20 +7,30 @@ import { standaloneConfig } from '../src/commands/standalone.js';
 describe('Lite standby agents vs the warm-pool guard', () => {
   const standby = { LEOFLOW_EXECUTION_STANDBY_AGENTS: '4' };
 
-  it('standby agents boot on envvar + observe', async () => {
+  it('standby agents boot on envvar + the default liveness (enforce) and on observe', async () => {
     const cfg = await standaloneConfig({}, standby);
     expect(cfg.subprocess.standbyAgents).toBe(4);
     expect(cfg.credentials).toMatchObject({
       warmPoolsEnabled: false,
       agentTokenTransport: 'envvar',
-      secretLivenessMode: 'observe',
+      secretLivenessMode: 'enforce',
     });
+    const observe = await standaloneConfig(
+      {},
+      { ...standby, LEOFLOW_AUTH_SECRET_LIVENESS_MODE: 'observe' },
+    );
+    expect(observe.credentials.secretLivenessMode).toBe('observe');
   });
 
   it('warm pools beside them are refused, naming both keys', async () => {
     const err: unknown = await standaloneConfig(
       {},
-      { ...standby, LEOFLOW_EXECUTION_WARM_POOLS_ENABLED: 'true' },
+      {
+        ...standby,
+        LEOFLOW_EXECUTION_WARM_POOLS_ENABLED: 'true',
+        // named: the default liveness mode is enforce, which warm pools accept
+        LEOFLOW_AUTH_SECRET_LIVENESS_MODE: 'observe',
+      },
     ).then(
       () => undefined,
       (e: unknown) => e,

@@ -105,6 +105,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/connections/{id}/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Which DAGs may declare a connection, and which registered DAGs declare it */
+        get: operations["get_connections_by_id_grants"];
+        /** Replace the DAG id patterns that may declare a connection; the answer lists the registered DAGs that lose it (dry_run: preview, nothing written) */
+        put: operations["put_connections_by_id_grants"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/connections/{id}/reveal": {
         parameters: {
             query?: never;
@@ -354,7 +372,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Revoke a live attempt's credential at once (optionally stop the attempt) */
+        /** Revoke an attempt's credential at once, whatever its state (optionally stop a live attempt); the answer says what changed */
         post: operations["post_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_revoke_credential"];
         delete?: never;
         options?: never;
@@ -720,6 +738,24 @@ export interface paths {
         post?: never;
         /** Delete a Variable; tasks that declared it stop receiving it */
         delete: operations["delete_variables_by_key"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/variables/{key}/grants": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Which DAGs may declare a variable, and which registered DAGs declare it */
+        get: operations["get_variables_by_key_grants"];
+        /** Replace the DAG id patterns that may declare a variable; the answer lists the registered DAGs that lose it (dry_run: preview, nothing written) */
+        put: operations["put_variables_by_key_grants"];
+        post?: never;
+        delete?: never;
         options?: never;
         head?: never;
         patch?: never;
@@ -1387,6 +1423,8 @@ export interface operations {
                             extra?: {
                                 [key: string]: unknown;
                             } | null;
+                            /** @description DAG id patterns that may declare it; null: every DAG (GET …/grants) */
+                            grants?: string[] | null;
                             updated_at?: string;
                         }[];
                         next_offset: number | null;
@@ -1499,6 +1537,8 @@ export interface operations {
                         extra?: {
                             [key: string]: unknown;
                         } | null;
+                        /** @description DAG id patterns that may declare it; null: every DAG (GET …/grants) */
+                        grants?: string[] | null;
                         updated_at?: string;
                     };
                 };
@@ -1628,6 +1668,8 @@ export interface operations {
                         extra?: {
                             [key: string]: unknown;
                         } | null;
+                        /** @description DAG id patterns that may declare it; null: every DAG (GET …/grants) */
+                        grants?: string[] | null;
                         updated_at?: string;
                     };
                 };
@@ -1726,6 +1768,233 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Invalid request (body, query or parameters); details.validation says which */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description The token is valid but its role does not grant the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    get_connections_by_id_grants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        name: string;
+                        /** @description DAG id patterns (anchored, case-sensitive; * and ? wildcards) that may declare it; null: every DAG of the tenant; []: none */
+                        grants: string[] | null;
+                        /** @description registered DAGs whose current version declares it, and whether the grants name them */
+                        declared_by: {
+                            dag_id: string;
+                            granted: boolean;
+                        }[];
+                    };
+                };
+            };
+            /** @description Invalid request (body, query or parameters); details.validation says which */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description The token is valid but its role does not grant the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    put_connections_by_id_grants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    grants: string[] | null;
+                    /** @default false */
+                    dry_run?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        name: string;
+                        /** @description DAG id patterns (anchored, case-sensitive; * and ? wildcards) that may declare it; null: every DAG of the tenant; []: none */
+                        grants: string[] | null;
+                        /** @description DAG id patterns (anchored, case-sensitive; * and ? wildcards) that may declare it; null: every DAG of the tenant; []: none */
+                        previous: string[] | null;
+                        /** @description false for a dry run: nothing was written */
+                        applied: boolean;
+                        /** @description registered DAGs that declare it and lose it with this change: delivery to them then refuses it (LF_SECRET_NOT_GRANTED) and their tasks fail with that sentence */
+                        losing: string[];
+                        gaining: string[];
+                        /** @description registered DAGs whose current version declares it, and whether the grants name them */
+                        declared_by: {
+                            dag_id: string;
+                            granted: boolean;
+                        }[];
+                    };
+                };
             };
             /** @description Invalid request (body, query or parameters); details.validation says which */
             400: {
@@ -3683,8 +3952,26 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        try_number?: number;
-                        terminated?: boolean;
+                        try_number: number;
+                        attempt_state: string;
+                        /** @description the try was queued or running */
+                        live: boolean;
+                        /** @description the try was the task instance's current one (not superseded) */
+                        current: boolean;
+                        /** @description false when it had already been revoked (nothing changed) */
+                        revoked_now: boolean;
+                        /** Format: date-time */
+                        revoked_at: string;
+                        /**
+                         * Format: date-time
+                         * @description the attempt's newest token's exp
+                         */
+                        credential_expires_at: string | null;
+                        /** @description a token of the attempt still verified (before its exp) when revoked */
+                        tokens_still_valid: boolean;
+                        /** @description what the revocation changed, one sentence each */
+                        changes: string[];
+                        terminated: boolean;
                     };
                 };
             };
@@ -6083,6 +6370,8 @@ export interface operations {
                             is_secret?: boolean;
                             masked?: boolean;
                             description?: string;
+                            /** @description DAG id patterns that may declare it; null: every DAG (GET …/grants) */
+                            grants?: string[] | null;
                             updated_at?: string;
                         }[];
                         next_offset: number | null;
@@ -6191,6 +6480,8 @@ export interface operations {
                         is_secret?: boolean;
                         masked?: boolean;
                         description?: string;
+                        /** @description DAG id patterns that may declare it; null: every DAG (GET …/grants) */
+                        grants?: string[] | null;
                         updated_at?: string;
                     };
                 };
@@ -6303,6 +6594,8 @@ export interface operations {
                         is_secret?: boolean;
                         masked?: boolean;
                         description?: string;
+                        /** @description DAG id patterns that may declare it; null: every DAG (GET …/grants) */
+                        grants?: string[] | null;
                         updated_at?: string;
                     };
                 };
@@ -6401,6 +6694,233 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Invalid request (body, query or parameters); details.validation says which */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description The token is valid but its role does not grant the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    get_variables_by_key_grants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        name: string;
+                        /** @description DAG id patterns (anchored, case-sensitive; * and ? wildcards) that may declare it; null: every DAG of the tenant; []: none */
+                        grants: string[] | null;
+                        /** @description registered DAGs whose current version declares it, and whether the grants name them */
+                        declared_by: {
+                            dag_id: string;
+                            granted: boolean;
+                        }[];
+                    };
+                };
+            };
+            /** @description Invalid request (body, query or parameters); details.validation says which */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description The token is valid but its role does not grant the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
+    put_variables_by_key_grants: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                key: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    grants: string[] | null;
+                    /** @default false */
+                    dry_run?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        name: string;
+                        /** @description DAG id patterns (anchored, case-sensitive; * and ? wildcards) that may declare it; null: every DAG of the tenant; []: none */
+                        grants: string[] | null;
+                        /** @description DAG id patterns (anchored, case-sensitive; * and ? wildcards) that may declare it; null: every DAG of the tenant; []: none */
+                        previous: string[] | null;
+                        /** @description false for a dry run: nothing was written */
+                        applied: boolean;
+                        /** @description registered DAGs that declare it and lose it with this change: delivery to them then refuses it (LF_SECRET_NOT_GRANTED) and their tasks fail with that sentence */
+                        losing: string[];
+                        gaining: string[];
+                        /** @description registered DAGs whose current version declares it, and whether the grants name them */
+                        declared_by: {
+                            dag_id: string;
+                            granted: boolean;
+                        }[];
+                    };
+                };
             };
             /** @description Invalid request (body, query or parameters); details.validation says which */
             400: {

@@ -12,7 +12,11 @@ import { Time } from '../src/components/Time';
 import { lineDiff } from '../src/diff';
 import { duration } from '../src/format';
 import { parseConf } from '../src/pages/Trigger';
-import { parseVariablesExport } from '../src/pages/Vault';
+import { GrantsForm, parseVariablesExport } from '../src/pages/Vault';
+import { DeclaredSecrets } from '../src/pages/Dag';
+import { SessionProvider } from '../src/session';
+import { QueryClient, QueryClientProvider } from '@tanstack/react-query';
+import type { Spec, Whoami } from '../src/api';
 
 (globalThis as { IS_REACT_ACT_ENVIRONMENT?: boolean }).IS_REACT_ACT_ENVIRONMENT = true;
 
@@ -261,5 +265,169 @@ describe('graph keyboard moves', () => {
     expect(neighbour(tasks, pos, 'd', 'ArrowRight')).toBeNull();
     expect(neighbour(tasks, pos, upper, 'Home')).toBe('a');
     expect(neighbour(tasks, pos, 'a', 'End')).toBe('d');
+  });
+});
+
+describe('DeclaredSecrets (issue 34: effective declarations and grants)', () => {
+  const spec: Spec = {
+    dag_id: 'etl',
+    schedule: null,
+    schedule_timezone: 'UTC',
+    // DAG level: every task without a list of its own receives these
+    variables: ['region'],
+    connections: ['warehouse'],
+    tasks: [
+      {
+        task_id: 'a',
+        type: 'bash',
+        depends_on: [],
+        trigger_rule: 'all_success',
+        retries: 0,
+        variables: [],
+        connections: [],
+      },
+      {
+        task_id: 'b',
+        type: 'bash',
+        depends_on: [],
+        trigger_rule: 'all_success',
+        retries: 0,
+        variables: ['api_token'],
+        connections: [],
+      },
+    ],
+  };
+  const GRANTS: Record<string, unknown> = {
+    '/api/v1/variables/region/grants': {
+      name: 'region',
+      grants: null,
+      declared_by: [{ dag_id: 'etl', granted: true }],
+    },
+    '/api/v1/variables/api_token/grants': {
+      name: 'api_token',
+      grants: ['report_*'],
+      declared_by: [{ dag_id: 'etl', granted: false }],
+    },
+    '/api/v1/connections/warehouse/grants': {
+      name: 'warehouse',
+      grants: ['etl', 'etl_*'],
+      declared_by: [{ dag_id: 'etl', granted: true }],
+    },
+  };
+
+  it('shows what each task is delivered and from which list, and each declared secret’s grants', async () => {
+    const realFetch = globalThis.fetch;
+    globalThis.fetch = ((url: string) =>
+      Promise.resolve(
+        new Response(JSON.stringify(GRANTS[url] ?? {}), {
+          status: GRANTS[url] ? 200 : 404,
+          headers: { 'content-type': 'application/json' },
+        }),
+      )) as typeof fetch;
+    try {
+      const me = { permissions: ['variables:read', 'connections:read'] } as unknown as Whoami;
+      const qc = new QueryClient({ defaultOptions: { queries: { retry: false } } });
+      const el = render(
+        <QueryClientProvider client={qc}>
+          <SessionProvider me={me}>
+            <DeclaredSecrets dagId="etl" spec={spec} />
+          </SessionProvider>
+        </QueryClientProvider>,
+      );
+      const rows = () =>
+        [...el.querySelectorAll('[data-testid="declared-secrets"] tbody tr')].map((r) =>
+          [...r.children].map((c) => c.textContent),
+        );
+      expect(rows()).toEqual([
+        ['a', 'all_success', "region (the DAG's list)", "warehouse (the DAG's list)"],
+        ['b', 'all_success', "api_token (the task's own list)", "warehouse (the DAG's list)"],
+      ]);
+      await act(async () => {
+        for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 5));
+      });
+      const grants = [...el.querySelectorAll('[data-testid="declared-grants"] tbody tr')].map((r) =>
+        [...r.children].map((c) => c.textContent),
+      );
+      expect(grants).toEqual([
+        ['region', 'Variable', 'every DAG', 'granted'],
+        [
+          'api_token',
+          'Variable',
+          'report_*',
+          'not granted: its tasks fail with LF_SECRET_NOT_GRANTED',
+        ],
+        ['warehouse', 'Connection', 'etl, etl_*', 'granted'],
+      ]);
+    } finally {
+      globalThis.fetch = realFetch;
+    }
+  });
+});
+
+describe('GrantsForm (issue 34): the narrowing preview before saving', () => {
+  it('lists the registered DAGs that would lose the secret before it can be saved, then saves exactly that', async () => {
+    const realFetch = globalThis.fetch;
+    const sent: { method: string; body: unknown }[] = [];
+    globalThis.fetch = ((url: string, init: RequestInit) => {
+      const body = JSON.parse(init.body as string) as { grants: string[]; dry_run?: boolean };
+      sent.push({ method: String(init.method), body });
+      expect(url).toBe('/api/v1/variables/g_token/grants');
+      return Promise.resolve(
+        new Response(
+          JSON.stringify({
+            name: 'g_token',
+            grants: body.grants,
+            previous: null,
+            applied: body.dry_run !== true,
+            losing: ['report'],
+            gaining: [],
+            declared_by: [],
+          }),
+          { status: 200, headers: { 'content-type': 'application/json' } },
+        ),
+      );
+    }) as typeof fetch;
+    let done = false;
+    try {
+      const qc = new QueryClient();
+      const el = render(
+        <QueryClientProvider client={qc}>
+          <GrantsForm
+            kind="variables"
+            name="g_token"
+            current={null}
+            onDone={() => {
+              done = true;
+            }}
+          />
+        </QueryClientProvider>,
+      );
+      const input = el.querySelector('input[placeholder]') as HTMLInputElement;
+      const button = () => el.querySelector('button[type="submit"]') as HTMLButtonElement;
+      const settle = () =>
+        act(async () => {
+          for (let i = 0; i < 10; i++) await new Promise((r) => setTimeout(r, 5));
+        });
+      act(() => {
+        // React tracks the value through the prototype's setter: set it as a user's typing does
+        Reflect.set(HTMLInputElement.prototype, 'value', 'etl_*', input);
+        input.dispatchEvent(new Event('input', { bubbles: true }));
+      });
+      expect(button().textContent).toBe('Preview');
+      act(() => button().click());
+      await settle();
+      expect(sent).toEqual([{ method: 'PUT', body: { grants: ['etl_*'], dry_run: true } }]);
+      expect(el.querySelector('[data-testid="grants-preview"]')?.textContent).toContain(
+        'Registered DAGs that would lose it (their tasks then fail with LF_SECRET_NOT_GRANTED): report',
+      );
+      expect(done).toBe(false);
+      expect(button().textContent).toBe('Save grants');
+      act(() => button().click());
+      await settle();
+      expect(sent[1]).toEqual({ method: 'PUT', body: { grants: ['etl_*'] } });
+      expect(done).toBe(true);
+    } finally {
+      globalThis.fetch = realFetch;
+    }
   });
 });

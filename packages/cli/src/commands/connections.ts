@@ -15,6 +15,7 @@ import {
 import { ApiClient, CliError } from '../client.js';
 import { globalOpts } from '../global-options.js';
 import { parseOutput, print } from '../output.js';
+import { registerGrantCommands } from './grants.js';
 
 const COLUMNS = [
   'conn_id',
@@ -342,6 +343,8 @@ export function registerConnections(program: Command): void {
       const out = { exported: Object.keys(res.connections).length, file };
       print(parseOutput(g.output), out, { rows: [out], columns: ['exported', 'file'] });
     });
+
+  registerGrantCommands(conns, 'connections', 'conn_id');
 }
 
 function importFormat(file: string, given?: string): 'json' | 'yaml' | 'env' {

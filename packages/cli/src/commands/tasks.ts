@@ -78,7 +78,7 @@ export function registerTasks(program: Command): void {
   tasks
     .command('revoke-credential <run_id> <task_id>')
     .description(
-      "stop a live attempt's credential from resolving secrets and renewing, now (the task keeps running unless --terminate)",
+      "stop an attempt's credential from resolving secrets and renewing, now, whatever its state (a live task keeps running unless --terminate); says what changed",
     )
     .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
     .option('--try <n>', 'which try (default: the current one)')
@@ -93,16 +93,27 @@ export function registerTasks(program: Command): void {
         const g = globalOpts(cmd);
         const client = new ApiClient(g);
         const ref = await resolveRun(client, runId, flags.dag);
-        const res = await client.request<{ try_number: number; terminated: boolean }>(
-          'POST',
-          `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/revoke-credential`,
-          { ...(flags.try ? { try: Number(flags.try) } : {}), terminate: flags.terminate ?? false },
-        );
+        const res = await client.request<{
+          try_number: number;
+          attempt_state: string;
+          revoked_now: boolean;
+          credential_expires_at: string | null;
+          tokens_still_valid: boolean;
+          changes: string[];
+          terminated: boolean;
+        }>('POST', `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/revoke-credential`, {
+          ...(flags.try ? { try: Number(flags.try) } : {}),
+          terminate: flags.terminate ?? false,
+        });
         const format = parseOutput(g.output);
         if (format === 'table') {
-          process.stdout.write(
-            `revoked the credential of ${taskId} try ${res.try_number}${res.terminated ? '; the attempt is being stopped' : ''}\n`,
-          );
+          const head = res.revoked_now
+            ? `revoked the credential of ${taskId} try ${res.try_number} (${res.attempt_state})`
+            : `the credential of ${taskId} try ${res.try_number} (${res.attempt_state}) was already revoked`;
+          const valid = res.tokens_still_valid
+            ? `a token of it still verified, until ${res.credential_expires_at ?? 'its expiry'}`
+            : 'no token of it verified any more';
+          process.stdout.write(`${head}; ${valid}\n${res.changes.map((c) => `  ${c}\n`).join('')}`);
         } else print(format, res);
       },
     );

@@ -8,6 +8,7 @@ import {
 import { ApiClient, CliError } from '../client.js';
 import { globalOpts } from '../global-options.js';
 import { parseOutput, print } from '../output.js';
+import { registerGrantCommands } from './grants.js';
 
 const COLUMNS = ['key', 'value', 'is_secret', 'description', 'updated_at'];
 
@@ -125,4 +126,6 @@ export function registerVariables(program: Command): void {
       const out = { exported: Object.keys(res.variables).length, file };
       print(parseOutput(g.output), out, { rows: [out], columns: ['exported', 'file'] });
     });
+
+  registerGrantCommands(vars, 'variables', 'key');
 }

@@ -17,14 +17,19 @@ export type AgentTokenTransport = (typeof AGENT_TOKEN_TRANSPORTS)[number];
  */
 export const EXCHANGE_BOOTSTRAPS = ['projected_token', 'secret_key_ref'] as const;
 export type ExchangeBootstrap = (typeof EXCHANGE_BOOTSTRAPS)[number];
+/**
+ * The default first (DESIGN §5). `permissive` and `off` are migration modes for bringing in DAGs
+ * whose declarations may be incomplete; `observe` is seed 001's rollout mode. Doctor names each
+ * as an exposure.
+ */
 export const SECRET_SCOPING_MODES = [
-  'permissive',
   'enforce',
+  'permissive',
   'off',
 ] as const satisfies readonly SecretScopingMode[];
 export const SECRET_LIVENESS_MODES = [
-  'observe',
   'enforce',
+  'observe',
 ] as const satisfies readonly SecretLivenessMode[];
 
 // Compile-time: each list names every mode the credential module understands, so a mode added
@@ -58,11 +63,17 @@ export interface CredentialPlaneConfig {
   agentLostThresholdSeconds: number;
 }
 
+/**
+ * Lite and Pro start with both halves of the promise on: a task receives exactly what it declared
+ * (`secret_scoping=enforce`) and its credential dies with it (`secret_liveness_mode=enforce`).
+ * This departs on purpose from seed 001 D9's "permissive initial default": there is no installed
+ * base to migrate, and the SDKs' error names the missing declaration (docs/credentials.md).
+ */
 export const DEFAULT_CREDENTIAL_PLANE_CONFIG: Readonly<CredentialPlaneConfig> = Object.freeze({
   agentTokenTransport: 'envvar',
   exchangeBootstrap: 'projected_token',
-  secretScoping: 'permissive',
-  secretLivenessMode: 'observe',
+  secretScoping: 'enforce',
+  secretLivenessMode: 'enforce',
   maxAttemptCredentialLifetimeSeconds: 24 * 3600,
   warmPoolsEnabled: false,
   heartbeatIntervalSeconds: 15,

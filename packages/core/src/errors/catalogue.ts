@@ -360,11 +360,39 @@ export const ERROR_CATALOGUE = {
     'Name a fault the test-fault hook knows (packages/server/src/util/test-faults.ts).',
   ),
   // ── liveness ──────────────────────────────────────────────────────────────────────────
-  LF_ATTEMPT_NOT_LIVE: c(
+  LF_ATTEMPT_NOT_FOUND: c(
     'liveness',
-    409,
-    'The attempt has finished or lost its lease; act on the current attempt instead.',
+    404,
+    'No attempt with that try exists for the task: list its tries (`leoflow tasks delivery <run> <task>`) and name one of them, or omit --try for the current one.',
+  ),
+  LF_CREDENTIAL_UNBOUND: c(
+    'auth',
+    null,
+    "An attempt's token works only with the session key its agent bound at Register: a request without it, or with another, is refused and audited (credential.unbound_use). If this is the attempt's own agent, let the attempt fail and clear the task for a fresh one; otherwise the token was copied — find where (under envvar it is on the pod spec) and prefer auth.agent_token_transport=exchange.",
+    'unauthenticated',
+  ),
+  LF_CREDENTIAL_COPIED: c(
+    'auth',
+    null,
+    "Two agent processes registered with one attempt's token, so it was copied: the attempt was failed (retries apply, each with a new token) and its credential revoked. Find who can read the token (under envvar: `get pods` in the task namespace) and prefer auth.agent_token_transport=exchange; the audit event credential.unbound_use names the attempt.",
+    'permission_denied',
+  ),
+  LF_AGENT_SESSION_KEY_REQUIRED: c(
+    'auth',
+    null,
+    "Register needs the agent's session key (RegisterRequest.session_key or the leoflow-session header); upgrade the agent to this control plane's version.",
     'failed_precondition',
+  ),
+  LF_SECRET_NOT_GRANTED: c(
+    'auth',
+    403,
+    "The DAG declares a Variable or Connection whose grants do not name it: ask an admin to add a pattern matching the DAG id to the secret's grants (`leoflow variables set-grants` / `leoflow connections set-grants`), or remove it from the DAG's declaration.",
+    'permission_denied',
+  ),
+  LF_SECRET_GRANT_INVALID: c(
+    'vault',
+    400,
+    'Give grants as a list of DAG id patterns (letters, digits, _ . - and the wildcards * and ?; anchored, case-sensitive), [] for no DAG, or null for every DAG.',
   ),
   // ── vault ─────────────────────────────────────────────────────────────────────────────
   LF_VARIABLE_NOT_FOUND: c(

@@ -31,8 +31,8 @@ describe('defaults', () => {
     expect(r.config).toEqual({
       agentTokenTransport: 'envvar',
       exchangeBootstrap: 'projected_token',
-      secretScoping: 'permissive',
-      secretLivenessMode: 'observe',
+      secretScoping: 'enforce',
+      secretLivenessMode: 'enforce',
       maxAttemptCredentialLifetimeSeconds: 86_400,
       warmPoolsEnabled: false,
       heartbeatIntervalSeconds: 15,
@@ -45,9 +45,9 @@ describe('defaults', () => {
 
   it('cannot be mutated through the exported object', () => {
     expect(Object.isFrozen(DEFAULT_CREDENTIAL_PLANE_CONFIG)).toBe(true);
-    const r = resolveConfig({ flags: { 'auth.secret_scoping': 'enforce' } });
-    expect(r.config.secretScoping).toBe('enforce');
-    expect(DEFAULT_CREDENTIAL_PLANE_CONFIG.secretScoping).toBe('permissive');
+    const r = resolveConfig({ flags: { 'auth.secret_scoping': 'permissive' } });
+    expect(r.config.secretScoping).toBe('permissive');
+    expect(DEFAULT_CREDENTIAL_PLANE_CONFIG.secretScoping).toBe('enforce');
   });
 });
 
@@ -131,7 +131,7 @@ describe('enum keys', () => {
 it('the message documented in docs/configuration.md is the real one', () => {
   const r = resolveConfig({ env: { LEOFLOW_AUTH_SECRET_SCOPING: 'strict' } });
   expect(validateConfig(r.config, r.sources).map((p) => p.message)).toEqual([
-    'auth.secret_scoping is "strict" (from env LEOFLOW_AUTH_SECRET_SCOPING); allowed values: permissive, enforce, off.',
+    'auth.secret_scoping is "strict" (from env LEOFLOW_AUTH_SECRET_SCOPING); allowed values: enforce, permissive, off.',
   ]);
   const ceiling = validateConfig(cfg({ maxAttemptCredentialLifetimeSeconds: 300 }));
   expect(ceiling[0]?.message).toMatch(
@@ -229,14 +229,14 @@ describe('precedence: defaults < file < env < flags', () => {
 describe('unknown keys', () => {
   it('in the file name the key and suggest the closest one', () => {
     const r = resolveConfig({
-      file: { auth: { secret_scopng: 'enforce' }, secret_liveness_mode: 'enforce' },
+      file: { auth: { secret_scopng: 'permissive' }, secret_liveness_mode: 'observe' },
     });
     expect(keysOf(r.problems)).toEqual(['auth.secret_scopng', 'secret_liveness_mode']);
     expect(r.problems[0]?.message).toContain('unknown configuration key auth.secret_scopng');
     expect(r.problems[0]?.message).toContain('did you mean auth.secret_scoping?');
     expect(r.problems[1]?.message).toContain('did you mean auth.secret_liveness_mode?');
     // An unknown key never changes the effective value.
-    expect(r.config.secretScoping).toBe('permissive');
+    expect(r.config.secretScoping).toBe('enforce');
   });
 
   it('with nothing close say so without a guess', () => {
@@ -421,7 +421,7 @@ describe('warm pools (T84)', () => {
   });
 
   it('on with envvar + observe fails naming both keys and their required values', () => {
-    const problems = validateConfig(cfg({ warmPoolsEnabled: true }));
+    const problems = validateConfig(cfg({ warmPoolsEnabled: true, secretLivenessMode: 'observe' }));
     expect(keysOf(problems)).toEqual(['auth.agent_token_transport', 'auth.secret_liveness_mode']);
     for (const p of problems) {
       expect(p.message).toContain('auth.agent_token_transport=exchange');
@@ -431,7 +431,15 @@ describe('warm pools (T84)', () => {
 
   it('on with exchange but observe fails on liveness only', () => {
     expect(
-      keysOf(validateConfig(cfg({ warmPoolsEnabled: true, agentTokenTransport: 'exchange' }))),
+      keysOf(
+        validateConfig(
+          cfg({
+            warmPoolsEnabled: true,
+            agentTokenTransport: 'exchange',
+            secretLivenessMode: 'observe',
+          }),
+        ),
+      ),
     ).toEqual(['auth.secret_liveness_mode']);
   });
 
@@ -474,7 +482,11 @@ describe('warm pools (T84)', () => {
   // tell the two apart by execution.warm_pools_enabled: the same environment, standby agents in
   // both, is refused with warm pools on and boots without them.
   it("Lite's standby agents are not warm pools: refused only when warm pools are on", () => {
-    const standby = { LEOFLOW_EXECUTION_STANDBY_AGENTS: '4' };
+    // observe named explicitly: the default is enforce (issue 34), and the refusal should name both
+    const standby = {
+      LEOFLOW_EXECUTION_STANDBY_AGENTS: '4',
+      LEOFLOW_AUTH_SECRET_LIVENESS_MODE: 'observe',
+    };
     expect(CREDENTIAL_PLANE_KEYS.map((k) => k.key)).not.toContain('execution.standby_agents');
 
     let thrown: unknown;

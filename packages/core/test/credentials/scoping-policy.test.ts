@@ -117,8 +117,8 @@ describe('liveness verdict', () => {
       kind: 'deliver_would_deny',
     });
   });
-  it('liveness-mode fallback: unset is observe; a mode the gate does not know never denies, but still flags a dead attempt', () => {
-    expect(resolveConfig({}).config.secretLivenessMode).toBe('observe');
+  it('liveness-mode fallback: unset is enforce; a mode the gate does not know never denies, but still flags a dead attempt', () => {
+    expect(resolveConfig({}).config.secretLivenessMode).toBe('enforce');
     expect(
       resolveConfig({ env: { LEOFLOW_AUTH_SECRET_LIVENESS_MODE: 'enforce' } }).config
         .secretLivenessMode,

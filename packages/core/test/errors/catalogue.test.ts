@@ -60,7 +60,7 @@ describe('the named error classes', () => {
     [new DagError('LF_DAG_INVALID', 'm'), 'DagError', 'dag'],
     [new VaultError('LF_SECRET_KEY_MISSING', 'm'), 'VaultError', 'vault'],
     [new AuthError('LF_FORBIDDEN', 'm'), 'AuthError', 'auth'],
-    [new LivenessError('LF_ATTEMPT_NOT_LIVE', 'm'), 'LivenessError', 'liveness'],
+    [new LivenessError('LF_ATTEMPT_NOT_FOUND', 'm'), 'LivenessError', 'liveness'],
     [new StoreError('LF_STORE_MIGRATION_FAILED', 'm'), 'StoreError', 'store'],
   ] as const;
 

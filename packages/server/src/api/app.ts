@@ -26,6 +26,7 @@ import {
 import { registerRunRoutes } from './run-routes.js';
 import { registerRunnerRoutes, type RunnerRouteDeps } from './runner-routes.js';
 import { registerVaultRoutes } from './vault-routes.js';
+import { registerGrantRoutes } from './grant-routes.js';
 import { authenticateRequest, type UiDeps } from './web-session/guard.js';
 import {
   registerUiRoutes,
@@ -335,6 +336,7 @@ export function buildApi(deps: ApiDeps) {
     registerDagRoutes(api, { onChange: deps.onChange });
     registerRunRoutes(api);
     registerVaultRoutes(api, { clock: deps.clock });
+    registerGrantRoutes(api);
     registerRunnerRoutes(api, deps.directory);
     registerAdminRoutes(api, {
       platform: deps.platform,

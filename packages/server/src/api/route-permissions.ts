@@ -53,6 +53,10 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
   'DELETE /api/v1/variables/:key': 'variables:write',
   'POST /api/v1/variables/import': 'variables:write',
   'POST /api/v1/variables/export': 'variables:reveal',
+  // which DAGs may declare it (issue 34): reading shows patterns and DAG ids, never a value;
+  // changing them is as strong as revealing (a granted DAG's author can read the value)
+  'GET /api/v1/variables/:key/grants': 'variables:read',
+  'PUT /api/v1/variables/:key/grants': 'variables:grant',
 
   'GET /api/v1/connections': 'connections:read',
   'GET /api/v1/connections/:id': 'connections:read',
@@ -62,6 +66,8 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
   'POST /api/v1/connections/:id/test': 'connections:test',
   'POST /api/v1/connections/import': 'connections:write',
   'POST /api/v1/connections/export': 'connections:reveal',
+  'GET /api/v1/connections/:id/grants': 'connections:read',
+  'PUT /api/v1/connections/:id/grants': 'connections:grant',
 
   'GET /api/v1/audit': 'audit:read',
 

@@ -432,7 +432,8 @@ export function registerRunRoutes(api: FastifyInstance): void {
     '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/revoke-credential',
     {
       schema: {
-        summary: "Revoke a live attempt's credential at once (optionally stop the attempt)",
+        summary:
+          "Revoke an attempt's credential at once, whatever its state (optionally stop a live attempt); the answer says what changed",
         params: TASK,
         body: {
           type: 'object',
@@ -445,7 +446,47 @@ export function registerRunRoutes(api: FastifyInstance): void {
         response: {
           200: {
             type: 'object',
-            properties: { try_number: { type: 'integer' }, terminated: { type: 'boolean' } },
+            required: [
+              'try_number',
+              'attempt_state',
+              'live',
+              'current',
+              'revoked_now',
+              'revoked_at',
+              'credential_expires_at',
+              'tokens_still_valid',
+              'changes',
+              'terminated',
+            ],
+            properties: {
+              try_number: { type: 'integer' },
+              attempt_state: { type: 'string' },
+              live: { type: 'boolean', description: 'the try was queued or running' },
+              current: {
+                type: 'boolean',
+                description: "the try was the task instance's current one (not superseded)",
+              },
+              revoked_now: {
+                type: 'boolean',
+                description: 'false when it had already been revoked (nothing changed)',
+              },
+              revoked_at: { type: 'string', format: 'date-time' },
+              credential_expires_at: {
+                type: ['string', 'null'],
+                format: 'date-time',
+                description: "the attempt's newest token's exp",
+              },
+              tokens_still_valid: {
+                type: 'boolean',
+                description: 'a token of the attempt still verified (before its exp) when revoked',
+              },
+              changes: {
+                type: 'array',
+                items: { type: 'string' },
+                description: 'what the revocation changed, one sentence each',
+              },
+              terminated: { type: 'boolean' },
+            },
           },
           ...stdErrors,
         },
@@ -465,9 +506,16 @@ export function registerRunRoutes(api: FastifyInstance): void {
         req,
         'credential.revoke',
         { type: 'task_instance', id: `${dag_id}/${run_id}/${task_id}` },
-        { try_number: out.try_number, terminate: out.terminated },
+        {
+          try_number: out.try_number,
+          terminate: out.terminated,
+          live: out.live,
+          revoked_now: out.revoked_now,
+          tokens_still_valid: out.tokens_still_valid,
+        },
       );
-      return out;
+      const { task_instance_id: _internal, ...reply } = out;
+      return reply;
     },
   );
 }

@@ -31,6 +31,11 @@ const variableSchema = {
     is_secret: { type: 'boolean' },
     masked: { type: 'boolean' },
     description: { type: 'string' },
+    grants: {
+      type: ['array', 'null'],
+      items: { type: 'string' },
+      description: 'DAG id patterns that may declare it; null: every DAG (GET …/grants)',
+    },
     updated_at: { type: 'string' },
   },
 } as const;
@@ -51,6 +56,11 @@ const connectionSchema = {
     description: { type: 'string' },
     has_password: { type: 'boolean' },
     extra: { type: ['object', 'null'], additionalProperties: true },
+    grants: {
+      type: ['array', 'null'],
+      items: { type: 'string' },
+      description: 'DAG id patterns that may declare it; null: every DAG (GET …/grants)',
+    },
     updated_at: { type: 'string' },
   },
 } as const;
@@ -175,6 +185,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
             is_secret: v.is_secret,
             masked,
             description: v.description,
+            grants: v.grants,
             updated_at: new Date(v.updated_at).toISOString(),
           };
         }),
@@ -212,6 +223,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
         is_secret: v.is_secret,
         masked,
         description: v.description,
+        grants: v.grants,
         updated_at: new Date(v.updated_at).toISOString(),
       };
     },
@@ -383,6 +395,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
           description: c.description,
           has_password: c.has_secret,
           extra: null,
+          grants: c.grants,
           updated_at: new Date(c.updated_at).toISOString(),
         })),
       };
@@ -402,7 +415,7 @@ export function registerVaultRoutes(api: FastifyInstance, deps: VaultRouteDeps):
       const { id } = req.params as { id: string };
       const c = await req.scope.vault.getConnection(id);
       if (!c) throw notFound('connection', id, 'leoflow connections list');
-      return publicConnection(id, c.conn, c.description, c.updated_at);
+      return { ...publicConnection(id, c.conn, c.description, c.updated_at), grants: c.grants };
     },
   );
 

@@ -1,15 +1,13 @@
-import { createHash } from 'node:crypto';
 import type { Clock, SecretKind } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenClaims } from '../auth/agent-token.js';
 import type { AttemptRecordStore } from '../store/ports/attempt-records.js';
-import type { AttemptRecordKey, AttemptSessionBinding } from '../store/types.js';
 
 /**
  * The per-try delivery record: scoping and liveness modes in force, the names delivered (never
  * values), refusals, renewals and the credential's newest expiry. Every write here is best-effort (a
- * failed write is logged, never changes an RPC's answer) except the session binding at
- * Register, which later post-exp reports depend on.
+ * failed write is logged, never changes an RPC's answer). The session binding at Register is
+ * not here: it is authoritative (session-binding.ts).
  */
 export class AttemptRecorder {
   constructor(
@@ -20,27 +18,6 @@ export class AttemptRecorder {
   ) {}
 
   private readonly stopped = new Set<string>();
-
-  /** Binds the agent's session key (its SHA-256) to the attempt; authoritative, may throw. */
-  async register(claims: AgentTokenClaims, sessionKey: string): Promise<AttemptSessionBinding> {
-    const now = this.clock.now();
-    // One INSERT: a retried Register finds the row and keeps the first credential's exp.
-    await this.store.ensureAttemptRecord(keyOf(claims), now, claims.exp * 1000);
-    if (sessionKey === '') return 'same';
-    return this.store.bindAttemptSession(
-      claims.task_instance_id,
-      claims.try_number,
-      sessionHash(sessionKey),
-      now,
-    );
-  }
-
-  /** True when `sessionKey` is the one bound at Register (false when none is bound). */
-  async sessionMatches(claims: AgentTokenClaims, sessionKey: string): Promise<boolean> {
-    if (sessionKey === '') return false;
-    const rec = await this.store.getAttemptRecord(claims.task_instance_id, claims.try_number);
-    return rec?.session_hash != null && rec.session_hash === sessionHash(sessionKey);
-  }
 
   delivered(claims: AgentTokenClaims, kind: SecretKind, names: string[]): Promise<void> {
     return this.best('delivery', claims, (now) =>
@@ -97,20 +74,4 @@ export class AttemptRecorder {
       this.logger.warn({ err, try: claims.try_number }, `attempt record (${what}) not written`);
     }
   }
-}
-
-function keyOf(c: AgentTokenClaims): AttemptRecordKey {
-  return {
-    tenant_id: c.tenant_id,
-    task_instance_id: c.task_instance_id,
-    try_number: c.try_number,
-    dag_id: c.dag_id,
-    dag_run_id: c.dag_run_id,
-    run_id: c.run_id,
-    task_id: c.task_id,
-  };
-}
-
-export function sessionHash(sessionKey: string): string {
-  return createHash('sha256').update(sessionKey).digest('hex');
 }

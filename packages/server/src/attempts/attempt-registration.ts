@@ -4,7 +4,12 @@ import { RegisterResponseSchema, type RegisterResponse } from '@leoflow/protocol
 import type { Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenClaims } from '../auth/agent-token.js';
-import type { AttemptRecorder } from './attempt-record.js';
+import {
+  CREDENTIAL_COPIED_CODE,
+  SESSION_KEY_REQUIRED_CODE,
+  type SessionBindings,
+} from './session-binding.js';
+import type { AttemptCredentialStore } from '../store/ports/attempt-credentials.js';
 import type { SecretDelivery } from './secret-delivery.js';
 import type { AttemptLifecycle } from './attempt-lifecycle.js';
 import type { SpecCache } from '../store/spec-cache.js';
@@ -16,14 +21,20 @@ import { registerPrefetch } from './register-prefetch.js';
 import { taskSpecMessage } from './task-spec-message.js';
 
 export interface AttemptRegistrationDeps {
-  store: TaskInstanceStore & RunStore & XComStore;
+  store: TaskInstanceStore &
+    RunStore &
+    XComStore &
+    Pick<AttemptCredentialStore, 'revokeAttemptCredential'>;
   specs: SpecCache;
   clock: Clock;
   lifecycle: AttemptLifecycle;
   logger: Logger;
   heartbeatIntervalMs: number;
   secrets: SecretDelivery;
-  records?: AttemptRecorder;
+  /** binds the agent's session key at Register (authoritative) */
+  sessions: Pick<SessionBindings, 'bind' | 'refused'>;
+  /** drops cached verifications of a revoked attempt's tokens */
+  evictAttempt?: (taskInstanceId: string, tryNumber: number) => void;
   faults?: FaultInjector;
   /** counts each registration by path and outcome (metrics) */
   onRegistration?: (via: RegistrationPath, outcome: 'registered' | 'terminate') => void;
@@ -37,8 +48,10 @@ export type RegistrationPath = (typeof REGISTRATION_PATHS)[number];
 export interface RegisteringAgent {
   hostname: string;
   pid: number;
-  /** the agent's session key; its SHA-256 is bound to the attempt ('' binds none) */
+  /** the agent's session key; its SHA-256 is bound to the attempt (required: '' is refused) */
   sessionKey: string;
+  /** the agent masks delivered secrets in its output (else the control plane does, on write) */
+  masksSecrets?: boolean;
 }
 
 /** What the registration answers besides its verdict. */
@@ -145,6 +158,13 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
     wants: RegistrationWants,
     via: RegistrationPath,
   ): Promise<RegisterResponse> {
+    if (agent.sessionKey === '') {
+      // Before anything is written: a token with no key bound to it would work for anyone.
+      throw new ConnectError(
+        `${SESSION_KEY_REQUIRED_CODE}: Register needs the agent's session key (RegisterRequest.session_key or the leoflow-session header); upgrade the agent to this control plane's version`,
+        Code.FailedPrecondition,
+      );
+    }
     const ti = await ownTaskInstance(claims);
     // Not gated: the FENCE is the queued -> running write, and an attempt whose write does not
     // land is told to stop (in either liveness mode) instead of being refused.
@@ -167,14 +187,10 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
         terminateReason: 'the attempt is no longer the live try of its task instance',
       });
     }
-    if (deps.records) {
-      const bound = await deps.records.register(claims, agent.sessionKey);
-      if (bound === 'conflict') {
-        throw new ConnectError(
-          'another agent process already registered for this attempt',
-          Code.PermissionDenied,
-        );
-      }
+    const bound = await deps.sessions.bind(claims, agent.sessionKey, agent.masksSecrets ?? false);
+    if (bound === 'conflict') {
+      deps.onRegistration?.(via, 'terminate');
+      throw await copiedCredential(claims, ti);
     }
     deps.onRegistration?.(via, 'registered');
     // No scheduler poke: queued -> running unblocks nothing the scheduler decides, and a tick
@@ -189,6 +205,38 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
       heartbeatIntervalSeconds,
       ...(prefetch ? { prefetch } : {}),
     });
+  }
+
+  /**
+   * A second agent process registered with this attempt's token: the token was copied (under
+   * envvar it is a literal on the pod spec), and which of the two is the real agent cannot be
+   * told from here. So neither keeps the attempt: its credential is revoked (no further secret,
+   * no renewal), the attempt fails with the reason (retries apply, each with a new token), the
+   * use is audited, and this Register is refused with the same sentence. Never silent: the copy
+   * that registered first cannot quietly run the attempt.
+   */
+  async function copiedCredential(
+    claims: AgentTokenClaims,
+    ti: NonNullable<OwnTaskInstance>,
+  ): Promise<ConnectError> {
+    const reason =
+      `${CREDENTIAL_COPIED_CODE}: two agent processes registered with the token of try ` +
+      `${claims.try_number} of ${claims.task_id}, so it was copied; the attempt is failed and ` +
+      'its credential revoked (a retry gets a new one). Find who can read the token (under ' +
+      'envvar: get pods in the task namespace) and prefer auth.agent_token_transport=exchange.';
+    await deps.sessions.refused(claims, 'register', 'second_registration');
+    try {
+      await store.revokeAttemptCredential(ti.id, claims.try_number, clock.now());
+      deps.evictAttempt?.(ti.id, claims.try_number);
+      await lifecycle.fail(ti.id, claims.try_number, {
+        reason,
+        dispatchGen: claims.dispatch_gen,
+      });
+    } catch (err) {
+      // The refusal stands; the reaper fails an attempt whose agents stop heartbeating.
+      logger.error({ err, code: CREDENTIAL_COPIED_CODE }, 'could not fail a copied attempt');
+    }
+    return new ConnectError(reason, Code.PermissionDenied);
   }
 
   return { register, attemptTask };

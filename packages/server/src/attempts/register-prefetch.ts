@@ -45,6 +45,7 @@ export async function registerPrefetch(
     out.variables = create(GetVariablesResponseSchema, { variables: variables.value });
   } else if (variables.error instanceof SecretRefusal) {
     out.variablesRefused = variables.error.message;
+    out.variablesRefusedCode = variables.error.code ?? '';
   } else {
     src.onSkipped('variables', variables.error);
   }
@@ -52,6 +53,7 @@ export async function registerPrefetch(
     out.connections = create(GetConnectionsResponseSchema, { connectionUris: connections.value });
   } else if (connections.error instanceof SecretRefusal) {
     out.connectionsRefused = connections.error.message;
+    out.connectionsRefusedCode = connections.error.code ?? '';
   } else {
     src.onSkipped('connections', connections.error);
   }

@@ -1,5 +1,7 @@
 import {
   declaredSet,
+  notGrantedMessage,
+  SECRET_NOT_GRANTED_CODE,
   formatConnectionUri,
   isNarrowerThanVault,
   livenessVerdict,
@@ -13,21 +15,30 @@ import {
 import type { Logger } from 'pino';
 import type { AgentTokenClaims } from '../auth/agent-token.js';
 import type { AttemptRecorder } from './attempt-record.js';
+import type { GrantFilter } from '../vault/vault-service.js';
 import type { SpecCache } from '../store/spec-cache.js';
 import type { SecretPathStore } from '../store/ports/secret-path.js';
 
-/** The part of the vault delivery needs: decryption happens only for what is returned. */
+/**
+ * The part of the vault delivery needs: decryption happens only for what is returned, and only
+ * for what the grants give the DAG (the names of the others are pushed to `grants.ungranted`).
+ */
 export interface SecretSource {
-  resolveVariables(tenantId: string, keys: readonly string[] | 'all'): Promise<Map<string, string>>;
+  resolveVariables(
+    tenantId: string,
+    keys: readonly string[] | 'all',
+    grants?: GrantFilter,
+  ): Promise<Map<string, string>>;
   resolveConnections(
     tenantId: string,
     ids: readonly string[] | 'all',
+    grants?: GrantFilter,
   ): Promise<Map<string, Connection>>;
 }
 
 export interface SecretMetrics {
   delivered(kind: SecretKind): void;
-  denied(kind: SecretKind, reason: 'not_live' | 'revoked' | 'insecure_channel'): void;
+  denied(kind: SecretKind, reason: SecretRefusalReason): void;
   wouldDeny(kind: SecretKind): void;
   latency(kind: SecretKind, seconds: number): void;
 }
@@ -54,11 +65,18 @@ export interface SecretDeliveryOptions {
   records?: AttemptRecorder;
 }
 
-/** A refusal the RPC layer turns into PermissionDenied; its message is safe to show. */
+export type SecretRefusalReason = 'not_live' | 'revoked' | 'insecure_channel' | 'not_granted';
+
+/**
+ * A refusal the RPC layer turns into PermissionDenied; its message is safe to show. `code`, when
+ * set, travels in the `leoflow-error-code` metadata (and in Register's prefetch), so the agent
+ * can act on the refusal without reading its text.
+ */
 export class SecretRefusal extends Error {
   constructor(
     message: string,
-    readonly reason: 'not_live' | 'revoked' | 'insecure_channel',
+    readonly reason: SecretRefusalReason,
+    readonly code?: typeof SECRET_NOT_GRANTED_CODE,
   ) {
     super(message);
   }
@@ -84,15 +102,15 @@ export class SecretDelivery {
   }
 
   async variables(claims: AgentTokenClaims): Promise<Record<string, string>> {
-    const values = await this.deliver(claims, 'variables', (names) =>
-      this.o.vault.resolveVariables(claims.tenant_id, names),
+    const values = await this.deliver(claims, 'variables', (names, grants) =>
+      this.o.vault.resolveVariables(claims.tenant_id, names, grants),
     );
     return Object.fromEntries(values);
   }
 
   async connections(claims: AgentTokenClaims): Promise<Record<string, string>> {
-    const conns = await this.deliver(claims, 'connections', (ids) =>
-      this.o.vault.resolveConnections(claims.tenant_id, ids),
+    const conns = await this.deliver(claims, 'connections', (ids, grants) =>
+      this.o.vault.resolveConnections(claims.tenant_id, ids, grants),
     );
     const out: Record<string, string> = {};
     for (const [id, conn] of conns) out[id] = formatConnectionUri(conn);
@@ -102,7 +120,7 @@ export class SecretDelivery {
   private async deliver<T>(
     claims: AgentTokenClaims,
     kind: SecretKind,
-    read: (names: readonly string[] | 'all') => Promise<Map<string, T>>,
+    read: (names: readonly string[] | 'all', grants: GrantFilter) => Promise<Map<string, T>>,
   ): Promise<Map<string, T>> {
     const started = performance.now();
     try {
@@ -120,6 +138,9 @@ export class SecretDelivery {
       const plan = planScope(this.o.scoping, declared);
 
       let result: Map<string, T>;
+      // Grants (issue 34): registration refused a DAG declaring an ungranted secret, and a grant
+      // narrowed since is enforced here: values are decrypted only for what the DAG is granted.
+      const grants: GrantFilter = { dagId: claims.dag_id, ungranted: [] };
       if (plan.read === 'unavailable') {
         throw new SecretUnavailable(
           `the ${kind} declaration of this task could not be read (secret_scoping=enforce); retry`,
@@ -127,9 +148,18 @@ export class SecretDelivery {
       } else if (plan.read === 'nothing') {
         result = new Map();
       } else if (plan.read === 'declared') {
-        result = await read(plan.names);
+        result = await read(plan.names, grants);
+        this.refuseUngranted(claims, kind, grants.ungranted);
       } else {
-        result = await read('all');
+        result = await read('all', grants);
+        // The whole vault (migration modes) never carries what is not granted to this DAG; a
+        // declared one that is not granted is refused as under enforce.
+        const declaredNames = new Set(declared ?? []);
+        this.refuseUngranted(
+          claims,
+          kind,
+          grants.ungranted.filter((n) => declaredNames.has(n)),
+        );
         if (
           plan.warnWhenNarrower &&
           declared !== undefined &&
@@ -157,6 +187,17 @@ export class SecretDelivery {
     } finally {
       this.metrics.latency(kind, (performance.now() - started) / 1000);
     }
+  }
+
+  /** LF_SECRET_NOT_GRANTED for the declared names the grants do not give this DAG. */
+  private refuseUngranted(claims: AgentTokenClaims, kind: SecretKind, names: string[]): void {
+    if (names.length === 0) return;
+    this.metrics.denied(kind, 'not_granted');
+    throw new SecretRefusal(
+      `${SECRET_NOT_GRANTED_CODE}: ${notGrantedMessage(claims.dag_id, kind, [...names].sort())}`,
+      'not_granted',
+      SECRET_NOT_GRANTED_CODE,
+    );
   }
 
   /**
@@ -252,6 +293,17 @@ export class SecretDelivery {
         'liveness read failed; delivering (deny only on a positive not-live)',
       );
       liveness = undefined;
+    }
+    if (liveness && !liveness.live && !liveness.revoked && this.o.liveness === 'observe') {
+      // Observe would deliver to this ended or superseded attempt: unless its credential was
+      // revoked, which for a try the row no longer carries is on its record (issue 34). One
+      // read, on this path only.
+      try {
+        if (await this.o.store.isAttemptRecordRevoked(claims.task_instance_id, claims.try_number))
+          liveness = { live: false, revoked: true };
+      } catch (err) {
+        this.o.logger.warn({ err, kind }, 'revocation read failed; liveness decides');
+      }
     }
     const verdict = livenessVerdict(this.o.liveness, liveness);
     if (verdict.kind === 'deliver') return;

@@ -110,7 +110,12 @@ export async function listen(cfg: ServerConfig, input: ListenInputs): Promise<Li
       logger,
       tokens: keys.apiTokens,
       userKeys: keys.userKeys,
-      revocation: { executors, evictAttempt: (ti, t) => verifier.evictAttempt(ti, t) },
+      revocation: {
+        executors,
+        evictAttempt: (ti, t) => verifier.evictAttempt(ti, t),
+        livenessMode: cfg.credentials.secretLivenessMode,
+        tokenTtlMs: keys.agentTokenTtlSeconds * 1000,
+      },
       vaultKeyring: {
         dataDir: cfg.dataDir,
         source: keys.vault.source,

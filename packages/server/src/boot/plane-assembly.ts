@@ -5,6 +5,8 @@ import type { SigningKey, SigningKeyring } from '../auth/signing-keys.js';
 import { CachingAgentTokenVerifier } from '../auth/token-cache.js';
 import type { WorkerTokenClaims, WorkerTokenVerification } from '../auth/worker-token.js';
 import { AttemptRecorder } from '../attempts/attempt-record.js';
+import { SessionBindings } from '../attempts/session-binding.js';
+import { OutputMasking } from '../attempts/output-masking.js';
 import { SecretDelivery, type SecretMetrics } from '../attempts/secret-delivery.js';
 import type { Executors } from '../executor/executors.js';
 import { SoleLeadership, type Leadership } from '../scheduler/leadership/leadership.js';
@@ -100,6 +102,8 @@ export interface PlaneParts {
   lifecycle: AttemptLifecycle;
   runs: RunOperations;
   records: AttemptRecorder | undefined;
+  /** the session keys bound at Register, checked on every later attempt RPC */
+  sessions: SessionBindings;
   secrets: SecretDelivery;
   /** the agent RPC service and the agent port's authentication in front of it */
   agentService: ReturnType<typeof createAgentService>;
@@ -146,6 +150,8 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     ...(input.metrics ? { metrics: input.metrics } : {}),
     ...(records ? { records } : {}),
   });
+  // Always on (never a benchmark's choice): the binding is what makes a copied token worthless.
+  const sessions = new SessionBindings({ store, clock, logger });
   const registration = createAttemptRegistration({
     store,
     specs,
@@ -154,7 +160,8 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     logger,
     heartbeatIntervalMs: timings.heartbeatIntervalMs,
     secrets,
-    ...(records ? { records } : {}),
+    sessions,
+    evictAttempt: (ti, t) => verifier.evictAttempt(ti, t),
     ...(input.faults ? { faults: input.faults } : {}),
     ...(input.metrics?.registration
       ? { onRegistration: input.metrics.registration.bind(input.metrics) }
@@ -179,6 +186,8 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     heartbeatIntervalMs: timings.heartbeatIntervalMs,
     maxCredentialLifetimeMs: credentials.maxCredentialLifetimeMs,
     secrets,
+    sessions,
+    outputMasking: new OutputMasking({ store, vault, logger }),
     onChange: poke,
     ...(input.metrics ? { onRenewal: input.metrics.renewal.bind(input.metrics) } : {}),
     ...(input.logLimits ? { logLimits: input.logLimits } : {}),
@@ -203,7 +212,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
   const agentAuth = createAgentAuthentication({
     verifier,
     clock,
-    ...(records ? { records } : {}),
+    sessions,
     ...(input.workerVerifier ? { workerVerifier: input.workerVerifier } : {}),
     ...(input.workerServing ? { workerServing: input.workerServing } : {}),
   });
@@ -240,6 +249,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     lifecycle,
     runs,
     records,
+    sessions,
     secrets,
     agentService,
     agentAuth,

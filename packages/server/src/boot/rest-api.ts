@@ -28,7 +28,7 @@ export interface RestApiDeps {
   tokens: ApiTokens;
   userKeys: FileSigningKeyring;
   /** the executor and the token-cache eviction a revocation needs */
-  revocation: Pick<RevocationDeps, 'executors' | 'evictAttempt'>;
+  revocation: Pick<RevocationDeps, 'executors' | 'evictAttempt' | 'livenessMode' | 'tokenTtlMs'>;
   vaultKeyring: { dataDir: string; source: KeyringSource; file: string | null };
   /** the configuration doctor reports, read when asked (bound ports are known only later) */
   doctorConfig: () => ServerConfig;

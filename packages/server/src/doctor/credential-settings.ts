@@ -31,24 +31,26 @@ export function credentialSettings(ctx: SectionContext): CredentialPosture {
   const { cfg, expose } = ctx;
   const cred = cfg.credentials;
   const ttl = formatDuration(agentTokenTtlSeconds(cfg.execution.heartbeatIntervalMs / 1000));
+  // The defaults are enforce / enforce (issue 34): each other mode is a rollout or migration
+  // device and doctor names it, so an installation left in one does not look finished.
   if (cred.secretScoping === 'permissive') {
     expose(
       'secret_scoping.permissive',
-      'Secret scoping is permissive: every task receives the whole tenant vault, including Variables and Connections it did not declare, with only a count-only secret.scope_warning in the audit log.',
-      'Declare what each DAG needs (connections: / variables:) and run with --secret-scoping enforce.',
+      'Secret scoping is permissive, a migration mode: every task receives the whole tenant vault, including Variables and Connections it did not declare, with only a count-only secret.scope_warning in the audit log.',
+      'Declare what each DAG needs (connections: / variables:; secret.undeclared_use lists what tasks read) and run with --secret-scoping enforce, the default.',
     );
   } else if (cred.secretScoping === 'off') {
     expose(
       'secret_scoping.off',
-      'Secret scoping is off: every task receives the whole tenant vault and nothing records that it received more than it declared.',
-      'Declare what each DAG needs and run with --secret-scoping enforce (or permissive to see the gaps first).',
+      'Secret scoping is off, a migration mode: every task receives the whole tenant vault and nothing records that it received more than it declared.',
+      'Declare what each DAG needs and run with --secret-scoping enforce, the default (or permissive to see the gaps first).',
     );
   }
   if (cred.secretLivenessMode === 'observe') {
     expose(
       'secret_liveness.observe',
-      `Liveness is observe: an attempt that is no longer live (finished, failed, reaped or cleared) can still fetch secrets with its token until that token expires (up to ${ttl} after its last renewal), recorded only as secret.liveness_would_deny.`,
-      'Run with --secret-liveness-mode enforce.',
+      `Liveness is observe, a rollout mode: an attempt that is no longer live (finished, failed, reaped or cleared) can still fetch secrets with its token until that token expires (up to ${ttl} after its last renewal), recorded only as secret.liveness_would_deny.`,
+      'Once secret.liveness_would_deny shows no live task would be refused, run with --secret-liveness-mode enforce, the default.',
     );
   }
   if (cred.maxAttemptCredentialLifetimeSeconds <= 0) {

@@ -196,7 +196,13 @@ export class SubprocessExecutor implements Executor {
     identity: AttemptLaunch['identity'],
   ): Promise<RegisterResponse | undefined> {
     try {
-      return await handOff.register(token, { hostname: hostname(), pid, sessionKey });
+      // the standby agent is this build's: it masks delivered secrets in its output
+      return await handOff.register(token, {
+        hostname: hostname(),
+        pid,
+        sessionKey,
+        masksSecrets: true,
+      });
     } catch (err) {
       this.opts.logger.warn(
         {

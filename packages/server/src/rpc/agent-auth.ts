@@ -13,7 +13,11 @@ import {
   type AgentTokenClaims,
   type AgentTokenVerification,
 } from '../auth/agent-token.js';
-import type { AttemptRecorder } from '../attempts/attempt-record.js';
+import {
+  unboundMessage,
+  type SessionBindings,
+  type SessionVerdict,
+} from '../attempts/session-binding.js';
 import {
   WorkerTokenError,
   type WorkerTokenClaims,
@@ -36,6 +40,11 @@ export interface AttemptPrincipal {
    * carried the session key the attempt's agent bound at Register. Never renewed.
    */
   readonly expired: boolean;
+  /**
+   * The agent bound at Register masks delivered secrets in its output (issue 34); absent or
+   * false: the control plane masks its log lines and XCom values on write.
+   */
+  readonly agentMasksSecrets?: boolean;
 }
 
 /**
@@ -154,6 +163,33 @@ export const AGENT_RPC_ACCESS: Readonly<Record<AgentRpcName, AgentRpcAccessRow>>
 };
 
 /**
+ * What an attempt RPC asks of the agent's session key (docs/credentials.md, "Which RPC checks
+ * what", column "session key"; a test keeps the doc true):
+ * - `binds`: Register binds the key it carries (its body, else the header) to the attempt;
+ * - `before-register`: a call an agent makes before it registers (a runner's AckAssignment);
+ * - `required`: the key bound at Register, on every call, whatever exp says — a token presented
+ *   without it, with another, or before any Register is refused (LF_CREDENTIAL_UNBOUND) and
+ *   audited (credential.unbound_use);
+ * - `none`: no attempt token at all (the exchange, a runner's or worker's wait).
+ */
+export type AttemptSessionRule = 'binds' | 'before-register' | 'required' | 'none';
+
+export const AGENT_RPC_SESSION: Readonly<Record<AgentRpcName, AttemptSessionRule>> = {
+  register: 'binds',
+  ackAssignment: 'before-register',
+  getTaskSpec: 'required',
+  heartbeat: 'required',
+  reportState: 'required',
+  pushXCom: 'required',
+  fetchXCom: 'required',
+  pushLogs: 'required',
+  getVariables: 'required',
+  getConnections: 'required',
+  exchangeToken: 'none',
+  awaitAssignment: 'none',
+};
+
+/**
  * What verifying the bearer found. The gate hands it to the interceptor (ADMITTED_BEARER), so a
  * request's signature is checked once. `expired`: the signature is genuine but exp has passed —
  * whether that still serves is the RPC's row, decided by the interceptor.
@@ -178,8 +214,12 @@ export interface AgentAuthenticationDeps {
   /** the caching verifier in production */
   verifier: AgentTokenVerification;
   clock: Clock;
-  /** Without it no post-exp call is accepted (the session binding lives there). */
-  records?: Pick<AttemptRecorder, 'sessionMatches'>;
+  /**
+   * The session bindings (attempts/session-binding.ts). Without them no attempt RPC past
+   * Register is served at all: the binding is what makes a copied token worthless.
+   */
+  sessions?: Pick<SessionBindings, 'check' | 'refused'> &
+    Partial<Pick<SessionBindings, 'agentMasks'>>;
   /**
    * Warm-pool worker tokens; without it (warm pools off) a worker token is just an invalid
    * bearer. Tried only after the attempt verifier refused the token: the audiences differ, so
@@ -253,25 +293,44 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
   }
 
   /**
-   * An expired credential is accepted when everything but its expiry verifies AND the request
-   * carries the session key bound at Register: a copy of the token alone (a pod spec, a log)
-   * cannot act for the attempt once it has expired.
+   * An expired credential is considered when everything but its expiry verifies; whether it
+   * serves is then the session check's (the key bound at Register) — a copy alone cannot act.
    */
-  async function sessionBound(
+  async function expiredClaims(
     bearer: Extract<BearerCheck, { kind: 'expired' }>,
-    sessionKey: string,
-  ): Promise<AttemptPrincipal> {
-    if (!verifier.verifyIgnoringExpiry || !deps.records) throw unauthenticated(bearer.error);
-    let claims: AgentTokenClaims;
+  ): Promise<AgentTokenClaims> {
+    if (!verifier.verifyIgnoringExpiry || !deps.sessions) throw unauthenticated(bearer.error);
     try {
-      claims = await verifier.verifyIgnoringExpiry(bearer.token, clock.now());
+      return await verifier.verifyIgnoringExpiry(bearer.token, clock.now());
     } catch (e) {
       throw unauthenticated(e);
     }
-    if (!(await deps.records.sessionMatches(claims, sessionKey))) {
-      throw unauthenticated(bearer.error);
+  }
+
+  /**
+   * The session rule of an attempt RPC: every call after Register carries the key bound there.
+   * A store that cannot say answers Unavailable (the agent retries), never a grant.
+   */
+  async function requireSession(
+    claims: AgentTokenClaims,
+    sessionKey: string,
+    rpc: string,
+  ): Promise<void> {
+    if (!deps.sessions) {
+      throw new ConnectError(unboundMessage('unregistered'), Code.Unauthenticated);
     }
-    return { kind: 'attempt', claims, expired: true };
+    let verdict: SessionVerdict;
+    try {
+      verdict = await deps.sessions.check(claims, sessionKey);
+    } catch {
+      throw new ConnectError(
+        "the attempt's session binding could not be read; retry",
+        Code.Unavailable,
+      );
+    }
+    if (verdict === 'bound') return;
+    await deps.sessions.refused(claims, rpc, verdict);
+    throw new ConnectError(unboundMessage(verdict), Code.Unauthenticated);
   }
 
   return {
@@ -358,13 +417,19 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
       }
       if (refusal !== undefined) throw unauthenticated(refusal);
       if (!bearer) throw new ConnectError('missing authorization token', Code.Unauthenticated);
-      let principal: AgentPrincipal;
+      let principal: AttemptPrincipal;
       if (bearer.kind === 'verified') {
         principal = { kind: 'attempt', claims: bearer.claims, expired: false };
       } else if (access === 'unexpired-or-session-bound') {
-        principal = await sessionBound(bearer, req.header.get(SESSION_HEADER) ?? '');
+        principal = { kind: 'attempt', claims: await expiredClaims(bearer), expired: true };
       } else {
         throw unauthenticated(bearer.error);
+      }
+      const rpc = req.method.localName as AgentRpcName;
+      if (AGENT_RPC_SESSION[rpc] === 'required') {
+        await requireSession(principal.claims, req.header.get(SESSION_HEADER) ?? '', rpc);
+        const masks = deps.sessions?.agentMasks?.(principal.claims);
+        if (masks !== undefined) principal = { ...principal, agentMasksSecrets: masks };
       }
       req.contextValues.set(AGENT_PRINCIPAL, principal);
       return next(req);

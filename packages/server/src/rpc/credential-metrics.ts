@@ -5,9 +5,11 @@ import { REGISTRATION_PATHS, type RegistrationPath } from '../attempts/attempt-r
 
 /**
  * not_live / revoked: the liveness gate; expired / invalid: the token itself; insecure_channel:
- * secrets refused over a cleartext non-loopback agent channel.
+ * secrets refused over a cleartext non-loopback agent channel; not_granted: a declared secret
+ * whose grants no longer name the DAG.
  */
-export type SecretDenyReason = 'not_live' | 'revoked' | 'expired' | 'invalid' | 'insecure_channel';
+export type SecretDenyReason =
+  'not_live' | 'revoked' | 'expired' | 'invalid' | 'insecure_channel' | 'not_granted';
 
 export const SECRET_KINDS: readonly SecretKind[] = ['variables', 'connections'];
 export const SECRET_DENY_REASONS: readonly SecretDenyReason[] = [
@@ -16,6 +18,7 @@ export const SECRET_DENY_REASONS: readonly SecretDenyReason[] = [
   'expired',
   'invalid',
   'insecure_channel',
+  'not_granted',
 ];
 
 /**

@@ -133,6 +133,8 @@ export interface VariablesTable {
   key_id: string | null;
   is_secret: DbBool;
   description: string;
+  /** JSON array of DAG id patterns that may declare it; null: every DAG (migration 0013) */
+  dag_grants: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -148,6 +150,8 @@ export interface ConnectionsTable {
   description: string;
   secret_cipher: Uint8Array | null;
   key_id: string | null;
+  /** JSON array of DAG id patterns that may declare it; null: every DAG (migration 0013) */
+  dag_grants: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -211,6 +215,10 @@ export interface AttemptRecordsTable {
   /** the pod that exchanged its bootstrap credential for this attempt (migration 0011) */
   exchanged_pod_uid: string | null;
   exchanged_dispatch_gen: number | null;
+  /** when the attempt's credential was revoked, whatever its state then (migration 0012) */
+  credential_revoked_at: number | null;
+  /** 1 when the registered agent masks delivered secrets in its output (migration 0014) */
+  agent_masks_secrets: number | null;
   created_at: number;
   updated_at: number;
 }

@@ -13,6 +13,7 @@ import { KyselyDagStore } from './kysely/dags.js';
 import { KyselyLogStore } from './kysely/logs.js';
 import { KyselyRunStore } from './kysely/runs.js';
 import { KyselySealedValueStore } from './kysely/sealed-values.js';
+import { KyselySecretGrantStore } from './kysely/secret-grants.js';
 import { KyselyTaskInstanceStore } from './kysely/task-instances.js';
 import { KyselyTenantStore } from './kysely/tenants.js';
 import { KyselyUiSessionStore } from './kysely/ui-sessions.js';
@@ -74,6 +75,7 @@ export class KyselyStore
     KyselyAttemptCredentialStore,
     KyselyUiSessionStore,
     KyselyWarmPoolMemberStore,
+    KyselySecretGrantStore,
   )
   implements Store
 {

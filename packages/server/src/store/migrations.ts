@@ -473,6 +473,36 @@ export function migrations(dialect: StoreDialect): Record<string, Migration> {
           .execute();
       },
     },
+    '0012_attempt_revocation': {
+      async up(db: Db): Promise<void> {
+        // Revocation of any attempt that still verifies (issue 34): a try a retry or clear
+        // superseded is no longer the task-instance row's, so its revocation is kept on its
+        // record (the row's credential_revoked_try still carries the current try's).
+        await db.schema
+          .alterTable('attempt_records')
+          .addColumn('credential_revoked_at', 'bigint')
+          .execute();
+      },
+    },
+    '0013_secret_grants': {
+      async up(db: Db): Promise<void> {
+        // Secret grants (issue 34): the DAG id patterns that may declare a Variable or a
+        // Connection, as a JSON array of strings; null (every existing row) grants it to every
+        // DAG of the tenant, as before.
+        await db.schema.alterTable('variables').addColumn('dag_grants', 'text').execute();
+        await db.schema.alterTable('connections').addColumn('dag_grants', 'text').execute();
+      },
+    },
+    '0014_secret_masking': {
+      async up(db: Db): Promise<void> {
+        // Whether the attempt's agent masks delivered secrets in its output (issue 34): 1 when
+        // its Register said so, 0 otherwise; the control plane masks on write for the rest.
+        await db.schema
+          .alterTable('attempt_records')
+          .addColumn('agent_masks_secrets', 'integer')
+          .execute();
+      },
+    },
   };
 }
 

@@ -1,6 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { isActive, type TaskInstanceState } from '@leoflow/core';
 import type { AttemptFence, RunSpecRef } from './store.js';
+import { grantsOf } from './kysely/secret-grants.js';
 import type { ConnectionRecord } from './vault-types.js';
 
 /** Distinct `in (...)` list lengths whose prepared statement is kept (a task's declared count). */
@@ -8,7 +9,7 @@ const MAX_CACHED_IN_LENGTHS = 64;
 
 // Column order of the raw rows below; toConnection reads them by position.
 const CONNECTION_COLUMNS =
-  'tenant_id, conn_id, conn_type, host, login, schema, port, description, secret_cipher, key_id, created_at, updated_at';
+  'tenant_id, conn_id, conn_type, host, login, schema, port, description, secret_cipher, key_id, created_at, updated_at, dag_grants';
 
 type RawConnection = [
   string,
@@ -23,6 +24,7 @@ type RawConnection = [
   string | null,
   number,
   number,
+  string | null,
 ];
 
 /**
@@ -182,5 +184,7 @@ function toConnection(r: RawConnection): ConnectionRecord {
     key_id: r[9],
     created_at: Number(r[10]),
     updated_at: Number(r[11]),
+    // the grants delivery checks before anything is decrypted (issue 34)
+    dag_grants: grantsOf(r[12]),
   };
 }

@@ -7,6 +7,7 @@ import type { DagStore } from './ports/dags.js';
 import type { LogStore } from './ports/logs.js';
 import type { RunStore } from './ports/runs.js';
 import type { SealedValueStore } from './ports/sealed-values.js';
+import type { SecretGrantStore } from './ports/secret-grants.js';
 import type { TaskInstanceStore } from './ports/task-instances.js';
 import type { TenantStore } from './ports/tenants.js';
 import type { UiSessionStore } from './ports/ui-sessions.js';
@@ -45,7 +46,8 @@ export interface Store
     AuditStore,
     AttemptCredentialStore,
     UiSessionStore,
-    WarmPoolMemberStore {
+    WarmPoolMemberStore,
+    SecretGrantStore {
   readonly dialect: 'sqlite' | 'postgres';
   /**
    * Applies pending migrations, once across replicas (PostgreSQL: under an advisory lock), and

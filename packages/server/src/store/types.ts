@@ -195,6 +195,8 @@ export interface AttemptRecordRow extends AttemptRecordKey {
   credential_exp: number | null;
   /** D5: names the task read through the SDK that its DAG did not declare (permissive only) */
   undeclared_reads: UndeclaredReads | null;
+  /** when its credential was revoked (null: never) */
+  credential_revoked_at: number | null;
   created_at: number;
   updated_at: number;
 }

@@ -13,6 +13,11 @@ export interface VariableRecord {
   key_id: string | null;
   is_secret: boolean;
   description: string;
+  /**
+   * The DAG id patterns that may declare it (null: every DAG). Read from the store; a write of
+   * the record leaves it as it is (grants change only through SecretGrantStore).
+   */
+  dag_grants?: readonly string[] | null;
   created_at: number;
   updated_at: number;
 }
@@ -29,6 +34,8 @@ export interface ConnectionRecord {
   /** sealed JSON {password: string|null, extra: object|null}; null when the connection has neither */
   secret_cipher: Uint8Array | null;
   key_id: string | null;
+  /** as VariableRecord.dag_grants */
+  dag_grants?: readonly string[] | null;
   created_at: number;
   updated_at: number;
 }

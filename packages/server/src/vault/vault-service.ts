@@ -1,4 +1,4 @@
-import { LeoflowError, type Clock, type Connection, VaultError } from '@leoflow/core';
+import { grantMatcher, LeoflowError, type Clock, type Connection, VaultError } from '@leoflow/core';
 import type { Page } from '../store/types.js';
 import type { ConnectionStore } from '../store/ports/connections.js';
 import type { RunnerTokenSealStore } from '../store/ports/runner-token-seals.js';
@@ -22,6 +22,8 @@ export interface VariableView {
   value: string | null;
   is_secret: boolean;
   description: string;
+  /** DAG id patterns that may declare it; null: every DAG of the tenant */
+  grants: readonly string[] | null;
   created_at: number;
   updated_at: number;
 }
@@ -30,8 +32,19 @@ export interface ConnectionView {
   id: string;
   conn: Connection;
   description: string;
+  /** DAG id patterns that may declare it; null: every DAG of the tenant */
+  grants: readonly string[] | null;
   created_at: number;
   updated_at: number;
+}
+
+/**
+ * Delivery's grant check (issue 34): only values granted to this DAG id are decrypted; the names
+ * of the others are pushed to `ungranted` (no value read).
+ */
+export interface GrantFilter {
+  dagId: string;
+  ungranted: string[];
 }
 
 /** A connection without its secret half (password, extra): what lists may show. */
@@ -45,6 +58,7 @@ export interface ConnectionSummary {
   description: string;
   /** a password and/or extra is stored (sealed); known without decrypting */
   has_secret: boolean;
+  grants: readonly string[] | null;
   created_at: number;
   updated_at: number;
 }
@@ -252,6 +266,7 @@ export class VaultService {
       id: rec.conn_id,
       conn: this.#connection(rec),
       description: rec.description,
+      grants: rec.dag_grants ?? null,
       created_at: rec.created_at,
       updated_at: rec.updated_at,
     };
@@ -269,6 +284,7 @@ export class VaultService {
       port: r.port,
       description: r.description,
       has_secret: r.secret_cipher !== null,
+      grants: r.dag_grants ?? null,
       created_at: r.created_at,
       updated_at: r.updated_at,
     }));
@@ -287,13 +303,15 @@ export class VaultService {
   async resolveVariables(
     tenant_id: string,
     keys: readonly string[] | 'all',
+    grants?: GrantFilter,
   ): Promise<Map<string, string>> {
     const out = new Map<string, string>();
     if (keys !== 'all' && keys.length === 0) return out;
-    const recs =
+    const all =
       keys === 'all'
         ? await this.#store.getAllVariables(tenant_id)
         : await this.#store.getVariablesByKeys(tenant_id, keys);
+    const recs = granted(all, (r) => r.key, grants);
     await this.#ensureKeys(recs.map((r) => r.key_id));
     for (const rec of recs) {
       const value = this.#readable(rec.tenant_id, 'variable', rec.key, rec.key_id, () =>
@@ -307,13 +325,15 @@ export class VaultService {
   async resolveConnections(
     tenant_id: string,
     ids: readonly string[] | 'all',
+    grants?: GrantFilter,
   ): Promise<Map<string, Connection>> {
     const out = new Map<string, Connection>();
     if (ids !== 'all' && ids.length === 0) return out;
-    const recs =
+    const all =
       ids === 'all'
         ? await this.#store.getAllConnections(tenant_id)
         : await this.#store.getConnectionsByIds(tenant_id, ids);
+    const recs = granted(all, (r) => r.conn_id, grants);
     await this.#ensureKeys(recs.map((r) => r.key_id));
     for (const rec of recs) {
       const conn = this.#readable(rec.tenant_id, 'connection', rec.conn_id, rec.key_id, () =>
@@ -566,11 +586,27 @@ export class VaultService {
   }
 }
 
+/** The records granted to the filter's DAG id (all without a filter); the others' names noted. */
+function granted<R extends { dag_grants?: readonly string[] | null }>(
+  recs: R[],
+  nameOf: (r: R) => string,
+  filter: GrantFilter | undefined,
+): R[] {
+  if (filter === undefined) return recs;
+  const out: R[] = [];
+  for (const r of recs) {
+    if (r.dag_grants == null || grantMatcher(r.dag_grants)(filter.dagId)) out.push(r);
+    else filter.ungranted.push(nameOf(r));
+  }
+  return out;
+}
+
 function variableMeta(rec: VariableRecord): Omit<VariableView, 'value'> {
   return {
     key: rec.key,
     is_secret: rec.is_secret,
     description: rec.description,
+    grants: rec.dag_grants ?? null,
     created_at: rec.created_at,
     updated_at: rec.updated_at,
   };

@@ -69,6 +69,18 @@ forEachDialect('REST error replies follow the error catalogue', (dialect) => {
       'LF_RUN_EXISTS',
     ],
     [
+      'a revocation of an attempt that does not exist (issue 34)',
+      () =>
+        h.request(
+          seeded.adminToken,
+          'POST',
+          `/api/v1/dags/${seeded.dag_id}/runs/${seeded.run_id}/tasks/${seeded.task_id}/revoke-credential`,
+          { try: 9 },
+        ),
+      404,
+      'LF_ATTEMPT_NOT_FOUND',
+    ],
+    [
       'a connection URI that does not parse',
       () => h.request(seeded.adminToken, 'PUT', '/api/v1/connections/c1', { uri: 'not a uri' }),
       400,

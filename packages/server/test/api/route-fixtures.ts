@@ -65,6 +65,9 @@ function bodyFor(key: string, t: SeededTenant): unknown {
     'PUT /api/v1/variables/:key': { value: 'overwritten' },
     'POST /api/v1/variables/import': { variables: [{ key: 'imported_var', value: 'v' }] },
     'POST /api/v1/variables/export': undefined,
+    // a dry run: the same permission check, and the seeded secret stays granted to its DAG
+    'PUT /api/v1/variables/:key/grants': { grants: null, dry_run: true },
+    'PUT /api/v1/connections/:id/grants': { grants: null, dry_run: true },
     'PUT /api/v1/connections/:id': { uri: 'postgres://x:overwritten@elsewhere:5432/y' },
     'POST /api/v1/connections/:id/test': {},
     'POST /api/v1/connections/import': {

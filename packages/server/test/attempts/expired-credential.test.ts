@@ -59,9 +59,9 @@ describe('past the ceiling and past exp', () => {
     await pastExp(TTL_MS);
     expect(await access(h, current)).toBe('unauthenticated');
     // A copy of the expired token without the agent's session key: refused.
-    expect(await heartbeat(h, current)).toBeUndefined();
+    expect(await heartbeat(h, current, '')).toBeUndefined();
     expect(await heartbeat(h, current, 'a-guessed-session')).toBeUndefined();
-    await expect(report(h, current, 'failed')).rejects.toThrow(/expired/);
+    await expect(report(h, current, 'failed', '')).rejects.toThrow(/LF_CREDENTIAL_UNBOUND/);
     expect(await tiState(a.identity.task_instance_id)).toBe('running');
     // The agent itself (its session): beats land, never renewed, never terminated.
     const hb = await heartbeat(h, current, a.session);
@@ -77,6 +77,35 @@ describe('past the ceiling and past exp', () => {
     const rec = await h.store.getAttemptRecord(a.identity.task_instance_id, 1);
     expect(rec).toMatchObject({ renewal_stopped: 'ceiling', credential_exp: claims.exp * 1000 });
     expect(rec!.renewals).toBe(Math.round((lastRenewalAt - dispatchedAt) / 15_000));
+  });
+
+  it('a secret request past exp is refused even from the live attempt’s own agent with its session key; one second before exp it is delivered', async () => {
+    h = await createHarness({
+      scoping: 'enforce',
+      liveness: 'enforce',
+      ceilingMs: 1, // renewal stops at once: the first token is the one that expires
+      timings: { ...FAST_TIMINGS, agentLostThresholdMs: 10 * HOUR },
+    });
+    await setupVaultAndDag(h);
+    const a = await startAttempt(h);
+    const exp = (await h.tokens.verify(a.token, h.clock.now())).exp * 1000;
+    const agent = () => h.agent(a.token, a.session);
+    // availability: just before exp, with the agent's key, the live attempt is delivered
+    h.clock.set(exp - 1_000);
+    expect((await agent().getVariables({})).variables).toEqual({ v1: 'one' });
+    expect(Object.keys((await agent().getConnections({})).connectionUris)).toEqual([]);
+    // past exp (and the verifier's clock tolerance): refused, though live and session-bound
+    await pastExp(1_000);
+    expect(await tiState(a.identity.task_instance_id)).toBe('running');
+    for (const call of [() => agent().getVariables({}), () => agent().getConnections({})]) {
+      const err = await call().then(
+        () => undefined,
+        (e: unknown) => e as { code: number; rawMessage: string },
+      );
+      expect(err?.rawMessage).toBe('agent token expired');
+    }
+    // while the reports its session key opens still land
+    expect((await heartbeat(h, a.token, a.session))?.shouldTerminate).toBe(false);
   });
 
   it('a revoked credential (no --terminate) runs to its end: post-exp beats and the final report land, nothing is renewed or delivered', async () => {

@@ -96,6 +96,11 @@ describe('hand-off registration: a live attempt', () => {
         }),
       ),
     ).toBe('PermissionDenied');
+    // issue 34: the second registration proves the token was copied: the attempt fails loudly
+    // (it cannot be told which process is the real agent) and its credential is revoked
+    const row = await h.store.getTaskInstanceById(up.identity.task_instance_id);
+    expect(row?.error_message).toMatch(/^LF_CREDENTIAL_COPIED: two agent processes registered/);
+    expect(row?.state).toBe('up_for_retry');
     h.clock.advance(11 * 60_000); // past the token's 10 min exp
     h.verifier.evictAttempt(up.identity.task_instance_id, 1);
     expect(await codeOf(h.agent(up.token, agent.sessionKey).heartbeat({}))).toBe('ok');
@@ -126,8 +131,11 @@ describe('hand-off registration: an attempt that moved on before the hand-off', 
 
   it('a finished attempt (its token handed over again): should_terminate, nothing delivered', async () => {
     const up = await dispatched('enforce');
-    await up.handOff!.register(up.token, agentAt(4242));
-    await h.agent(up.token).reportState({ state: ReportedState.SUCCESS, exitCode: 0 });
+    const agent = agentAt(4242);
+    await up.handOff!.register(up.token, agent);
+    await h
+      .agent(up.token, agent.sessionKey)
+      .reportState({ state: ReportedState.SUCCESS, exitCode: 0 });
     const again = await up.handOff!.register(up.token, agentAt(4343));
     expect(again.shouldTerminate).toBe(true);
     expect(wire(again)).not.toMatch(/canary/);

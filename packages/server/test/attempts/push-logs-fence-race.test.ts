@@ -6,7 +6,13 @@ import { LOG_CAP_NOTE_LINE } from '../../src/rpc/log-limits.js';
 import { DEFAULT_LOG_LIMITS } from '../../src/config/log-limits.js';
 import { forEachDialect } from '../support/dialects.js';
 import { createHarness, type Harness } from '../support/harness.js';
-import { codeOf, setupVaultAndDag, startAttempt, supersedeAfterNextFenceRead } from './support.js';
+import {
+  bindSessionOfQueued,
+  codeOf,
+  setupVaultAndDag,
+  startAttempt,
+  supersedeAfterNextFenceRead,
+} from './support.js';
 
 /**
  * docs/credentials.md, "Which RPC checks what": PushLogs is never stored for a try a later one
@@ -66,6 +72,7 @@ forEachDialect('PushLogs superseded between its fence read and its append', (dia
     await h.scheduler.tick();
     const [queued] = h.executor.take();
     if (!queued) throw new Error('nothing was dispatched');
+    await bindSessionOfQueued(h, queued.token);
     const { try_number, dag_run_id } = queued.identity;
     const gen = queued.identity.dispatch_gen ?? 0;
     const race = supersedeAfterNextFenceRead(h, async () => {
@@ -90,6 +97,7 @@ forEachDialect('PushLogs superseded between its fence read and its append', (dia
     await h.scheduler.tick();
     const [queued] = h.executor.take();
     if (!queued) throw new Error('nothing was dispatched');
+    await bindSessionOfQueued(h, queued.token);
     const { try_number, dag_run_id } = queued.identity;
     const gen = queued.identity.dispatch_gen ?? 0;
     const race = supersedeAfterNextFenceRead(h, async () => {

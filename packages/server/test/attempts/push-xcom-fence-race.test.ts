@@ -4,7 +4,12 @@ import { afterEach, expect, it } from 'vitest';
 import { requeueFence } from '../../src/executor/assignments/requeue-fence.js';
 import { forEachDialect } from '../support/dialects.js';
 import { createHarness, type Harness, type RecordedLaunch } from '../support/harness.js';
-import { codeOf, setupVaultAndDag, supersedeAfterNextFenceRead } from './support.js';
+import {
+  bindSessionOfQueued,
+  codeOf,
+  setupVaultAndDag,
+  supersedeAfterNextFenceRead,
+} from './support.js';
 
 /**
  * docs/credentials.md, "Which RPC checks what": PushXCom is stored only for the live try AND
@@ -30,6 +35,7 @@ async function dispatched(): Promise<RecordedLaunch> {
   await h.scheduler.tick();
   const [queued] = h.executor.take();
   if (!queued) throw new Error('nothing was dispatched');
+  await bindSessionOfQueued(h, queued.token);
   return queued;
 }
 

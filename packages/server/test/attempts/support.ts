@@ -6,8 +6,15 @@ import {
   ReportStateRequestSchema,
   type RegisterResponse,
 } from '@leoflow/protocol';
-import { spec, task, type Harness, type RecordedLaunch } from '../support/harness.js';
+import {
+  HARNESS_SESSION_KEY,
+  spec,
+  task,
+  type Harness,
+  type RecordedLaunch,
+} from '../support/harness.js';
 import { createHash } from 'node:crypto';
+import { expect } from 'vitest';
 
 /**
  * 'delivered': the reply carries v1; 'empty': a successful reply without it (e.g. enforce with
@@ -130,4 +137,16 @@ export async function startAttempt(
 /** Every byte a Register answer puts on the wire (or a pipe), as text: protobuf strings and bytes are verbatim. */
 export function wire(res: RegisterResponse): string {
   return Buffer.from(toBinary(RegisterResponseSchema, res)).toString('latin1');
+}
+
+/**
+ * Binds the harness agent's session key to a still-queued attempt, as its Register would have,
+ * without moving it to running. Only for tests of the write fences against a superseded dispatch
+ * generation: in production a requeue moves only an attempt whose agent never registered, so such
+ * an agent's calls are refused by the session rule (LF_CREDENTIAL_UNBOUND) before any fence; the
+ * fences stay as defence in depth, and this lets their tests reach them.
+ */
+export async function bindSessionOfQueued(h: Harness, token: string): Promise<void> {
+  const claims = await h.verifier.verify(token, h.clock.now());
+  expect(await h.sessions.bind(claims, HARNESS_SESSION_KEY)).toBe('bound');
 }

@@ -191,6 +191,8 @@ const CASES: Record<string, { cfg: ServerConfig; deps: DoctorDeps; opts?: Doctor
       c.subprocess.runAsUser = 'leoflow-tasks';
       c.subprocess.attemptNprocLimit = 0;
       c.credentials.secretScoping = 'off';
+      // the rollout mode, named: it was this case's default before issue 34
+      c.credentials.secretLivenessMode = 'observe';
       c.credentials.maxAttemptCredentialLifetimeSeconds = 0;
       c.credentials.warmPoolsEnabled = true;
       c.dagsFolder = '/srv/missing-dags';
@@ -203,10 +205,13 @@ const CASES: Record<string, { cfg: ServerConfig; deps: DoctorDeps; opts?: Doctor
     cfg: config(),
     deps: machine({ uid: null, dataDir: 'missing', secureDelete: 0 }),
   },
-  // root with the shared user (attempt uid range off) and a keyring file outside the data dir
+  // root with the shared user (attempt uid range off) and a keyring file outside the data dir,
+  // bringing in Airflow DAGs: the migration and rollout modes (the defaults before issue 34)
   'root-shared-user': {
     cfg: config((c) => {
       c.subprocess.attemptUidRange = null;
+      c.credentials.secretScoping = 'permissive';
+      c.credentials.secretLivenessMode = 'observe';
     }),
     deps: machine({
       uid: 0,

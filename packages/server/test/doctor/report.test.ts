@@ -155,8 +155,8 @@ describe('doctor report: a healthy Lite install', () => {
   it('reports the credential-plane posture', async () => {
     const r = await buildDoctorReport(config(), machine().deps);
     expect(r.posture).toMatchObject({
-      secret_scoping: 'permissive',
-      secret_liveness_mode: 'observe',
+      secret_scoping: 'enforce',
+      secret_liveness_mode: 'enforce',
       attempt_token_ttl: '10m',
       max_attempt_credential_lifetime: '24h',
       token_transport: {
@@ -192,7 +192,17 @@ describe('doctor report: a healthy Lite install', () => {
   });
 
   it('names each residual exposure of the defaults in one sentence, with a fix', async () => {
-    const r = await buildDoctorReport(config(), machine().deps);
+    // the defaults no longer leave the credential plane open; the migration and rollout modes
+    // are named explicitly here so their sentences keep being checked
+    const r = await buildDoctorReport(
+      config((c) => {
+        c.credentials.secretScoping = 'permissive';
+        c.credentials.secretLivenessMode = 'observe';
+      }),
+      machine().deps,
+    );
+    const defaults = exposureIds(await buildDoctorReport(config(), machine().deps));
+    expect(defaults.filter((id) => id.startsWith('secret_'))).toEqual([]);
     expect(exposureIds(r)).toEqual([
       'secret_scoping.permissive',
       'secret_liveness.observe',
@@ -679,10 +689,18 @@ describe('doctor exposures: credential settings and listeners', () => {
   });
 
   it('liveness: observe is an exposure naming the token TTL, enforce is not', async () => {
-    const observe = await buildDoctorReport(config(), machine().deps);
+    const observe = await buildDoctorReport(
+      config((c) => {
+        c.credentials.secretLivenessMode = 'observe';
+      }),
+      machine().deps,
+    );
     expect(
       observe.posture.exposures.find((e) => e.id === 'secret_liveness.observe')?.sentence,
     ).toContain('up to 10m');
+    expect(exposureIds(await buildDoctorReport(config(), machine().deps))).not.toContain(
+      'secret_liveness.observe',
+    );
     const enforce = await buildDoctorReport(
       config((c) => {
         c.credentials.secretLivenessMode = 'enforce';

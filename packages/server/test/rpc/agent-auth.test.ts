@@ -24,12 +24,35 @@ import {
 import { loadOrCreateSigningKey } from '../../src/auth/signing-keys.js';
 import {
   AGENT_RPC_ACCESS,
+  AGENT_RPC_SESSION,
   attemptPrincipal,
   createAgentAuthentication,
   type AgentPrincipal,
 } from '../../src/rpc/agent-auth.js';
 import { startAgentRpcServer, type AgentRpcServer } from '../../src/rpc/agent-server.js';
 import { identity, T0, useTempDirs } from '../auth/fixtures.js';
+import type { SessionVerdict, UnboundReason } from '../../src/attempts/session-binding.js';
+
+const UNBOUND = (what: string) =>
+  `LF_CREDENTIAL_UNBOUND: this attempt's credential works only with the session key of the agent that registered it, and ${what}. If this is the attempt's own agent, let the attempt fail and clear the task for a fresh one; otherwise the token was copied (audited as credential.unbound_use).`;
+const NO_KEY = UNBOUND('this request carried no session key');
+const OTHER_KEY = UNBOUND('this request carried another session key');
+
+/** A binding of key 's' to every attempt (or to none), recording each refusal it is told of. */
+function fakeSessions(bound: boolean) {
+  const refused: [string, UnboundReason][] = [];
+  return {
+    refused,
+    check: (_c: AgentTokenClaims, key: string): Promise<SessionVerdict> =>
+      Promise.resolve(
+        !bound ? 'unregistered' : key === '' ? 'no_key' : key === 's' ? 'bound' : 'other_key',
+      ),
+    refusedUse: (_c: AgentTokenClaims, rpc: string, reason: UnboundReason): Promise<void> => {
+      refused.push([rpc, reason]);
+      return Promise.resolve();
+    },
+  };
+}
 
 /**
  * Agent authentication is one interceptor (issue 12): the gate verifies the bearer once, the
@@ -135,6 +158,33 @@ describe('AGENT_RPC_ACCESS', () => {
     expect(documented).toEqual(fromCode);
   });
 
+  it('matches the "session key" column of docs/credentials.md', () => {
+    const doc = readFileSync(new URL('../../../../docs/credentials.md', import.meta.url), 'utf8');
+    const section = doc.slice(
+      doc.indexOf('### Which RPC checks what'),
+      doc.indexOf('## An expired credential'),
+    );
+    const cells = (line: string) => line.split(/(?<!\\)\|/).map((c) => c.trim());
+    const header = section.split('\n').find((l) => l.startsWith('| RPC'))!;
+    const col = cells(header).indexOf('session key');
+    expect(col).toBeGreaterThan(0);
+    const documented: Record<string, string> = {};
+    for (const line of section.split('\n')) {
+      const m = /^\| `(\w+)`/.exec(line);
+      if (m?.[1]) documented[m[1]] = cells(line)[col]!;
+    }
+    const words = {
+      binds: 'binds it',
+      'before-register': 'not needed (before Register)',
+      required: 'required',
+      none: '—',
+    };
+    const fromCode: Record<string, string> = {};
+    for (const m of AgentService.methods)
+      fromCode[m.name] = words[AGENT_RPC_SESSION[m.localName as keyof typeof AGENT_RPC_SESSION]];
+    expect(documented).toEqual(fromCode);
+  });
+
   it('opens to the runner principal exactly the rows docs/credentials.md says take the door session', () => {
     const doc = readFileSync(new URL('../../../../docs/credentials.md', import.meta.url), 'utf8');
     const section = doc.slice(
@@ -167,16 +217,15 @@ describe('the authentication interceptor on the real agent port', () => {
     server = null;
   });
 
-  async function start(opts: { sessionOk?: boolean; everything?: boolean } = {}) {
+  async function start(opts: { registered?: boolean; everything?: boolean } = {}) {
     const clock = new ManualClock(T0);
     const verifier = counting(issuer);
     const seen: AgentPrincipal[] = [];
+    const sessions = fakeSessions(opts.registered !== false);
     const auth = createAgentAuthentication({
       verifier,
       clock,
-      records: {
-        sessionMatches: (_c, key) => Promise.resolve(opts.sessionOk === true && key === 's'),
-      },
+      sessions: { check: sessions.check, refused: sessions.refusedUse },
     });
     server = await startAgentRpcServer({
       impl: opts.everything ? echoEverything(seen) : echoService(seen),
@@ -193,14 +242,14 @@ describe('the authentication interceptor on the real agent port', () => {
           interceptors: headers(token, session),
         }),
       );
-    return { clock, verifier, seen, client };
+    return { clock, verifier, seen, client, refused: sessions.refused };
   }
 
   it('verifies the signature once per request and hands the handler an attempt principal', async () => {
     const s = await start();
     const token = await issuer.mint(identity, T0);
-    await s.client(token).heartbeat({});
-    await s.client(token).getVariables({});
+    await s.client(token, 's').heartbeat({});
+    await s.client(token, 's').getVariables({});
     expect(s.verifier.calls).toBe(2);
     expect(s.seen).toEqual([
       { kind: 'attempt', claims: expect.objectContaining(identity), expired: false },
@@ -209,16 +258,13 @@ describe('the authentication interceptor on the real agent port', () => {
   });
 
   it('past exp: a session-bound RPC takes the token only with the session key; the others refuse it', async () => {
-    const s = await start({ sessionOk: true });
+    const s = await start();
     const token = await issuer.mint(identity, T0);
     s.clock.advance((TTL + 60) * 1000);
-    expect(await codeOf(s.client(token).heartbeat({}))).toEqual([
-      Code.Unauthenticated,
-      'agent token expired',
-    ]);
+    expect(await codeOf(s.client(token).heartbeat({}))).toEqual([Code.Unauthenticated, NO_KEY]);
     expect(await codeOf(s.client(token, 'wrong').heartbeat({}))).toEqual([
       Code.Unauthenticated,
-      'agent token expired',
+      OTHER_KEY,
     ]);
     expect(await codeOf(s.client(token, 's').getVariables({}))).toEqual([
       Code.Unauthenticated,
@@ -228,11 +274,16 @@ describe('the authentication interceptor on the real agent port', () => {
     expect(s.seen).toEqual([
       { kind: 'attempt', claims: expect.objectContaining(identity), expired: true },
     ]);
+    expect(s.refused).toEqual([
+      ['heartbeat', 'no_key'],
+      ['heartbeat', 'other_key'],
+    ]);
   });
 
-  it('each of the nine RPCs, both sides: a live token always serves; past exp only the four reports serve, and only with the session key', async () => {
-    // The contract (seed 001 + issue 11), written out rather than read from AGENT_RPC_ACCESS.
+  it('each of the nine RPCs, both sides: with the bound key a live token always serves, past exp only the four reports; without it (or with another) only Register and AckAssignment, whatever exp says', async () => {
+    // The contract (seed 001 + issues 11 and 34), written out rather than read from the tables.
     const reports = ['heartbeat', 'reportState', 'pushXCom', 'pushLogs'];
+    const beforeRegister = ['register', 'ackAssignment'];
     const attemptRpcs = [
       'register',
       'getTaskSpec',
@@ -245,7 +296,7 @@ describe('the authentication interceptor on the real agent port', () => {
       'getConnections',
       'ackAssignment',
     ];
-    const s = await start({ sessionOk: true, everything: true });
+    const s = await start({ everything: true });
     const token = await issuer.mint(identity, T0);
     const call = (t: string, session: string | undefined, name: string) =>
       codeOf(
@@ -253,26 +304,81 @@ describe('the authentication interceptor on the real agent port', () => {
           {},
         ),
       );
-    for (const m of AgentService.methods.filter((x) => attemptRpcs.includes(x.localName))) {
-      expect([m.localName, await call(token, undefined, m.localName)]).toEqual([m.localName, 'ok']);
+    const rpcs = AgentService.methods.filter((x) => attemptRpcs.includes(x.localName));
+    expect(rpcs).toHaveLength(10);
+    for (const m of rpcs) {
+      // availability: the agent that registered, live
+      expect([m.localName, await call(token, 's', m.localName)]).toEqual([m.localName, 'ok']);
+      // security: a copy of the live token, without the key or with its own
+      const unbound = beforeRegister.includes(m.localName);
+      expect([m.localName, await call(token, undefined, m.localName)]).toEqual([
+        m.localName,
+        unbound ? 'ok' : [Code.Unauthenticated, NO_KEY],
+      ]);
+      expect([m.localName, await call(token, 'copy', m.localName)]).toEqual([
+        m.localName,
+        unbound ? 'ok' : [Code.Unauthenticated, OTHER_KEY],
+      ]);
     }
     // The exchange takes no Leoflow bearer: an attempt token opens nothing there.
-    expect(await call(token, undefined, 'exchangeToken')).toEqual([
+    expect(await call(token, 's', 'exchangeToken')).toEqual([
       Code.PermissionDenied,
       'this RPC is not open to agents',
     ]);
     s.clock.advance((TTL + 60) * 1000);
-    for (const m of AgentService.methods.filter((x) => attemptRpcs.includes(x.localName))) {
+    for (const m of rpcs) {
       const expired: [Code, string] = [Code.Unauthenticated, 'agent token expired'];
+      const report = reports.includes(m.localName);
       expect([m.localName, await call(token, undefined, m.localName)]).toEqual([
         m.localName,
-        expired,
+        report ? [Code.Unauthenticated, NO_KEY] : expired,
       ]);
       expect([m.localName, await call(token, 's', m.localName)]).toEqual([
         m.localName,
-        reports.includes(m.localName) ? 'ok' : expired,
+        report ? 'ok' : expired,
       ]);
     }
+  });
+
+  it('before any Register, a live token opens nothing but Register and AckAssignment', async () => {
+    const s = await start({ registered: false, everything: true });
+    const token = await issuer.mint(identity, T0);
+    expect(await codeOf(s.client(token, 's').register({}))).toBe('ok');
+    expect(await codeOf(s.client(token, 's').ackAssignment({}))).toBe('ok');
+    expect(await codeOf(s.client(token, 's').getVariables({}))).toEqual([
+      Code.Unauthenticated,
+      UNBOUND('the attempt has not registered yet (Register binds the key first)'),
+    ]);
+    expect(s.refused).toEqual([['getVariables', 'unregistered']]);
+  });
+
+  it('a binding the store cannot read answers Unavailable (retry), never a grant', async () => {
+    const clock = new ManualClock(T0);
+    const auth = createAgentAuthentication({
+      verifier: issuer,
+      clock,
+      sessions: {
+        check: () => Promise.reject(new Error('datastore blip')),
+        refused: () => Promise.resolve(),
+      },
+    });
+    server = await startAgentRpcServer({
+      impl: echoEverything([]),
+      host: '127.0.0.1',
+      port: 0,
+      auth,
+    });
+    const client = createClient(
+      AgentService,
+      createGrpcTransport({
+        baseUrl: `http://127.0.0.1:${server.port}`,
+        interceptors: headers(await issuer.mint(identity, T0), 's'),
+      }),
+    );
+    expect(await codeOf(client.getVariables({}))).toEqual([
+      Code.Unavailable,
+      "the attempt's session binding could not be read; retry",
+    ]);
   });
 
   it('the gate refuses a forged or missing bearer before any handler runs', async () => {
@@ -293,13 +399,18 @@ describe('without the agent port gate (in-process transport)', () => {
   it('the interceptor verifies the bearer itself', async () => {
     const clock = new ManualClock(T0);
     const seen: AgentPrincipal[] = [];
-    const auth = createAgentAuthentication({ verifier: issuer, clock });
+    const sessions = fakeSessions(true);
+    const auth = createAgentAuthentication({
+      verifier: issuer,
+      clock,
+      sessions: { check: sessions.check, refused: sessions.refusedUse },
+    });
     const token = await issuer.mint(identity, T0);
     const client = (t: string | null) =>
       createClient(
         AgentService,
         createRouterTransport((r) => r.service(AgentService, echoService(seen)), {
-          transport: { interceptors: headers(t) },
+          transport: { interceptors: headers(t, 's') },
           router: { interceptors: [auth.interceptor] },
         }),
       );
@@ -313,6 +424,20 @@ describe('without the agent port gate (in-process transport)', () => {
       'invalid agent token',
     ]);
     expect(seen).toHaveLength(1);
+  });
+
+  it('without session bindings every RPC after Register is refused (fail closed)', async () => {
+    const clock = new ManualClock(T0);
+    const auth = createAgentAuthentication({ verifier: issuer, clock });
+    const token = await issuer.mint(identity, T0);
+    const client = createClient(
+      AgentService,
+      createRouterTransport((r) => r.service(AgentService, echoService([])), {
+        transport: { interceptors: headers(token, 's') },
+        router: { interceptors: [auth.interceptor] },
+      }),
+    );
+    expect((await codeOf(client.heartbeat({})))[0]).toBe(Code.Unauthenticated);
   });
 
   it('a service mounted without the interceptor fails closed', async () => {

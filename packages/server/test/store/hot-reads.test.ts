@@ -54,6 +54,7 @@ function conn(tenant_id: string, conn_id: string, sealed: boolean): ConnectionRe
     description: `d ${conn_id}`,
     secret_cipher: sealed ? Uint8Array.from([1, 2, 3, conn_id.length]) : null,
     key_id: sealed ? 'k1' : null,
+    dag_grants: null,
     created_at: T0,
     updated_at: T0 + 1,
   };
@@ -134,6 +135,11 @@ describe('sqlite hot reads (read-only second connection)', () => {
     expect(await store.getConnectionsByIds('t1', ids.slice(0, 3))).toEqual(
       ids.slice(0, 3).map((id, i) => conn('t1', id, i % 3 !== 0)),
     );
+    // the grants delivery checks come on the hot path too (issue 34)
+    await store.setSecretGrants('t1', 'connections', ids[1]!, ['etl_*'], T0 + 2);
+    const [granted] = await store.getConnectionsByIds('t1', [ids[1]!]);
+    expect(granted?.dag_grants).toEqual(['etl_*']);
+    expect(granted).toEqual((await plain.getConnectionsByIds('t1', [ids[1]!]))[0]);
 
     const states = ['none', 'scheduled', 'queued', 'running', 'success', 'failed'] as const;
     let from: (typeof states)[number] = 'none';

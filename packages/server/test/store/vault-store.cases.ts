@@ -48,6 +48,7 @@ export function registerVaultStoreCases(ctx: VaultStoreCaseContext): void {
       key_id: null,
       is_secret: false,
       description: '',
+      dag_grants: null, // every DAG: a new secret's default (migration 0013)
       created_at: T0,
       updated_at: T0,
     };
@@ -67,6 +68,7 @@ export function registerVaultStoreCases(ctx: VaultStoreCaseContext): void {
       key_id,
       is_secret: true,
       description: `secret ${key}`,
+      dag_grants: null,
       created_at: T0,
       updated_at: T0,
     };
@@ -90,6 +92,7 @@ export function registerVaultStoreCases(ctx: VaultStoreCaseContext): void {
       description: `conn ${conn_id}`,
       secret_cipher: sealed === null ? null : (sealed.cipher ?? new Uint8Array(randomBytes(48))),
       key_id: sealed === null ? null : sealed.key_id,
+      dag_grants: null,
       created_at: T0,
       updated_at: T0,
     };
@@ -255,6 +258,44 @@ export function registerVaultStoreCases(ctx: VaultStoreCaseContext): void {
       expect(await store().deleteConnection(t, 'a')).toBe(true);
       expect(await store().deleteConnection(t, 'a')).toBe(false);
       expect(await store().countConnections(t)).toBe(2);
+    });
+  });
+
+  describe('vault: secret grants (issue 34)', () => {
+    it('a secret is granted to every DAG until its grants are set; they round-trip, read with the existence check', async () => {
+      const t = await ctx.newTenant('grants');
+      await store().putVariable(secretVar(t, 'token'));
+      await store().putConnection(conn(t, 'warehouse'));
+      expect(await store().getSecretGrants(t, 'variables', ['token', 'missing'])).toEqual(
+        new Map([['token', null]]),
+      );
+      expect(
+        await store().setSecretGrants(t, 'variables', 'token', ['etl_*', 'report'], T0 + 1),
+      ).toBe(true);
+      expect(await store().setSecretGrants(t, 'connections', 'warehouse', [], T0 + 1)).toBe(true);
+      expect(await store().setSecretGrants(t, 'connections', 'missing', null, T0 + 1)).toBe(false);
+      expect(await store().getSecretGrants(t, 'variables', ['token'])).toEqual(
+        new Map([['token', ['etl_*', 'report']]]),
+      );
+      expect(await store().getSecretGrants(t, 'connections', ['warehouse'])).toEqual(
+        new Map([['warehouse', []]]),
+      );
+      expect((await store().getVariable(t, 'token'))?.dag_grants).toEqual(['etl_*', 'report']);
+      expect((await store().getConnectionsByIds(t, ['warehouse']))[0]?.dag_grants).toEqual([]);
+      expect((await store().getSecretGrants(t, 'variables', [])).size).toBe(0);
+    });
+
+    it('re-setting a secret keeps its grants; another tenant’s same name is untouched', async () => {
+      const t = await ctx.newTenant('grants-keep');
+      const other = await ctx.newTenant('grants-other');
+      await store().putVariable(secretVar(t, 'token'));
+      await store().putVariable(secretVar(other, 'token'));
+      await store().setSecretGrants(t, 'variables', 'token', ['only_me'], T0 + 1);
+      await store().putVariable({ ...secretVar(t, 'token'), updated_at: T0 + 2 });
+      expect((await store().getVariable(t, 'token'))?.dag_grants).toEqual(['only_me']);
+      expect((await store().getVariable(other, 'token'))?.dag_grants).toBeNull();
+      await store().setSecretGrants(t, 'variables', 'token', null, T0 + 3);
+      expect((await store().getVariable(t, 'token'))?.dag_grants).toBeNull();
     });
   });
 

@@ -9,7 +9,12 @@ import {
   type Transport,
 } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { ManualClock, type SecretLivenessMode, type SecretScopingMode } from '@leoflow/core';
+import {
+  DEFAULT_CREDENTIAL_PLANE_CONFIG,
+  ManualClock,
+  type SecretLivenessMode,
+  type SecretScopingMode,
+} from '@leoflow/core';
 import pg from 'pg';
 import { AgentService, type AgentProtocolRange } from '@leoflow/protocol';
 import { pino } from 'pino';
@@ -24,6 +29,7 @@ import { postgresTestUrl } from './databases.js';
 import type { AgentTokenIssuer } from '../../src/auth/agent-token.js';
 import type { CachingAgentTokenVerifier } from '../../src/auth/token-cache.js';
 import type { AttemptRecorder } from '../../src/attempts/attempt-record.js';
+import type { SessionBindings } from '../../src/attempts/session-binding.js';
 import { Executors } from '../../src/executor/executors.js';
 import type { Leadership } from '../../src/scheduler/leadership/leadership.js';
 import { assemblePlane, type PlaneParts } from '../../src/boot/plane-assembly.js';
@@ -36,6 +42,22 @@ import type { Scheduler, SchedulerTimings } from '../../src/scheduler/scheduler.
 import type { VaultService } from '../../src/vault/vault-service.js';
 import { openStore } from '../../src/store/index.js';
 import type { Store } from '../../src/store/store.js';
+
+/** The session key the harness's "agent" binds when a test's Register names none. */
+export const HARNESS_SESSION_KEY = 'harness-agent-session';
+
+/** `<task instance>#<try>` from an attempt token's claims (unverified: routing only). */
+function attemptOfToken(token: string): string | undefined {
+  try {
+    const p = JSON.parse(Buffer.from(token.split('.')[1] ?? '', 'base64url').toString('utf8')) as {
+      ti?: unknown;
+      try?: unknown;
+    };
+    return typeof p.ti === 'string' ? `${p.ti}#${String(p.try)}` : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /** A launch as the recording executor saw it, with the credential it minted at start. */
 export type RecordedLaunch = AttemptLaunch & { token: string };
@@ -119,7 +141,13 @@ export interface Harness {
   runs: RunOperations;
   tokens: AgentTokenIssuer;
   records: AttemptRecorder;
-  /** an agent client; `session` is sent as the leoflow-session header (the agent's key) */
+  /** the session keys bound at Register (a test may bind one as an agent's Register would) */
+  sessions: SessionBindings;
+  /**
+   * An agent client; `session` is sent as the leoflow-session header (the agent's key). When a
+   * test names none, the key its attempt's Register bound is sent (HARNESS_SESSION_KEY before
+   * any Register); `''` sends none.
+   */
   agent(token: string, session?: string): Client<typeof AgentService>;
   /** the real agent RPC server's port (rpc 'http2' only) */
   agentPort: number | null;
@@ -170,8 +198,9 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     agentUrl: 'http://agent.invalid',
     timings,
     credentials: {
-      scoping: opts.scoping ?? 'permissive',
-      liveness: opts.liveness ?? 'observe',
+      // the product's defaults (enforce, enforce) unless a test names its mode
+      scoping: opts.scoping ?? DEFAULT_CREDENTIAL_PLANE_CONFIG.secretScoping,
+      liveness: opts.liveness ?? DEFAULT_CREDENTIAL_PLANE_CONFIG.secretLivenessMode,
       maxCredentialLifetimeMs: opts.ceilingMs ?? 24 * 3600_000,
     },
     channelSecure: true,
@@ -193,6 +222,11 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
   const records = parts.records!;
   let server: AgentRpcServer | null = null;
   let transportFor: (token: string, session?: string) => Transport;
+  // Plays the agent's session key as a real agent does (issue 34): the key a Register carries
+  // (its body's, else HARNESS_SESSION_KEY) is remembered per attempt and sent with every later
+  // call made with a token of that attempt, unless the test names a `session` itself (a copy
+  // with no key is `''`, another agent's key any other string).
+  const boundKeys = new Map<string, string>();
   const bearer = (token: string, session?: string) => [
     (
         next: Parameters<
@@ -201,7 +235,16 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
       ) =>
       (req: Parameters<typeof next>[0]) => {
         req.header.set('authorization', `Bearer ${token}`);
-        if (session !== undefined) req.header.set('leoflow-session', session);
+        const attempt = attemptOfToken(token);
+        let key = session;
+        if (req.method.name === 'Register' && !req.stream) {
+          const body = (req.message as { sessionKey?: string }).sessionKey ?? '';
+          key ??= body !== '' ? body : HARNESS_SESSION_KEY;
+          if (attempt && key !== '' && !boundKeys.has(attempt))
+            boundKeys.set(attempt, body !== '' ? body : key);
+        }
+        key ??= (attempt && boundKeys.get(attempt)) ?? HARNESS_SESSION_KEY;
+        if (key !== '') req.header.set('leoflow-session', key);
         return next(req);
       },
   ];
@@ -238,6 +281,7 @@ export async function createHarness(opts: HarnessOptions = {}): Promise<Harness>
     vault,
     verifier,
     records,
+    sessions: parts.sessions,
     agent: (token, session) => createClient(AgentService, transportFor(token, session)),
     agentPort: server?.port ?? null,
     restart: parts.newScheduler,

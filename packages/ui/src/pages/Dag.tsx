@@ -1,4 +1,9 @@
-import { useQuery } from '@tanstack/react-query';
+import { useQueries, useQuery } from '@tanstack/react-query';
+import {
+  declaredUnion,
+  effectiveDeclaration,
+  type DeclarationSource,
+} from '@leoflow/core/declared-set';
 import { lazy, Suspense } from 'react';
 import { Link, useParams, useSearchParams } from 'react-router';
 import { enc, get, type Dag as DagRow, type Reply, type Spec } from '../api';
@@ -85,27 +90,7 @@ export function Dag() {
       <Suspense fallback={<p>Loading graph…</p>}>
         <Graph tasks={spec.tasks} />
       </Suspense>
-      <h2>Declared secrets</h2>
-      <table className="list">
-        <thead>
-          <tr>
-            <th scope="col">Task</th>
-            <th scope="col">Trigger rule</th>
-            <th scope="col">Variables</th>
-            <th scope="col">Connections</th>
-          </tr>
-        </thead>
-        <tbody>
-          {spec.tasks.map((t) => (
-            <tr key={t.task_id}>
-              <th scope="row">{t.task_id}</th>
-              <td>{t.trigger_rule}</td>
-              <td>{t.variables.join(', ') || '—'}</td>
-              <td>{t.connections.join(', ') || '—'}</td>
-            </tr>
-          ))}
-        </tbody>
-      </table>
+      <DeclaredSecrets dagId={dagId} spec={spec} />
       {can('audit:read') && (
         <>
           <h2>Read without declaring</h2>
@@ -130,6 +115,116 @@ export function Dag() {
                 <code>secret_scoping=enforce</code> would refuse nothing it reads today.
               </p>
             ))}
+        </>
+      )}
+    </>
+  );
+}
+
+const FROM: Record<DeclarationSource, string> = {
+  task: "the task's own list",
+  dag: "the DAG's list",
+  none: 'nothing declared',
+};
+
+/** One kind of a task's effective declaration: the names, and which list they come from. */
+function Declared({ names, from }: { names: string[]; from: DeclarationSource }) {
+  return (
+    <>
+      {names.join(', ') || '—'} <span className="sub">({FROM[from]})</span>
+    </>
+  );
+}
+
+function grantsText(grants: readonly string[] | null | undefined): string {
+  if (grants === undefined) return '…';
+  if (grants === null) return 'every DAG';
+  return grants.length === 0 ? 'no DAG' : grants.join(', ');
+}
+
+/**
+ * What each task is delivered (issue 34): the task's own list when it has one, else the DAG's —
+ * computed by the function secret delivery runs (@leoflow/core/declared-set), saying which list
+ * applies — and the grants of every declared secret: which DAGs may declare it, and whether they
+ * name this one.
+ */
+export function DeclaredSecrets({ dagId, spec }: { dagId: string; spec: Spec }) {
+  const can = useCan();
+  const declared = (['variables', 'connections'] as const).flatMap((kind) =>
+    declaredUnion(spec, kind).map((name) => ({ kind, name })),
+  );
+  const grants = useQueries({
+    queries: declared.map(({ kind, name }) => ({
+      queryKey: ['grants', kind, name],
+      queryFn: () =>
+        get<Reply<'get_variables_by_key_grants'>>(`/api/v1/${kind}/${enc(name)}/grants`),
+      enabled: can(kind === 'variables' ? 'variables:read' : 'connections:read'),
+    })),
+  });
+  return (
+    <>
+      <h2>Declared secrets</h2>
+      <p className="sub">
+        Each task receives its own <code>variables:</code> / <code>connections:</code> list when it
+        has one, else the DAG&apos;s — exactly as delivery computes it.
+      </p>
+      <table className="list" data-testid="declared-secrets">
+        <thead>
+          <tr>
+            <th scope="col">Task</th>
+            <th scope="col">Trigger rule</th>
+            <th scope="col">Variables</th>
+            <th scope="col">Connections</th>
+          </tr>
+        </thead>
+        <tbody>
+          {spec.tasks.map((t) => (
+            <tr key={t.task_id}>
+              <th scope="row">{t.task_id}</th>
+              <td>{t.trigger_rule}</td>
+              <td>
+                <Declared {...effectiveDeclaration(spec, t.task_id, 'variables')} />
+              </td>
+              <td>
+                <Declared {...effectiveDeclaration(spec, t.task_id, 'connections')} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      {declared.length > 0 && (
+        <>
+          <h3>Grants of the declared secrets</h3>
+          <table className="list" data-testid="declared-grants">
+            <thead>
+              <tr>
+                <th scope="col">Secret</th>
+                <th scope="col">Kind</th>
+                <th scope="col">May be declared by</th>
+                <th scope="col">This DAG</th>
+              </tr>
+            </thead>
+            <tbody>
+              {declared.map(({ kind, name }, i) => {
+                const g = grants[i];
+                const mine = g?.data?.declared_by.find((d) => d.dag_id === dagId);
+                return (
+                  <tr key={`${kind}/${name}`}>
+                    <th scope="row">{name}</th>
+                    <td>{kind === 'variables' ? 'Variable' : 'Connection'}</td>
+                    <td>{g?.isError ? 'unreadable' : grantsText(g?.data?.grants)}</td>
+                    <td className={mine && !mine.granted ? 'error' : undefined}>
+                      {mine === undefined
+                        ? '…'
+                        : mine.granted
+                          ? 'granted'
+                          : 'not granted: its tasks fail with LF_SECRET_NOT_GRANTED'}
+                    </td>
+                  </tr>
+                );
+              })}
+            </tbody>
+          </table>
         </>
       )}
     </>

@@ -455,6 +455,119 @@ function ConnectionForm({ initial, onDone }: { initial?: ConnInitial; onDone: ()
  * one explicit request per value (audited by the server), shown only to roles that hold the
  * reveal permission.
  */
+type GrantKind = 'variables' | 'connections';
+type GrantChange = Reply<'put_variables_by_key_grants'>;
+
+function grantsText(g: readonly string[] | null | undefined): string {
+  if (g === undefined) return '…';
+  if (g === null) return 'every DAG';
+  return g.length === 0 ? 'no DAG' : g.join(', ');
+}
+
+/**
+ * Edit which DAGs may declare a secret (issue 34). Saving is possible only once the exact change
+ * has been previewed (a dry run), which lists the registered DAGs that would lose the secret:
+ * their tasks would then fail with LF_SECRET_NOT_GRANTED.
+ */
+export function GrantsForm({
+  kind,
+  name,
+  current,
+  onDone,
+}: {
+  kind: GrantKind;
+  name: string;
+  current: readonly string[] | null;
+  onDone: () => void;
+}) {
+  const qc = useQueryClient();
+  const [mode, setMode] = useState<'every' | 'patterns' | 'none'>(
+    current === null ? 'every' : current.length === 0 ? 'none' : 'patterns',
+  );
+  const [text, setText] = useState(current?.join(' ') ?? '');
+  const grants =
+    mode === 'every' ? null : mode === 'none' ? [] : text.split(/[\s,]+/).filter((p) => p !== '');
+  const key = JSON.stringify(grants);
+  const [preview, setPreview] = useState<{ key: string; change: GrantChange } | null>(null);
+  const url = `/api/v1/${kind}/${enc(name)}/grants`;
+  const dry = useMutation({
+    mutationFn: () => api<GrantChange>('PUT', url, { grants, dry_run: true }),
+    onSuccess: (change) => setPreview({ key, change }),
+  });
+  const save = useMutation({
+    mutationFn: () => api<GrantChange>('PUT', url, { grants }),
+    onSuccess: () => {
+      void qc.invalidateQueries({ queryKey: [kind] });
+      void qc.invalidateQueries({ queryKey: ['grants', kind, name] });
+      onDone();
+    },
+  });
+  const previewed = preview?.key === key ? preview.change : null;
+  return (
+    <form
+      className="form"
+      aria-label={`Grants of ${name}`}
+      onSubmit={(e: FormEvent) => {
+        e.preventDefault();
+        if (previewed) save.mutate();
+        else dry.mutate();
+      }}
+    >
+      <p className="sub">
+        Which DAGs may declare <code>{name}</code>: DAG id patterns, anchored and case-sensitive,
+        with <code>*</code> and <code>?</code>.
+      </p>
+      <label className="check">
+        <input type="radio" checked={mode === 'every'} onChange={() => setMode('every')} /> Every
+        DAG of the tenant
+      </label>
+      <label className="check">
+        <input type="radio" checked={mode === 'patterns'} onChange={() => setMode('patterns')} />{' '}
+        Only DAGs matching
+      </label>
+      <label>
+        Patterns (space- or comma-separated)
+        <input
+          value={text}
+          onChange={(e) => {
+            setText(e.target.value);
+            setMode('patterns');
+          }}
+          placeholder="etl_* reporting"
+        />
+      </label>
+      <label className="check">
+        <input type="radio" checked={mode === 'none'} onChange={() => setMode('none')} /> No DAG
+      </label>
+      {previewed && (
+        <div role="status" data-testid="grants-preview">
+          {previewed.losing.length > 0 ? (
+            <p className="error">
+              Registered DAGs that would lose it (their tasks then fail with{' '}
+              <code>LF_SECRET_NOT_GRANTED</code>): {previewed.losing.join(', ')}
+            </p>
+          ) : (
+            <p>No registered DAG that declares it would lose it.</p>
+          )}
+          {previewed.gaining.length > 0 && (
+            <p>Registered DAGs that would gain it: {previewed.gaining.join(', ')}</p>
+          )}
+        </div>
+      )}
+      <div className="actions">
+        <button type="submit" disabled={dry.isPending || save.isPending}>
+          {previewed ? 'Save grants' : 'Preview'}
+        </button>
+        <button type="button" onClick={onDone}>
+          Cancel
+        </button>
+      </div>
+      {dry.isError && <ErrorNote error={dry.error} />}
+      {save.isError && <ErrorNote error={save.error} />}
+    </form>
+  );
+}
+
 export function Variables() {
   const can = useCan();
   const list = useQuery({
@@ -469,6 +582,7 @@ export function Variables() {
   });
   const qc = useQueryClient();
   const [editing, setEditing] = useState<string | null>(null);
+  const [granting, setGranting] = useState<string | null>(null);
   const [importing, setImporting] = useState(false);
   const remove = useMutation({
     mutationFn: (key: string) => api('DELETE', `/api/v1/variables/${enc(key)}`),
@@ -503,6 +617,15 @@ export function Variables() {
           onDone={() => setEditing(null)}
         />
       )}
+      {granting !== null && (
+        <GrantsForm
+          key={granting}
+          kind="variables"
+          name={granting}
+          current={list.data?.variables.find((v) => v.key === granting)?.grants ?? null}
+          onDone={() => setGranting(null)}
+        />
+      )}
       {list.data?.variables.length === 0 && (
         <p className="empty">
           No Variables yet.{' '}
@@ -517,8 +640,9 @@ export function Variables() {
             <th scope="col">Key</th>
             <th scope="col">Value</th>
             <th scope="col">Description</th>
+            <th scope="col">May be declared by</th>
             <th scope="col">Updated</th>
-            {writable && <th scope="col">Actions</th>}
+            {(writable || can('variables:grant')) && <th scope="col">Actions</th>}
           </tr>
         </thead>
         <tbody>
@@ -548,15 +672,23 @@ export function Variables() {
                 )}
               </td>
               <td>{v.description}</td>
+              <td>{grantsText(v.grants)}</td>
               <td>
                 <Time iso={v.updated_at} />
               </td>
-              {writable && (
+              {(writable || can('variables:grant')) && (
                 <td className="actions">
-                  <button type="button" onClick={() => setEditing(v.key)}>
-                    Edit
-                  </button>
-                  <DeleteButton name={v.key} onDelete={() => remove.mutate(v.key)} />
+                  {writable && (
+                    <button type="button" onClick={() => setEditing(v.key)}>
+                      Edit
+                    </button>
+                  )}
+                  {can('variables:grant') && (
+                    <button type="button" onClick={() => setGranting(v.key)}>
+                      Grants…
+                    </button>
+                  )}
+                  {writable && <DeleteButton name={v.key} onDelete={() => remove.mutate(v.key)} />}
                 </td>
               )}
             </tr>
@@ -591,6 +723,7 @@ export function Connections() {
   });
   const qc = useQueryClient();
   const [editing, setEditing] = useState<string | null>(null);
+  const [granting, setGranting] = useState<string | null>(null);
   const [importing, setImporting] = useState(false);
   const remove = useMutation({
     mutationFn: (id: string) => api('DELETE', `/api/v1/connections/${enc(id)}`),
@@ -637,6 +770,15 @@ export function Connections() {
           onDone={() => setEditing(null)}
         />
       )}
+      {granting !== null && (
+        <GrantsForm
+          key={granting}
+          kind="connections"
+          name={granting}
+          current={list.data?.connections.find((c) => c.conn_id === granting)?.grants ?? null}
+          onDone={() => setGranting(null)}
+        />
+      )}
       {list.data?.connections.length === 0 && (
         <p className="empty">
           No Connections yet.{' '}
@@ -653,6 +795,7 @@ export function Connections() {
             <th scope="col">Host</th>
             <th scope="col">Login</th>
             <th scope="col">Password</th>
+            <th scope="col">May be declared by</th>
             <th scope="col">Actions</th>
           </tr>
         </thead>
@@ -664,6 +807,7 @@ export function Connections() {
               <td>{c.host ?? '—'}</td>
               <td>{c.login ?? '—'}</td>
               <td>{c.has_password ? <code>{shown[c.conn_id] ?? MASK}</code> : '—'}</td>
+              <td>{grantsText(c.grants)}</td>
               <td className="actions">
                 {can('connections:reveal') && c.has_password && shown[c.conn_id] === undefined && (
                   <button type="button" onClick={() => reveal.mutate(c.conn_id)}>
@@ -673,6 +817,11 @@ export function Connections() {
                 {can('connections:test') && (
                   <button type="button" onClick={() => test.mutate(c.conn_id)}>
                     Test
+                  </button>
+                )}
+                {can('connections:grant') && (
+                  <button type="button" onClick={() => setGranting(c.conn_id)}>
+                    Grants…
                   </button>
                 )}
                 {writable && (

@@ -1,5 +1,10 @@
 import {
   dagSpecHash,
+  declaredUnion,
+  grantMatcher,
+  parseGrants,
+  type SecretGrants,
+  VaultError,
   LeoflowError,
   type Clock,
   type DagRunState,
@@ -9,10 +14,11 @@ import {
 } from '@leoflow/core';
 import { checkDeclarations, checkExecutorChoices } from '../../scheduler/dags/registration.js';
 import { type ExecutorPolicy } from '../../executor/executor-policy.js';
-import type { RevocationRequest } from '../../attempts/revocation.js';
+import type { RevocationRequest, RevocationResult } from '../../attempts/revocation.js';
 import type { RunOperations, TriggerInput } from '../../scheduler/run-operations.js';
 import type { ApiTokenStore } from '../../store/ports/api-tokens.js';
 import type { AttemptRecordStore } from '../../store/ports/attempt-records.js';
+import type { SecretGrantKind, SecretGrantStore } from '../../store/ports/secret-grants.js';
 import type { AuditStore } from '../../store/ports/audit.js';
 import type { ConnectionStore } from '../../store/ports/connections.js';
 import type { DagStore } from '../../store/ports/dags.js';
@@ -58,9 +64,7 @@ export type TenantVault = TenantBound<
   | 'resolveConnections'
 >;
 
-export type RevokeCredential = (
-  request: RevocationRequest,
-) => Promise<{ task_instance_id: string; try_number: number; terminated: boolean }>;
+export type RevokeCredential = (request: RevocationRequest) => Promise<RevocationResult>;
 
 /**
  * What a tenant's scope reads and writes in the store directly (vault values go through the
@@ -76,7 +80,8 @@ export type TenantScopeStore = DagStore &
   ApiTokenStore &
   AuditStore &
   VariableStore &
-  ConnectionStore;
+  ConnectionStore &
+  SecretGrantStore;
 
 export interface TenantScopeDeps {
   store: TenantScopeStore;
@@ -86,6 +91,43 @@ export interface TenantScopeDeps {
   revoke: RevokeCredential;
   /** the executors and Kubernetes allowlists registration checks tasks against; absent = not checked (tests) */
   executorPolicy?: ExecutorPolicy;
+}
+
+/** A secret's grants and who declares it (GET …/grants). */
+export interface SecretGrantsView {
+  kind: SecretGrantKind;
+  name: string;
+  grants: SecretGrants;
+  /** registered DAGs whose current version declares it, and whether its grants name them */
+  declared_by: { dag_id: string; granted: boolean }[];
+}
+
+/** What a grants edit changed (PUT …/grants). */
+export interface SecretGrantChange {
+  kind: SecretGrantKind;
+  name: string;
+  grants: SecretGrants;
+  previous: SecretGrants;
+  /** false for a dry run (nothing written) */
+  applied: boolean;
+  /** registered DAGs that declare it and lose it with this change (delivery then refuses it) */
+  losing: string[];
+  /** registered DAGs that declare it and gain it */
+  gaining: string[];
+  /** every registered DAG that declares it, under the new grants */
+  declared_by: { dag_id: string; granted: boolean }[];
+}
+
+function secretNotFound(kind: SecretGrantKind, name: string): LeoflowError {
+  return kind === 'variables'
+    ? new VaultError(
+        'LF_VARIABLE_NOT_FOUND',
+        `no variable "${name}"; see \`leoflow variables list\``,
+      )
+    : new VaultError(
+        'LF_CONNECTION_NOT_FOUND',
+        `no connection "${name}"; see \`leoflow connections list\``,
+      );
 }
 
 export interface AuditEntry {
@@ -304,13 +346,89 @@ export class TenantScope {
     return this.deps.store.summarizeUndeclaredUse(this.tenantId, dagId);
   }
 
+  // ------------------------------------------------------------------ secret grants
+
+  /**
+   * A secret's grants (null: every DAG) and the registered DAGs whose current version declares
+   * it, each with whether the grants name it.
+   */
+  async secretGrants(kind: SecretGrantKind, name: string): Promise<SecretGrantsView> {
+    const grants = (await this.deps.store.getSecretGrants(this.tenantId, kind, [name])).get(name);
+    if (grants === undefined) throw secretNotFound(kind, name);
+    const matches = grantMatcher(grants);
+    const declaring = await this.dagsDeclaring(kind, name);
+    return {
+      kind,
+      name,
+      grants,
+      declared_by: declaring.map((dag_id) => ({ dag_id, granted: matches(dag_id) })),
+    };
+  }
+
+  /**
+   * Replaces a secret's grants (validated: LF_SECRET_GRANT_INVALID, nothing written). The answer
+   * lists the registered DAGs that declare it and lose it with this change; `dryRun` writes
+   * nothing (the web app's preview before saving). The route audits the change.
+   */
+  async setSecretGrants(
+    kind: SecretGrantKind,
+    name: string,
+    given: unknown,
+    dryRun: boolean,
+  ): Promise<SecretGrantChange> {
+    const noun = kind === 'variables' ? 'variable' : 'connection';
+    const next = parseGrants(given, `${noun} ${name}`);
+    const before = await this.secretGrants(kind, name);
+    const now = grantMatcher(next);
+    const losing = before.declared_by
+      .filter((d) => d.granted && !now(d.dag_id))
+      .map((d) => d.dag_id);
+    const gaining = before.declared_by
+      .filter((d) => !d.granted && now(d.dag_id))
+      .map((d) => d.dag_id);
+    if (!dryRun) {
+      const written = await this.deps.store.setSecretGrants(
+        this.tenantId,
+        kind,
+        name,
+        next,
+        this.deps.clock.now(),
+      );
+      if (!written) throw secretNotFound(kind, name);
+    }
+    return {
+      kind,
+      name,
+      grants: next,
+      previous: before.grants,
+      applied: !dryRun,
+      losing,
+      gaining,
+      declared_by: before.declared_by.map((d) => ({ dag_id: d.dag_id, granted: now(d.dag_id) })),
+    };
+  }
+
+  /** The tenant's registered DAGs whose current version declares the secret (DAG or a task). */
+  private async dagsDeclaring(kind: SecretGrantKind, name: string): Promise<string[]> {
+    const out: string[] = [];
+    const limit = 500;
+    for (let offset = 0; ; offset += limit) {
+      const dags = await this.deps.store.listDags(this.tenantId, { limit, offset });
+      for (const d of dags) {
+        const v = await this.deps.store.getDagVersion(this.tenantId, d.dag_id, d.current_version);
+        if (v && declaredUnion(v.spec, kind).includes(name)) out.push(d.dag_id);
+      }
+      if (dags.length < limit) return out;
+    }
+  }
+
   async revokeCredential(input: {
     dagId: string;
     runId: string;
     taskId: string;
     tryNumber?: number;
     terminate: boolean;
-  }): Promise<{ task_instance_id: string; try_number: number; terminated: boolean }> {
+  }): Promise<RevocationResult> {
     const { taskInstance } = await this.getTaskInstance(input.dagId, input.runId, input.taskId);
     return this.deps.revoke({
       taskInstance,

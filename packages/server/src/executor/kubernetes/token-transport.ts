@@ -47,7 +47,7 @@ export const envvarTransport: PodTokenTransport = {
   bootstrapSecret: false,
   description: `literal env value ${AGENT_TOKEN_ENV} on the Pod object (auth.agent_token_transport=envvar)`,
   exposure: {
-    what: "The Kubernetes executor puts each attempt token as a plaintext env value on its Pod, where any principal that can get pods in the task namespace reads it (kubectl get pod -o yaml, the API, audit logs and controllers that record pod specs) and task code in the pod can read it from the agent's initial environment (/proc/<agent pid>/environ, same uid), until the attempt ends under enforced liveness or the token expires.",
+    what: "The Kubernetes executor puts each attempt token as a plaintext env value on its Pod, where any principal that can get pods in the task namespace reads it (kubectl get pod -o yaml, the API, audit logs and controllers that record pod specs) and task code in the pod can read it from the agent's initial environment (/proc/<agent pid>/environ, same uid); once the agent has registered a copy opens nothing without the agent's session key, but a copy used before it registers in its place and receives the attempt's declared secrets, and the real agent's Register then fails the attempt (LF_CREDENTIAL_COPIED).",
     fix: 'Restrict get/list/watch on pods in the task namespaces to the control plane, run with --secret-liveness-mode enforce, and move to auth.agent_token_transport=exchange (a projected service-account token the agent exchanges once for its attempt token; apply deploy/components/exchange).',
   },
   apply(_pod, container, token) {

@@ -50,7 +50,7 @@ export function agentServiceContext(deps: AgentServiceDeps): AgentServiceContext
       logger,
       heartbeatIntervalMs: deps.heartbeatIntervalMs,
       secrets: deps.secrets,
-      ...(deps.records ? { records: deps.records } : {}),
+      sessions: deps.sessions,
       faults,
     });
   return {

@@ -4,6 +4,8 @@ import type { Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenIssuer } from '../../auth/agent-token.js';
 import type { AttemptRecorder } from '../../attempts/attempt-record.js';
+import type { SessionBindings } from '../../attempts/session-binding.js';
+import type { OutputMasking } from '../../attempts/output-masking.js';
 import type { SecretDelivery } from '../../attempts/secret-delivery.js';
 import type { AttemptLifecycle } from '../../attempts/attempt-lifecycle.js';
 import type { AttemptRegistration } from '../../attempts/attempt-registration.js';
@@ -12,6 +14,7 @@ import type { LogStore } from '../../store/ports/logs.js';
 import type { RunStore } from '../../store/ports/runs.js';
 import type { TaskInstanceStore } from '../../store/ports/task-instances.js';
 import type { XComStore } from '../../store/ports/xcom.js';
+import type { AttemptCredentialStore } from '../../store/ports/attempt-credentials.js';
 import type { TokenExchange } from '../../executor/kubernetes/exchange/token-exchange.js';
 import type { AgentChannelMode } from '../agent-server.js';
 import type { LogLimits } from '../../config/log-limits.js';
@@ -19,7 +22,11 @@ import type { FaultInjector } from '../../util/test-faults.js';
 
 /** What the agent service is built from (boot/plane-assembly.ts passes it). */
 export interface AgentServiceDeps {
-  store: TaskInstanceStore & RunStore & XComStore & LogStore;
+  store: TaskInstanceStore &
+    RunStore &
+    XComStore &
+    LogStore &
+    Pick<AttemptCredentialStore, 'revokeAttemptCredential'>;
   specs: SpecCache;
   clock: Clock;
   tokens: AgentTokenIssuer;
@@ -36,8 +43,12 @@ export interface AgentServiceDeps {
   logLimits?: LogLimits;
   /** test-only crash points (util/test-faults.ts); none in production */
   faults?: FaultInjector;
-  /** The per-try record (session binding at Register, renewals). */
+  /** The per-try record (deliveries, renewal stops). */
   records?: AttemptRecorder;
+  /** the session bindings Register makes (used when `registration` is absent) */
+  sessions: SessionBindings;
+  /** masks the output of attempts whose agent does not (an older one); none when absent */
+  outputMasking?: OutputMasking;
   /** agent protocol versions Register accepts; SUPPORTED_AGENT_PROTOCOLS when absent */
   agentProtocols?: AgentProtocolRange;
   /** AwaitAssignment and AckAssignment (rpc/assignment-rpc.ts); Unimplemented when absent */

@@ -8,7 +8,7 @@ import {
 } from '@leoflow/protocol';
 import { isActive } from '@leoflow/core';
 import type { LogLineRow, LogStreamName } from '../../store/types.js';
-import { attemptPrincipal } from '../agent-auth.js';
+import { attemptPrincipal, type AttemptPrincipal } from '../agent-auth.js';
 import type { AgentHandlers, AgentServiceContext } from './context.js';
 
 export const MAX_XCOM_BYTES = 256 * 1024;
@@ -27,7 +27,8 @@ export function logAndXComHandlers(
 ): AgentHandlers<'pushXCom' | 'fetchXCom' | 'pushLogs'> {
   return {
     async pushXCom(req, ctx) {
-      const { claims } = attemptPrincipal(ctx);
+      const principal = attemptPrincipal(ctx);
+      const { claims } = principal;
       // FENCE: XCom is keyed without the try, so an old try's (or an old dispatch generation's)
       // push would overwrite the live one; checked here and again in the write's transaction.
       const ti = await c.fences.live(claims);
@@ -46,13 +47,14 @@ export function logAndXComHandlers(
       if (!XCOM_KEY.test(key)) {
         return create(PushXComResponseSchema, { accepted: false, rejectionReason: 'invalid_key' });
       }
+      const value = await maskedXCom(c, principal, req.value);
       const stored = await c.store.putXComIfLive(
         {
           tenant_id: ti.tenant_id,
           dag_run_id: ti.dag_run_id,
           task_id: ti.task_id,
           key,
-          value: req.value,
+          value,
           content_type: req.contentType || 'application/json',
           created_at: c.clock.now(),
         },
@@ -94,7 +96,8 @@ export function logAndXComHandlers(
       });
     },
     async pushLogs(req, ctx) {
-      const { claims } = attemptPrincipal(ctx);
+      const principal = attemptPrincipal(ctx);
+      const { claims } = principal;
       // FENCE: a superseded try never lands; the live or just-finished try does.
       const ti = await c.fences.notSuperseded(claims);
       if (req.lines.length > MAX_LOG_LINES_PER_BATCH) {
@@ -115,7 +118,12 @@ export function logAndXComHandlers(
           Code.FailedPrecondition,
         );
       }
-      const rows: LogLineRow[] = req.lines.map((l) => ({
+      const messages = await maskedLines(
+        c,
+        principal,
+        req.lines.map((l) => l.message),
+      );
+      const rows: LogLineRow[] = req.lines.map((l, i) => ({
         tenant_id: claims.tenant_id,
         dag_run_id: claims.dag_run_id,
         task_id: claims.task_id,
@@ -123,7 +131,7 @@ export function logAndXComHandlers(
         line_number: Number(l.lineNumber),
         time: Number(l.timeMs),
         stream: STREAMS[l.stream] ?? 'stdout',
-        message: l.message,
+        message: messages[i] ?? l.message,
       }));
       const { keep, note } = await c.logBudgets.admit(claims, rows, now);
       // FENCE again, in the write's transaction: a try superseded since the read above (a retry,
@@ -149,4 +157,34 @@ export function logAndXComHandlers(
       return create(PushLogsResponseSchema, { acknowledgedThroughLine: BigInt(last) });
     },
   };
+}
+
+/**
+ * An agent that does not mask delivered secrets in its output (it did not say so at Register: an
+ * older one) has its lines masked here, on write (issue 34). This build's agent masks them itself.
+ */
+async function maskedLines(
+  c: AgentServiceContext,
+  principal: AttemptPrincipal,
+  messages: string[],
+): Promise<string[]> {
+  if (messages.length === 0 || principal.agentMasksSecrets === true || !c.deps.outputMasking)
+    return messages;
+  return c.deps.outputMasking.mask(principal.claims, messages);
+}
+
+async function maskedXCom(
+  c: AgentServiceContext,
+  principal: AttemptPrincipal,
+  value: Uint8Array,
+): Promise<Uint8Array> {
+  if (principal.agentMasksSecrets === true || !c.deps.outputMasking) return value;
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(value);
+  } catch {
+    return value; // not text: nothing a log-style mask could apply to without corrupting it
+  }
+  const [masked] = await c.deps.outputMasking.mask(principal.claims, [text]);
+  return masked === undefined || masked === text ? value : new TextEncoder().encode(masked);
 }

@@ -5,6 +5,7 @@ import {
   checkAgentProtocol,
   GetTaskSpecResponseSchema,
   RegisterResponseSchema,
+  SESSION_HEADER,
   SUPPORTED_AGENT_PROTOCOLS,
 } from '@leoflow/protocol';
 import { taskSpecMessage } from '../../attempts/task-spec-message.js';
@@ -52,9 +53,12 @@ export function registrationHandlers(
         );
         throw new ConnectError(message, Code.FailedPrecondition);
       }
+      // The key Register binds: its body's, else the header every agent call carries (both are
+      // the same key in this build's agent).
+      const sessionKey = req.sessionKey || (ctx.requestHeader.get(SESSION_HEADER) ?? '');
       return c.registration.register(
         claims,
-        { hostname: req.hostname, pid: req.pid, sessionKey: req.sessionKey },
+        { hostname: req.hostname, pid: req.pid, sessionKey, masksSecrets: req.masksSecrets },
         { prefetch: req.prefetch, wantSpec: req.wantSpec },
         'rpc',
       );

@@ -1,6 +1,10 @@
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { GetConnectionsResponseSchema, GetVariablesResponseSchema } from '@leoflow/protocol';
+import {
+  ERROR_CODE_METADATA,
+  GetConnectionsResponseSchema,
+  GetVariablesResponseSchema,
+} from '@leoflow/protocol';
 import { SecretRefusal, SecretUnavailable } from '../../attempts/secret-delivery.js';
 import { attemptPrincipal } from '../agent-auth.js';
 import type { AgentHandlers, AgentServiceContext } from './context.js';
@@ -29,7 +33,14 @@ async function refusalsAsPermissionDenied<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof SecretRefusal) throw new ConnectError(err.message, Code.PermissionDenied);
+    if (err instanceof SecretRefusal) {
+      // The code the agent acts on travels as metadata; it never reads the message.
+      throw new ConnectError(
+        err.message,
+        Code.PermissionDenied,
+        err.code ? { [ERROR_CODE_METADATA]: err.code } : undefined,
+      );
+    }
     if (err instanceof SecretUnavailable) throw new ConnectError(err.message, Code.Unavailable);
     throw err;
   }

@@ -1,42 +1,56 @@
-import { checkKubernetesAllowed, declaredUnion, type DagSpec, DagError } from '@leoflow/core';
+import {
+  checkKubernetesAllowed,
+  declaredUnion,
+  grantMatcher,
+  notGrantedMessage,
+  SECRET_NOT_GRANTED_CODE,
+  type DagSpec,
+  DagError,
+  LeoflowError,
+} from '@leoflow/core';
 import type { ExecutorPolicy } from '../../executor/executor-policy.js';
-import type { ConnectionStore } from '../../store/ports/connections.js';
-import type { VariableStore } from '../../store/ports/variables.js';
+import type { SecretGrantKind, SecretGrantStore } from '../../store/ports/secret-grants.js';
+
+const HOW_TO_DEFINE: Record<SecretGrantKind, string> = {
+  variables: 'leoflow variables set <key> <value>',
+  connections: 'leoflow connections set <id> --uri <uri>',
+};
 
 /**
  * Refuses a DAG version whose declarations (DAG ∪ every task) name Variables or Connections the
- * tenant does not have — before anything is written. Empty declarations are always valid.
+ * tenant does not have (LF_DAG_UNKNOWN_DECLARATION), or that are not granted to this DAG id
+ * (LF_SECRET_NOT_GRANTED, issue 34) — before anything is written. One query per kind reads both
+ * the existence and the grants. Empty declarations are always valid.
  */
 export async function checkDeclarations(
-  store: VariableStore & ConnectionStore,
+  store: Pick<SecretGrantStore, 'getSecretGrants'>,
   tenantId: string,
   spec: DagSpec,
 ): Promise<void> {
-  const problems: string[] = [];
-  const variables = declaredUnion(spec, 'variables');
-  if (variables.length > 0) {
-    const known = await store.existingVariableKeys(tenantId, variables);
-    const unknown = variables.filter((k) => !known.has(k));
+  const unknownProblems: string[] = [];
+  const ungranted: string[] = [];
+  for (const kind of ['variables', 'connections'] as const) {
+    const names = declaredUnion(spec, kind);
+    if (names.length === 0) continue;
+    const grants = await store.getSecretGrants(tenantId, kind, names);
+    const unknown = names.filter((n) => !grants.has(n));
     if (unknown.length > 0) {
-      problems.push(
-        `dag "${spec.dag_id}" declares unknown variable(s) ${unknown.join(', ')}; define them ` +
-          `(leoflow variables set <key> <value>) or remove them from the DAG's variables: declaration`,
+      unknownProblems.push(
+        `dag "${spec.dag_id}" declares unknown ${kind === 'variables' ? 'variable' : 'connection'}(s) ${unknown.join(', ')}; define them ` +
+          `(${HOW_TO_DEFINE[kind]}) or remove them from the DAG's ${kind}: declaration`,
       );
+      continue;
     }
+    const refused = names.filter((n) => !grantMatcher(grants.get(n) ?? null)(spec.dag_id));
+    if (refused.length > 0) ungranted.push(notGrantedMessage(spec.dag_id, kind, refused));
   }
-  const connections = declaredUnion(spec, 'connections');
-  if (connections.length > 0) {
-    const known = await store.existingConnectionIds(tenantId, connections);
-    const unknown = connections.filter((c) => !known.has(c));
-    if (unknown.length > 0) {
-      problems.push(
-        `dag "${spec.dag_id}" declares unknown connection(s) ${unknown.join(', ')}; define them ` +
-          `(leoflow connections set <id> --uri <uri>) or remove them from the DAG's connections: declaration`,
-      );
-    }
+  if (unknownProblems.length > 0) {
+    throw new DagError('LF_DAG_UNKNOWN_DECLARATION', unknownProblems.join('; '), {
+      dag_id: spec.dag_id,
+    });
   }
-  if (problems.length > 0) {
-    throw new DagError('LF_DAG_UNKNOWN_DECLARATION', problems.join('; '), {
+  if (ungranted.length > 0) {
+    throw new LeoflowError(SECRET_NOT_GRANTED_CODE, ungranted.join('; '), {
       dag_id: spec.dag_id,
     });
   }

@@ -1,5 +1,6 @@
 import { isActive, type TaskInstanceState } from '@leoflow/core';
 import type { AttemptCredentialStore } from '../ports/attempt-credentials.js';
+import type { AttemptRecordKey } from '../types.js';
 import { changed } from './columns.js';
 import { KyselySeam } from './seam.js';
 
@@ -22,6 +23,32 @@ export class KyselyAttemptCredentialStore extends KyselySeam implements AttemptC
       .where('try_number', '=', try_number)
       .executeTakeFirst();
     return changed(res.numUpdatedRows);
+  }
+
+  async revokeAttemptRecord(key: AttemptRecordKey, now: number): Promise<boolean> {
+    await this.db
+      .insertInto('attempt_records')
+      .values({ ...key, created_at: now, updated_at: now })
+      .onConflict((oc) => oc.columns(['task_instance_id', 'try_number']).doNothing())
+      .execute();
+    const res = await this.db
+      .updateTable('attempt_records')
+      .set({ credential_revoked_at: now, updated_at: now })
+      .where('task_instance_id', '=', key.task_instance_id)
+      .where('try_number', '=', key.try_number)
+      .where('credential_revoked_at', 'is', null)
+      .executeTakeFirst();
+    return changed(res.numUpdatedRows);
+  }
+
+  async isAttemptRecordRevoked(task_instance_id: string, try_number: number): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('attempt_records')
+      .select('credential_revoked_at')
+      .where('task_instance_id', '=', task_instance_id)
+      .where('try_number', '=', try_number)
+      .executeTakeFirst();
+    return row?.credential_revoked_at != null;
   }
 
   async getAttemptLiveness(

@@ -30,10 +30,16 @@ export class KyselyAttemptRecordStore extends KyselySeam implements AttemptRecor
     try_number: number,
     session_hash: string,
     now: number,
+    agent_masks_secrets = false,
   ): Promise<AttemptSessionBinding> {
     const res = await this.db
       .updateTable('attempt_records')
-      .set({ session_hash, registered_at: now, updated_at: now })
+      .set({
+        session_hash,
+        agent_masks_secrets: agent_masks_secrets ? 1 : 0,
+        registered_at: now,
+        updated_at: now,
+      })
       .where('task_instance_id', '=', task_instance_id)
       .where('try_number', '=', try_number)
       .where('session_hash', 'is', null)
@@ -46,6 +52,23 @@ export class KyselyAttemptRecordStore extends KyselySeam implements AttemptRecor
       .where('try_number', '=', try_number)
       .executeTakeFirst();
     return row?.session_hash === session_hash ? 'same' : 'conflict';
+  }
+
+  async getAttemptSession(
+    task_instance_id: string,
+    try_number: number,
+  ): Promise<{ session_hash: string; agent_masks_secrets: boolean } | null> {
+    const row = await this.db
+      .selectFrom('attempt_records')
+      .select(['session_hash', 'agent_masks_secrets'])
+      .where('task_instance_id', '=', task_instance_id)
+      .where('try_number', '=', try_number)
+      .executeTakeFirst();
+    if (row?.session_hash == null) return null;
+    return {
+      session_hash: row.session_hash,
+      agent_masks_secrets: Number(row.agent_masks_secrets ?? 0) === 1,
+    };
   }
 
   async bindExchangedPod(
@@ -239,6 +262,7 @@ function attemptRecordRow(
     credential_exp: pending > 0 ? numOrNull(r.pending_credential_exp) : numOrNull(r.credential_exp),
     undeclared_reads:
       r.undeclared_reads === null ? null : (JSON.parse(r.undeclared_reads) as UndeclaredReads),
+    credential_revoked_at: numOrNull(r.credential_revoked_at),
     created_at: num(r.created_at),
     updated_at: Math.max(num(r.updated_at), renewedAt ?? 0),
   };

@@ -6,6 +6,7 @@ import type { ConnectionRecord } from '../vault-types.js';
 import { chunks, unique, IN_CHUNK } from './chunks.js';
 import { changed, num, toBuffer } from './columns.js';
 import { KyselySeam } from './seam.js';
+import { grantsOf } from './secret-grants.js';
 
 /**
  * Connections on Kysely. On SQLite the by-id read (the secret path's) goes through the hot-read
@@ -145,6 +146,7 @@ function toConnectionRecord(r: Selectable<ConnectionsTable>): ConnectionRecord {
     description: r.description,
     secret_cipher: r.secret_cipher === null ? null : new Uint8Array(r.secret_cipher),
     key_id: r.key_id,
+    dag_grants: grantsOf(r.dag_grants),
     created_at: num(r.created_at),
     updated_at: num(r.updated_at),
   };

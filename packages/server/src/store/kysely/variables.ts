@@ -6,6 +6,7 @@ import type { VariableRecord } from '../vault-types.js';
 import { chunks, unique, IN_CHUNK } from './chunks.js';
 import { changed, fromBool, num, toBuffer } from './columns.js';
 import { KyselySeam } from './seam.js';
+import { grantsOf } from './secret-grants.js';
 
 /** Variables on Kysely. */
 export class KyselyVariableStore extends KyselySeam implements VariableStore {
@@ -127,6 +128,7 @@ function toVariableRecord(r: Selectable<VariablesTable>): VariableRecord {
     key_id: r.key_id,
     is_secret: fromBool(r.is_secret),
     description: r.description,
+    dag_grants: grantsOf(r.dag_grants),
     created_at: num(r.created_at),
     updated_at: num(r.updated_at),
   };

@@ -1,8 +1,17 @@
+import type { AttemptRecordKey } from '../types.js';
+
 /**
  * An attempt's credential as the task-instance row sees it: revoked or not, and whether the
- * try it names is still live.
+ * try it names is still live; and, for any try, its revocation on the attempt's record.
  */
 export interface AttemptCredentialStore {
+  /**
+   * Marks one attempt's credential revoked on its record, creating the record when the attempt
+   * never registered; true when this call revoked it, false when it already was.
+   */
+  revokeAttemptRecord(key: AttemptRecordKey, now: number): Promise<boolean>;
+  /** Whether the attempt's record says its credential was revoked (false without a record). */
+  isAttemptRecordRevoked(task_instance_id: string, try_number: number): Promise<boolean>;
   /** Marks one attempt's credential revoked (a column on the task instance, reset by retry/clear). */
   revokeAttemptCredential(
     task_instance_id: string,

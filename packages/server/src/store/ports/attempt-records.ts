@@ -25,6 +25,8 @@ export interface AttemptRecordStore {
     try_number: number,
     session_hash: string,
     now: number,
+    /** the registering agent masks delivered secrets in its output (recorded with the binding) */
+    agent_masks_secrets?: boolean,
   ): Promise<AttemptSessionBinding>;
   /**
    * The token exchange's once-per-attempt rule, across replicas: binds the pod `pod_uid` of
@@ -43,6 +45,15 @@ export interface AttemptRecordStore {
     task_instance_id: string,
     try_number: number,
   ): Promise<AttemptRecordRow | undefined>;
+  /**
+   * The session binding alone (SHA-256 hex of the agent's key, and whether that agent masks
+   * secrets), read on every replica that has not seen the attempt yet: null when the attempt has
+   * no record or registered no session.
+   */
+  getAttemptSession(
+    task_instance_id: string,
+    try_number: number,
+  ): Promise<{ session_hash: string; agent_masks_secrets: boolean } | null>;
   listAttemptRecords(dag_run_id: string, task_id?: string): Promise<AttemptRecordRow[]>;
   /** A delivery (names, never values) or a refusal of one kind, with the modes in force. */
   noteAttemptDelivery(

@@ -10,7 +10,10 @@ import type { RunStore } from './runs.js';
  * the audit of a refusal. The values come through the vault, not from here. On SQLite the two
  * reads every fetch makes, liveness and the spec reference, are served by sqlite-hot-reads.ts.
  */
-export type SecretPathStore = Pick<AttemptCredentialStore, 'getAttemptLiveness'> &
+export type SecretPathStore = Pick<
+  AttemptCredentialStore,
+  'getAttemptLiveness' | 'isAttemptRecordRevoked'
+> &
   Pick<RunStore, 'getRunSpecRef'> &
   Pick<AttemptRecordStore, 'getAttemptRecord' | 'noteUndeclaredReads'> &
   Pick<AuditStore, 'appendAudit'>;

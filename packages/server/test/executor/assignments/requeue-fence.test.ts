@@ -96,7 +96,8 @@ describe('a requeued assignment', () => {
     expect((await old.ackAssignment({ assignmentId: first!.assignment_id })).accepted).toBe(false);
     expect((await old.ackAssignment({ assignmentId: again.assignment_id })).accepted).toBe(false);
     expect((await old.register(register)).shouldTerminate).toBe(true);
-    expect(await codeOf(old.getVariables({}))).toBe(Code.PermissionDenied);
+    // it never registered, so it is refused before the liveness gate (issue 34: no session bound)
+    expect(await codeOf(old.getVariables({}))).toBe(Code.Unauthenticated);
     expect((await ti()).state).toBe('queued');
 
     const fresh = h.agent(again.attempt_token);

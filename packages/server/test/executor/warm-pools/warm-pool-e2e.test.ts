@@ -270,7 +270,7 @@ describe('warm pools, server side, through the double', () => {
       ),
     ).toMatchObject({ busy: true, attempts: 1 });
     // the attempt runs and reports with its own token
-    const at = bearer(assignment.attemptToken);
+    const at = bearer(assignment.attemptToken, 'k'.repeat(32));
     await client.register(
       { protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w', sessionKey: 'k'.repeat(32) },
       at,
@@ -353,29 +353,25 @@ describe('warm pools, server side, through the double', () => {
       stale,
     );
     expect(reg.shouldTerminate).toBe(true);
-    const beat = await client.heartbeat({}, stale);
-    expect({
-      shouldTerminate: beat.shouldTerminate,
-      terminateReason: beat.terminateReason,
-      renewedToken: beat.renewedToken,
-    }).toEqual({
-      shouldTerminate: true,
-      terminateReason: 'the attempt is no longer the live try of its task instance',
-      renewedToken: '',
-    });
-    // the liveness gate (enforce): its dispatch generation is not the row's any more → not_live
-    expect(await refusalOf(client.getVariables({}, stale))).toEqual({
-      code: Code.PermissionDenied,
-      message: 'task instance is no longer live',
-    });
-    const denied = await cp.store.listAudit(
+    // It never registered (its Register bound nothing), so nothing else answers it: refused
+    // before the liveness gate and audited (issue 34)
+    const unregistered = {
+      code: Code.Unauthenticated,
+      message: expect.stringMatching(/^LF_CREDENTIAL_UNBOUND: .*has not registered yet/),
+    };
+    expect(await refusalOf(client.heartbeat({}, stale))).toEqual(unregistered);
+    expect(await refusalOf(client.getVariables({}, stale))).toEqual(unregistered);
+    const unbound = await cp.store.listAudit(
       'default',
-      { action: 'secret.liveness_denied' },
+      { action: 'credential.unbound_use' },
       { limit: 10, offset: 0 },
     );
     expect(
-      denied.filter((a) => a.actor === `agent:${assignment.spec!.taskInstanceId}#1`),
-    ).toMatchObject([{ payload: { kind: 'variables', mode: 'enforce', try_number: 1 } }]);
+      unbound
+        .filter((a) => a.actor === `agent:${assignment.spec!.taskInstanceId}#1`)
+        .map((a) => a.payload.rpc)
+        .sort(),
+    ).toEqual(['getVariables', 'heartbeat']);
     await cp.warmPools!.reconcile();
     const cold = await waitFor('the cold fallback pod', () =>
       Promise.resolve(podsIn(NS_A, 'kubernetes')[0]),

@@ -119,13 +119,16 @@ async function bootstrapWorker(): Promise<{ podName: string; token: string }> {
   return { podName: pod!.metadata.name, token: res.token };
 }
 
+/** The session key the worker binds for each attempt here (a real worker draws one per attempt). */
+const KEY = 's'.repeat(32);
+
 /** Acks the assignment and registers with its own token, as the worker's attempt code does. */
 async function start(a: Assignment): Promise<string> {
   const token = a.attemptToken;
   const ack = await client.ackAssignment({ assignmentId: a.assignmentId }, bearer(token));
   expect(ack.accepted).toBe(true);
   const reg = await client.register(
-    { protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w', sessionKey: 's'.repeat(32) },
+    { protocolVersion: AGENT_PROTOCOL_VERSION, hostname: 'w', sessionKey: KEY },
     bearer(token),
   );
   expect(reg.shouldTerminate).toBe(false);
@@ -136,7 +139,7 @@ async function start(a: Assignment): Promise<string> {
 async function finish(token: string, runId: string, taskId: string): Promise<void> {
   const res = await client.reportState(
     { state: ReportedState.SUCCESS, exitCode: 0 },
-    bearer(token),
+    bearer(token, KEY),
   );
   expect(res.shouldTerminate).toBe(false);
   await waitFor(`${taskId} to end`, async () => {
@@ -170,22 +173,22 @@ describe('a reused warm pool pod', () => {
     const up = await start(await stream.next('assignment'));
     await client.pushXCom(
       { key: 'return_value', value: new TextEncoder().encode('"from-up"') },
-      bearer(up),
+      bearer(up, KEY),
     );
     await finish(up, run1.id, 'up');
     const a1 = await stream.next('assignment');
     expect(a1.spec?.taskId).toBe('work');
     const token1 = await start(a1);
     // live, attempt 1's token resolves its declared secrets (the gate is not simply closed)
-    expect((await client.getVariables({}, bearer(token1))).variables).toEqual({
+    expect((await client.getVariables({}, bearer(token1, KEY))).variables).toEqual({
       reuse_var: CANARY,
     });
-    expect((await client.getConnections({}, bearer(token1))).connectionUris.reuse_conn).toContain(
-      CONN_PASSWORD,
-    );
+    expect(
+      (await client.getConnections({}, bearer(token1, KEY))).connectionUris.reuse_conn,
+    ).toContain(CONN_PASSWORD);
     // ... and its spec and its upstream's XCom
-    expect((await client.getTaskSpec({}, bearer(token1))).spec?.taskId).toBe('work');
-    const liveXCom = await client.fetchXCom({ upstreamTaskId: 'up' }, bearer(token1));
+    expect((await client.getTaskSpec({}, bearer(token1, KEY))).spec?.taskId).toBe('work');
+    const liveXCom = await client.fetchXCom({ upstreamTaskId: 'up' }, bearer(token1, KEY));
     expect([liveXCom.found, new TextDecoder().decode(liveXCom.value)]).toEqual([true, '"from-up"']);
     await finish(token1, run1.id, 'work');
 
@@ -206,13 +209,27 @@ describe('a reused warm pool pod', () => {
       (JSON.parse(Buffer.from(token1.split('.')[1]!, 'base64url').toString()) as { exp: number })
         .exp * 1000;
     expect(exp).toBeGreaterThan(Date.now() + 60_000);
-    const stale = bearer(token1);
+    // Attempt 2's code holds no session key of attempt 1 (the worker keeps it in its memory,
+    // outside every sandbox): the replayed token opens nothing at all (issue 34).
+    const copy = bearer(token1);
+    const unbound = {
+      code: Code.Unauthenticated,
+      message: expect.stringMatching(
+        /^LF_CREDENTIAL_UNBOUND: .* this request carried no session key/,
+      ),
+    };
+    expect(await refusalOf(client.getVariables({}, copy))).toEqual(unbound);
+    expect(await refusalOf(client.getConnections({}, copy))).toEqual(unbound);
+    expect(await refusalOf(client.getTaskSpec({}, copy))).toEqual(unbound);
+    expect(await refusalOf(client.fetchXCom({ upstreamTaskId: 'up' }, copy))).toEqual(unbound);
+    // Even with attempt 1's key the liveness gate holds for secrets.
+    const stale = bearer(token1, KEY);
     const notLive = { code: Code.PermissionDenied, message: 'task instance is no longer live' };
     expect(await refusalOf(client.getVariables({}, stale))).toEqual(notLive);
     expect(await refusalOf(client.getConnections({}, stale))).toEqual(notLive);
-    // Seed 001 D2: only the secret RPCs consult liveness. Attempt 1's own spec and the XCom
-    // of its upstream stay readable with its token until its exp, as for any ended attempt
-    // (pinned here so a change to that decision is a visible one; docs/kubernetes.md says so).
+    // Seed 001 D2: only the secret RPCs consult liveness. With attempt 1's key its own spec and
+    // the XCom of its upstream stay readable until its exp, as for any ended attempt (pinned here
+    // so a change to that decision is a visible one; docs/kubernetes.md says so).
     expect((await client.getTaskSpec({}, stale)).spec?.taskId).toBe('work');
     expect((await client.fetchXCom({ upstreamTaskId: 'up' }, stale)).found).toBe(true);
     // Register's prefetch (the third path to secrets): should_terminate, nothing prefetched
@@ -242,7 +259,7 @@ describe('a reused warm pool pod', () => {
     ).toEqual(['connections', 'variables']);
 
     // Attempt 2's own token still resolves its secrets.
-    expect((await client.getVariables({}, bearer(token2))).variables).toEqual({
+    expect((await client.getVariables({}, bearer(token2, KEY))).variables).toEqual({
       reuse_var: CANARY,
     });
     stream.close();

@@ -27,7 +27,13 @@ export type Pod = {
   spec: Record<string, unknown>;
 };
 
-export const bearer = (token: string) => ({ headers: { authorization: `Bearer ${token}` } });
+/** A token, and the session key its attempt's Register bound (issue 34), as call options. */
+export const bearer = (token: string, session?: string) => ({
+  headers: {
+    authorization: `Bearer ${token}`,
+    ...(session !== undefined ? { 'leoflow-session': session } : {}),
+  },
+});
 
 /** Polls for up to 20 s. */
 export const waitFor = <T>(what: string, probe: () => Promise<T | undefined>) =>

@@ -85,7 +85,10 @@ async function runnerSession(f: DoorFixture, token: string): Promise<Client<type
   );
 }
 
-const bearer = (t: string) => ({ headers: { authorization: `Bearer ${t}` } });
+/** The attempt's token, and the session key its Register bound ('s'), as the runner daemon sends them. */
+const bearer = (t: string) => ({
+  headers: { authorization: `Bearer ${t}`, 'leoflow-session': 's' },
+});
 
 async function codeOf(p: Promise<unknown>): Promise<Code | 'ok'> {
   try {
@@ -159,6 +162,12 @@ describe('a runner session on the cell', () => {
     expect((await ti()).state).toBe('running');
     const spec = await runner.getTaskSpec({}, bearer(a.attemptToken));
     expect(spec.spec?.command).toBe('echo t');
+    // the attempt's token without the key its Register bound opens nothing (issue 34)
+    expect(
+      await codeOf(
+        runner.getVariables({}, { headers: { authorization: `Bearer ${a.attemptToken}` } }),
+      ),
+    ).toBe(Code.Unauthenticated);
     h.clock.advance(1_000);
     const hb = await runner.heartbeat({}, bearer(a.attemptToken));
     expect(hb.renewedToken).not.toBe('');

@@ -39,6 +39,7 @@ async function start(extra: Partial<AgentServiceDeps>) {
     heartbeatIntervalMs: 1000,
     maxCredentialLifetimeMs: 0,
     secrets: {} as never,
+    sessions: {} as never,
     onChange: () => undefined,
     ...extra,
   });
