@@ -1,7 +1,7 @@
 import BetterSqlite3 from 'better-sqlite3';
 import { isActive, type TaskInstanceState } from '@leoflow/core';
 import type { AttemptFence, RunSpecRef } from './store.js';
-import { grantsOf } from './kysely/secret-grants.js';
+import { grantsOf } from './kysely/columns.js';
 import type { ConnectionRecord } from './vault-types.js';
 
 /** Distinct `in (...)` list lengths whose prepared statement is kept (a task's declared count). */

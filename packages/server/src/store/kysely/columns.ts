@@ -34,3 +34,8 @@ export function isUniqueViolation(err: unknown): boolean {
     code === 'SQLITE_CONSTRAINT_UNIQUE'
   );
 }
+
+/** The dag_grants column as stored (JSON text) → the grants (null: every DAG). */
+export function grantsOf(text: string | null): readonly string[] | null {
+  return text === null ? null : (JSON.parse(text) as string[]);
+}

@@ -4,9 +4,8 @@ import type { ConnectionStore } from '../ports/connections.js';
 import type { Page } from '../types.js';
 import type { ConnectionRecord } from '../vault-types.js';
 import { chunks, unique, IN_CHUNK } from './chunks.js';
-import { changed, num, toBuffer } from './columns.js';
+import { changed, grantsOf, num, toBuffer } from './columns.js';
 import { KyselySeam } from './seam.js';
-import { grantsOf } from './secret-grants.js';
 
 /**
  * Connections on Kysely. On SQLite the by-id read (the secret path's) goes through the hot-read

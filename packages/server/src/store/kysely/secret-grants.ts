@@ -1,13 +1,8 @@
 import type { SecretGrants } from '@leoflow/core';
 import type { SecretGrantKind, SecretGrantStore } from '../ports/secret-grants.js';
 import { chunks, IN_CHUNK, unique } from './chunks.js';
-import { changed } from './columns.js';
+import { changed, grantsOf } from './columns.js';
 import { KyselySeam } from './seam.js';
-
-/** The dag_grants column as stored (JSON text) → the grants (null: every DAG). */
-export function grantsOf(text: string | null): readonly string[] | null {
-  return text === null ? null : (JSON.parse(text) as string[]);
-}
 
 /** Secret grants on Kysely: the dag_grants column of variables and connections. */
 export class KyselySecretGrantStore extends KyselySeam implements SecretGrantStore {

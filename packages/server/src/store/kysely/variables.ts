@@ -4,9 +4,8 @@ import type { VariableStore } from '../ports/variables.js';
 import type { Page } from '../types.js';
 import type { VariableRecord } from '../vault-types.js';
 import { chunks, unique, IN_CHUNK } from './chunks.js';
-import { changed, fromBool, num, toBuffer } from './columns.js';
+import { changed, fromBool, grantsOf, num, toBuffer } from './columns.js';
 import { KyselySeam } from './seam.js';
-import { grantsOf } from './secret-grants.js';
 
 /** Variables on Kysely. */
 export class KyselyVariableStore extends KyselySeam implements VariableStore {
