@@ -10,13 +10,16 @@ import {
 } from './diagnostics.js';
 import { isLeoflowError } from '../errors/leoflow-error.js';
 import { checkTimezone, normalizeSchedule } from './schedule.js';
+import { GraphSources, type GroupCtx, type RawRef } from './graph-sources.js';
 import { checkDagSemantics, suggestId } from './semantic.js';
 import {
   DAG_SCHEMA_VERSION,
   ID_PATTERN,
+  MAX_MAP_LENGTH_CEILING,
   TASK_TYPES,
   TRIGGER_RULES,
   type DagSpec,
+  type ExpandArg,
   type TaskDefaults,
   type TaskSpecDef,
   type TaskType,
@@ -100,12 +103,33 @@ export const TASK_KEYS = [
   'executor',
   'runner_labels',
   'kubernetes',
+  'retry_exponential_backoff',
+  'max_retry_delay_seconds',
+  'setup',
+  'teardown',
+  'setups',
+  'on_failure_fail_dagrun',
+  'branch',
+  'short_circuit',
+  'expand',
+  'max_map_length',
 ] as const;
 
 export const DEFAULTS_KEYS = [
   'retries',
   'retry_delay_seconds',
   'execution_timeout_seconds',
+  'retry_exponential_backoff',
+  'max_retry_delay_seconds',
+] as const;
+
+/** The keys of a task group item (an item of `tasks:` written with `group_id:`). */
+export const GROUP_KEYS = [
+  'group_id',
+  'tooltip',
+  'prefix_group_id',
+  'depends_on',
+  'tasks',
 ] as const;
 
 // Names authors bring from Airflow or other tools; too far from ours for edit distance to catch.
@@ -143,6 +167,24 @@ const TASK_KEY_ALIASES: Record<string, string> = {
   xcom_push: 'do_xcom_push',
   operator: 'type',
   kind: 'type',
+  max_retry_delay: 'max_retry_delay_seconds',
+  exponential_backoff: 'retry_exponential_backoff',
+  is_setup: 'setup',
+  is_teardown: 'teardown',
+  as_setup: 'setup',
+  as_teardown: 'teardown',
+  map: 'expand',
+  expand_kwargs: 'expand',
+  branch_task: 'branch',
+  shortcircuit: 'short_circuit',
+};
+
+/** Airflow names with no Leoflow key of their own: the hint says what to write instead. */
+const TASK_KEY_HINTS: Record<string, string> = {
+  partial:
+    'a mapped task\'s constant ("partial") arguments are its own keys (env:, command:, …); only expand: varies per map index',
+  task_group: 'write the group as an item of tasks: with group_id: and its own tasks: list',
+  group: 'write the group as an item of tasks: with group_id: and its own tasks: list',
 };
 
 const TRUTHY_WORDS = ['yes', 'y', 'on', 'true'];
@@ -191,6 +233,8 @@ class Compiler {
   private readonly invalid = new Set<string>();
   private doc!: Document.Parsed;
   private aliases: AliasTable = new Map();
+  /** the DAG's task groups and where each task and dependency was written (see resolveGraph) */
+  private readonly shape = new GraphSources();
 
   constructor(private readonly input: CompileInput) {
     this.lineStarts = [0];
@@ -271,18 +315,13 @@ class Compiler {
 
     const draft = this.compileRoot(doc.contents);
     if (draft) {
-      for (const issue of checkDagSemantics(draft, (p) => this.isInvalid(p))) {
+      const src = (p: string): string => this.sourcePath(draft, p);
+      for (const issue of checkDagSemantics(draft, (p) => this.isInvalid(src(p)))) {
+        const path = src(issue.path);
         const node = issue.atKey
-          ? (this.keyLocs.get(issue.path) ?? this.locate(issue.path))
-          : this.locate(issue.path);
-        this.diag(
-          issue.severity,
-          issue.code,
-          startOffset(node),
-          issue.path,
-          issue.message,
-          issue.hint,
-        );
+          ? (this.keyLocs.get(path) ?? this.locate(path))
+          : this.locate(path);
+        this.diag(issue.severity, issue.code, startOffset(node), path, issue.message, issue.hint);
       }
     }
     return this.finish(draft);
@@ -319,6 +358,24 @@ class Compiler {
 
   private schemaError(node: unknown, path: string, message: string, hint: string): void {
     this.error(C.SCHEMA, node, path, message, hint);
+  }
+
+  /**
+   * Where a compiled-spec path (`tasks[3].expand[0].xcom`) was written in the file
+   * (`tasks[1].tasks[0].expand.FILE.xcom`): task groups nest tasks, and an expand argument is a
+   * mapping entry in the file but a list item in the spec.
+   */
+  private sourcePath(spec: DagSpec, path: string): string {
+    let p = path;
+    const arg = /^(tasks\[(\d+)\])\.expand\[(\d+)\](.*)$/s.exec(p);
+    if (arg) {
+      const a = spec.tasks[Number(arg[2])]?.expand?.[Number(arg[3])];
+      if (a !== undefined) {
+        const rest = (arg[4] ?? '').replace(/^\.values(?=\[|$)/, '');
+        p = `${childPath(`${arg[1]}.expand`, a.env)}${rest}`;
+      }
+    }
+    return this.shape.sourcePath(p);
   }
 
   private isInvalid(path: string): boolean {
@@ -919,10 +976,121 @@ class Compiler {
       );
       return spec;
     }
-    tasksNode.items.forEach((item, i) => {
-      spec.tasks.push(this.compileTask(item, indexPath('tasks', i), defaults, spec));
+    this.compileItems(tasksNode.items, 'tasks', null, defaults, spec);
+    this.shape.resolve(spec, (code, path, message, hint) => {
+      if (!this.isInvalid(path)) this.error(code, this.locate(path), path, message, hint);
     });
     return spec;
+  }
+
+  /** The items of a `tasks:` list: tasks, and task groups (items written with `group_id:`). */
+  private compileItems(
+    items: readonly unknown[],
+    path: string,
+    ctx: GroupCtx | null,
+    defaults: TaskDefaults,
+    spec: DagSpec,
+  ): void {
+    items.forEach((item, i) => {
+      const itemPath = indexPath(path, i);
+      const node = deref(this.aliases, item);
+      const isGroup =
+        isMap(node) &&
+        node.items.some((pair) => !isMergeKey(pair.key) && keyText(pair.key) === 'group_id');
+      if (isGroup) {
+        this.compileGroup(item, itemPath, ctx, defaults, spec);
+        return;
+      }
+      const refs: RawRef[] = [];
+      const task = this.compileTask(item, itemPath, defaults, spec, ctx, refs);
+      if (ctx !== null) task.group = ctx.id;
+      spec.tasks.push(task);
+      this.shape.taskSrc.push(itemPath);
+      this.shape.taskCtx.push(ctx);
+      this.shape.taskRefs.push(refs);
+    });
+  }
+
+  /** A task group item (Airflow's TaskGroup): its tasks are compiled with their ids prefixed. */
+  private compileGroup(
+    raw: unknown,
+    path: string,
+    parent: GroupCtx | null,
+    defaults: TaskDefaults,
+    spec: DagSpec,
+  ): void {
+    const m = this.mapEntries(raw, path, path);
+    if (!m) return;
+    const taskIdEntry = m.entries.find((e) => e.key === 'task_id');
+    if (taskIdEntry) {
+      this.error(
+        C.TASK_GROUP,
+        taskIdEntry.keyNode,
+        childPath(path, 'task_id'),
+        'an item of tasks: is a task (task_id) or a task group (group_id), not both',
+        'remove task_id to make it a group, or group_id to make it a task',
+      );
+    }
+    const keys = this.checkKeys(
+      m.entries.filter((e) => e.key !== 'task_id'),
+      path,
+      GROUP_KEYS,
+      { id: 'group_id', name: 'group_id', task_group_id: 'group_id', children: 'tasks' },
+      (k) =>
+        (TASK_KEYS as readonly string[]).includes(k)
+          ? `${k} is a task key; a group holds tasks, so set it on each task of the group`
+          : undefined,
+    );
+    const get = (k: (typeof GROUP_KEYS)[number]): unknown => {
+      const e = keys.get(k);
+      return e === undefined || isNullish(this.aliases, e.value) ? undefined : e.value;
+    };
+    const label = this.readString(get('group_id'), childPath(path, 'group_id')) ?? '';
+    if (label !== '' && !/^[A-Za-z0-9_][A-Za-z0-9_-]{0,199}$/.test(label)) {
+      this.error(
+        C.BAD_ID,
+        get('group_id'),
+        childPath(path, 'group_id'),
+        `group_id "${label}" is not a valid group id`,
+        `group ids use letters, digits, _ and - (no dots: a dot separates a group from its tasks), e.g. "${suggestId(label).replace(/\./g, '_')}"`,
+      );
+    }
+    const prefix =
+      get('prefix_group_id') === undefined
+        ? true
+        : (this.readBool(get('prefix_group_id'), childPath(path, 'prefix_group_id')) ?? true);
+    const tooltip =
+      get('tooltip') === undefined
+        ? undefined
+        : this.readString(get('tooltip'), childPath(path, 'tooltip'));
+    const ctx: GroupCtx = {
+      id: GraphSources.childId(parent, label),
+      prefix,
+      parent,
+      path,
+      ...(tooltip !== undefined ? { tooltip } : {}),
+      deps: [],
+    };
+    const depsPath = childPath(path, 'depends_on');
+    const deps =
+      get('depends_on') === undefined
+        ? []
+        : (this.readStringList(get('depends_on'), depsPath, 'task or group ids') ?? []);
+    deps.forEach((name, j) => ctx.deps.push({ name, path: indexPath(depsPath, j), kind: 'dep' }));
+    this.shape.groups.push(ctx);
+    const tasksRaw = get('tasks');
+    const tasksNode = deref(this.aliases, tasksRaw);
+    if (tasksRaw === undefined || !isSeq(tasksNode) || tasksNode.items.length === 0) {
+      this.error(
+        C.TASK_GROUP,
+        tasksRaw ?? keys.get('tasks')?.keyNode ?? m.node,
+        childPath(path, 'tasks'),
+        `task group "${ctx.id}" needs a non-empty tasks: list`,
+        'add tasks:\n      - task_id: first\n        command: echo first',
+      );
+      return;
+    }
+    this.compileItems(tasksNode.items, childPath(path, 'tasks'), ctx, defaults, spec);
   }
 
   private compileDefaults(raw: unknown): TaskDefaults {
@@ -954,6 +1122,16 @@ class Compiler {
     if (timeout !== undefined)
       d.execution_timeout_seconds =
         this.readInt(timeout, 'defaults.execution_timeout_seconds', 1, MAX_INT32) ?? null;
+    const backoff = v('retry_exponential_backoff');
+    if (backoff !== undefined) {
+      const b = this.readBackoff(backoff, 'defaults.retry_exponential_backoff');
+      if (b !== undefined && b !== 0) d.retry_exponential_backoff = b;
+    }
+    const maxDelay = v('max_retry_delay_seconds');
+    if (maxDelay !== undefined) {
+      const n = this.readInt(maxDelay, 'defaults.max_retry_delay_seconds', 1, MAX_INT32);
+      if (n !== undefined) d.max_retry_delay_seconds = n;
+    }
     return d;
   }
 
@@ -977,6 +1155,8 @@ class Compiler {
     path: string,
     defaults: TaskDefaults,
     dag: DagSpec,
+    ctx: GroupCtx | null = null,
+    refs: RawRef[] = [],
   ): TaskSpecDef {
     const task: TaskSpecDef = {
       task_id: '',
@@ -997,7 +1177,7 @@ class Compiler {
     const keys = this.checkKeys(m.entries, path, TASK_KEYS, TASK_KEY_ALIASES, (k) =>
       (DAG_KEYS as readonly string[]).includes(k) && k !== 'variables' && k !== 'connections'
         ? `${k} is a DAG-level key; move it to the top of the file`
-        : undefined,
+        : TASK_KEY_HINTS[k.toLowerCase()],
     );
     const p = (k: string): string => childPath(path, k);
     const entry = (k: (typeof TASK_KEYS)[number]): MapEntry | undefined => keys.get(k);
@@ -1019,7 +1199,8 @@ class Compiler {
         'add task_id: <name> as the first key of the task',
       );
     } else {
-      task.task_id = this.readString(idRaw, p('task_id')) ?? '';
+      const label = this.readString(idRaw, p('task_id')) ?? '';
+      task.task_id = label === '' ? '' : GraphSources.childId(ctx, label);
     }
     const label = task.task_id ? `task "${task.task_id}"` : `${path}`;
 
@@ -1057,11 +1238,38 @@ class Compiler {
     if (get('depends_on') !== undefined) {
       task.depends_on = this.readStringList(get('depends_on'), p('depends_on'), 'task ids') ?? [];
     } else this.record(p('depends_on'), entry('depends_on')?.value);
+    task.depends_on.forEach((name, j) =>
+      refs.push({ name, path: indexPath(p('depends_on'), j), kind: 'dep' }),
+    );
+
+    const flag = (k: 'setup' | 'teardown' | 'on_failure_fail_dagrun'): boolean =>
+      get(k) !== undefined && this.readBool(get(k), p(k)) === true;
+    if (flag('setup')) task.setup = true;
+    if (flag('teardown')) task.teardown = true;
+    if (flag('on_failure_fail_dagrun')) task.on_failure_fail_dagrun = true;
+    if (get('setups') !== undefined) {
+      const setups = this.readStringList(get('setups'), p('setups'), 'task ids') ?? [];
+      if (task.teardown !== true) {
+        this.error(
+          C.SETUP_TEARDOWN,
+          get('setups'),
+          p('setups'),
+          `${label} lists setups but is not a teardown`,
+          'add teardown: true (its setups are the setup tasks it tears down), or move these names to depends_on',
+        );
+      } else {
+        setups.forEach((name, j) =>
+          refs.push({ name, path: indexPath(p('setups'), j), kind: 'setup' }),
+        );
+      }
+    }
 
     const ruleRaw = get('trigger_rule');
     if (ruleRaw !== undefined)
       task.trigger_rule =
         this.readEnum<TriggerRule>(ruleRaw, p('trigger_rule'), TRIGGER_RULES) ?? 'all_success';
+    // Airflow gives every teardown this rule; another one written is reported by the semantic check.
+    else if (task.teardown === true) task.trigger_rule = 'all_done_setup_success';
 
     const retries = get('retries');
     if (retries !== undefined)
@@ -1121,7 +1329,219 @@ class Compiler {
     if (kube !== undefined)
       task.kubernetes = this.readJson(kube, p('kubernetes'), 0) as TaskSpecDef['kubernetes'];
 
+    const backoff =
+      get('retry_exponential_backoff') !== undefined
+        ? this.readBackoff(get('retry_exponential_backoff'), p('retry_exponential_backoff'))
+        : defaults.retry_exponential_backoff;
+    if (backoff !== undefined && backoff !== 0) task.retry_exponential_backoff = backoff;
+    const maxDelay =
+      get('max_retry_delay_seconds') !== undefined
+        ? this.readInt(get('max_retry_delay_seconds'), p('max_retry_delay_seconds'), 1, MAX_INT32)
+        : defaults.max_retry_delay_seconds;
+    if (maxDelay !== undefined) task.max_retry_delay_seconds = maxDelay;
+
+    this.compileBranch(
+      task,
+      get('branch'),
+      get('short_circuit'),
+      p,
+      entry('do_xcom_push') !== undefined,
+    );
+    if (get('expand') !== undefined)
+      task.expand = this.compileExpand(get('expand'), p('expand'), refs);
+    if (get('max_map_length') !== undefined) {
+      const n = this.readInt(get('max_map_length'), p('max_map_length'), 1, MAX_MAP_LENGTH_CEILING);
+      if (n !== undefined) task.max_map_length = n;
+    }
     return task;
+  }
+
+  /** `retry_exponential_backoff`: true (= 2, Airflow's classic doubling), false, or a multiplier. */
+  private readBackoff(raw: unknown, path: string): number | undefined {
+    this.record(path, raw);
+    const node = deref(this.aliases, raw);
+    if (isScalar(node) && typeof node.value === 'boolean') return node.value ? 2 : 0;
+    if (isScalar(node) && typeof node.value === 'number' && Number.isFinite(node.value)) {
+      if (node.value >= 0 && node.value <= 1000) return node.value;
+    }
+    this.schemaError(
+      raw,
+      path,
+      `retry_exponential_backoff must be true, false or a multiplier from 0 to 1000, not ${describe(this.aliases, raw)}`,
+      'write retry_exponential_backoff: true (doubles the delay each try) or a multiplier such as 1.5',
+    );
+    return undefined;
+  }
+
+  /** `branch:` and `short_circuit:` (Airflow's branch operators and ShortCircuitOperator). */
+  private compileBranch(
+    task: TaskSpecDef,
+    branchRaw: unknown,
+    shortRaw: unknown,
+    p: (k: string) => string,
+    xcomWritten: boolean,
+  ): void {
+    if (branchRaw !== undefined) {
+      const node = deref(this.aliases, branchRaw);
+      if (isScalar(node) && typeof node.value === 'boolean') {
+        this.record(p('branch'), branchRaw);
+        if (node.value) task.branch = { mode: 'return_value' };
+      } else if (isMap(node)) {
+        const m = this.mapEntries(branchRaw, p('branch'), 'branch');
+        const keys = m
+          ? this.checkKeys(m.entries, p('branch'), ['exit_codes'], {}, () => undefined)
+          : new Map<string, MapEntry>();
+        const codesEntry = keys.get('exit_codes');
+        const codesPath = childPath(p('branch'), 'exit_codes');
+        const exitCodes: Record<string, string[]> = {};
+        const codes = codesEntry
+          ? this.mapEntries(codesEntry.value, codesPath, 'exit_codes')
+          : undefined;
+        for (const e of codes?.entries ?? []) {
+          const cp = childPath(codesPath, e.key);
+          this.keyLocs.set(cp, e.keyNode);
+          const v = deref(this.aliases, e.value);
+          const ids =
+            isScalar(v) && typeof v.value === 'string'
+              ? (this.record(cp, e.value), [v.value])
+              : (this.readStringList(e.value, cp, 'task ids') ?? []);
+          Object.defineProperty(exitCodes, e.key, {
+            value: ids,
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
+        }
+        if (codesEntry === undefined || (codes !== undefined && codes.entries.length === 0)) {
+          this.error(
+            C.BRANCH,
+            codesEntry?.value ?? branchRaw,
+            codesEntry ? codesPath : p('branch'),
+            'branch: needs exit_codes mapping each exit code to the task ids to follow',
+            'write branch: {exit_codes: {0: [full_load], 3: [incremental_load]}}, or branch: true to follow the task ids the task prints',
+          );
+        }
+        task.branch = { mode: 'exit_code', exit_codes: exitCodes };
+      } else {
+        this.schemaError(
+          branchRaw,
+          p('branch'),
+          `branch must be true, false or a mapping with exit_codes, not ${describe(this.aliases, branchRaw)}`,
+          'write branch: true (the task prints the task ids to follow) or branch: {exit_codes: {0: [a], 1: [b]}}',
+        );
+      }
+    }
+    if (shortRaw !== undefined) {
+      const node = deref(this.aliases, shortRaw);
+      if (isScalar(node) && typeof node.value === 'boolean') {
+        this.record(p('short_circuit'), shortRaw);
+        if (node.value) task.short_circuit = { ignore_downstream_trigger_rules: true };
+      } else if (isMap(node)) {
+        const m = this.mapEntries(shortRaw, p('short_circuit'), 'short_circuit');
+        const keys = m
+          ? this.checkKeys(
+              m.entries,
+              p('short_circuit'),
+              ['ignore_downstream_trigger_rules'],
+              {},
+              () => undefined,
+            )
+          : new Map<string, MapEntry>();
+        const e = keys.get('ignore_downstream_trigger_rules');
+        const ignore =
+          e === undefined || isNullish(this.aliases, e.value)
+            ? true
+            : (this.readBool(
+                e.value,
+                childPath(p('short_circuit'), 'ignore_downstream_trigger_rules'),
+              ) ?? true);
+        task.short_circuit = { ignore_downstream_trigger_rules: ignore };
+      } else {
+        this.schemaError(
+          shortRaw,
+          p('short_circuit'),
+          `short_circuit must be true, false or a mapping, not ${describe(this.aliases, shortRaw)}`,
+          'write short_circuit: true, or short_circuit: {ignore_downstream_trigger_rules: false}',
+        );
+      }
+    }
+    // The return value decides, so it is pushed (as Airflow's branch operators always push it);
+    // an explicit do_xcom_push: false is reported by the semantic check.
+    if (
+      (task.branch?.mode === 'return_value' || task.short_circuit !== undefined) &&
+      !xcomWritten
+    ) {
+      task.do_xcom_push = true;
+    }
+  }
+
+  /**
+   * `expand:` (Airflow's `.expand(...)`): env name → a literal list, or `{xcom: upstream}` (the
+   * upstream's return value, a JSON list). The upstream name is resolved like depends_on.
+   */
+  private compileExpand(raw: unknown, path: string, refs: RawRef[]): ExpandArg[] {
+    const m = this.mapEntries(raw, path, 'expand');
+    const out: ExpandArg[] = [];
+    if (!m) return out;
+    if (m.entries.length === 0) {
+      this.error(
+        C.EXPAND,
+        raw,
+        path,
+        'expand: is empty',
+        'map over at least one list: expand: {FILE: [a.csv, b.csv]} or {FILE: {xcom: list_files}}',
+      );
+    }
+    for (const e of m.entries) {
+      const ep = childPath(path, e.key);
+      this.keyLocs.set(ep, e.keyNode);
+      this.record(ep, e.value ?? e.keyNode);
+      const v = deref(this.aliases, e.value);
+      if (isSeq(v)) {
+        const values = v.items.map((item, j) => this.readJson(item, indexPath(ep, j), 1));
+        out.push({ env: e.key, values });
+        continue;
+      }
+      if (isMap(v)) {
+        const mm = this.mapEntries(e.value, ep, e.key);
+        const keys = mm
+          ? this.checkKeys(
+              mm.entries,
+              ep,
+              ['xcom'],
+              { from_xcom: 'xcom', task: 'xcom' },
+              () => undefined,
+            )
+          : new Map<string, MapEntry>();
+        const x = keys.get('xcom');
+        const name = x
+          ? this.readString(x.value, childPath(ep, 'xcom'), { nonEmpty: true })
+          : undefined;
+        if (name === undefined) {
+          if (!x) {
+            this.error(
+              C.EXPAND,
+              e.value,
+              ep,
+              `expand argument ${e.key} needs xcom: naming the upstream task whose return value it maps over`,
+              `write ${e.key}: {xcom: list_files}`,
+            );
+          }
+          continue;
+        }
+        refs.push({ name, path: childPath(ep, 'xcom'), kind: 'xcom', arg: out.length });
+        out.push({ env: e.key, xcom: name });
+        continue;
+      }
+      this.error(
+        C.EXPAND,
+        e.value ?? e.keyNode,
+        ep,
+        `expand argument ${e.key} must be a list or {xcom: task}, not ${describe(this.aliases, e.value)}`,
+        `write ${e.key}: [a, b, c] (a literal list) or ${e.key}: {xcom: list_files} (an upstream's return value)`,
+      );
+    }
+    return out;
   }
 
   private readScriptFile(raw: unknown, path: string): string {

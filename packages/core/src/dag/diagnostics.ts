@@ -59,6 +59,31 @@ export const DAG_ERROR_CODES = {
   RUNNER_LABELS: 'LF_DAG_RUNNER_LABELS',
   /** Warning: catchup is on but there is no start_date to catch up from. */
   CATCHUP_WITHOUT_START: 'LF_DAG_CATCHUP_WITHOUT_START',
+  /**
+   * A setup/teardown declaration that cannot hold: a task both setup and teardown, `setups` or
+   * on_failure_fail_dagrun on a task that is not a teardown, a `setups` entry that is not a setup
+   * task, a teardown with another trigger rule than all_done_setup_success.
+   */
+  SETUP_TEARDOWN: 'LF_DAG_SETUP_TEARDOWN',
+  /**
+   * A branch or short_circuit declaration that cannot hold: both on one task, an exit code that
+   * is not 0-255, a branch target that is not a task or task group of the DAG, do_xcom_push:
+   * false on a task whose return value decides.
+   */
+  BRANCH: 'LF_DAG_BRANCH',
+  /**
+   * A mapped task (`expand`) that cannot be expanded: a name that is not an env name or is also
+   * in `env`, a value that is neither a list nor `{xcom: task}`, an upstream that pushes no
+   * return value, max_map_length without expand, a mapped setup/teardown/branch.
+   */
+  EXPAND: 'LF_DAG_EXPAND',
+  /** A mapped task's literal lists expand past its max_map_length. */
+  EXPAND_TOO_LONG: 'LF_DAG_EXPAND_TOO_LONG',
+  /**
+   * A task group that cannot hold: a group id that is not an id, used twice or equal to a task
+   * id, a group without tasks, an item that is both a task and a group.
+   */
+  TASK_GROUP: 'LF_DAG_TASK_GROUP',
 } as const;
 
 export type DagErrorCode = (typeof DAG_ERROR_CODES)[keyof typeof DAG_ERROR_CODES];

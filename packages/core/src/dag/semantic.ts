@@ -4,6 +4,7 @@ import { DAG_ERROR_CODES as C, childPath, didYouMean, indexPath } from './diagno
 import { checkTimezone, normalizeSchedule } from './schedule.js';
 import { checkKubernetesShape } from './kubernetes.js';
 import { checkRunnerLabels } from './runner-labels.js';
+import { checkShapes } from './semantic-shapes.js';
 import { ID_PATTERN, type DagSpec } from './spec.js';
 
 /**
@@ -258,6 +259,7 @@ export function checkDagSemantics(
   });
 
   for (const issue of findCycles(spec, firstIndex, skip)) add(issue);
+  checkShapes(spec, firstIndex, add);
   return issues;
 }
 

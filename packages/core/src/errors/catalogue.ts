@@ -243,6 +243,56 @@ export const ERROR_CATALOGUE = {
     400,
     'Use one of the trigger rules listed in docs/authoring.md.',
   ),
+  LF_DAG_SETUP_TEARDOWN: c(
+    'dag',
+    400,
+    "Mark a task setup: true or teardown: true (not both); list only setup tasks under a teardown's setups:, and leave a teardown's trigger_rule out.",
+  ),
+  LF_DAG_BRANCH: c(
+    'dag',
+    400,
+    'Give branch: true (the return value names the tasks to follow) or branch: {exit_codes: {0: [task]}} with exit codes 0-255 and task or group ids of the DAG; a task is a branch or a short_circuit, not both.',
+  ),
+  LF_DAG_EXPAND: c(
+    'dag',
+    400,
+    'Write expand: {NAME: [values]} or {NAME: {xcom: upstream_task}} with env names not also under env:, from an upstream with do_xcom_push: true; setups, teardowns and branches cannot be mapped.',
+  ),
+  LF_DAG_EXPAND_TOO_LONG: c(
+    'dag',
+    400,
+    "Shorten the lists, or raise the task's max_map_length (at most 10000).",
+  ),
+  LF_DAG_TASK_GROUP: c(
+    'dag',
+    400,
+    'Give every group a group_id (an id used by no other group or task) and a non-empty tasks: list; an item is a task (task_id) or a group (group_id), not both.',
+  ),
+  LF_BRANCH_INVALID: c(
+    'run',
+    null,
+    'Make the branch task print task or group ids of the DAG (its downstream tasks) as its last stdout line: one id, a JSON list of ids, or null.',
+  ),
+  LF_BRANCH_NO_RESULT: c(
+    'run',
+    null,
+    'Make the branch (or short-circuit) task print its decision as its last stdout line.',
+  ),
+  LF_MAP_NOT_A_LIST: c(
+    'run',
+    null,
+    'Make the upstream that a mapped task expands over print a JSON list as its last stdout line.',
+  ),
+  LF_MAP_TOO_LONG: c(
+    'run',
+    null,
+    "Return a shorter list, or raise the mapped task's max_map_length (at most 10000).",
+  ),
+  LF_MAP_NO_VALUES: c(
+    'run',
+    null,
+    'Make the upstream that a mapped task expands over push its return value (do_xcom_push: true and a last stdout line).',
+  ),
   // ── run ───────────────────────────────────────────────────────────────────────────────
   LF_RUN_NOT_FOUND: c(
     'run',

@@ -310,6 +310,71 @@ const BAD: Record<string, Expected[]> = {
       message: /collides with "api_key"/,
     },
   ],
+  setup_teardown: [
+    {
+      code: 'LF_DAG_SETUP_TEARDOWN',
+      line: 7,
+      column: 14,
+      path: 'tasks[1].setups[0]',
+      message:
+        /"create_cluster" is listed in the setups of "delete_cluster" but is not a setup task/,
+      hint: /add setup: true/,
+    },
+    {
+      code: 'LF_DAG_SETUP_TEARDOWN',
+      line: 8,
+      column: 19,
+      path: 'tasks[1].trigger_rule',
+      message: /teardown with trigger_rule all_success/,
+      hint: /remove trigger_rule/,
+    },
+  ],
+  branch: [
+    {
+      code: 'LF_DAG_BRANCH',
+      line: 5,
+      column: 40,
+      path: 'tasks[0].branch.exit_codes["3"]',
+      message: /branches to "incremental" on exit code 3/,
+      hint: /did you mean "incremental_load"/,
+    },
+  ],
+  expand: [
+    {
+      code: 'LF_DAG_EXPAND',
+      line: 9,
+      column: 21,
+      path: 'tasks[1].expand.FILE.xcom',
+      message: /"list_files", which pushes none/,
+      hint: /do_xcom_push: true/,
+    },
+    {
+      code: 'LF_DAG_EXPAND',
+      line: 10,
+      column: 7,
+      path: 'tasks[1].expand.MODE',
+      message: /MODE is both in env and in expand/,
+    },
+  ],
+  expand_too_long: [
+    {
+      code: 'LF_DAG_EXPAND_TOO_LONG',
+      line: 6,
+      column: 7,
+      path: 'tasks[0].expand',
+      message: /expands to 6 map indexes; its max_map_length is 4/,
+      hint: /max_map_length: 6/,
+    },
+  ],
+  task_group: [
+    {
+      code: 'LF_DAG_TASK_GROUP',
+      line: 5,
+      column: 15,
+      path: 'tasks[1].group_id',
+      message: /group_id "extract" is already used by a task/,
+    },
+  ],
   many_errors: [
     { code: 'LF_DAG_BAD_CRON', line: 2, column: 11, path: 'schedule' },
     { code: 'LF_DAG_UNKNOWN_TIMEZONE', line: 3, column: 20, path: 'schedule_timezone' },

@@ -59,7 +59,7 @@ function st(obj: Record<string, TaskInstanceState>): Map<string, TaskInstanceSta
   return new Map(Object.entries(obj));
 }
 
-const empty = { schedule: [], skip: [], upstreamFailed: [] };
+const empty = { schedule: [], skip: [], upstreamFailed: [], expand: [] };
 
 // extract → transform → load, plus a notify that runs whatever happens and an alert on failure.
 const ETL = dag(
@@ -96,6 +96,7 @@ describe('planRun', () => {
       schedule: ['notify', 'alert'],
       skip: [],
       upstreamFailed: ['transform', 'load'],
+      expand: [],
     });
   });
 
@@ -105,6 +106,7 @@ describe('planRun', () => {
       schedule: ['notify'],
       skip: ['transform', 'load', 'alert'],
       upstreamFailed: [],
+      expand: [],
     });
   });
 
@@ -131,16 +133,19 @@ describe('planRun', () => {
       schedule: ['os'],
       skip: ['f'],
       upstreamFailed: [],
+      expand: [],
     });
     expect(planRun(d, st({ a: 'success', b: 'failed' }))).toEqual({
       schedule: ['d', 'os', 'of'],
       skip: ['f'],
       upstreamFailed: ['s'],
+      expand: [],
     });
     expect(planRun(d, st({ a: 'failed', b: 'upstream_failed' }))).toEqual({
       schedule: ['f', 'd', 'of'],
       skip: [],
       upstreamFailed: ['s', 'os'],
+      expand: [],
     });
   });
 
@@ -150,6 +155,7 @@ describe('planRun', () => {
       schedule: ['c'],
       skip: [],
       upstreamFailed: ['b'],
+      expand: [],
     });
   });
 

@@ -3,105 +3,84 @@ import { describe, expect, it } from 'vitest';
 import {
   TASK_INSTANCE_STATES,
   TRIGGER_RULES,
+  decideSetupConstraint,
   evaluateTriggerRule,
   isTerminal,
   type TaskInstanceState,
-  type TriggerDecision,
   type TriggerRule,
+  type UpstreamInstance,
 } from '@leoflow/core';
 
-type Row = [upstream: TaskInstanceState[], expected: TriggerDecision];
+import { CLAUSES, TRIGGER_RULE_TABLE, type Row } from './trigger-rule-table.js';
 
-// Shorthands keep the tables readable.
 const S = 'success';
 const F = 'failed';
 const UF = 'upstream_failed';
 const K = 'skipped';
 const R = 'running';
-const Q = 'queued';
 const N = 'none';
 const RT = 'up_for_retry';
-const RS = 'up_for_reschedule';
 
-const TABLES: Record<TriggerRule, Row[]> = {
-  all_success: [
-    [[S], 'ready'],
-    [[S, S, S], 'ready'],
-    [[S, R], 'wait'],
-    [[N, N], 'wait'],
-    [[S, RT], 'wait'],
-    [[S, RS], 'wait'],
-    [[F], 'upstream_failed'],
-    [[UF, S], 'upstream_failed'],
-    [[F, R], 'upstream_failed'],
-    [[F, K], 'upstream_failed'],
-    [[K], 'skip'],
-    [[K, S], 'skip'],
-    [[K, R], 'skip'],
-  ],
-  all_failed: [
-    [[F], 'ready'],
-    [[F, UF], 'ready'],
-    [[UF, UF], 'ready'],
-    [[F, R], 'wait'],
-    [[F, RT], 'wait'],
-    [[S], 'skip'],
-    [[F, S], 'skip'],
-    [[K, F], 'skip'],
-    [[S, R], 'skip'],
-    [[K, Q], 'skip'],
-  ],
-  all_done: [
-    [[S, F, K, UF], 'ready'],
-    [[F], 'ready'],
-    [[K, K], 'ready'],
-    [[S, R], 'wait'],
-    [[F, RT], 'wait'],
-    [[S, RS], 'wait'],
-    [[N], 'wait'],
-  ],
-  one_success: [
-    [[S], 'ready'],
-    [[S, R], 'ready'],
-    [[S, F], 'ready'],
-    [[R, S, N], 'ready'],
-    [[F, R], 'wait'],
-    [[K, R], 'wait'],
-    [[F, F], 'upstream_failed'],
-    [[F, K], 'upstream_failed'],
-    [[UF], 'upstream_failed'],
-    [[K], 'skip'],
-    [[K, K, K], 'skip'],
-  ],
-  one_failed: [
-    [[F], 'ready'],
-    [[UF], 'ready'],
-    [[F, R], 'ready'],
-    [[S, UF, N], 'ready'],
-    [[S, R], 'wait'],
-    [[RT], 'wait'],
-    [[S, S], 'skip'],
-    [[S, K], 'skip'],
-    [[K], 'skip'],
-  ],
+const CODES: Record<string, TaskInstanceState> = {
+  S: 'success',
+  F: 'failed',
+  U: 'upstream_failed',
+  K: 'skipped',
+  R: 'running',
 };
 
-describe('evaluateTriggerRule tables', () => {
-  for (const rule of TRIGGER_RULES) {
-    describe(rule, () => {
-      it.each(TABLES[rule])('%j → %s', (upstream, expected) => {
-        expect(evaluateTriggerRule(rule, upstream)).toBe(expected);
-      });
-      it('is ready with no upstream at all', () => {
-        expect(evaluateTriggerRule(rule, [])).toBe('ready');
-      });
+/** "S F* up_for_retry" → upstream instances (`*`: the upstream task is a setup). */
+function parseUpstream(text: string): UpstreamInstance[] {
+  return text
+    .split(' ')
+    .filter((t) => t !== '')
+    .map((t) => {
+      const setup = t.endsWith('*');
+      const code = setup ? t.slice(0, -1) : t;
+      const state = CODES[code] ?? (code as TaskInstanceState);
+      return { state, setup };
     });
-  }
+}
+
+describe('the trigger-rule table (Airflow 3.3.2, one cited clause per row)', () => {
+  it('covers every rule, every one-to-three-upstream combination and every unfinished state', () => {
+    expect(TRIGGER_RULE_TABLE).toHaveLength(1023);
+    for (const rule of TRIGGER_RULES) {
+      const rows = TRIGGER_RULE_TABLE.filter((r) => r[0] === rule && !r[1].includes('*'));
+      // the empty upstream, 5 + 15 + 35 multisets of S F U K R, five other unfinished states
+      expect(rows, rule).toHaveLength(1 + 55 + 5);
+    }
+    for (const [, , , clause] of TRIGGER_RULE_TABLE) expect(CLAUSES[clause]).toBeDefined();
+  });
+
+  it.each(TRIGGER_RULE_TABLE.map((r): [string, ...Row] => [`${r[0]} [${r[1]}]`, ...r]))(
+    '%s',
+    (_name, rule, upstream, expected, clause) => {
+      expect(evaluateTriggerRule(rule, parseUpstream(upstream)), CLAUSES[clause].source).toBe(
+        expected,
+      );
+    },
+  );
 
   it('rejects an unknown rule with a stable code', () => {
-    expect(() => evaluateTriggerRule('none_failed' as TriggerRule, [S])).toThrow(
+    expect(() => evaluateTriggerRule('some_failed' as TriggerRule, [S])).toThrow(
       expect.objectContaining({ code: 'LF_UNKNOWN_TRIGGER_RULE' }),
     );
+  });
+});
+
+describe('the setup constraint (Airflow: _evaluate_setup_constraint)', () => {
+  it.each([
+    [[], 'pass'],
+    [[S, S], 'pass'],
+    [[S, R], 'wait'],
+    [[N], 'wait'],
+    [[K, R], 'skip'],
+    [[F, K], 'upstream_failed'],
+    [[K, UF], 'upstream_failed'],
+    [[S, RT], 'wait'],
+  ] as const)('indirect setups %j → %s', (states, expected) => {
+    expect(decideSetupConstraint(states)).toBe(expected);
   });
 });
 
@@ -163,9 +142,10 @@ describe('evaluateTriggerRule properties', () => {
     );
   });
 
-  it('treats failed and upstream_failed alike', () => {
+  it('treats failed and upstream_failed alike, but for one_done (which counts only failed)', () => {
     fc.assert(
       fc.property(ruleArb, fc.array(anyStateArb, { maxLength: 8 }), (rule, ups) => {
+        if (rule === 'one_done') return;
         const swapped = ups.map((s) =>
           s === 'failed' ? 'upstream_failed' : s === 'upstream_failed' ? 'failed' : s,
         );
@@ -174,12 +154,22 @@ describe('evaluateTriggerRule properties', () => {
     );
   });
 
-  it('only all_success and one_success ever answer upstream_failed; all_done never skips', () => {
+  it('only the rules that need a success or no failure answer upstream_failed; all_done and always never skip', () => {
     fc.assert(
       fc.property(ruleArb, fc.array(anyStateArb, { maxLength: 8 }), (rule, ups) => {
         const d = evaluateTriggerRule(rule, ups);
-        if (d === 'upstream_failed') expect(['all_success', 'one_success']).toContain(rule);
+        if (d === 'upstream_failed') {
+          expect([
+            'all_success',
+            'one_success',
+            'none_failed',
+            'none_failed_min_one_success',
+            'all_done_min_one_success',
+            'all_done_setup_success',
+          ]).toContain(rule);
+        }
         if (rule === 'all_done') expect(['ready', 'wait']).toContain(d);
+        if (rule === 'always') expect(d).toBe('ready');
       }),
     );
   });
