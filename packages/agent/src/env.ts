@@ -50,6 +50,7 @@ export interface TaskEnvInputs {
     | 'dataIntervalEnd'
     | 'paramsJson'
     | 'confJson'
+    | 'mapIndex'
   >;
   workdir: string;
   xcomDir: string;
@@ -95,6 +96,8 @@ export function buildTaskEnv(inp: TaskEnvInputs): TaskEnvResult {
   put('AIRFLOW_CTX_TRY_NUMBER', String(inp.spec.tryNumber));
   if (inp.spec.logicalDate) put('AIRFLOW_CTX_LOGICAL_DATE', inp.spec.logicalDate);
   put('LEOFLOW_RUN_ID', inp.spec.runId);
+  // A mapped task's map index (its arguments are in the spec's env already).
+  if (inp.spec.mapIndex !== undefined) put('LEOFLOW_MAP_INDEX', String(inp.spec.mapIndex));
   put('LEOFLOW_RUN_CONF', inp.spec.confJson || '{}');
   put('LEOFLOW_PARAMS', inp.spec.paramsJson || '{}');
   if (inp.spec.dataIntervalStart) put('LEOFLOW_DATA_INTERVAL_START', inp.spec.dataIntervalStart);

@@ -394,6 +394,11 @@ export const ERROR_CATALOGUE = {
     null,
     "Configure the executor the task names (e.g. an executor.kubernetes section), or change the task's executor:.",
   ),
+  LF_MAP_INDEX_REQUIRED: c(
+    'run',
+    400,
+    'The task is mapped: name one map index (--map-index N, or ?map_index=N); `leoflow tasks mapped <run> <task>` lists them.',
+  ),
   LF_TASK_ACTIVE: c(
     'run',
     409,

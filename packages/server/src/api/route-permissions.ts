@@ -39,6 +39,7 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks': 'runs:read',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id': 'runs:read',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/logs': 'logs:read',
+  'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/mapped': 'runs:read',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/xcom': 'xcom:read',
   'POST /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/revoke-credential': 'credentials:revoke',
   // names delivered (never values), modes, refusals, renewals: what a run page shows

@@ -22,6 +22,13 @@ function taskParams(req: FastifyRequest): { dag_id: string; run_id: string; task
 }
 const TASK = paramsOf('dag_id', 'run_id', 'task_id');
 
+/** `?map_index=N`: which task instance of a mapped task (-1: a task that is not mapped). */
+const MAP_INDEX_QUERY = {
+  type: 'object',
+  properties: { map_index: { type: 'integer', minimum: -1 } },
+  additionalProperties: false,
+} as const;
+
 export function registerRunRoutes(api: FastifyInstance): void {
   api.post(
     '/api/v1/dags/:dag_id/runs',
@@ -226,8 +233,9 @@ export function registerRunRoutes(api: FastifyInstance): void {
     '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id',
     {
       schema: {
-        summary: 'A task instance and its earlier tries',
+        summary: 'A task instance and its earlier tries (a mapped task: name the map index)',
         params: TASK,
+        querystring: MAP_INDEX_QUERY,
         response: {
           200: {
             type: 'object',
@@ -242,8 +250,40 @@ export function registerRunRoutes(api: FastifyInstance): void {
     },
     async (req) => {
       const { dag_id, run_id, task_id } = taskParams(req);
-      const { taskInstance, history } = await req.scope.taskHistory(dag_id, run_id, task_id);
+      const { map_index } = req.query as { map_index?: number };
+      const { taskInstance, history } = await req.scope.taskHistory(
+        dag_id,
+        run_id,
+        task_id,
+        map_index,
+      );
       return { task_instance: taskInstanceOut(taskInstance), history: history.map(historyOut) };
+    },
+  );
+
+  api.get(
+    '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/mapped',
+    {
+      schema: {
+        summary:
+          "A mapped task's task instances, one per map index (Airflow's listMapped); its one unexpanded instance (map_index -1) before it expands",
+        params: TASK,
+        response: {
+          200: {
+            type: 'object',
+            properties: {
+              task_id: { type: 'string' },
+              task_instances: { type: 'array', items: taskInstanceSchema },
+            },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const { dag_id, run_id, task_id } = taskParams(req);
+      const { taskInstances } = await req.scope.mappedInstances(dag_id, run_id, task_id);
+      return { task_id, task_instances: taskInstances.map(taskInstanceOut) };
     },
   );
 
@@ -259,6 +299,7 @@ export function registerRunRoutes(api: FastifyInstance): void {
             try: { type: 'integer', minimum: 1 },
             after_line: { type: 'integer', minimum: 0, default: 0 },
             limit: { type: 'integer', minimum: 1, maximum: 10000, default: 1000 },
+            ...MAP_INDEX_QUERY.properties,
           },
           additionalProperties: false,
         },
@@ -278,7 +319,12 @@ export function registerRunRoutes(api: FastifyInstance): void {
     },
     async (req) => {
       const { dag_id, run_id, task_id } = taskParams(req);
-      const q = req.query as { try?: number; after_line: number; limit: number };
+      const q = req.query as {
+        try?: number;
+        after_line: number;
+        limit: number;
+        map_index?: number;
+      };
       const {
         taskInstance: ti,
         tryNumber,
@@ -300,8 +346,10 @@ export function registerRunRoutes(api: FastifyInstance): void {
     '/api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/xcom',
     {
       schema: {
-        summary: "A task's XCom values (UTF-8 text, or base64 for binary)",
+        summary:
+          "A task's XCom values (UTF-8 text, or base64 for binary; a mapped task: name the map index)",
         params: TASK,
+        querystring: MAP_INDEX_QUERY,
         response: {
           200: {
             type: 'object',
@@ -328,7 +376,8 @@ export function registerRunRoutes(api: FastifyInstance): void {
     },
     async (req) => {
       const { dag_id, run_id, task_id } = taskParams(req);
-      const rows = await req.scope.listXComs(dag_id, run_id, task_id);
+      const { map_index } = req.query as { map_index?: number };
+      const rows = await req.scope.listXComs(dag_id, run_id, task_id, map_index);
       return {
         xcom: rows.map((x) => {
           const text = decodeUtf8(x.value);
@@ -354,7 +403,7 @@ export function registerRunRoutes(api: FastifyInstance): void {
         params: TASK,
         querystring: {
           type: 'object',
-          properties: { try: { type: 'integer', minimum: 1 } },
+          properties: { try: { type: 'integer', minimum: 1 }, ...MAP_INDEX_QUERY.properties },
           additionalProperties: false,
         },
         response: {
@@ -372,12 +421,13 @@ export function registerRunRoutes(api: FastifyInstance): void {
     },
     async (req) => {
       const { dag_id, run_id, task_id } = taskParams(req);
-      const q = req.query as { try?: number };
+      const q = req.query as { try?: number; map_index?: number };
       const { taskInstance, records } = await req.scope.attemptRecords(
         dag_id,
         run_id,
         task_id,
         q.try,
+        q.map_index,
       );
       return {
         task_id,
@@ -439,6 +489,7 @@ export function registerRunRoutes(api: FastifyInstance): void {
           type: 'object',
           properties: {
             try: { type: 'integer', minimum: 1 },
+            map_index: { type: 'integer', minimum: -1 },
             terminate: { type: 'boolean', default: false },
           },
           additionalProperties: false,
@@ -494,12 +545,13 @@ export function registerRunRoutes(api: FastifyInstance): void {
     },
     async (req) => {
       const { dag_id, run_id, task_id } = taskParams(req);
-      const body = (req.body ?? {}) as { try?: number; terminate?: boolean };
+      const body = (req.body ?? {}) as { try?: number; map_index?: number; terminate?: boolean };
       const out = await req.scope.revokeCredential({
         dagId: dag_id,
         runId: run_id,
         taskId: task_id,
         ...(body.try !== undefined ? { tryNumber: body.try } : {}),
+        ...(body.map_index !== undefined ? { mapIndex: body.map_index } : {}),
         terminate: body.terminate ?? false,
       });
       await auditRequest(

@@ -48,6 +48,18 @@ export const taskInstanceSchema = {
   type: 'object',
   properties: {
     task_id: { type: 'string' },
+    /** -1 for a task that is not mapped (or not expanded yet) */
+    map_index: { type: 'integer' },
+    /** a map index's arguments (env name → value) */
+    map_value: { type: ['object', 'null'], additionalProperties: { type: 'string' } },
+    /** a finished branch / short-circuit task's decision */
+    decision: {
+      type: ['object', 'null'],
+      properties: {
+        followed: { type: 'array', items: { type: 'string' } },
+        skipped: { type: 'array', items: { type: 'string' } },
+      },
+    },
     try_number: { type: 'integer' },
     max_tries: { type: 'integer' },
     state: { type: 'string' },
@@ -67,6 +79,7 @@ export const historySchema = {
   type: 'object',
   properties: {
     task_id: { type: 'string' },
+    map_index: { type: 'integer' },
     try_number: { type: 'integer' },
     state: { type: 'string' },
     started_at: nullableString,

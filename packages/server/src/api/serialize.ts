@@ -40,6 +40,9 @@ export function runOut(r: DagRunRow) {
 export function taskInstanceOut(t: TaskInstanceRow) {
   return {
     task_id: t.task_id,
+    map_index: t.map_index,
+    map_value: t.map_value,
+    decision: t.decision,
     try_number: t.try_number,
     max_tries: t.max_tries,
     state: t.state,
@@ -59,6 +62,7 @@ export function taskInstanceOut(t: TaskInstanceRow) {
 export function historyOut(h: TaskInstanceHistoryRow) {
   return {
     task_id: h.task_id,
+    map_index: h.map_index,
     try_number: h.try_number,
     state: h.state,
     started_at: iso(h.started_at),

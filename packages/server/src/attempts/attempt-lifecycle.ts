@@ -1,4 +1,10 @@
-import { ACTIVE_STATES, afterFailure, isActive, type Clock } from '@leoflow/core';
+import {
+  ACTIVE_STATES,
+  afterFailure,
+  isActive,
+  type BranchDecision,
+  type Clock,
+} from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AttemptIdentity } from '../auth/agent-token.js';
 import type { LeaderFence } from '../store/ports/leader-fence.js';
@@ -66,17 +72,28 @@ export class AttemptLifecycle {
     );
   }
 
+  /**
+   * `decision`: a branch or short-circuit task's decision, written in the same compare-and-set
+   * as its success, so the scheduler never sees the one without the other.
+   */
   async succeed(
     tiId: string,
     tryNumber: number,
     exitCode: number,
     dispatchGen?: number,
+    decision?: BranchDecision,
   ): Promise<boolean> {
     const now = this.clock.now();
     const applied = await this.store.updateTaskInstance(
       tiId,
       { states: ACTIVE_STATES, try_number: tryNumber, dispatch_gen: dispatchGen },
-      { state: 'success', ended_at: now, exit_code: exitCode, error_message: null },
+      {
+        state: 'success',
+        ended_at: now,
+        exit_code: exitCode,
+        error_message: null,
+        ...(decision ? { decision } : {}),
+      },
       now,
     );
     if (applied) this.onChange();
@@ -114,11 +131,26 @@ export class AttemptLifecycle {
     if (!run) return false;
     const spec = await this.specs.get(run.tenant_id, run.dag_id, run.dag_version);
     const task = spec.tasks.find((t) => t.task_id === ti.task_id);
+    const multiplier = task?.retry_exponential_backoff;
     const decision = afterFailure({
       tryNumber,
       maxTries: ti.max_tries,
       retryDelaySeconds: task?.retry_delay_seconds ?? spec.defaults.retry_delay_seconds,
       now,
+      // Airflow's retry_exponential_backoff: its jitter hashes the run's logical date
+      ...(multiplier !== undefined
+        ? {
+            backoff: {
+              multiplier,
+              ...(task?.max_retry_delay_seconds !== undefined
+                ? { maxRetryDelaySeconds: task.max_retry_delay_seconds }
+                : {}),
+              dagId: ti.dag_id,
+              taskId: ti.task_id,
+              logicalDate: run.logical_date,
+            },
+          }
+        : {}),
     });
     const outcome = { exit_code: input.exitCode ?? null, error_message: input.reason };
     let applied: boolean;

@@ -1,7 +1,7 @@
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { RegisterResponseSchema, type RegisterResponse } from '@leoflow/protocol';
-import type { Clock } from '@leoflow/core';
+import type { Clock, DagSpec } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenClaims } from '../auth/agent-token.js';
 import {
@@ -19,6 +19,7 @@ import type { XComStore } from '../store/ports/xcom.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 import { registerPrefetch } from './register-prefetch.js';
 import { taskSpecMessage } from './task-spec-message.js';
+import { readUpstreamXCom } from './upstream-xcom.js';
 
 export interface AttemptRegistrationDeps {
   store: TaskInstanceStore &
@@ -121,6 +122,8 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
   }
 
   function prefetchFor(claims: AgentTokenClaims, wantSpec: boolean, ti: OwnTaskInstance) {
+    // task() runs first; its spec says which upstreams are mapped (their values come as a list)
+    let spec: DagSpec | undefined;
     return registerPrefetch(
       {
         variables: () => deps.secrets.variables(claims),
@@ -128,14 +131,18 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
         task: async () => {
           // Register already read the task instance: one row read fewer on the hop's path
           const own = await attemptTask(claims, ti);
-          const { run, spec, task } = own;
+          const { run, task } = own;
+          spec = own.spec;
           return {
-            spec: taskSpecMessage(run, own.ti, spec, task),
+            spec: taskSpecMessage(run, own.ti, own.spec, task),
             dependsOn: task.depends_on,
             dagRunId: own.ti.dag_run_id,
           };
         },
-        xcom: (dagRunId, upstream) => store.getXCom(dagRunId, upstream, 'return_value'),
+        xcom: (dagRunId, upstream) =>
+          spec === undefined
+            ? store.getXCom(dagRunId, upstream, 'return_value')
+            : readUpstreamXCom(store, spec, dagRunId, upstream, 'return_value'),
         onSkipped: (part, err) =>
           logger.warn(
             {

@@ -18,7 +18,11 @@ export interface RegisterPrefetchSources {
   connections(): Promise<Record<string, string>>;
   /** the attempt's spec message and the upstreams its task depends on */
   task(): Promise<{ spec: TaskSpec; dependsOn: readonly string[]; dagRunId: string }>;
-  xcom(dagRunId: string, upstreamTaskId: string): Promise<XComRow | undefined>;
+  /** an upstream's return value (a mapped upstream's as one list: attempts/upstream-xcom.ts) */
+  xcom(
+    dagRunId: string,
+    upstreamTaskId: string,
+  ): Promise<Pick<XComRow, 'value' | 'content_type'> | undefined>;
   /** a part that could not be prefetched for a reason other than a refusal (logged, no values) */
   onSkipped(part: 'variables' | 'connections' | 'xcoms' | 'spec', err: unknown): void;
 }

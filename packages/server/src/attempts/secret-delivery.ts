@@ -285,6 +285,7 @@ export class SecretDelivery {
         claims.task_id,
         claims.try_number,
         claims.dispatch_gen,
+        claims.map_index,
       );
     } catch (err) {
       // Inconclusive: deliver. The short token lifetime bounds what a blip can leak.
@@ -344,6 +345,7 @@ export class SecretDelivery {
           ...payload,
           run_id: claims.run_id,
           task_id: claims.task_id,
+          ...(claims.map_index >= 0 ? { map_index: claims.map_index } : {}),
           try_number: claims.try_number,
         },
       });

@@ -213,5 +213,6 @@ function keyOf(c: AgentTokenClaims): AttemptRecordKey {
     dag_run_id: c.dag_run_id,
     run_id: c.run_id,
     task_id: c.task_id,
+    ...(c.map_index >= 0 ? { map_index: c.map_index } : {}),
   };
 }

@@ -28,13 +28,17 @@ export function taskSpecMessage(
     | 'data_interval_start'
     | 'data_interval_end'
   >,
-  ti: Pick<TaskInstanceRow, 'id' | 'task_id' | 'try_number' | 'max_tries'>,
+  ti: Pick<TaskInstanceRow, 'id' | 'task_id' | 'try_number' | 'max_tries'> &
+    Partial<Pick<TaskInstanceRow, 'map_index' | 'map_value'>>,
   dag: Pick<DagSpec, 'params'>,
   task: TaskSpecDef,
 ): TaskSpec {
   const params = { ...dag.params, ...run.conf };
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(task.env)) if (!/^leoflow_/i.test(k)) env[k] = v;
+  // A map index's own arguments (fixed when the task expanded), beside its constant env.
+  for (const [k, v] of Object.entries(ti.map_value ?? {})) if (!/^leoflow_/i.test(k)) env[k] = v;
+  const mapped = ti.map_index !== undefined && ti.map_index >= 0;
   return create(TaskSpecSchema, {
     tenantId: run.tenant_id,
     dagId: run.dag_id,
@@ -56,6 +60,7 @@ export function taskSpecMessage(
     confJson: JSON.stringify(run.conf),
     runType: run.run_type,
     taskInstanceId: ti.id,
+    ...(mapped ? { mapIndex: ti.map_index } : {}),
   });
 }
 

@@ -35,6 +35,12 @@ export interface AttemptIdentity {
   /** the run's user-facing run_id */
   run_id: string;
   task_id: string;
+  /**
+   * The task instance's map index (issue 41): -1 or absent for a task that is not mapped. Claim
+   * `mi`, present only for a map index (≥ 0), so tokens of unmapped tasks are unchanged. Liveness
+   * and every fence key on it with run, task and try (seed 001's D3: no other term).
+   */
+  map_index?: number;
   try_number: number;
   task_instance_id: string;
   /**
@@ -48,6 +54,7 @@ export interface AttemptIdentity {
 
 export interface AgentTokenClaims extends AttemptIdentity {
   dispatch_gen: number;
+  map_index: number;
   iat: number;
   exp: number;
   /** original issue time, kept across renewals (the ceiling is measured from it) */
@@ -223,6 +230,9 @@ export class AgentTokenIssuer implements AgentTokenVerification {
       drid: identity.dag_run_id,
       run: identity.run_id,
       task: identity.task_id,
+      ...(identity.map_index !== undefined && identity.map_index >= 0
+        ? { mi: identity.map_index }
+        : {}),
       try: identity.try_number,
       ti: identity.task_instance_id,
       gen: identity.dispatch_gen ?? 0,
@@ -294,6 +304,7 @@ function claimsOf(p: Record<string, unknown>): AgentTokenClaims {
     typeof p.ti !== 'string' ||
     typeof p.oiat !== 'number' ||
     (p.gen !== undefined && (typeof p.gen !== 'number' || !Number.isInteger(p.gen) || p.gen < 0)) ||
+    (p.mi !== undefined && (typeof p.mi !== 'number' || !Number.isInteger(p.mi) || p.mi < 0)) ||
     typeof p.exp !== 'number' ||
     typeof p.iat !== 'number'
   ) {
@@ -305,6 +316,7 @@ function claimsOf(p: Record<string, unknown>): AgentTokenClaims {
     dag_run_id: p.drid,
     run_id: p.run,
     task_id: p.task,
+    map_index: typeof p.mi === 'number' ? p.mi : -1,
     try_number: p.try,
     task_instance_id: p.ti,
     dispatch_gen: typeof p.gen === 'number' ? p.gen : 0,

@@ -35,6 +35,8 @@ interface Attempt {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
+  /** absent is -1: a task that is not mapped */
+  map_index?: number;
   try_number: number;
   task_instance_id: string;
   /** absent is generation 0, as in a minted token */
@@ -106,6 +108,7 @@ export class AttemptLogBudgets {
         tenant_id: attempt.tenant_id,
         dag_run_id: attempt.dag_run_id,
         task_id: attempt.task_id,
+        map_index: attempt.map_index ?? -1,
         try_number: attempt.try_number,
         line_number: LOG_CAP_NOTE_LINE,
         time: now,
@@ -120,8 +123,21 @@ export class AttemptLogBudgets {
 
   async #load(a: Attempt): Promise<Budget> {
     const [stored, note] = await Promise.all([
-      this.store.logBytes(a.dag_run_id, a.task_id, a.try_number, LOG_CAP_NOTE_LINE),
-      this.store.readLogs(a.dag_run_id, a.task_id, a.try_number, LOG_CAP_NOTE_LINE - 1, 1),
+      this.store.logBytes(
+        a.dag_run_id,
+        a.task_id,
+        a.try_number,
+        LOG_CAP_NOTE_LINE,
+        a.map_index ?? -1,
+      ),
+      this.store.readLogs(
+        a.dag_run_id,
+        a.task_id,
+        a.try_number,
+        LOG_CAP_NOTE_LINE - 1,
+        1,
+        a.map_index ?? -1,
+      ),
     ]);
     const m = note[0] ? NOTE.exec(note[0].message) : null;
     return {

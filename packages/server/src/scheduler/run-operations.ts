@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import {
-  downstreamOf,
+  clearTargets,
   isActive,
   LeoflowError,
   manualRunId,
@@ -11,7 +11,7 @@ import type { DagStore } from '../store/ports/dags.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import { TASK_INSTANCE_RESET } from '../store/task-instance-reset.js';
-import type { DagRunRow } from '../store/types.js';
+import type { DagRunRow, TaskInstanceRow } from '../store/types.js';
 
 export interface TriggerInput {
   conf?: Record<string, unknown>;
@@ -104,17 +104,18 @@ export class RunOperations {
           );
         }
       }
-      const set = new Set(opts.taskIds);
-      if (opts.downstream)
-        for (const id of opts.taskIds) for (const d of downstreamOf(spec, id)) set.add(d);
+      // Airflow's clear: with their downstream tasks if asked, and with the setups they run
+      // inside (and those setups' teardowns), so the work re-runs in fresh resources.
+      const set = new Set(clearTargets(spec, opts.taskIds, { downstream: opts.downstream }));
       targets = spec.tasks.map((t) => t.task_id).filter((id) => set.has(id));
     }
 
-    const tis = new Map((await this.store.listTaskInstances(run.id)).map((ti) => [ti.task_id, ti]));
-    const busy = targets.filter((id) => {
-      const ti = tis.get(id);
-      return ti !== undefined && isActive(ti.state);
-    });
+    // A mapped task has one row per map index.
+    const rows = new Map<string, TaskInstanceRow[]>();
+    for (const ti of await this.store.listTaskInstances(run.id)) {
+      rows.set(ti.task_id, [...(rows.get(ti.task_id) ?? []), ti]);
+    }
+    const busy = targets.filter((id) => (rows.get(id) ?? []).some((ti) => isActive(ti.state)));
     if (busy.length > 0) {
       throw new LeoflowError(
         'LF_TASK_ACTIVE',
@@ -132,9 +133,15 @@ export class RunOperations {
     );
     const cleared: string[] = [];
     for (const id of targets) {
-      const ti = tis.get(id);
       const task = spec.tasks.find((t) => t.task_id === id);
       if (!task) continue;
+      const all = rows.get(id) ?? [];
+      if (all.some((ti) => ti.map_index >= 0)) {
+        // Back to one unexpanded instance: it expands afresh (its list may have changed).
+        if (await this.store.resetMappedTask(run.id, id, task.retries, now)) cleared.push(id);
+        continue;
+      }
+      const ti = all[0];
       if (!ti) continue; // created just now by ensureTaskInstances, already in state none
       if (ti.state === 'none') continue;
       const applied = await this.store.archiveAndBumpTry(
@@ -148,6 +155,7 @@ export class RunOperations {
           retry_at: null,
           exit_code: null,
           error_message: null,
+          decision: null,
         },
         now,
       );

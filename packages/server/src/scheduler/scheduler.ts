@@ -18,6 +18,8 @@ import type { LeaderFence } from '../store/ports/leader-fence.js';
 import type { DagStore } from '../store/ports/dags.js';
 import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
+import type { XComStore } from '../store/ports/xcom.js';
+import { expandMapped, runView } from './expansion.js';
 import type { DagRunRow, TaskInstanceRow } from '../store/types.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 import type { AttemptLifecycle } from '../attempts/attempt-lifecycle.js';
@@ -34,7 +36,7 @@ export interface SchedulerTimings {
 }
 
 export interface SchedulerDeps {
-  store: DagStore & RunStore & TaskInstanceStore;
+  store: DagStore & RunStore & TaskInstanceStore & Pick<XComStore, 'getXCom' | 'listMappedXComs'>;
   specs: SpecCache;
   clock: Clock;
   /** dispatch uses the default; a claim's own executor is asked about it */
@@ -333,7 +335,6 @@ export class Scheduler {
     const { store, specs, clock } = this.deps;
     const spec = await specs.get(run.tenant_id, run.dag_id, run.dag_version);
     const tis = await store.listTaskInstances(run.id);
-    const byTask = new Map(tis.map((ti) => [ti.task_id, ti]));
     const now = clock.now();
 
     for (const ti of tis) {
@@ -351,9 +352,10 @@ export class Scheduler {
       }
     }
 
-    const states = new Map<string, TaskInstanceState>();
-    for (const t of spec.tasks) states.set(t.task_id, byTask.get(t.task_id)?.state ?? 'none');
-    const plan = planRun(spec, states);
+    // Each task's state, a mapped task's map indexes' states, and branch decisions (issue 41).
+    const view = runView(spec, tis);
+    const plan = planRun(spec, view.states, { skippedByDecision: view.skippedByDecision });
+    const states = new Map(view.states);
     const moves: [string[], TaskInstanceState][] = [
       [plan.schedule, 'scheduled'],
       [plan.skip, 'skipped'],
@@ -361,7 +363,7 @@ export class Scheduler {
     ];
     for (const [ids, to] of moves) {
       for (const id of ids) {
-        const ti = byTask.get(id);
+        const ti = view.unexpanded.get(id);
         if (!ti) continue;
         const terminal = to !== 'scheduled';
         if (
@@ -373,6 +375,32 @@ export class Scheduler {
           )
         ) {
           states.set(id, to);
+        }
+      }
+    }
+    for (const id of plan.expand) {
+      const ti = view.unexpanded.get(id);
+      const task = spec.tasks.find((t) => t.task_id === id);
+      if (!ti || !task) continue;
+      const out = await expandMapped(store, spec, task, ti, fence, now);
+      if (out.kind === 'expanded') {
+        states.set(id, new Array<TaskInstanceState>(out.indexes).fill('scheduled'));
+        this.deps.logger.info(
+          { dag_id: run.dag_id, run_id: run.run_id, task_id: id, map_indexes: out.indexes },
+          'mapped task expanded',
+        );
+      } else if (out.kind === 'skipped') {
+        states.set(id, 'skipped');
+      } else if (out.kind === 'upstream_failed') {
+        if (
+          await store.updateTaskInstance(
+            ti.id,
+            { states: ['none'], try_number: ti.try_number, leader: fence },
+            { state: 'upstream_failed', ended_at: now, error_message: out.reason },
+            now,
+          )
+        ) {
+          states.set(id, 'upstream_failed');
         }
       }
     }
@@ -441,6 +469,7 @@ export class Scheduler {
         dag_run_id: run.id,
         run_id: run.run_id,
         task_id: ti.task_id,
+        map_index: ti.map_index,
         try_number: ti.try_number,
         task_instance_id: ti.id,
         dispatch_gen: gen,

@@ -88,6 +88,12 @@ export interface TaskInstancesTable {
   renewed_at: number | null;
   /** the exp (ms) of the credential that renewal minted */
   renewed_credential_exp: number | null;
+  /** the map index (migration 0014); -1 for a task that is not mapped (or not expanded yet) */
+  map_index: Generated<number>;
+  /** one map index's arguments, JSON {env name: value} (migration 0014) */
+  map_value: string | null;
+  /** a finished branch / short-circuit task's decision, JSON {followed, skipped} (migration 0014) */
+  decision_json: string | null;
 }
 
 export interface TaskInstanceHistoryTable {
@@ -102,12 +108,16 @@ export interface TaskInstanceHistoryTable {
   exit_code: number | null;
   error_message: string | null;
   archived_at: number;
+  /** migration 0014; -1 for a task that is not mapped */
+  map_index: Generated<number>;
 }
 
 export interface XComTable {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
+  /** migration 0014; -1 for a task that is not mapped */
+  map_index: Generated<number>;
   key: string;
   value: Uint8Array;
   content_type: string;
@@ -118,6 +128,8 @@ export interface TaskLogsTable {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
+  /** migration 0014; -1 for a task that is not mapped */
+  map_index: Generated<number>;
   try_number: number;
   line_number: number;
   time: number;
@@ -198,6 +210,8 @@ export interface AttemptRecordsTable {
   dag_run_id: string;
   run_id: string;
   task_id: string;
+  /** migration 0014; -1 for a task that is not mapped */
+  map_index: Generated<number>;
   session_hash: string | null;
   registered_at: number | null;
   scoping_mode: string | null;

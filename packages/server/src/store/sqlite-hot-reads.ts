@@ -76,12 +76,13 @@ export class SqliteHotReads {
     task_id: string,
     try_number: number,
     dispatch_gen?: number,
+    map_index = -1,
   ): { live: boolean; revoked: boolean } {
     this.#liveness ??= this.#db.prepare<unknown[], LivenessRow>(
       'select state, credential_revoked_try, dispatch_gen from task_instances ' +
-        'where dag_run_id = ? and task_id = ? and try_number = ?',
+        'where dag_run_id = ? and task_id = ? and map_index = ? and try_number = ?',
     );
-    const row = this.#liveness.get(dag_run_id, task_id, try_number);
+    const row = this.#liveness.get(dag_run_id, task_id, map_index, try_number);
     if (row === undefined) return { live: false, revoked: false };
     return {
       live:
@@ -93,7 +94,7 @@ export class SqliteHotReads {
 
   attemptFence(task_instance_id: string): AttemptFence | undefined {
     this.#fence ??= this.#db.prepare<unknown[], FenceRow>(
-      'select tenant_id, dag_run_id, task_id, try_number, dispatch_gen, state, ended_at ' +
+      'select tenant_id, dag_run_id, task_id, map_index, try_number, dispatch_gen, state, ended_at ' +
         'from task_instances where id = ?',
     );
     const row = this.#fence.get(task_instance_id);
@@ -102,6 +103,7 @@ export class SqliteHotReads {
       tenant_id: row.tenant_id,
       dag_run_id: row.dag_run_id,
       task_id: row.task_id,
+      map_index: Number(row.map_index),
       try_number: Number(row.try_number),
       dispatch_gen: Number(row.dispatch_gen),
       state: row.state as AttemptFence['state'],
@@ -153,6 +155,7 @@ interface FenceRow {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
+  map_index: number;
   try_number: number;
   dispatch_gen: number;
   state: string;

@@ -1,4 +1,4 @@
-import type { DagRunState, DagSpec, TaskInstanceState } from '@leoflow/core';
+import type { BranchDecision, DagRunState, DagSpec, TaskInstanceState } from '@leoflow/core';
 
 /**
  * Row shapes as the rest of the server sees them. All times are epoch milliseconds (numbers)
@@ -49,6 +49,15 @@ export interface TaskInstanceRow {
   dag_run_id: string; // DagRunRow.id
   dag_id: string;
   task_id: string;
+  /**
+   * Airflow's map index: -1 for a task that is not mapped, and for a mapped task before it is
+   * expanded; 0..n-1 for its map indexes. (run, task, map index) is the task instance.
+   */
+  map_index: number;
+  /** a map index's arguments (env name → value), fixed at expansion; null otherwise */
+  map_value: Record<string, string> | null;
+  /** a finished branch or short-circuit task's decision; null otherwise */
+  decision: BranchDecision | null;
   try_number: number;
   max_tries: number;
   state: TaskInstanceState;
@@ -83,6 +92,7 @@ export interface TaskInstanceHistoryRow {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
+  map_index: number;
   try_number: number;
   state: TaskInstanceState;
   started_at: number | null;
@@ -96,6 +106,8 @@ export interface XComRow {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
+  /** -1 for a task that is not mapped; absent on a write means -1 */
+  map_index?: number;
   key: string;
   value: Uint8Array;
   content_type: string;
@@ -108,6 +120,8 @@ export interface LogLineRow {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
+  /** -1 for a task that is not mapped; absent on a write means -1 */
+  map_index?: number;
   try_number: number;
   line_number: number;
   time: number;
@@ -120,6 +134,8 @@ export interface AttemptKey {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
+  /** -1 (or absent) for a task that is not mapped */
+  map_index?: number;
   try_number: number;
 }
 
@@ -171,6 +187,8 @@ export interface AttemptRecordKey {
   dag_run_id: string;
   run_id: string;
   task_id: string;
+  /** -1 (or absent) for a task that is not mapped */
+  map_index?: number;
 }
 
 /**
@@ -179,6 +197,7 @@ export interface AttemptRecordKey {
  * insecure_channel, declaration_unreadable) or null.
  */
 export interface AttemptRecordRow extends AttemptRecordKey {
+  map_index: number;
   session_hash: string | null;
   registered_at: number | null;
   scoping_mode: string | null;

@@ -196,6 +196,7 @@ describe('CachingAgentTokenVerifier', () => {
 describe('VerifiedTokenCache', () => {
   const claims = (n: number, exp = EXP / 1000): AgentTokenClaims => ({
     ...attempt(n),
+    map_index: -1,
     dispatch_gen: 0,
     iat: T0 / 1000,
     exp,

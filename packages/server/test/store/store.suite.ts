@@ -6,6 +6,7 @@ import type { LogLineRow, NewRun, Store, TaskInstanceRow } from '../../src/store
 import { spec as buildSpec, task } from '../support/spec-builders.js';
 import { registerVaultStoreCases } from './vault-store.cases.js';
 import { registerWarmPoolMemberCases } from './warm-pool-members.cases.js';
+import { registerTaskMappingCases } from './task-mapping.cases.js';
 
 /**
  * The one storage suite. Each dialect's test file supplies `open`, which must return a new
@@ -355,6 +356,9 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         dag_run_id: run.id,
         dag_id: 'd',
         task_id: 'extract',
+        map_index: -1,
+        map_value: null,
+        decision: null,
         try_number: 1,
         max_tries: 2,
         state: 'none',
@@ -830,6 +834,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
           tenant_id: extract.tenant_id,
           dag_run_id: run.id,
           task_id: 'extract',
+          map_index: -1,
           try_number: 1,
           state: 'failed',
           started_at: T0 + 2,
@@ -1098,6 +1103,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         tenant_id: extract.tenant_id,
         dag_run_id: run.id,
         task_id: 'extract',
+        map_index: -1,
         try_number: 1,
         dispatch_gen: extract.dispatch_gen,
         state: 'running',
@@ -1394,6 +1400,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       });
       expect(await store.getXCom(run.id, 'extract', 'return_value')).toEqual({
         ...row('extract', 'return_value', new Uint8Array([1, 2, 3]), T0 + 1),
+        map_index: -1,
         content_type: 'application/octet-stream',
       });
 
@@ -1493,6 +1500,7 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         tenant_id,
         dag_run_id: run.id,
         task_id: 'extract',
+        map_index: -1,
         try_number: 1,
         line_number: 1,
         time: T0 + 1,
@@ -1734,4 +1742,6 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
   });
 
   registerWarmPoolMemberCases({ store: () => store, open: () => harness.open(), T0 });
+
+  registerTaskMappingCases({ store: () => store, fixture, T0 });
 }

@@ -281,29 +281,70 @@ export class TenantScope {
     return { runs, taskInstances: byRun };
   }
 
+  /**
+   * One task instance: (run, task, map index). Without a map index, the task's one instance — a
+   * mapped task that expanded has several, and then the map index must be named
+   * (LF_MAP_INDEX_REQUIRED, listing how many there are).
+   */
   async getTaskInstance(
     dagId: string,
     runId: string,
     taskId: string,
+    mapIndex?: number,
   ): Promise<{ run: DagRunRow; taskInstance: TaskInstanceRow }> {
     const run = await this.getRun(dagId, runId);
-    const ti = await this.deps.store.getTaskInstance(run.id, taskId);
+    const ti = await this.deps.store.getTaskInstance(run.id, taskId, mapIndex ?? -1);
     if (!ti) {
+      const mapped = (await this.deps.store.listTaskInstances(run.id)).filter(
+        (t) => t.task_id === taskId && t.map_index >= 0,
+      );
+      if (mapped.length > 0 && mapIndex === undefined) {
+        throw new LeoflowError(
+          'LF_MAP_INDEX_REQUIRED',
+          `task "${taskId}" of run ${runId} is mapped into ${mapped.length} task instances (map indexes 0-${mapped.length - 1}); name one with --map-index N (REST: ?map_index=N), or list them with \`leoflow tasks mapped ${runId} ${taskId}\``,
+        );
+      }
+      throw new LeoflowError(
+        'LF_TASK_NOT_FOUND',
+        mapIndex !== undefined && mapIndex >= 0
+          ? `run ${runId} has no map index ${mapIndex} of task "${taskId}"${mapped.length > 0 ? ` (it has 0-${mapped.length - 1})` : ' (it is not mapped)'}`
+          : `run ${runId} has no task "${taskId}"; see \`leoflow runs show ${runId}\``,
+      );
+    }
+    return { run, taskInstance: ti };
+  }
+
+  /** Every map index of a mapped task (its unexpanded instance, before it expanded), in order. */
+  async mappedInstances(
+    dagId: string,
+    runId: string,
+    taskId: string,
+  ): Promise<{ run: DagRunRow; taskInstances: TaskInstanceRow[] }> {
+    const run = await this.getRun(dagId, runId);
+    const tis = (await this.deps.store.listTaskInstances(run.id)).filter(
+      (t) => t.task_id === taskId,
+    );
+    if (tis.length === 0) {
       throw new LeoflowError(
         'LF_TASK_NOT_FOUND',
         `run ${runId} has no task "${taskId}"; see \`leoflow runs show ${runId}\``,
       );
     }
-    return { run, taskInstance: ti };
+    return { run, taskInstances: tis.sort((a, b) => a.map_index - b.map_index) };
   }
 
   async taskHistory(
     dagId: string,
     runId: string,
     taskId: string,
+    mapIndex?: number,
   ): Promise<{ taskInstance: TaskInstanceRow; history: TaskInstanceHistoryRow[] }> {
-    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId);
-    const history = await this.deps.store.listTaskInstanceHistory(run.id, taskId);
+    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId, mapIndex);
+    const history = await this.deps.store.listTaskInstanceHistory(
+      run.id,
+      taskId,
+      taskInstance.map_index,
+    );
     return { taskInstance, history };
   }
 
@@ -311,17 +352,29 @@ export class TenantScope {
     dagId: string,
     runId: string,
     taskId: string,
-    q: { try?: number; after_line: number; limit: number },
+    q: { try?: number; after_line: number; limit: number; map_index?: number },
   ): Promise<{ taskInstance: TaskInstanceRow; tryNumber: number; lines: LogLineRow[] }> {
-    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId);
+    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId, q.map_index);
     const tryNumber = q.try ?? taskInstance.try_number;
-    const lines = await this.deps.store.readLogs(run.id, taskId, tryNumber, q.after_line, q.limit);
+    const lines = await this.deps.store.readLogs(
+      run.id,
+      taskId,
+      tryNumber,
+      q.after_line,
+      q.limit,
+      taskInstance.map_index,
+    );
     return { taskInstance, tryNumber, lines };
   }
 
-  async listXComs(dagId: string, runId: string, taskId: string): Promise<XComRow[]> {
-    const { run } = await this.getTaskInstance(dagId, runId, taskId);
-    return this.deps.store.listXComs(run.id, taskId);
+  async listXComs(
+    dagId: string,
+    runId: string,
+    taskId: string,
+    mapIndex?: number,
+  ): Promise<XComRow[]> {
+    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId, mapIndex);
+    return this.deps.store.listXComs(run.id, taskId, taskInstance.map_index);
   }
 
   /** The per-try delivery records of one task instance (every try, or one). */
@@ -330,12 +383,15 @@ export class TenantScope {
     runId: string,
     taskId: string,
     tryNumber?: number,
+    mapIndex?: number,
   ): Promise<{ taskInstance: TaskInstanceRow; records: AttemptRecordRow[] }> {
-    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId);
+    const { run, taskInstance } = await this.getTaskInstance(dagId, runId, taskId, mapIndex);
     const all = await this.deps.store.listAttemptRecords(run.id, taskId);
     const records = all.filter(
       (r) =>
-        r.tenant_id === this.tenantId && (tryNumber === undefined || r.try_number === tryNumber),
+        r.tenant_id === this.tenantId &&
+        r.map_index === taskInstance.map_index &&
+        (tryNumber === undefined || r.try_number === tryNumber),
     );
     return { taskInstance, records };
   }
@@ -427,9 +483,15 @@ export class TenantScope {
     runId: string;
     taskId: string;
     tryNumber?: number;
+    mapIndex?: number;
     terminate: boolean;
   }): Promise<RevocationResult> {
-    const { taskInstance } = await this.getTaskInstance(input.dagId, input.runId, input.taskId);
+    const { taskInstance } = await this.getTaskInstance(
+      input.dagId,
+      input.runId,
+      input.taskId,
+      input.mapIndex,
+    );
     return this.deps.revoke({
       taskInstance,
       ...(input.tryNumber !== undefined ? { tryNumber: input.tryNumber } : {}),

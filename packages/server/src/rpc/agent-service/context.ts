@@ -11,6 +11,7 @@ import type { AttemptLifecycle } from '../../attempts/attempt-lifecycle.js';
 import { DEFAULT_LOG_LIMITS, type LogLimits } from '../../config/log-limits.js';
 import { NO_FAULTS, type FaultInjector } from '../../util/test-faults.js';
 import { AttemptLogBudgets } from '../log-limits.js';
+import { BranchOutcomes } from '../../attempts/branch-outcome.js';
 import type { AgentServiceDeps } from './deps.js';
 import { AttemptFences } from './fences.js';
 
@@ -34,6 +35,8 @@ export interface AgentServiceContext {
   logLimits: LogLimits;
   logBudgets: AttemptLogBudgets;
   fences: AttemptFences;
+  /** what a branch or short-circuit task's report decides (issue 41) */
+  branches: BranchOutcomes;
 }
 
 export function agentServiceContext(deps: AgentServiceDeps): AgentServiceContext {
@@ -65,5 +68,6 @@ export function agentServiceContext(deps: AgentServiceDeps): AgentServiceContext
     logLimits,
     logBudgets: new AttemptLogBudgets(store, logLimits),
     fences: new AttemptFences(store),
+    branches: new BranchOutcomes(store, deps.specs),
   };
 }

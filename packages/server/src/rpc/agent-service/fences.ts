@@ -12,7 +12,11 @@ export class AttemptFences {
 
   private async own(claims: AgentTokenClaims) {
     const fence = await this.store.getAttemptFence(claims.task_instance_id);
-    return fence && fence.tenant_id === claims.tenant_id ? fence : undefined;
+    // The map index is part of the attempt's identity (issue 41): a row that is not the token's
+    // map index is not its task instance.
+    return fence && fence.tenant_id === claims.tenant_id && fence.map_index === claims.map_index
+      ? fence
+      : undefined;
   }
 
   /** Writes keyed without the try: only the live try of the task instance. */

@@ -10,6 +10,12 @@ import { isActive } from '@leoflow/core';
 import type { LogLineRow, LogStreamName } from '../../store/types.js';
 import { attemptPrincipal, type AttemptPrincipal } from '../agent-auth.js';
 import type { AgentHandlers, AgentServiceContext } from './context.js';
+import {
+  readUpstreamXCom,
+  ReducedXComTooLarge,
+  unmappableReason,
+  type UpstreamValue,
+} from '../../attempts/upstream-xcom.js';
 
 export const MAX_XCOM_BYTES = 256 * 1024;
 const MAX_LOG_LINES_PER_BATCH = 5_000;
@@ -47,12 +53,23 @@ export function logAndXComHandlers(
       if (!XCOM_KEY.test(key)) {
         return create(PushXComResponseSchema, { accepted: false, rejectionReason: 'invalid_key' });
       }
+      if (key === 'return_value') {
+        // A task mapped over this value needs a list of the right length (issue 41): refused
+        // here, the pushing task fails with the reason, as Airflow fails it.
+        const ref = await c.store.getRunSpecRef(ti.dag_run_id);
+        const spec = ref && (await c.deps.specs.get(ref.tenant_id, ref.dag_id, ref.dag_version));
+        const why = spec && unmappableReason(spec, ti.task_id, req.value);
+        if (why !== undefined) {
+          return create(PushXComResponseSchema, { accepted: false, rejectionReason: why });
+        }
+      }
       const value = await maskedXCom(c, principal, req.value);
       const stored = await c.store.putXComIfLive(
         {
           tenant_id: ti.tenant_id,
           dag_run_id: ti.dag_run_id,
           task_id: ti.task_id,
+          map_index: ti.map_index,
           key,
           value,
           content_type: req.contentType || 'application/json',
@@ -76,18 +93,29 @@ export function logAndXComHandlers(
     async fetchXCom(req, ctx) {
       const { claims } = attemptPrincipal(ctx);
       // Free of the liveness gate; authorised by the dependency below.
-      const { ti, task } = await c.registration.attemptTask(claims);
+      const { ti, task, spec } = await c.registration.attemptTask(claims);
       if (!task.depends_on.includes(req.upstreamTaskId)) {
         throw new ConnectError(
           `task ${ti.task_id} may not read xcom from ${req.upstreamTaskId} (not an upstream it depends on)`,
           Code.PermissionDenied,
         );
       }
-      const row = await c.store.getXCom(
-        ti.dag_run_id,
-        req.upstreamTaskId,
-        req.key || 'return_value',
-      );
+      let row: UpstreamValue | undefined;
+      try {
+        // a mapped upstream's values come as one list (Airflow's reduce)
+        row = await readUpstreamXCom(
+          c.store,
+          spec,
+          ti.dag_run_id,
+          req.upstreamTaskId,
+          req.key || 'return_value',
+        );
+      } catch (err) {
+        if (err instanceof ReducedXComTooLarge) {
+          throw new ConnectError(err.message, Code.ResourceExhausted);
+        }
+        throw err;
+      }
       if (!row) return create(FetchXComResponseSchema, { found: false });
       return create(FetchXComResponseSchema, {
         found: true,
@@ -127,6 +155,7 @@ export function logAndXComHandlers(
         tenant_id: claims.tenant_id,
         dag_run_id: claims.dag_run_id,
         task_id: claims.task_id,
+        map_index: claims.map_index,
         try_number: claims.try_number,
         line_number: Number(l.lineNumber),
         time: Number(l.timeMs),

@@ -28,15 +28,33 @@ export function reportHandlers(c: AgentServiceContext): AgentHandlers<'reportSta
           break;
         }
         case ReportedState.SUCCESS:
-          applied = await c.lifecycle.succeed(id, t, req.exitCode, gen);
+        case ReportedState.FAILED: {
+          // A branch or short-circuit task's report carries its decision (attempts/branch-outcome.ts).
+          const success = req.state === ReportedState.SUCCESS;
+          const verdict = await c.branches.verdict(
+            claims,
+            success ? 'success' : 'failed',
+            req.exitCode,
+            req.timedOut,
+          );
+          if (verdict.kind === 'succeed') {
+            applied = await c.lifecycle.succeed(id, t, req.exitCode, gen, verdict.decision);
+          } else if (success && verdict.kind === 'as_reported') {
+            applied = await c.lifecycle.succeed(id, t, req.exitCode, gen);
+          } else {
+            applied = await c.lifecycle.fail(id, t, {
+              exitCode: req.exitCode,
+              reason: truncate(
+                verdict.kind === 'fail'
+                  ? verdict.reason
+                  : req.errorMessage || `task exited with code ${req.exitCode}`,
+                2000,
+              ),
+              dispatchGen: gen,
+            });
+          }
           break;
-        case ReportedState.FAILED:
-          applied = await c.lifecycle.fail(id, t, {
-            exitCode: req.exitCode,
-            reason: truncate(req.errorMessage || `task exited with code ${req.exitCode}`, 2000),
-            dispatchGen: gen,
-          });
-          break;
+        }
         case ReportedState.SKIPPED: {
           const now = c.clock.now();
           applied = await c.store.updateTaskInstance(

@@ -56,16 +56,18 @@ export class KyselyAttemptCredentialStore extends KyselySeam implements AttemptC
     task_id: string,
     try_number: number,
     dispatch_gen?: number,
+    map_index = -1,
   ): Promise<{ live: boolean; revoked: boolean }> {
-    // One read on the (dag_run_id, task_id) unique index. Deliberately nothing about the run,
-    // its age or its logical date: a year-old run that was cleared must work again.
+    // One read on the (dag_run_id, task_id, map_index) unique index. Deliberately nothing about
+    // the run, its age or its logical date: a year-old run that was cleared must work again.
     if (this.hot !== undefined)
-      return this.hot.attemptLiveness(dag_run_id, task_id, try_number, dispatch_gen);
+      return this.hot.attemptLiveness(dag_run_id, task_id, try_number, dispatch_gen, map_index);
     const row = await this.db
       .selectFrom('task_instances')
       .select(['state', 'credential_revoked_try', 'dispatch_gen'])
       .where('dag_run_id', '=', dag_run_id)
       .where('task_id', '=', task_id)
+      .where('map_index', '=', map_index)
       .where('try_number', '=', try_number)
       .executeTakeFirst();
     if (row === undefined) return { live: false, revoked: false };

@@ -248,6 +248,7 @@ function attemptRecordRow(
     dag_run_id: r.dag_run_id,
     run_id: r.run_id,
     task_id: r.task_id,
+    map_index: Number(r.map_index ?? -1),
     session_hash: r.session_hash,
     registered_at: numOrNull(r.registered_at),
     scoping_mode: r.scoping_mode,

@@ -52,6 +52,7 @@ export class KyselyLogStore extends KyselySeam implements LogStore {
     try_number: number,
     after_line: number,
     limit: number,
+    map_index = -1,
   ): Promise<LogLineRow[]> {
     if (limit <= 0) return [];
     const rows = await this.db
@@ -59,6 +60,7 @@ export class KyselyLogStore extends KyselySeam implements LogStore {
       .selectAll()
       .where('dag_run_id', '=', dag_run_id)
       .where('task_id', '=', task_id)
+      .where('map_index', '=', map_index)
       .where('try_number', '=', try_number)
       .where('line_number', '>', after_line)
       .orderBy('line_number')
@@ -68,6 +70,7 @@ export class KyselyLogStore extends KyselySeam implements LogStore {
       tenant_id: r.tenant_id,
       dag_run_id: r.dag_run_id,
       task_id: r.task_id,
+      map_index: Number(r.map_index),
       try_number: r.try_number,
       line_number: r.line_number,
       time: num(r.time),
@@ -85,6 +88,7 @@ export class KyselyLogStore extends KyselySeam implements LogStore {
     task_id: string,
     try_number: number,
     except_line: number,
+    map_index = -1,
   ): Promise<number> {
     const bytes =
       this.dialect === 'postgres'
@@ -95,6 +99,7 @@ export class KyselyLogStore extends KyselySeam implements LogStore {
       .select(bytes.as('bytes'))
       .where('dag_run_id', '=', dag_run_id)
       .where('task_id', '=', task_id)
+      .where('map_index', '=', map_index)
       .where('try_number', '=', try_number)
       .where('line_number', '<>', except_line)
       .executeTakeFirst();
@@ -107,6 +112,7 @@ function toInsertable(l: LogLineRow): Insertable<TaskLogsTable> {
     tenant_id: l.tenant_id,
     dag_run_id: l.dag_run_id,
     task_id: l.task_id,
+    map_index: l.map_index ?? -1,
     try_number: l.try_number,
     line_number: l.line_number,
     time: l.time,
@@ -121,7 +127,7 @@ async function insertLogChunk(db: Tx, chunk: Insertable<TaskLogsTable>[]): Promi
     .insertInto('task_logs')
     .values(chunk)
     .onConflict((oc) =>
-      oc.columns(['dag_run_id', 'task_id', 'try_number', 'line_number']).doNothing(),
+      oc.columns(['dag_run_id', 'task_id', 'map_index', 'try_number', 'line_number']).doNothing(),
     )
     .execute();
 }
@@ -133,7 +139,7 @@ async function putLogLineOn(db: Tx, l: LogLineRow): Promise<void> {
     .values(toInsertable(l))
     .onConflict((oc) =>
       oc
-        .columns(['dag_run_id', 'task_id', 'try_number', 'line_number'])
+        .columns(['dag_run_id', 'task_id', 'map_index', 'try_number', 'line_number'])
         .doUpdateSet({ message: l.message, time: l.time, stream: l.stream }),
     )
     .execute();

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { ACTIVE_STATES, type TaskInstanceState } from '@leoflow/core';
+import { ACTIVE_STATES, type BranchDecision, type TaskInstanceState } from '@leoflow/core';
 import { sql, type Insertable, type Selectable, type Updateable } from 'kysely';
 import type { TaskInstanceHistoryTable, TaskInstancesTable } from '../db-types.js';
 import type { StoreDialect } from '../migrations.js';
 import type {
   AttemptFence,
+  MappedInstance,
   HeartbeatOutcome,
   HeartbeatRenewal,
   TaskInstanceExpectation,
@@ -34,6 +35,7 @@ const PATCHABLE_KEYS = [
   'dispatch_gen',
   'executor',
 ] as const satisfies readonly (keyof TaskInstancePatch)[];
+// `decision` is patchable too, written as decision_json (see #patchColumns).
 
 /** Task instances and their history on Kysely. */
 export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceStore {
@@ -44,7 +46,8 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
       .where('dag_run_id', '=', dag_run_id)
       .orderBy('task_id')
       .execute();
-    return rows.map(toTaskInstanceRow);
+    // map indexes in order (sorted here, not in SQL, so a store short of migration 0014 reads)
+    return rows.map(toTaskInstanceRow).sort(byTaskThenIndex);
   }
 
   async listTaskInstancesOfRuns(dag_run_ids: readonly string[]): Promise<TaskInstanceRow[]> {
@@ -55,7 +58,7 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
       .where('dag_run_id', 'in', [...dag_run_ids])
       .orderBy('task_id')
       .execute();
-    return rows.map(toTaskInstanceRow);
+    return rows.map(toTaskInstanceRow).sort(byTaskThenIndex);
   }
 
   async ensureTaskInstances(
@@ -70,15 +73,26 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
         .where('id', '=', dag_run_id)
         .executeTakeFirst();
       if (run === undefined) throw new Error(`dag run ${dag_run_id} does not exist`);
-      const created: string[] = [];
-      const rows = tasks.map((t) =>
-        newTaskInstance(this.dialect, run.tenant_id, run.dag_id, dag_run_id, t, now),
+      // A task with any row (a mapped task's map indexes included) has its instances already.
+      const present = new Set(
+        (
+          await tx
+            .selectFrom('task_instances')
+            .select('task_id')
+            .distinct()
+            .where('dag_run_id', '=', dag_run_id)
+            .execute()
+        ).map((r) => r.task_id),
       );
+      const created: string[] = [];
+      const rows = tasks
+        .filter((t) => !present.has(t.task_id))
+        .map((t) => newTaskInstance(this.dialect, run.tenant_id, run.dag_id, dag_run_id, t, now));
       for (const chunk of chunks(rows, INSERT_CHUNK)) {
         const inserted = await tx
           .insertInto('task_instances')
           .values(chunk)
-          .onConflict((oc) => oc.columns(['dag_run_id', 'task_id']).doNothing())
+          .onConflict((oc) => oc.columns(['dag_run_id', 'task_id', 'map_index']).doNothing())
           .returning('task_id')
           .execute();
         created.push(...inserted.map((r) => r.task_id));
@@ -87,14 +101,150 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
     });
   }
 
-  async getTaskInstance(dag_run_id: string, task_id: string): Promise<TaskInstanceRow | undefined> {
+  async getTaskInstance(
+    dag_run_id: string,
+    task_id: string,
+    map_index = -1,
+  ): Promise<TaskInstanceRow | undefined> {
     const row = await this.db
       .selectFrom('task_instances')
       .selectAll()
       .where('dag_run_id', '=', dag_run_id)
       .where('task_id', '=', task_id)
+      .where('map_index', '=', map_index)
       .executeTakeFirst();
     return row && toTaskInstanceRow(row);
+  }
+
+  async expandTaskInstance(
+    id: string,
+    expect: TaskInstanceExpectation,
+    indexes: readonly MappedInstance[],
+    retries: number,
+    now: number,
+  ): Promise<boolean> {
+    if (indexes.length === 0 || expect.states.length === 0) return false;
+    return this.writeTx(async (tx) => {
+      // Index 0 is the unexpanded row itself (Airflow turns the unmapped instance into index 0),
+      // under the leader fence: a deposed leader expands nothing.
+      let q = tx
+        .updateTable('task_instances')
+        .set((eb) => ({
+          map_index: 0,
+          state: 'scheduled',
+          map_value: JSON.stringify(indexes[0]!.map_value),
+          max_tries: eb('try_number', '+', retries),
+          updated_at: now,
+        }))
+        .where('id', '=', id)
+        .where('map_index', '=', -1)
+        .where('state', 'in', expect.states);
+      if (expect.try_number !== undefined) q = q.where('try_number', '=', expect.try_number);
+      const fenceHolds = leaderFenceHolds(this.dialect, expect.leader);
+      if (fenceHolds !== undefined) q = q.where(fenceHolds);
+      if (!changed((await q.executeTakeFirst()).numUpdatedRows)) return false;
+      const first = await tx
+        .selectFrom('task_instances')
+        .select(['tenant_id', 'dag_id', 'dag_run_id', 'task_id'])
+        .where('id', '=', id)
+        .executeTakeFirstOrThrow();
+      // A map index that existed in an earlier expansion (the task was cleared) continues its
+      // tries, so its history keeps one row per (index, try).
+      const earlier = new Map(
+        (
+          await tx
+            .selectFrom('task_instance_history')
+            .select(['map_index', (eb) => eb.fn.max('try_number').as('max_try')])
+            .where('dag_run_id', '=', first.dag_run_id)
+            .where('task_id', '=', first.task_id)
+            .groupBy('map_index')
+            .execute()
+        ).map((r) => [Number(r.map_index), Number(r.max_try)]),
+      );
+      const rows = indexes.slice(1).map((m, k) => {
+        const mapIndex = k + 1;
+        const tryNumber = (earlier.get(mapIndex) ?? 0) + 1;
+        return {
+          ...newTaskInstance(
+            this.dialect,
+            first.tenant_id,
+            first.dag_id,
+            first.dag_run_id,
+            { task_id: first.task_id, max_tries: tryNumber + retries },
+            now,
+          ),
+          try_number: tryNumber,
+          state: 'scheduled',
+          map_index: mapIndex,
+          map_value: JSON.stringify(m.map_value),
+        };
+      });
+      for (const chunk of chunks(rows, INSERT_CHUNK)) {
+        await tx.insertInto('task_instances').values(chunk).execute();
+      }
+      return true;
+    });
+  }
+
+  async resetMappedTask(
+    dag_run_id: string,
+    task_id: string,
+    retries: number,
+    now: number,
+  ): Promise<boolean> {
+    return this.writeTx(async (tx) => {
+      let q = tx
+        .selectFrom('task_instances')
+        .selectAll()
+        .where('dag_run_id', '=', dag_run_id)
+        .where('task_id', '=', task_id)
+        .where('map_index', '>=', 0)
+        .orderBy('map_index');
+      if (this.dialect === 'postgres') q = q.forUpdate();
+      const rows = await q.execute();
+      if (rows.length === 0) return false;
+      // Refused while any index is queued or running: the caller asked first, this is the fence.
+      if (rows.some((r) => ACTIVE_STATES.includes(r.state as (typeof ACTIVE_STATES)[number]))) {
+        return false;
+      }
+      for (const r of rows) {
+        await tx
+          .insertInto('task_instance_history')
+          .values(historyOf(r, r.state, now))
+          .execute();
+      }
+      await tx
+        .deleteFrom('task_instances')
+        .where('dag_run_id', '=', dag_run_id)
+        .where('task_id', '=', task_id)
+        .where('map_index', '>=', 1)
+        .execute();
+      const zero = rows[0]!;
+      const tryNumber = zero.try_number + 1;
+      await tx
+        .updateTable('task_instances')
+        .set({
+          ...this.#patchColumns({
+            ...TASK_INSTANCE_RESET,
+            state: 'none',
+            retry_at: null,
+            exit_code: null,
+            error_message: null,
+            decision: null,
+            max_tries: tryNumber + retries,
+          }),
+          map_index: -1,
+          map_value: null,
+          try_number: tryNumber,
+          renewal_count: 0,
+          renewed_at: null,
+          renewed_credential_exp: null,
+          updated_at: now,
+        })
+        .where('id', '=', zero.id)
+        .execute();
+      return true;
+    });
   }
 
   async getTaskInstanceById(id: string): Promise<TaskInstanceRow | undefined> {
@@ -167,6 +317,7 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
         'tenant_id',
         'dag_run_id',
         'task_id',
+        'map_index',
         'try_number',
         'dispatch_gen',
         'state',
@@ -179,6 +330,7 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
         tenant_id: row.tenant_id,
         dag_run_id: row.dag_run_id,
         task_id: row.task_id,
+        map_index: Number(row.map_index ?? -1),
         try_number: row.try_number,
         dispatch_gen: Number(row.dispatch_gen),
         state: row.state as TaskInstanceState,
@@ -243,20 +395,10 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
           .execute();
       }
 
-      const history: Insertable<TaskInstanceHistoryTable> = {
-        id: randomUUID(),
-        tenant_id: before.tenant_id,
-        dag_run_id: before.dag_run_id,
-        task_id: before.task_id,
-        try_number: before.try_number,
-        state: archived_state,
-        started_at: before.started_at,
-        ended_at: before.ended_at,
-        exit_code: before.exit_code,
-        error_message: before.error_message,
-        archived_at: now,
-      };
-      await tx.insertInto('task_instance_history').values(history).execute();
+      await tx
+        .insertInto('task_instance_history')
+        .values(historyOf(before, archived_state, now))
+        .execute();
       return true;
     });
   }
@@ -264,13 +406,15 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
   async listTaskInstanceHistory(
     dag_run_id: string,
     task_id?: string,
+    map_index?: number,
   ): Promise<TaskInstanceHistoryRow[]> {
     let q = this.db
       .selectFrom('task_instance_history')
       .selectAll()
       .where('dag_run_id', '=', dag_run_id);
     if (task_id !== undefined) q = q.where('task_id', '=', task_id);
-    const rows = await q.orderBy('task_id').orderBy('try_number').execute();
+    if (map_index !== undefined) q = q.where('map_index', '=', map_index);
+    const rows = await q.orderBy('task_id').orderBy('map_index').orderBy('try_number').execute();
     return rows.map(toHistoryRow);
   }
 
@@ -320,6 +464,9 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
       if (v === undefined) continue;
       out[key] = typeof v === 'boolean' ? this.bool(v) : v;
     }
+    if (patch.decision !== undefined) {
+      out.decision_json = patch.decision === null ? null : JSON.stringify(patch.decision);
+    }
     return out;
   }
 }
@@ -331,6 +478,10 @@ function toTaskInstanceRow(r: Selectable<TaskInstancesTable>): TaskInstanceRow {
     dag_run_id: r.dag_run_id,
     dag_id: r.dag_id,
     task_id: r.task_id,
+    // Absent short of migration 0014: not mapped.
+    map_index: Number(r.map_index ?? -1),
+    map_value: r.map_value ? (JSON.parse(r.map_value) as Record<string, string>) : null,
+    decision: r.decision_json ? (JSON.parse(r.decision_json) as BranchDecision) : null,
     try_number: r.try_number,
     max_tries: r.max_tries,
     state: r.state as TaskInstanceState,
@@ -358,6 +509,7 @@ function toHistoryRow(r: Selectable<TaskInstanceHistoryTable>): TaskInstanceHist
     tenant_id: r.tenant_id,
     dag_run_id: r.dag_run_id,
     task_id: r.task_id,
+    map_index: Number(r.map_index ?? -1),
     try_number: r.try_number,
     state: r.state as TaskInstanceState,
     started_at: numOrNull(r.started_at),
@@ -365,6 +517,34 @@ function toHistoryRow(r: Selectable<TaskInstanceHistoryTable>): TaskInstanceHist
     exit_code: r.exit_code,
     error_message: r.error_message,
     archived_at: num(r.archived_at),
+  };
+}
+
+function byTaskThenIndex(a: TaskInstanceRow, b: TaskInstanceRow): number {
+  return a.task_id < b.task_id ? -1 : a.task_id > b.task_id ? 1 : a.map_index - b.map_index;
+}
+
+/** The history row archiving `r` (a task-instance row as read) with `state`. */
+function historyOf(
+  r: Selectable<TaskInstancesTable>,
+  state: string,
+  now: number,
+): Insertable<TaskInstanceHistoryTable> {
+  return {
+    id: randomUUID(),
+    tenant_id: r.tenant_id,
+    dag_run_id: r.dag_run_id,
+    task_id: r.task_id,
+    ...(r.map_index !== undefined && Number(r.map_index) !== -1
+      ? { map_index: Number(r.map_index) }
+      : {}),
+    try_number: r.try_number,
+    state,
+    started_at: r.started_at,
+    ended_at: r.ended_at,
+    exit_code: r.exit_code,
+    error_message: r.error_message,
+    archived_at: now,
   };
 }
 

@@ -43,13 +43,14 @@ export class KyselyXComStore extends KyselySeam implements XComStore {
         tenant_id: row.tenant_id,
         dag_run_id: row.dag_run_id,
         task_id: row.task_id,
+        map_index: row.map_index ?? -1,
         key: row.key,
         value,
         content_type: row.content_type,
         created_at: row.created_at,
       })
       .onConflict((oc) =>
-        oc.columns(['dag_run_id', 'task_id', 'key']).doUpdateSet((eb) => ({
+        oc.columns(['dag_run_id', 'task_id', 'map_index', 'key']).doUpdateSet((eb) => ({
           value: eb.ref('excluded.value'),
           content_type: eb.ref('excluded.content_type'),
           created_at: eb.ref('excluded.created_at'),
@@ -58,21 +59,41 @@ export class KyselyXComStore extends KyselySeam implements XComStore {
       .execute();
   }
 
-  async getXCom(dag_run_id: string, task_id: string, key: string): Promise<XComRow | undefined> {
+  async getXCom(
+    dag_run_id: string,
+    task_id: string,
+    key: string,
+    map_index = -1,
+  ): Promise<XComRow | undefined> {
     const row = await this.db
       .selectFrom('xcom')
       .selectAll()
       .where('dag_run_id', '=', dag_run_id)
       .where('task_id', '=', task_id)
+      .where('map_index', '=', map_index)
       .where('key', '=', key)
       .executeTakeFirst();
     return row && toXComRow(row);
   }
 
-  async listXComs(dag_run_id: string, task_id?: string): Promise<XComRow[]> {
+  async listXComs(dag_run_id: string, task_id?: string, map_index?: number): Promise<XComRow[]> {
     let q = this.db.selectFrom('xcom').selectAll().where('dag_run_id', '=', dag_run_id);
     if (task_id !== undefined) q = q.where('task_id', '=', task_id);
-    const rows = await q.orderBy('task_id').orderBy('key').execute();
+    if (map_index !== undefined) q = q.where('map_index', '=', map_index);
+    const rows = await q.orderBy('task_id').orderBy('map_index').orderBy('key').execute();
+    return rows.map(toXComRow);
+  }
+
+  async listMappedXComs(dag_run_id: string, task_id: string, key: string): Promise<XComRow[]> {
+    const rows = await this.db
+      .selectFrom('xcom')
+      .selectAll()
+      .where('dag_run_id', '=', dag_run_id)
+      .where('task_id', '=', task_id)
+      .where('map_index', '>=', 0)
+      .where('key', '=', key)
+      .orderBy('map_index')
+      .execute();
     return rows.map(toXComRow);
   }
 }
@@ -82,6 +103,7 @@ function toXComRow(r: Selectable<XComTable>): XComRow {
     tenant_id: r.tenant_id,
     dag_run_id: r.dag_run_id,
     task_id: r.task_id,
+    map_index: Number(r.map_index ?? -1),
     key: r.key,
     // A plain Uint8Array copy: callers get the declared type, not a Buffer that may be a view
     // into the driver's shared pool.

@@ -19,8 +19,11 @@ export interface AttemptCredentialStore {
     now: number,
   ): Promise<boolean>;
   /**
-   * IsTaskInstanceLive + revocation in one indexed read: the row for (dag_run_id, task_id) exists,
-   * carries try_number, and is queued|running. Nothing else — no recency, run-state or date term.
+   * IsTaskInstanceLive + revocation in one indexed read: the row for (dag_run_id, task_id,
+   * map_index) exists, carries try_number, and is queued|running. Nothing else — no recency,
+   * run-state or date term. The map index is part of the key (seed 001's D3): a mapped task's
+   * indexes share run, task and usually try, so without it one index's credential would read
+   * another index's liveness.
    */
   getAttemptLiveness(
     dag_run_id: string,
@@ -28,5 +31,7 @@ export interface AttemptCredentialStore {
     try_number: number,
     /** when given, the row must also be on this dispatch of the try (a reset claim moved on) */
     dispatch_gen?: number,
+    /** the task instance's map index; -1 (the default) for a task that is not mapped */
+    map_index?: number,
   ): Promise<{ live: boolean; revoked: boolean }>;
 }

@@ -15,12 +15,14 @@ export interface LogStore {
     lines: LogLineRow[],
     note?: LogLineRow,
   ): Promise<boolean>;
+  /** One attempt's lines; map index -1 (the default) for a task that is not mapped. */
   readLogs(
     dag_run_id: string,
     task_id: string,
     try_number: number,
     after_line: number,
     limit: number,
+    map_index?: number,
   ): Promise<LogLineRow[]>;
   /** Inserts the line or replaces the message and time of the one stored at its line_number. */
   putLogLine(line: LogLineRow): Promise<void>;
@@ -30,5 +32,6 @@ export interface LogStore {
     task_id: string,
     try_number: number,
     except_line: number,
+    map_index?: number,
   ): Promise<number>;
 }

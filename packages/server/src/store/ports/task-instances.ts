@@ -20,8 +20,14 @@ export type TaskInstancePatch = Partial<
     | 'max_tries'
     | 'dispatch_gen'
     | 'executor'
+    | 'decision'
   >
 >;
+
+/** One map index of a mapped task being expanded: its arguments (env name → value). */
+export interface MappedInstance {
+  map_value: Record<string, string>;
+}
 
 export interface TaskInstanceExpectation {
   /** the row must currently be in one of these states */
@@ -42,6 +48,7 @@ export interface AttemptFence {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
+  map_index: number;
   try_number: number;
   dispatch_gen: number;
   state: TaskInstanceState;
@@ -82,7 +89,36 @@ export interface TaskInstanceStore {
     tasks: { task_id: string; max_tries: number }[],
     now: number,
   ): Promise<string[]>;
-  getTaskInstance(dag_run_id: string, task_id: string): Promise<TaskInstanceRow | undefined>;
+  /** The task instance (run, task, map index); map index -1 (the default) for an unmapped task. */
+  getTaskInstance(
+    dag_run_id: string,
+    task_id: string,
+    map_index?: number,
+  ): Promise<TaskInstanceRow | undefined>;
+  /**
+   * Expands a mapped task (Airflow's expand): in one transaction, if the expectation holds
+   * (leader fence included), its unexpanded row (map index -1) becomes map index 0 and rows
+   * 1..n-1 are created, each `scheduled` with its arguments. A map index that existed before
+   * (the task was cleared) continues its tries. False, and nothing written, when it did not hold.
+   */
+  expandTaskInstance(
+    id: string,
+    expect: TaskInstanceExpectation,
+    indexes: readonly MappedInstance[],
+    retries: number,
+    now: number,
+  ): Promise<boolean>;
+  /**
+   * Clears an expanded mapped task back to one unexpanded row (map index -1, state none, next
+   * try), archiving every map index's current try to history, so the task expands afresh. False
+   * (nothing written) when it has no map index or one is queued or running.
+   */
+  resetMappedTask(
+    dag_run_id: string,
+    task_id: string,
+    retries: number,
+    now: number,
+  ): Promise<boolean>;
   getTaskInstanceById(id: string): Promise<TaskInstanceRow | undefined>;
   /** across tenants */
   listTaskInstancesInStates(
@@ -113,7 +149,11 @@ export interface TaskInstanceStore {
     patch: TaskInstancePatch,
     now: number,
   ): Promise<boolean>;
-  listTaskInstanceHistory(dag_run_id: string, task_id?: string): Promise<TaskInstanceHistoryRow[]>;
+  listTaskInstanceHistory(
+    dag_run_id: string,
+    task_id?: string,
+    map_index?: number,
+  ): Promise<TaskInstanceHistoryRow[]>;
   /**
    * What an agent write's fence needs of the task instance (its tenant, try, dispatch
    * generation, state and end), read fresh from the latest committed state; on SQLite through

@@ -7,7 +7,7 @@ export interface AttemptWriteFence {
   dispatch_gen: number;
 }
 
-/** XCom values pushed by tasks, keyed by (run, task, key). */
+/** XCom values pushed by tasks, keyed by (run, task, map index, key). */
 export interface XComStore {
   putXCom(row: XComRow): Promise<void>;
   /**
@@ -16,6 +16,14 @@ export interface XComStore {
    * nothing written, when it does not (a later try, a requeue to the next generation, an end).
    */
   putXComIfLive(row: XComRow, fence: AttemptWriteFence): Promise<boolean>;
-  getXCom(dag_run_id: string, task_id: string, key: string): Promise<XComRow | undefined>;
-  listXComs(dag_run_id: string, task_id?: string): Promise<XComRow[]>;
+  /** One value of (run, task, map index, key); map index -1 (the default): an unmapped task. */
+  getXCom(
+    dag_run_id: string,
+    task_id: string,
+    key: string,
+    map_index?: number,
+  ): Promise<XComRow | undefined>;
+  listXComs(dag_run_id: string, task_id?: string, map_index?: number): Promise<XComRow[]>;
+  /** A mapped task's values of `key`, one per map index that pushed one, in map-index order. */
+  listMappedXComs(dag_run_id: string, task_id: string, key: string): Promise<XComRow[]>;
 }

@@ -349,6 +349,7 @@ class TokenExchanger {
       dag_run_id: ti.dag_run_id,
       run_id: run.run_id,
       task_id: ti.task_id,
+      map_index: ti.map_index,
       try_number: ti.try_number,
       task_instance_id: ti.id,
       dispatch_gen: ti.dispatch_gen,
