@@ -265,8 +265,10 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
       .selectFrom('task_instances')
       .selectAll()
       .where('state', 'in', states)
-      // Longest-waiting first, so a busy tenant cannot starve rows that changed earlier.
+      // Longest-waiting first, so a busy tenant cannot starve rows that changed earlier; a mapped
+      // task's indexes (one expansion, one updated_at) in map-index order.
       .orderBy('updated_at')
+      .orderBy('map_index')
       .orderBy('id')
       .limit(limit)
       .execute();
