@@ -319,7 +319,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A task instance and its earlier tries */
+        /** A task instance and its earlier tries (a mapped task: name the map index) */
         get: operations["get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id"];
         put?: never;
         post?: never;
@@ -363,6 +363,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/mapped": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A mapped task's task instances, one per map index (Airflow's listMapped); its one unexpanded instance (map_index -1) before it expands */
+        get: operations["get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_mapped"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/revoke-credential": {
         parameters: {
             query?: never;
@@ -387,7 +404,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** A task's XCom values (UTF-8 text, or base64 for binary) */
+        /** A task's XCom values (UTF-8 text, or base64 for binary; a mapped task: name the map index) */
         get: operations["get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_xcom"];
         put?: never;
         post?: never;
@@ -2982,6 +2999,14 @@ export interface operations {
                             };
                             task_instances?: {
                                 task_id?: string;
+                                map_index?: number;
+                                map_value?: {
+                                    [key: string]: string;
+                                } | null;
+                                decision?: {
+                                    followed?: string[];
+                                    skipped?: string[];
+                                } | null;
                                 try_number?: number;
                                 max_tries?: number;
                                 state?: string;
@@ -3234,6 +3259,14 @@ export interface operations {
                         };
                         task_instances?: {
                             task_id?: string;
+                            map_index?: number;
+                            map_value?: {
+                                [key: string]: string;
+                            } | null;
+                            decision?: {
+                                followed?: string[];
+                                skipped?: string[];
+                            } | null;
                             try_number?: number;
                             max_tries?: number;
                             state?: string;
@@ -3472,6 +3505,14 @@ export interface operations {
                     "application/json": {
                         task_instances?: {
                             task_id?: string;
+                            map_index?: number;
+                            map_value?: {
+                                [key: string]: string;
+                            } | null;
+                            decision?: {
+                                followed?: string[];
+                                skipped?: string[];
+                            } | null;
                             try_number?: number;
                             max_tries?: number;
                             state?: string;
@@ -3567,7 +3608,9 @@ export interface operations {
     };
     get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id: {
         parameters: {
-            query?: never;
+            query?: {
+                map_index?: number;
+            };
             header?: never;
             path: {
                 dag_id: string;
@@ -3587,6 +3630,14 @@ export interface operations {
                     "application/json": {
                         task_instance?: {
                             task_id?: string;
+                            map_index?: number;
+                            map_value?: {
+                                [key: string]: string;
+                            } | null;
+                            decision?: {
+                                followed?: string[];
+                                skipped?: string[];
+                            } | null;
                             try_number?: number;
                             max_tries?: number;
                             state?: string;
@@ -3602,6 +3653,7 @@ export interface operations {
                         };
                         history?: {
                             task_id?: string;
+                            map_index?: number;
                             try_number?: number;
                             state?: string;
                             started_at?: string | null;
@@ -3693,6 +3745,7 @@ export interface operations {
         parameters: {
             query?: {
                 try?: number;
+                map_index?: number;
             };
             header?: never;
             path: {
@@ -3817,6 +3870,7 @@ export interface operations {
                 try?: number;
                 after_line?: number;
                 limit?: number;
+                map_index?: number;
             };
             header?: never;
             path: {
@@ -3924,6 +3978,130 @@ export interface operations {
             };
         };
     };
+    get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_mapped: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                dag_id: string;
+                run_id: string;
+                task_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        task_id?: string;
+                        task_instances?: {
+                            task_id?: string;
+                            map_index?: number;
+                            map_value?: {
+                                [key: string]: string;
+                            } | null;
+                            decision?: {
+                                followed?: string[];
+                                skipped?: string[];
+                            } | null;
+                            try_number?: number;
+                            max_tries?: number;
+                            state?: string;
+                            queued_at?: string | null;
+                            started_at?: string | null;
+                            ended_at?: string | null;
+                            last_heartbeat_at?: string | null;
+                            retry_at?: string | null;
+                            exit_code?: number | null;
+                            error_message?: string | null;
+                            hostname?: string | null;
+                            executor?: string | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description Invalid request (body, query or parameters); details.validation says which */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description The token is valid but its role does not grant the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+        };
+    };
     post_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_revoke_credential: {
         parameters: {
             query?: never;
@@ -3939,6 +4117,7 @@ export interface operations {
             content: {
                 "application/json": {
                     try?: number;
+                    map_index?: number;
                     /** @default false */
                     terminate?: boolean;
                 };
@@ -4054,7 +4233,9 @@ export interface operations {
     };
     get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_xcom: {
         parameters: {
-            query?: never;
+            query?: {
+                map_index?: number;
+            };
             header?: never;
             path: {
                 dag_id: string;

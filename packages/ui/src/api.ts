@@ -38,6 +38,19 @@ export interface SpecTask {
   retries: number;
   variables: string[];
   connections: string[];
+  /** the full id of its task group (issue 41) */
+  group?: string | undefined;
+  /** a mapped task's arguments */
+  expand?: unknown[] | undefined;
+  setup?: boolean | undefined;
+  teardown?: boolean | undefined;
+  branch?: unknown;
+  short_circuit?: unknown;
+}
+export interface TaskGroup {
+  group_id: string;
+  parent?: string | undefined;
+  tooltip?: string | undefined;
 }
 export interface Spec {
   dag_id: string;
@@ -49,6 +62,7 @@ export interface Spec {
   params?: Record<string, unknown>;
   variables?: string[];
   connections?: string[];
+  task_groups?: TaskGroup[];
   tasks: SpecTask[];
 }
 

@@ -4,7 +4,8 @@ import type { LogLine } from './api';
 
 export interface LiveOptions {
   dagId?: string;
-  follow?: { dagId: string; runId: string; taskId: string; tryNumber: number };
+  /** a mapped task's instance: its map index too */
+  follow?: { dagId: string; runId: string; taskId: string; tryNumber: number; mapIndex?: number };
   onLog?: (tryNumber: number, lines: LogLine[]) => void;
   onLogEnd?: (tryNumber: number) => void;
 }
@@ -20,7 +21,7 @@ export function useLive(opts: LiveOptions): void {
   handlers.current = opts;
   const { dagId, follow } = opts;
   const key = follow
-    ? `dag_id=${encodeURIComponent(follow.dagId)}&run_id=${encodeURIComponent(follow.runId)}&task_id=${encodeURIComponent(follow.taskId)}&try=${follow.tryNumber}`
+    ? `dag_id=${encodeURIComponent(follow.dagId)}&run_id=${encodeURIComponent(follow.runId)}&task_id=${encodeURIComponent(follow.taskId)}&try=${follow.tryNumber}${follow.mapIndex !== undefined && follow.mapIndex >= 0 ? `&map_index=${follow.mapIndex}` : ''}`
     : dagId
       ? `dag_id=${encodeURIComponent(dagId)}`
       : '';

@@ -53,8 +53,11 @@ const run = (run_id: string, state: string): Run => ({
   started_at: null,
   ended_at: null,
 });
-const ti = (task_id: string, state: string, try_number = 1): TaskInstance => ({
+const ti = (task_id: string, state: string, try_number = 1, map_index = -1): TaskInstance => ({
   task_id,
+  map_index,
+  map_value: null,
+  decision: null,
   try_number,
   max_tries: 3,
   state,
@@ -74,7 +77,7 @@ describe('Grid', () => {
     const el = render(
       <Grid
         dagId="d"
-        taskIds={['a', 'b']}
+        tasks={[{ task_id: 'a' }, { task_id: 'b' }]}
         runs={[run('r1', 'success'), run('r2', 'running')]}
         instances={{ r1: [ti('a', 'success'), ti('b', 'success')], r2: [ti('a', 'failed', 2)] }}
       />,
@@ -93,8 +96,81 @@ describe('Grid', () => {
   });
 
   it('says what to do when there are no runs', () => {
-    const el = render(<Grid dagId="d" taskIds={['a']} runs={[]} instances={{}} />);
+    const el = render(<Grid dagId="d" tasks={[{ task_id: 'a' }]} runs={[]} instances={{}} />);
     expect(el.textContent).toContain('No runs yet');
+  });
+});
+
+describe('Grid: task groups and mapped tasks (issue 41)', () => {
+  const tasks = [
+    { task_id: 'start' },
+    { task_id: 'etl.pull', group: 'etl' },
+    { task_id: 'etl.inner.check', group: 'etl.inner' },
+    { task_id: 'process', expand: [] },
+  ];
+  const groups = [{ group_id: 'etl' }, { group_id: 'etl.inner', parent: 'etl' }];
+  const instances = {
+    r1: [
+      ti('start', 'success'),
+      ti('etl.pull', 'success'),
+      ti('etl.inner.check', 'failed'),
+      ti('process', 'success', 1, 0),
+      ti('process', 'running', 1, 1),
+      ti('process', 'success', 2, 2),
+    ],
+  };
+
+  it("shows a group collapsed as one row whose cell is its tasks' state, and opens it on click", () => {
+    const el = render(
+      <Grid
+        dagId="d"
+        tasks={tasks}
+        groups={groups}
+        runs={[run('r1', 'running')]}
+        instances={instances}
+      />,
+    );
+    const rows = () => [...el.querySelectorAll('tbody th')].map((th) => th.textContent?.trim());
+    expect(rows()).toEqual(['start', '▸ etl (2 tasks)', '▸ process [mapped]']);
+    const group = el.querySelector('[data-testid="cell-r1-group:etl"]');
+    // failed outranks success, as Airflow's grid ranks a group's states
+    expect(group?.getAttribute('data-state')).toBe('failed');
+    expect(group?.getAttribute('title')).toContain('1 success, 1 failed');
+    const open = el.querySelector<HTMLButtonElement>('button[aria-expanded="false"]')!;
+    act(() => open.click());
+    expect(rows()).toEqual([
+      'start',
+      '▾ etl (2 tasks)',
+      'pull',
+      '▸ inner (1 tasks)',
+      '▸ process [mapped]',
+    ]);
+  });
+
+  it("shows a mapped task's map indexes: their count and states, then one row per index", () => {
+    const el = render(
+      <Grid
+        dagId="d"
+        tasks={tasks}
+        groups={groups}
+        runs={[run('r1', 'running')]}
+        instances={instances}
+      />,
+    );
+    const cell = el.querySelector('[data-testid="cell-r1-process"]');
+    expect(cell?.textContent).toBe('3');
+    expect(cell?.getAttribute('data-state')).toBe('running');
+    expect(cell?.getAttribute('title')).toContain('3 map indexes (2 success, 1 running)');
+    const toggle = [...el.querySelectorAll<HTMLButtonElement>('button')].find((b) =>
+      b.textContent?.includes('process'),
+    )!;
+    act(() => toggle.click());
+    const idx2 = el.querySelector('[data-testid="cell-r1-process[2]"]');
+    expect(idx2?.getAttribute('href')).toBe('/dags/d/runs/r1/tasks/process?map_index=2');
+    expect(idx2?.textContent).toBe('2');
+    expect(el.querySelector('[data-testid="cell-r1-process[1]"]')?.getAttribute('data-state')).toBe(
+      'running',
+    );
   });
 });
 

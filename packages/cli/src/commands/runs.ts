@@ -132,11 +132,18 @@ export function registerRuns(program: Command): void {
     });
 }
 
+/** A mapped task's instance is `task[map index]` (as Airflow's UI writes it). */
+function label(t: TaskView): string {
+  const i = t['map_index'];
+  return typeof i === 'number' && i >= 0 ? `${t.task_id}[${i}]` : t.task_id;
+}
+
 /** A queued attempt of the runner executor is waiting for a runner to take it: say so. */
 function waitingShown(t: TaskView): TaskView {
+  const shown = { ...t, task_id: label(t) };
   return t.state === 'queued' && t['executor'] === 'runner'
-    ? { ...t, state: 'queued (waiting for a runner)' }
-    : t;
+    ? { ...shown, state: 'queued (waiting for a runner)' }
+    : shown;
 }
 
 const TERMINAL_RUN = new Set(['success', 'failed']);
@@ -157,7 +164,7 @@ export async function waitForRun(
         if (drawn > 0) process.stdout.write(`\u001b[${drawn}A\u001b[J`);
         const lines = detail.task_instances.map(
           (t) =>
-            `  ${symbol(t.state)} ${t.task_id.padEnd(24)} ${t.state}${t.try_number > 1 ? ` (try ${t.try_number})` : ''}`,
+            `  ${symbol(t.state)} ${label(t).padEnd(24)} ${t.state}${t.try_number > 1 ? ` (try ${t.try_number})` : ''}`,
         );
         lines.push(`  run: ${detail.run.state}`);
         process.stdout.write(`${lines.join('\n')}\n`);
@@ -165,11 +172,11 @@ export async function waitForRun(
       } else {
         for (const t of detail.task_instances) {
           const key = `${t.state}/${t.try_number}`;
-          if (seen.get(t.task_id) !== key) {
-            seen.set(t.task_id, key);
+          if (seen.get(label(t)) !== key) {
+            seen.set(label(t), key);
             if (t.state !== 'none')
               process.stdout.write(
-                `${t.task_id}: ${t.state}${t.try_number > 1 ? ` (try ${t.try_number})` : ''}\n`,
+                `${label(t)}: ${t.state}${t.try_number > 1 ? ` (try ${t.try_number})` : ''}\n`,
               );
           }
         }

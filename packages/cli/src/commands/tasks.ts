@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { ApiClient } from '../client.js';
+import { ApiClient, CliError } from '../client.js';
 import { globalOpts } from '../global-options.js';
 import { parseOutput, print } from '../output.js';
 import { resolveRun, runPath } from '../run-resolver.js';
@@ -32,6 +32,7 @@ export function registerTasks(program: Command): void {
     .description("an attempt's log (stdout, stderr and agent lines)")
     .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
     .option('--try <n>', 'which try (default: the latest)')
+    .option('--map-index <n>', 'which map index of a mapped task')
     .option('-f, --follow', 'keep printing new lines until the attempt finishes')
     .option(
       '--raw',
@@ -41,7 +42,7 @@ export function registerTasks(program: Command): void {
       async (
         runId: string,
         taskId: string,
-        flags: { dag?: string; try?: string; follow?: boolean; raw?: boolean },
+        flags: { dag?: string; try?: string; mapIndex?: string; follow?: boolean; raw?: boolean },
         cmd: Command,
       ) => {
         const g = globalOpts(cmd);
@@ -58,6 +59,7 @@ export function registerTasks(program: Command): void {
         for (;;) {
           const q = new URLSearchParams({ after_line: String(after), limit: '5000' });
           if (tryNumber) q.set('try', tryNumber);
+          if (flags.mapIndex !== undefined) q.set('map_index', mapIndexArg(flags.mapIndex));
           const page = await client.request<LogPage>('GET', `${base}?${q.toString()}`);
           tryNumber ??= String(page.try_number);
           for (const l of page.lines) {
@@ -82,12 +84,13 @@ export function registerTasks(program: Command): void {
     )
     .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
     .option('--try <n>', 'which try (default: the current one)')
+    .option('--map-index <n>', 'which map index of a mapped task')
     .option('--terminate', 'also stop the attempt')
     .action(
       async (
         runId: string,
         taskId: string,
-        flags: { dag?: string; try?: string; terminate?: boolean },
+        flags: { dag?: string; try?: string; mapIndex?: string; terminate?: boolean },
         cmd: Command,
       ) => {
         const g = globalOpts(cmd);
@@ -103,6 +106,9 @@ export function registerTasks(program: Command): void {
           terminated: boolean;
         }>('POST', `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/revoke-credential`, {
           ...(flags.try ? { try: Number(flags.try) } : {}),
+          ...(flags.mapIndex !== undefined
+            ? { map_index: Number(mapIndexArg(flags.mapIndex)) }
+            : {}),
           terminate: flags.terminate ?? false,
         });
         const format = parseOutput(g.output);
@@ -125,17 +131,21 @@ export function registerTasks(program: Command): void {
     )
     .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
     .option('--try <n>', 'only this try (default: every try)')
+    .option('--map-index <n>', 'which map index of a mapped task')
     .action(
       async (
         runId: string,
         taskId: string,
-        flags: { dag?: string; try?: string },
+        flags: { dag?: string; try?: string; mapIndex?: string },
         cmd: Command,
       ) => {
         const g = globalOpts(cmd);
         const client = new ApiClient(g);
         const ref = await resolveRun(client, runId, flags.dag);
-        const q = flags.try ? `?try=${encodeURIComponent(flags.try)}` : '';
+        const params = new URLSearchParams();
+        if (flags.try) params.set('try', flags.try);
+        if (flags.mapIndex !== undefined) params.set('map_index', mapIndexArg(flags.mapIndex));
+        const q = params.size > 0 ? `?${params.toString()}` : '';
         const res = await client.request<{
           attempts: Record<string, unknown>[];
         }>('GET', `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/delivery${q}`);
@@ -154,6 +164,36 @@ export function registerTasks(program: Command): void {
         });
       },
     );
+
+  tasks
+    .command('mapped <run_id> <task_id>')
+    .description(
+      "a mapped task's task instances: one per map index, with its state, try and arguments",
+    )
+    .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
+    .action(async (runId: string, taskId: string, flags: { dag?: string }, cmd: Command) => {
+      const g = globalOpts(cmd);
+      const client = new ApiClient(g);
+      const ref = await resolveRun(client, runId, flags.dag);
+      const res = await client.request<{
+        task_id: string;
+        task_instances: {
+          map_index: number;
+          state: string;
+          try_number: number;
+          map_value: Record<string, string> | null;
+        }[];
+      }>('GET', `${runPath(ref)}/tasks/${encodeURIComponent(taskId)}/mapped`);
+      print(parseOutput(g.output), res, {
+        rows: res.task_instances.map((t) => ({
+          ...t,
+          arguments: Object.entries(t.map_value ?? {})
+            .map(([k, v]) => `${k}=${v}`)
+            .join(' '),
+        })),
+        columns: ['map_index', 'state', 'try_number', 'arguments'],
+      });
+    });
 
   tasks
     .command('clear <run_id> [task_ids...]')
@@ -190,6 +230,14 @@ export function registerTasks(program: Command): void {
         } else print(format, res);
       },
     );
+}
+
+/** A map index as given on the command line: a whole number ≥ 0 (or -1, "not mapped"). */
+function mapIndexArg(v: string): string {
+  if (!/^(-1|0|[1-9][0-9]*)$/.test(v)) {
+    throw new CliError(`--map-index must be a whole number ≥ 0, got "${v}"`, 2, 'LF_USAGE');
+  }
+  return v;
 }
 
 function refusedOr(delivered: unknown, refusal: unknown): string {

@@ -3,8 +3,8 @@ import type { TaskInstance } from '../api';
 import { duration, stateClass } from '../format';
 
 export interface GanttProps {
-  /** link target of a task's bar */
-  hrefOf: (taskId: string) => string;
+  /** link target of a task's bar (a mapped task's: with its map index) */
+  hrefOf: (taskId: string, mapIndex?: number) => string;
   taskInstances: readonly TaskInstance[];
   /** "now" for bars still running (injectable for tests) */
   now?: number;
@@ -33,18 +33,19 @@ export function Gantt({ hrefOf, taskInstances, now = Date.now() }: GanttProps) {
       {bars.map(({ t, start, end }) => {
         const left = ((start - t0) / span) * 100;
         const width = Math.max(((end - start) / span) * 100, 0.5);
-        const label = `${t.task_id}: ${t.state}, ${duration(t.started_at, t.ended_at, now)}`;
+        const name = t.map_index >= 0 ? `${t.task_id}[${t.map_index}]` : t.task_id;
+        const label = `${name}: ${t.state}, ${duration(t.started_at, t.ended_at, now)}`;
         return (
-          <div className="gantt-row" role="listitem" key={t.task_id}>
-            <span className="gantt-name">{t.task_id}</span>
+          <div className="gantt-row" role="listitem" key={name}>
+            <span className="gantt-name">{name}</span>
             <span className="gantt-track">
               <Link
-                to={hrefOf(t.task_id)}
+                to={hrefOf(t.task_id, t.map_index)}
                 className={`gantt-bar ${stateClass(t.state)}`}
                 style={{ left: `${left}%`, width: `${width}%` }}
                 title={label}
                 aria-label={label}
-                data-testid={`gantt-${t.task_id}`}
+                data-testid={`gantt-${name}`}
               />
             </span>
           </div>

@@ -1,17 +1,20 @@
 import dagre from '@dagrejs/dagre';
 import { Background, Controls, Position, ReactFlow, type Edge, type Node } from '@xyflow/react';
 import '@xyflow/react/dist/style.css';
-import { useMemo, useRef, type KeyboardEvent } from 'react';
+import { useMemo, useRef, useState, type KeyboardEvent } from 'react';
 import { useNavigate } from 'react-router';
-import type { SpecTask } from '../api';
+import type { SpecTask, TaskGroup } from '../api';
 import { stateClass } from '../format';
+import { graphView, summaryState, type GraphNodeView } from '../shapes';
 
 const W = 220;
 const H = 78;
 
 export interface GraphProps {
   tasks: readonly SpecTask[];
-  /** task states of one run (the run page); absent on the DAG page */
+  /** the DAG's task groups: each is drawn as one node until opened (a click toggles it) */
+  groups?: readonly TaskGroup[];
+  /** task states of one run (the run page; a mapped task's summed over its indexes); absent on the DAG page */
   states?: Readonly<Record<string, string>>;
   /** where a click on a task goes */
   hrefOf?: (taskId: string) => string;
@@ -94,7 +97,15 @@ const GRAPH_KEYS = new Set<string>([
 ]);
 
 /** What a screen reader says about a task node. */
-function nodeLabel(t: SpecTask, state: string | undefined): string {
+function nodeLabel(t: SpecTask | GraphNodeView, state: string | undefined): string {
+  if ('kind' in t && t.kind === 'group') {
+    return [
+      `task group ${t.task_id.slice('group:'.length)}, closed, ${t.members.length} tasks`,
+      ...(state ? [state] : []),
+      t.depends_on.length > 0 ? `after ${t.depends_on.join(', ')}` : 'no upstream task',
+      'Enter opens the group',
+    ].join('; ');
+  }
   return [
     `task ${t.task_id}`,
     ...(state ? [state] : []),
@@ -106,7 +117,32 @@ function nodeLabel(t: SpecTask, state: string | undefined): string {
   ].join('; ');
 }
 
-function TaskLabel({ t, state }: { t: SpecTask; state: string | undefined }) {
+/** The small marks of issue 41's shapes a node carries. */
+function shapeMarks(t: SpecTask): string {
+  return [
+    t.setup ? 'setup' : '',
+    t.teardown ? 'teardown' : '',
+    t.branch !== undefined ? 'branch' : '',
+    t.short_circuit !== undefined ? 'short-circuit' : '',
+    t.expand !== undefined ? 'mapped [ ]' : '',
+  ]
+    .filter((m) => m !== '')
+    .join(' · ');
+}
+
+function TaskLabel({ t, state }: { t: SpecTask | GraphNodeView; state: string | undefined }) {
+  if ('kind' in t && t.kind === 'group') {
+    return (
+      <div className="node-body">
+        <div className="node-title">
+          {state && <span className={`dot ${stateClass(state)}`} role="img" aria-label={state} />}▸{' '}
+          {t.task_id.slice('group:'.length)}
+        </div>
+        <div className="node-meta">task group · {t.members.length} tasks</div>
+      </div>
+    );
+  }
+  const marks = shapeMarks(t);
   return (
     <div className="node-body">
       <div className="node-title">
@@ -115,6 +151,7 @@ function TaskLabel({ t, state }: { t: SpecTask; state: string | undefined }) {
       </div>
       <div className="node-meta">
         {t.type} · {t.trigger_rule}
+        {marks && ` · ${marks}`}
       </div>
       {(t.variables.length > 0 || t.connections.length > 0) && (
         <div className="node-decl" title="declared Variables and Connections">
@@ -134,9 +171,44 @@ function TaskLabel({ t, state }: { t: SpecTask; state: string | undefined }) {
   );
 }
 
-export default function Graph({ tasks, states, hrefOf }: GraphProps) {
+export default function Graph({
+  tasks: allTasks,
+  groups = [],
+  states: taskStates,
+  hrefOf,
+}: GraphProps) {
   const navigate = useNavigate();
   const box = useRef<HTMLDivElement>(null);
+  const [collapsed, setCollapsed] = useState<ReadonlySet<string>>(
+    () => new Set(groups.map((g) => g.group_id)),
+  );
+  // Collapsed groups are single nodes; a group node's state is its tasks'.
+  const tasks = useMemo(
+    () => graphView(allTasks, groups, collapsed),
+    [allTasks, groups, collapsed],
+  );
+  const states = useMemo(() => {
+    if (!taskStates) return undefined;
+    const out: Record<string, string> = { ...taskStates };
+    for (const n of tasks) {
+      if (n.kind !== 'group') continue;
+      const member = n.members
+        .map((m) => taskStates[m])
+        .filter((x): x is string => x !== undefined);
+      if (member.length > 0) out[n.task_id] = summaryState(member);
+    }
+    return out;
+  }, [tasks, taskStates]);
+  const toggleGroup = (nodeId: string): boolean => {
+    if (!nodeId.startsWith('group:')) return false;
+    const g = nodeId.slice('group:'.length);
+    setCollapsed((c) => {
+      const next = new Set(c);
+      next.delete(g);
+      return next;
+    });
+    return true;
+  };
   const { nodes, edges, pos } = useMemo(() => {
     const pos = layout(tasks);
     const byId = new Map(tasks.map((t) => [t.task_id, t]));
@@ -148,7 +220,7 @@ export default function Graph({ tasks, states, hrefOf }: GraphProps) {
         position: pos[id] ?? { x: 0, y: 0 },
         data: { label: <TaskLabel t={t} state={states?.[id]} /> },
         ariaLabel: nodeLabel(t, states?.[id]),
-        className: `task-node ${states ? stateClass(states[id]) : ''}`,
+        className: `task-node ${t.kind === 'group' ? 'group-node' : ''} ${states ? stateClass(states[id]) : ''}`,
         style: { width: W },
         draggable: false,
         connectable: false,
@@ -166,6 +238,10 @@ export default function Graph({ tasks, states, hrefOf }: GraphProps) {
     const node = (e.target as HTMLElement).closest<HTMLElement>('.react-flow__node');
     const id = node?.dataset.id;
     if (!id) return;
+    if (e.key === 'Enter' && toggleGroup(id)) {
+      e.preventDefault();
+      return;
+    }
     if (e.key === 'Enter' && hrefOf) {
       e.preventDefault();
       void navigate(hrefOf(id));
@@ -180,31 +256,62 @@ export default function Graph({ tasks, states, hrefOf }: GraphProps) {
       ?.focus();
   };
 
+  const open = groups.filter((g) => !collapsed.has(g.group_id));
   return (
-    <div className="graph" role="group" aria-label="task graph" ref={box} onKeyDown={onKeyDown}>
-      <ReactFlow
-        nodes={nodes}
-        edges={edges}
-        fitView
-        fitViewOptions={{ maxZoom: 1 }}
-        nodesDraggable={false}
-        nodesConnectable={false}
-        // Focus moves between tasks, not edges; Enter opens a task rather than selecting it.
-        nodesFocusable
-        edgesFocusable={false}
-        elementsSelectable={false}
-        deleteKeyCode={null}
-        autoPanOnNodeFocus
-        ariaLabelConfig={{
-          'node.a11yDescription.default': hrefOf
-            ? 'Arrow keys move between tasks: right to a downstream task, left to an upstream one, up and down within a column. Enter opens the task.'
-            : 'Arrow keys move between tasks: right to a downstream task, left to an upstream one, up and down within a column.',
-        }}
-        onNodeClick={(_e, n) => hrefOf && void navigate(hrefOf(n.id))}
-      >
-        <Background />
-        <Controls showInteractive={false} />
-      </ReactFlow>
-    </div>
+    <>
+      {groups.length > 0 && (
+        <div className="actions graph-groups">
+          <button
+            type="button"
+            onClick={() =>
+              setCollapsed(
+                collapsed.size === groups.length
+                  ? new Set()
+                  : new Set(groups.map((g) => g.group_id)),
+              )
+            }
+          >
+            {collapsed.size === groups.length ? 'Open every group' : 'Close every group'}
+          </button>
+          {open.map((g) => (
+            <button
+              key={g.group_id}
+              type="button"
+              title={g.tooltip}
+              onClick={() => setCollapsed((c) => new Set([...c, g.group_id]))}
+            >
+              ▾ close {g.group_id}
+            </button>
+          ))}
+        </div>
+      )}
+      <div className="graph" role="group" aria-label="task graph" ref={box} onKeyDown={onKeyDown}>
+        <ReactFlow
+          nodes={nodes}
+          edges={edges}
+          fitView
+          fitViewOptions={{ maxZoom: 1 }}
+          nodesDraggable={false}
+          nodesConnectable={false}
+          // Focus moves between tasks, not edges; Enter opens a task rather than selecting it.
+          nodesFocusable
+          edgesFocusable={false}
+          elementsSelectable={false}
+          deleteKeyCode={null}
+          autoPanOnNodeFocus
+          ariaLabelConfig={{
+            'node.a11yDescription.default': hrefOf
+              ? 'Arrow keys move between tasks: right to a downstream task, left to an upstream one, up and down within a column. Enter opens the task.'
+              : 'Arrow keys move between tasks: right to a downstream task, left to an upstream one, up and down within a column.',
+          }}
+          onNodeClick={(_e, n) => {
+            if (!toggleGroup(n.id) && hrefOf) void navigate(hrefOf(n.id));
+          }}
+        >
+          <Background />
+          <Controls showInteractive={false} />
+        </ReactFlow>
+      </div>
+    </>
   );
 }

@@ -81,14 +81,15 @@ export function Dag() {
       ) : (
         <Grid
           dagId={dagId}
-          taskIds={spec.tasks.map((t) => t.task_id)}
+          tasks={spec.tasks}
+          groups={spec.task_groups ?? []}
           runs={shown}
           instances={instances}
         />
       )}
       <h2>Graph</h2>
       <Suspense fallback={<p>Loading graph…</p>}>
-        <Graph tasks={spec.tasks} />
+        <Graph tasks={spec.tasks} groups={spec.task_groups ?? []} />
       </Suspense>
       <DeclaredSecrets dagId={dagId} spec={spec} />
       {can('audit:read') && (

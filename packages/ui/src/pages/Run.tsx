@@ -6,6 +6,7 @@ import { Gantt } from '../components/Gantt';
 import { StateBadge } from '../components/StateBadge';
 import { Time } from '../components/Time';
 import { duration } from '../format';
+import { summaryState } from '../shapes';
 import { useLive } from '../live';
 import { useCan } from '../session';
 import { Graph, useDag } from './Dag';
@@ -36,18 +37,24 @@ export function Run() {
     onSettled: refresh,
   });
   const revoke = useMutation({
-    mutationFn: (taskId: string) =>
+    mutationFn: (t: { task_id: string; map_index: number }) =>
       api(
         'POST',
-        `/api/v1/dags/${enc(dagId)}/runs/${enc(runId)}/tasks/${enc(taskId)}/revoke-credential`,
-        {},
+        `/api/v1/dags/${enc(dagId)}/runs/${enc(runId)}/tasks/${enc(t.task_id)}/revoke-credential`,
+        t.map_index >= 0 ? { map_index: t.map_index } : {},
       ),
     onSettled: refresh,
   });
   if (run.isError) return <ErrorNote error={run.error} />;
   if (run.isPending) return <p>Loading…</p>;
   const { run: r, task_instances } = run.data;
-  const states = Object.fromEntries(task_instances.map((t) => [t.task_id, t.state]));
+  // A mapped task's node shows its indexes' state (Airflow's ranking); its row lists each index.
+  const byTask = new Map<string, string[]>();
+  for (const t of task_instances)
+    byTask.set(t.task_id, [...(byTask.get(t.task_id) ?? []), t.state]);
+  const states = Object.fromEntries([...byTask].map(([id, s]) => [id, summaryState(s)]));
+  const taskLink = (t: { task_id: string; map_index: number }) =>
+    `${base}/tasks/${enc(t.task_id)}${t.map_index >= 0 ? `?map_index=${t.map_index}` : ''}`;
   const base = `/dags/${enc(dagId)}/runs/${enc(runId)}`;
   return (
     <>
@@ -65,13 +72,17 @@ export function Run() {
         <Suspense fallback={<p>Loading graph…</p>}>
           <Graph
             tasks={dag.data.spec.tasks}
+            groups={dag.data.spec.task_groups ?? []}
             states={states}
             hrefOf={(t) => `${base}/tasks/${enc(t)}`}
           />
         </Suspense>
       )}
       <h2>Gantt</h2>
-      <Gantt taskInstances={task_instances} hrefOf={(t) => `${base}/tasks/${enc(t)}`} />
+      <Gantt
+        taskInstances={task_instances}
+        hrefOf={(t, i) => taskLink({ task_id: t, map_index: i ?? -1 })}
+      />
       <h2>Tasks</h2>
       <table className="list">
         <thead>
@@ -86,9 +97,12 @@ export function Run() {
         </thead>
         <tbody>
           {task_instances.map((t) => (
-            <tr key={t.task_id}>
+            <tr key={`${t.task_id}[${t.map_index}]`}>
               <th scope="row">
-                <Link to={`${base}/tasks/${enc(t.task_id)}`}>{t.task_id}</Link>
+                <Link to={taskLink(t)}>
+                  {t.task_id}
+                  {t.map_index >= 0 ? `[${t.map_index}]` : ''}
+                </Link>
               </th>
               <td>
                 <StateBadge state={t.state} />
@@ -115,7 +129,7 @@ export function Run() {
                     type="button"
                     className="danger"
                     disabled={revoke.isPending}
-                    onClick={() => revoke.mutate(t.task_id)}
+                    onClick={() => revoke.mutate(t)}
                   >
                     Revoke credential
                   </button>

@@ -15,21 +15,38 @@ export function Task() {
   const [search, setSearch] = useSearchParams();
   const can = useCan();
   const base = `/api/v1/dags/${enc(dagId)}/runs/${enc(runId)}/tasks/${enc(taskId)}`;
+  // A mapped task's instance is named by its map index (?map_index=N), as in the REST API.
+  const mapParam = search.get('map_index');
+  const mapIndex = mapParam !== null && /^\d+$/.test(mapParam) ? Number(mapParam) : undefined;
+  const mq = mapIndex !== undefined ? `map_index=${mapIndex}` : '';
+  const withMap = (path: string) => (mq ? `${path}${path.includes('?') ? '&' : '?'}${mq}` : path);
+  const mapped = useQuery({
+    queryKey: ['run', dagId, runId, 'mapped', taskId],
+    queryFn: () =>
+      get<Reply<'get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_mapped'>>(`${base}/mapped`),
+  });
+  const indexes = (mapped.data?.task_instances ?? []).filter((x) => x.map_index >= 0);
   const ti = useQuery({
-    queryKey: ['run', dagId, runId, 'task', taskId],
-    queryFn: () => get<Reply<'get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id'>>(base),
+    queryKey: ['run', dagId, runId, 'task', taskId, mapIndex],
+    queryFn: () => get<Reply<'get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id'>>(withMap(base)),
+    // a mapped task without a chosen index: the page lists its indexes instead
+    enabled: mapIndex !== undefined || (mapped.isSuccess && indexes.length === 0),
   });
   const xcom = useQuery({
-    queryKey: ['run', dagId, runId, 'xcom', taskId],
+    queryKey: ['run', dagId, runId, 'xcom', taskId, mapIndex],
     queryFn: () =>
-      get<Reply<'get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_xcom'>>(`${base}/xcom`),
-    enabled: can('xcom:read'),
+      get<Reply<'get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_xcom'>>(
+        withMap(`${base}/xcom`),
+      ),
+    enabled: can('xcom:read') && ti.isSuccess,
   });
   const delivery = useQuery({
-    queryKey: ['run', dagId, runId, 'delivery', taskId],
+    queryKey: ['run', dagId, runId, 'delivery', taskId, mapIndex],
     queryFn: () =>
-      get<Reply<'get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_delivery'>>(`${base}/delivery`),
-    enabled: can('runs:read'),
+      get<Reply<'get_dags_by_dag_id_runs_by_run_id_tasks_by_task_id_delivery'>>(
+        withMap(`${base}/delivery`),
+      ),
+    enabled: can('runs:read') && ti.isSuccess,
   });
   const current = ti.data?.task_instance.try_number ?? 0;
   const chosen = Number(search.get('try') ?? '') || current;
@@ -42,7 +59,15 @@ export function Task() {
   useLive({
     dagId,
     ...(chosen > 0 && can('logs:read')
-      ? { follow: { dagId, runId, taskId, tryNumber: chosen } }
+      ? {
+          follow: {
+            dagId,
+            runId,
+            taskId,
+            tryNumber: chosen,
+            ...(mapIndex !== undefined ? { mapIndex } : {}),
+          },
+        }
       : {}),
     // A reconnected stream starts the try's log over: keep only lines not shown yet.
     onLog: (tryNumber, lines) =>
@@ -56,6 +81,64 @@ export function Task() {
   const logEnd = useRef<HTMLDivElement>(null);
   useEffect(() => logEnd.current?.scrollIntoView?.({ block: 'nearest' }), [log.lines.length]);
 
+  const crumbs = (
+    <p className="crumbs">
+      <Link to={`/dags/${enc(dagId)}`}>{dagId}</Link> /{' '}
+      <Link to={`/dags/${enc(dagId)}/runs/${enc(runId)}`}>{runId}</Link> /
+    </p>
+  );
+  const indexList = indexes.length > 0 && (
+    <>
+      <h2>Map indexes</h2>
+      <table className="list" aria-label={`map indexes of ${taskId}`}>
+        <thead>
+          <tr>
+            <th scope="col">Index</th>
+            <th scope="col">State</th>
+            <th scope="col">Try</th>
+            <th scope="col">Arguments</th>
+          </tr>
+        </thead>
+        <tbody>
+          {indexes.map((x) => (
+            <tr key={x.map_index} aria-current={x.map_index === mapIndex ? 'true' : undefined}>
+              <th scope="row">
+                <button
+                  type="button"
+                  className="link"
+                  onClick={() => setSearch({ map_index: String(x.map_index) })}
+                >
+                  [{x.map_index}]
+                </button>
+              </th>
+              <td>
+                <StateBadge state={x.state} />
+              </td>
+              <td>{x.try_number}</td>
+              <td>
+                <code>
+                  {Object.entries(x.map_value ?? {})
+                    .map(([k, v]) => `${k}=${v}`)
+                    .join(' ')}
+                </code>
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </>
+  );
+  if (mapIndex === undefined && indexes.length > 0) {
+    return (
+      <>
+        {crumbs}
+        <h1>
+          {taskId} <span className="sub">mapped into {indexes.length} task instances</span>
+        </h1>
+        {indexList}
+      </>
+    );
+  }
   if (ti.isError) return <ErrorNote error={ti.error} />;
   if (ti.isPending) return <p>Loading…</p>;
   const t = ti.data.task_instance;
@@ -72,12 +155,10 @@ export function Task() {
   ];
   return (
     <>
-      <p className="crumbs">
-        <Link to={`/dags/${enc(dagId)}`}>{dagId}</Link> /{' '}
-        <Link to={`/dags/${enc(dagId)}/runs/${enc(runId)}`}>{runId}</Link> /
-      </p>
+      {crumbs}
       <h1>
-        {taskId} <StateBadge state={t.state} />
+        {taskId}
+        {t.map_index >= 0 ? `[${t.map_index}]` : ''} <StateBadge state={t.state} />
       </h1>
       <p className="sub">
         try {t.try_number} of {t.max_tries} · host {t.hostname ?? '—'} · last heartbeat{' '}
@@ -90,6 +171,13 @@ export function Task() {
         )}
       </p>
       {t.error_message && <p className="error">{t.error_message}</p>}
+      {t.decision && (
+        <p className="sub">
+          decision: followed {t.decision.followed.join(', ') || 'nothing'}; skipped{' '}
+          {t.decision.skipped.join(', ') || 'nothing'}
+        </p>
+      )}
+      {indexList}
       <h2>Attempts</h2>
       <table className="list">
         <thead>
@@ -109,7 +197,12 @@ export function Task() {
                 <button
                   type="button"
                   className="link"
-                  onClick={() => setSearch({ try: String(h.try_number) })}
+                  onClick={() =>
+                    setSearch({
+                      try: String(h.try_number),
+                      ...(mapIndex !== undefined ? { map_index: String(mapIndex) } : {}),
+                    })
+                  }
                 >
                   try {h.try_number}
                 </button>

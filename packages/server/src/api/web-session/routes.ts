@@ -168,16 +168,29 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
             run_id: { type: 'string', minLength: 1 },
             task_id: { type: 'string', minLength: 1 },
             try: { type: 'integer', minimum: 1 },
+            map_index: { type: 'integer', minimum: -1 },
           },
           additionalProperties: false,
         },
       },
     },
     (req, reply) => {
-      const q = req.query as { dag_id?: string; run_id?: string; task_id?: string; try?: number };
+      const q = req.query as {
+        dag_id?: string;
+        run_id?: string;
+        task_id?: string;
+        try?: number;
+        map_index?: number;
+      };
       const follow =
         q.dag_id !== undefined && q.run_id !== undefined && q.task_id !== undefined
-          ? { dag_id: q.dag_id, run_id: q.run_id, task_id: q.task_id, try: q.try }
+          ? {
+              dag_id: q.dag_id,
+              run_id: q.run_id,
+              task_id: q.task_id,
+              try: q.try,
+              ...(q.map_index !== undefined ? { map_index: q.map_index } : {}),
+            }
           : null;
       // Following a log needs what reading it over REST needs.
       if (follow) checkPermission(req.principal, 'logs:read', req.authz);
@@ -188,7 +201,13 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
   function stream(
     req: FastifyRequest,
     reply: FastifyReply,
-    follow: { dag_id: string; run_id: string; task_id: string; try: number | undefined } | null,
+    follow: {
+      dag_id: string;
+      run_id: string;
+      task_id: string;
+      try: number | undefined;
+      map_index?: number;
+    } | null,
   ): void {
     const auth = live.get(req);
     const scope = req.scope;
@@ -232,6 +251,7 @@ export function registerUiRoutes(api: FastifyInstance, d: UiRouteDeps): { close(
         if (follow && !logDone) {
           const out = await scope.readLogs(follow.dag_id, follow.run_id, follow.task_id, {
             ...(tryNumber !== undefined ? { try: tryNumber } : {}),
+            ...(follow.map_index !== undefined ? { map_index: follow.map_index } : {}),
             after_line: afterLine,
             limit: 1000,
           });
