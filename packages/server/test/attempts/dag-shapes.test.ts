@@ -3,7 +3,13 @@ import { create } from '@bufbuild/protobuf';
 import { ReportedState, ReportStateRequestSchema } from '@leoflow/protocol';
 import { retryBackoffSeconds, type DagSpec } from '@leoflow/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import { createHarness, spec, task, type Harness, type RecordedLaunch } from '../support/harness.js';
+import {
+  createHarness,
+  spec,
+  task,
+  type Harness,
+  type RecordedLaunch,
+} from '../support/harness.js';
 import { access, heartbeat, report } from './support.js';
 
 /**
@@ -80,9 +86,9 @@ describe('dynamic task mapping: each map index its own attempt and credential', 
     const launches = await dispatched();
     expect(launches.map((l) => l.identity.map_index)).toEqual([0, 1, 2, 3, 4]);
     // every index is the same task at the same try, told apart only by its map index
-    expect(new Set(launches.map((l) => `${l.identity.task_id}#${l.identity.try_number}`)).size).toBe(
-      1,
-    );
+    expect(
+      new Set(launches.map((l) => `${l.identity.task_id}#${l.identity.try_number}`)).size,
+    ).toBe(1);
     const byIndex = new Map(launches.map((l) => [l.identity.map_index, l]));
     const three = byIndex.get(3)!;
     const four = byIndex.get(4)!;
@@ -183,7 +189,11 @@ describe('dynamic task mapping: each map index its own attempt and credential', 
     await report(h, list2!.token, 'success');
     await h.scheduler.tick(); // expands to nothing: skipped
     await h.scheduler.tick(); // its all_done downstream runs
-    const [newest] = await h.store.listRuns('default', { dag_id: 'fanout' }, { limit: 1, offset: 0 });
+    const [newest] = await h.store.listRuns(
+      'default',
+      { dag_id: 'fanout' },
+      { limit: 1, offset: 0 },
+    );
     const tis = await h.store.listTaskInstances(newest!.id);
     expect(tis.map((t) => `${t.task_id}:${t.state}`).sort()).toEqual([
       'after:queued',
@@ -275,9 +285,9 @@ describe('branching, short-circuit, setup/teardown and backoff through the sched
     const ls = await dispatched();
     const check = ls.find((l) => l.identity.task_id === 'check')!;
     const pick = ls.find((l) => l.identity.task_id === 'pick')!;
-    await h.agent(check.token).reportState(
-      create(ReportStateRequestSchema, { state: ReportedState.FAILED, exitCode: 3 }),
-    );
+    await h
+      .agent(check.token)
+      .reportState(create(ReportStateRequestSchema, { state: ReportedState.FAILED, exitCode: 3 }));
     await push(pick, '["afterpick"]');
     await report(h, pick.token, 'success');
     await h.scheduler.tick();
@@ -286,7 +296,11 @@ describe('branching, short-circuit, setup/teardown and backoff through the sched
     expect(st).toContain('full:skipped');
     expect(st).toContain('incremental:queued');
     expect(st).toContain('pick:failed');
-    const [run] = await h.store.listRuns('default', { dag_id: 'exitcodes' }, { limit: 1, offset: 0 });
+    const [run] = await h.store.listRuns(
+      'default',
+      { dag_id: 'exitcodes' },
+      { limit: 1, offset: 0 },
+    );
     expect((await h.store.getTaskInstance(run!.id, 'pick'))?.error_message).toMatch(
       /^LF_BRANCH_INVALID: .*"afterpick"/,
     );
