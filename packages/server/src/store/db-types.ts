@@ -88,11 +88,11 @@ export interface TaskInstancesTable {
   renewed_at: number | null;
   /** the exp (ms) of the credential that renewal minted */
   renewed_credential_exp: number | null;
-  /** the map index (migration 0014); -1 for a task that is not mapped (or not expanded yet) */
+  /** the map index (migration 0015); -1 for a task that is not mapped (or not expanded yet) */
   map_index: Generated<number>;
-  /** one map index's arguments, JSON {env name: value} (migration 0014) */
+  /** one map index's arguments, JSON {env name: value} (migration 0015) */
   map_value: string | null;
-  /** a finished branch / short-circuit task's decision, JSON {followed, skipped} (migration 0014) */
+  /** a finished branch / short-circuit task's decision, JSON {followed, skipped} (migration 0015) */
   decision_json: string | null;
 }
 
@@ -108,7 +108,7 @@ export interface TaskInstanceHistoryTable {
   exit_code: number | null;
   error_message: string | null;
   archived_at: number;
-  /** migration 0014; -1 for a task that is not mapped */
+  /** migration 0015; -1 for a task that is not mapped */
   map_index: Generated<number>;
 }
 
@@ -116,7 +116,7 @@ export interface XComTable {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
-  /** migration 0014; -1 for a task that is not mapped */
+  /** migration 0015; -1 for a task that is not mapped */
   map_index: Generated<number>;
   key: string;
   value: Uint8Array;
@@ -128,7 +128,7 @@ export interface TaskLogsTable {
   tenant_id: string;
   dag_run_id: string;
   task_id: string;
-  /** migration 0014; -1 for a task that is not mapped */
+  /** migration 0015; -1 for a task that is not mapped */
   map_index: Generated<number>;
   try_number: number;
   line_number: number;
@@ -210,7 +210,7 @@ export interface AttemptRecordsTable {
   dag_run_id: string;
   run_id: string;
   task_id: string;
-  /** migration 0014; -1 for a task that is not mapped */
+  /** migration 0015; -1 for a task that is not mapped */
   map_index: Generated<number>;
   session_hash: string | null;
   registered_at: number | null;

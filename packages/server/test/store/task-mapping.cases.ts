@@ -17,7 +17,7 @@ export interface TaskMappingCaseContext {
 const SOLE = { kind: 'sole', epoch: 1 } as const;
 
 /**
- * Dynamic task mapping in the store (migration 0014), on both dialects: a task instance is (run,
+ * Dynamic task mapping in the store (migration 0015), on both dialects: a task instance is (run,
  * task, map index); expansion and its reset are one fenced write; liveness, XCom, logs and
  * history key on the map index.
  */

@@ -46,7 +46,7 @@ export class KyselyTaskInstanceStore extends KyselySeam implements TaskInstanceS
       .where('dag_run_id', '=', dag_run_id)
       .orderBy('task_id')
       .execute();
-    // map indexes in order (sorted here, not in SQL, so a store short of migration 0014 reads)
+    // map indexes in order (sorted here, not in SQL, so a store short of migration 0015 reads)
     return rows.map(toTaskInstanceRow).sort(byTaskThenIndex);
   }
 
@@ -480,7 +480,7 @@ function toTaskInstanceRow(r: Selectable<TaskInstancesTable>): TaskInstanceRow {
     dag_run_id: r.dag_run_id,
     dag_id: r.dag_id,
     task_id: r.task_id,
-    // Absent short of migration 0014: not mapped.
+    // Absent short of migration 0015: not mapped.
     map_index: Number(r.map_index ?? -1),
     map_value: r.map_value ? (JSON.parse(r.map_value) as Record<string, string>) : null,
     decision: r.decision_json ? (JSON.parse(r.decision_json) as BranchDecision) : null,
