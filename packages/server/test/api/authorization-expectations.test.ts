@@ -43,6 +43,7 @@ const EXPECTED: Record<string, Least> = {
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id': 'viewer',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/logs': 'viewer',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/xcom': 'viewer',
+  'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/mapped': 'viewer',
   'POST /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/revoke-credential': 'operator',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/delivery': 'viewer',
   'GET /api/v1/secrets/undeclared-use': 'operator',
