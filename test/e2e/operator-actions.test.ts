@@ -19,6 +19,14 @@ let dataDir: string;
 let gateDir: string;
 let gate: string;
 
+/**
+ * The sandbox gives every attempt a private /tmp and a read-only filesystem besides the paths an
+ * operator lists: the scratch dir, as every test's, and the gate's dir, which lives outside it.
+ */
+function sandboxPaths(): string[] {
+  return ['--writable-path', `${scratch.dir},${gateDir}`];
+}
+
 function env() {
   return { LEOFLOW_URL: sa.url, LEOFLOW_TOKEN: sa.token };
 }
@@ -36,7 +44,11 @@ beforeAll(async () => {
     'dag_id: long\ntasks:\n  - task_id: sleeper\n' +
       `    command: for i in $(seq 1 1200); do [ -f ${gate} ] && exit 0; sleep 0.1; done; exit 1\n`,
   );
-  sa = await startStandalone({ dataDir, dagsFolder: join(scratch.dir, 'dags') });
+  sa = await startStandalone({
+    dataDir,
+    dagsFolder: join(scratch.dir, 'dags'),
+    extraArgs: sandboxPaths(),
+  });
 });
 
 afterAll(async () => {
@@ -70,7 +82,7 @@ describe('operator actions (real processes)', () => {
     expect(r.remaining_under_old_keys).toBe(0);
 
     await sa.stop();
-    sa = await startStandalone({ dataDir });
+    sa = await startStandalone({ dataDir, extraArgs: sandboxPaths() });
     const v = await cli(['variables', 'get', 'secret_7', '--reveal', '-o', 'json'], env());
     expect(JSON.parse(v.stdout)).toMatchObject({ key: 'secret_7', value: 'value-7' });
     const c = await api<{ connection: { password: string } }>(
@@ -87,7 +99,11 @@ describe('operator actions (real processes)', () => {
     });
     expect((JSON.parse(pruned.stdout) as { pruned: string[] }).pruned).toHaveLength(1);
     await sa.stop();
-    sa = await startStandalone({ dataDir, dagsFolder: join(scratch.dir, 'dags') });
+    sa = await startStandalone({
+      dataDir,
+      dagsFolder: join(scratch.dir, 'dags'),
+      extraArgs: sandboxPaths(),
+    });
     const again = await cli(['variables', 'get', 'secret_24', '--reveal', '-o', 'json'], env());
     expect(JSON.parse(again.stdout)).toMatchObject({ value: 'value-24' });
   }, 120_000);

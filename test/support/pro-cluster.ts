@@ -5,7 +5,7 @@ import { parse, parseAllDocuments } from 'yaml';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
-import { join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import type pg from 'pg';
 import { CLI, REPO } from './processes.js';
 
@@ -161,7 +161,17 @@ export async function startReplica(
   ];
   const proc = spawn(process.execPath, args, {
     cwd: REPO,
-    env: { ...process.env, LEOFLOW_LOG_LEVEL: 'info', ...spec.env },
+    env: {
+      ...process.env,
+      LEOFLOW_LOG_LEVEL: 'info',
+      // Tasks exchange files with a test through its scratch dir (the replicas' root's parent, or
+      // the root itself when a test puts replicas at the top): the operator's
+      // execution.writable_paths, as a test lists it. The sandbox makes the rest of the filesystem
+      // read-only and gives each attempt a private /tmp.
+      LEOFLOW_EXECUTION_WRITABLE_PATHS:
+        basename(spec.root) === 'replicas' ? dirname(resolve(spec.root)) : resolve(spec.root),
+      ...spec.env,
+    },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
