@@ -4,6 +4,8 @@
  * inputs, so a straightforward implementation is fast enough.
  */
 
+import { padMessage } from '../hashing/md-padding.js';
+
 const K = new Uint32Array([
   0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
   0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
@@ -25,16 +27,7 @@ function rotr(x: number, n: number): number {
 
 /** SHA-256 digest of `data` (a string is hashed as its UTF-8 bytes). */
 export function sha256(data: Uint8Array | string): Uint8Array {
-  const msg = typeof data === 'string' ? new TextEncoder().encode(data) : data;
-  const bitLen = msg.length * 8;
-  // Message + 0x80 + zero padding + 64-bit big-endian length, rounded up to 64-byte blocks.
-  const padded = new Uint8Array(Math.ceil((msg.length + 9) / 64) * 64);
-  padded.set(msg);
-  padded[msg.length] = 0x80;
-  const view = new DataView(padded.buffer);
-  // Inputs here are far below 2^53 bits, so splitting the length with division is exact.
-  view.setUint32(padded.length - 8, Math.floor(bitLen / 0x100000000));
-  view.setUint32(padded.length - 4, bitLen >>> 0);
+  const { padded, view } = padMessage(data);
 
   const h = Uint32Array.from(H0);
   const w = new Uint32Array(64);

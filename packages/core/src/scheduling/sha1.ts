@@ -5,20 +5,15 @@
  * node:crypto (see dag/sha256.ts).
  */
 
+import { padMessage } from '../hashing/md-padding.js';
+
 function rotl(x: number, n: number): number {
   return (x << n) | (x >>> (32 - n));
 }
 
 /** SHA-1 digest of `data` as lower-case hex (a string is hashed as its UTF-8 bytes). */
 export function sha1Hex(data: Uint8Array | string): string {
-  const msg = typeof data === 'string' ? new TextEncoder().encode(data) : data;
-  const bitLen = msg.length * 8;
-  const padded = new Uint8Array(Math.ceil((msg.length + 9) / 64) * 64);
-  padded.set(msg);
-  padded[msg.length] = 0x80;
-  const view = new DataView(padded.buffer);
-  view.setUint32(padded.length - 8, Math.floor(bitLen / 0x100000000));
-  view.setUint32(padded.length - 4, bitLen >>> 0);
+  const { padded, view } = padMessage(data);
 
   let h0 = 0x67452301;
   let h1 = 0xefcdab89;
