@@ -6,7 +6,7 @@
  */
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
-import { AgentService } from '@leoflow/protocol';
+import { AgentService, SESSION_HEADER } from '@leoflow/protocol';
 import { afterAll, describe, expect, it } from 'vitest';
 // @ts-expect-error -- plain ESM bench modules, no types
 import * as planeModule from '../../bench/credential-plane.mjs';
@@ -16,6 +16,7 @@ import * as libModule from '../../bench/lib.mjs';
 /** The part of the bench harness this test drives. */
 interface BenchPlane {
   DEFAULT_CEILING_MS: number;
+  BENCH_SESSION_KEY: string;
   assemblePlane(o: { label: string; scoping: string; liveness: string }): Promise<Plane>;
   startServer(p: Plane, impl: unknown, label: string): Promise<{ url: string }>;
   dagSpec(partial: object): object;
@@ -43,7 +44,12 @@ describe('bench harness (smoke)', () => {
     const spec = plane.dagSpec({ dag_id: 'smoke', tasks: [plane.taskSpec('t')] });
     const [launch] = await plane.launchAttempts(p, spec, 1, server.url);
     const client = createClient(AgentService, createGrpcTransport({ baseUrl: server.url }));
-    const headers = { authorization: `Bearer ${launch!.token}` };
+    // launchAttempts registered each attempt with the bench agents' session key; every later
+    // attempt RPC carries it, as a real agent's does (issue 34)
+    const headers = {
+      authorization: `Bearer ${launch!.token}`,
+      [SESSION_HEADER]: plane.BENCH_SESSION_KEY,
+    };
     const hb = await client.heartbeat({ sentAtMs: 0n }, { headers });
     expect(hb.shouldTerminate).toBe(false);
     expect(hb.renewedToken).not.toBe('');

@@ -5,6 +5,7 @@ import { Code } from '@connectrpc/connect';
 import { LogStream, ReportedState } from '@leoflow/protocol';
 import { defaultSpec } from './support/fake-agent-service.js';
 import { useHarness } from './support/harness.js';
+import { REVERSED, unreversed } from './support/unmasked-print.js';
 
 const { runAgent, tempDir, startFake, start } = useHarness();
 
@@ -14,7 +15,7 @@ describe('agent process: credential delivery', () => {
     const { fake, code, workdir } = await runAgent(
       {
         spec: defaultSpec({
-          command: 'env -0 | tr "\\0" "\\n" | grep -v "^$" | LC_ALL=C sort',
+          command: 'env -0 | tr "\\0" "\\n" | grep -v "^$" | LC_ALL=C sort' + REVERSED,
           env: {
             AUTHOR_VAR: 'from-author',
             LEOFLOW_EVIL: 'author-set',
@@ -49,7 +50,7 @@ describe('agent process: credential delivery', () => {
     );
     expect(code).toBe(0);
     const env = new Map<string, string>();
-    for (const line of fake.lines(LogStream.STDOUT)) {
+    for (const line of unreversed(fake.lines(LogStream.STDOUT))) {
       const i = line.indexOf('=');
       env.set(line.slice(0, i), line.slice(i + 1));
     }

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { defaultSpec, fail, pipedSpec } from './support/fake-agent-service.js';
 import { TOKEN, useHarness } from './support/harness.js';
 import type { RunningAgent } from './support/spawn-agent.js';
+import { REVERSED, unreversed } from './support/unmasked-print.js';
 
 const { tempDir, startFake, standbyAgent } = useHarness();
 
@@ -69,7 +70,7 @@ describe('agent process: registered at hand-off', () => {
     handOver(
       agent,
       assignment(workdir, {
-        command: 'echo "$AIRFLOW_VAR_REGION $AIRFLOW_CONN_WAREHOUSE $LEOFLOW_XCOM_UP"',
+        command: 'echo "$AIRFLOW_VAR_REGION $AIRFLOW_CONN_WAREHOUSE $LEOFLOW_XCOM_UP"' + REVERSED,
         dependsOn: ['up'],
       }),
       {
@@ -97,7 +98,9 @@ describe('agent process: registered at hand-off', () => {
     );
     const { code } = await agent.exited;
     expect(code, agent.diagnostics()).toBe(0);
-    expect(fake.lines(LogStream.STDOUT)).toEqual(['eu-west postgres://u:p@db/w up-value']);
+    expect(unreversed(fake.lines(LogStream.STDOUT))).toEqual([
+      'eu-west postgres://u:p@db/w up-value',
+    ]);
     for (const method of ['Register', 'GetTaskSpec', 'GetVariables', 'GetConnections', 'FetchXCom'])
       expect(fake.count(method), method).toBe(0);
     expect(fake.reports.map((r) => r.state)).toEqual([ReportedState.SUCCESS]);
@@ -136,12 +139,12 @@ describe('agent process: registered at hand-off', () => {
     });
     const workdir = tempDir();
     const agent = await standbyAgent(fake);
-    handOver(agent, assignment(workdir, { command: 'echo "$AIRFLOW_VAR_REGION"' }), {
+    handOver(agent, assignment(workdir, { command: 'echo "$AIRFLOW_VAR_REGION"' + REVERSED }), {
       registered: encoded({ sessionId: 'ti-1', heartbeatIntervalSeconds: 15 }),
     });
     const { code } = await agent.exited;
     expect(code, agent.diagnostics()).toBe(0);
-    expect(fake.lines(LogStream.STDOUT)).toEqual(['from-rpc']);
+    expect(unreversed(fake.lines(LogStream.STDOUT))).toEqual(['from-rpc']);
     expect(fake.count('Register')).toBe(0);
     expect(fake.count('GetVariables')).toBe(1);
     expect(fake.callsOf('GetVariables')[0]?.session).toBe(HANDED_KEY);
@@ -160,10 +163,14 @@ describe('agent process: registered at hand-off', () => {
       });
       const workdir = tempDir();
       const agent = await standbyAgent(fake);
-      handOver(agent, assignment(workdir, { command: 'echo "$AIRFLOW_VAR_REGION"' }), second);
+      handOver(
+        agent,
+        assignment(workdir, { command: 'echo "$AIRFLOW_VAR_REGION"' + REVERSED }),
+        second,
+      );
       const { code } = await agent.exited;
       expect(code, agent.diagnostics()).toBe(0);
-      expect(fake.lines(LogStream.STDOUT)).toEqual(['from-register']);
+      expect(unreversed(fake.lines(LogStream.STDOUT))).toEqual(['from-register']);
       // Register is idempotent for the key the executor may already have bound
       expect(fake.registers.map((r) => r.sessionKey)).toEqual([HANDED_KEY]);
       expect(fake.calls.every((c) => c.session === HANDED_KEY)).toBe(true);

@@ -3,6 +3,7 @@ import { Code } from '@connectrpc/connect';
 import { LogStream, ReportedState } from '@leoflow/protocol';
 import { defaultSpec, type Script } from './support/fake-agent-service.js';
 import { useHarness } from './support/harness.js';
+import { REVERSED, unreversed } from './support/unmasked-print.js';
 
 const { runAgent } = useHarness();
 
@@ -13,7 +14,8 @@ const { runAgent } = useHarness();
  * would.
  */
 const PRINT =
-  'echo "var=${AIRFLOW_VAR_GREETING:-unset} conn=${AIRFLOW_CONN_WAREHOUSE:-unset} xcom=${LEOFLOW_XCOM_UP:-unset}"';
+  'echo "var=${AIRFLOW_VAR_GREETING:-unset} conn=${AIRFLOW_CONN_WAREHOUSE:-unset} xcom=${LEOFLOW_XCOM_UP:-unset}"' +
+  REVERSED;
 
 function script(extra: Partial<Script> = {}): Script {
   return {
@@ -32,7 +34,9 @@ describe('agent process: Register prefetch', () => {
     const { fake, code } = await runAgent(script({ prefetch: 'all' }));
     expect(code).toBe(0);
     expect(fake.registers[0]).toMatchObject({ prefetch: true, wantSpec: true });
-    expect(fake.lines(LogStream.STDOUT)).toEqual(['var=hi conn=postgres://u:p@db/wh xcom=42']);
+    expect(unreversed(fake.lines(LogStream.STDOUT))).toEqual([
+      'var=hi conn=postgres://u:p@db/wh xcom=42',
+    ]);
     for (const m of PREPARATION_CALLS) expect(fake.callsOf(m), m).toHaveLength(0);
     expect(fake.reports[0]!.state).toBe(ReportedState.SUCCESS);
   });
@@ -40,7 +44,9 @@ describe('agent process: Register prefetch', () => {
   it('a server that ignores the request (older): the same env through the separate calls', async () => {
     const { fake, code } = await runAgent(script());
     expect(code).toBe(0);
-    expect(fake.lines(LogStream.STDOUT)).toEqual(['var=hi conn=postgres://u:p@db/wh xcom=42']);
+    expect(unreversed(fake.lines(LogStream.STDOUT))).toEqual([
+      'var=hi conn=postgres://u:p@db/wh xcom=42',
+    ]);
     for (const m of PREPARATION_CALLS) expect(fake.callsOf(m), m).toHaveLength(1);
   });
 
@@ -56,7 +62,7 @@ describe('agent process: Register prefetch', () => {
       }),
     );
     expect(code).toBe(0);
-    expect(fake.lines(LogStream.STDOUT)).toEqual([
+    expect(unreversed(fake.lines(LogStream.STDOUT))).toEqual([
       'var=from-register conn=postgres://u:p@db/wh xcom=42',
     ]);
     expect(fake.callsOf('GetVariables')).toHaveLength(0);
@@ -96,7 +102,7 @@ describe('agent process: Register prefetch', () => {
       }),
     );
     expect(code).toBe(0);
-    expect(fake.lines(LogStream.STDOUT)).toEqual(['var=unset conn=unset xcom=42']);
+    expect(unreversed(fake.lines(LogStream.STDOUT))).toEqual(['var=unset conn=unset xcom=42']);
     const agentLines = fake.lines(LogStream.AGENT);
     expect(agentLines).toContain('secret fetch refused: PermissionDenied (variables)');
     expect(agentLines).toContain('secret fetch refused: PermissionDenied (connections)');

@@ -3,6 +3,7 @@ import {
   mappableList,
   maxMapLength,
   type DagSpec,
+  type ErrorCode,
   type RunStates,
   type TaskInstanceState,
   type TaskSpecDef,
@@ -10,6 +11,9 @@ import {
 import type { LeaderFence } from '../store/ports/leader-fence.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { XComStore } from '../store/ports/xcom.js';
+
+/** An upstream a mapped task expands over pushed no return value (its instances: upstream_failed). */
+const NO_VALUES: ErrorCode = 'LF_MAP_NO_VALUES';
 import type { TaskInstanceRow } from '../store/types.js';
 
 /**
@@ -111,7 +115,7 @@ export async function expandMapped(
     if (x === undefined) {
       return {
         kind: 'upstream_failed',
-        reason: `LF_MAP_NO_VALUES: "${task.task_id}" maps over the return value of "${arg.xcom}", which pushed none; make "${arg.xcom}" print a JSON list as its last stdout line`,
+        reason: `${NO_VALUES}: "${task.task_id}" maps over the return value of "${arg.xcom}", which pushed none; make "${arg.xcom}" print a JSON list as its last stdout line`,
       };
     }
     let text = '';

@@ -139,6 +139,7 @@ export function registerVaultSuite(harness: VaultSuiteHarness): void {
         description: 'd',
         created_at: T0,
         updated_at: T0,
+        grants: null, // every DAG of the tenant (issue 34's default)
       });
       expect(await vault.getVariable(t, 'nope')).toBeUndefined();
       expect(await vault.listVariables(t, { limit: 10, offset: 0 })).toEqual([
@@ -149,6 +150,7 @@ export function registerVaultSuite(harness: VaultSuiteHarness): void {
           description: 'd',
           created_at: T0,
           updated_at: T0,
+          grants: null, // every DAG of the tenant (issue 34's default)
         },
         {
           key: 'region',
@@ -157,6 +159,7 @@ export function registerVaultSuite(harness: VaultSuiteHarness): void {
           description: '',
           created_at: T0,
           updated_at: T0,
+          grants: null, // every DAG of the tenant (issue 34's default)
         },
       ]);
     });
@@ -174,6 +177,7 @@ export function registerVaultSuite(harness: VaultSuiteHarness): void {
         description: 'kept',
         created_at: T0,
         updated_at: T0 + 5,
+        grants: null, // every DAG of the tenant (issue 34's default)
       });
       await vault.setVariable(t, 'k', 'three', { secret: false, description: 'new' }, T0 + 6);
       expect(await store.getVariable(t, 'k')).toMatchObject({
@@ -237,6 +241,7 @@ export function registerVaultSuite(harness: VaultSuiteHarness): void {
         description: 'main db',
         created_at: T0,
         updated_at: T0,
+        grants: null, // every DAG of the tenant (issue 34's default)
       });
     });
 
@@ -280,6 +285,7 @@ export function registerVaultSuite(harness: VaultSuiteHarness): void {
           has_secret: false,
           created_at: T0 + 1,
           updated_at: T0 + 1,
+          grants: null, // every DAG of the tenant (issue 34's default)
         },
         {
           conn_id: 'b',
@@ -292,6 +298,7 @@ export function registerVaultSuite(harness: VaultSuiteHarness): void {
           has_secret: true,
           created_at: T0,
           updated_at: T0,
+          grants: null, // every DAG of the tenant (issue 34's default)
         },
       ]);
       expect(JSON.stringify(list)).not.toMatch(/pw-b|tok|password|extra/);
