@@ -110,6 +110,7 @@ describe.each(API_SERVER_KINDS)(
         name: 'a',
         role: 'all',
         root: join(scratch.dir, 'replicas'),
+        writablePaths: [scratch.dir],
         keysDir: join(scratch.dir, 'keys'),
         databaseUrl: db.url,
         agentServiceUrl: service.url,

@@ -139,6 +139,7 @@ describe.each(API_SERVER_KINDS)('Leoflow Pro on Kubernetes (%s apiserver)', (kin
       name,
       role: 'all',
       root: join(scratch.dir, 'replicas'),
+      writablePaths: [scratch.dir],
       keysDir: join(scratch.dir, 'keys'),
       databaseUrl: db.url,
       agentServiceUrl: service.url,

@@ -41,6 +41,7 @@ function spec(name: string, role: Role): ReplicaSpec {
     name,
     role,
     root: join(scratch.dir, 'replicas'),
+    writablePaths: [scratch.dir],
     keysDir: join(scratch.dir, 'keys'),
     databaseUrl: db.url,
     agentServiceUrl: service.url,

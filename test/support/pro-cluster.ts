@@ -5,7 +5,7 @@ import { parse, parseAllDocuments } from 'yaml';
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import net from 'node:net';
-import { basename, dirname, join, resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type pg from 'pg';
 import { CLI, REPO } from './processes.js';
 
@@ -93,6 +93,12 @@ export interface ReplicaSpec {
   configFile?: string;
   /** more flags, after the ones above (e.g. a cell's --database-schema, --cell-name) */
   extraArgs?: string[];
+  /**
+   * execution.writable_paths: the dirs through which a test's tasks exchange files with it (its
+   * scratch dir). The sandbox makes the rest of the filesystem read-only and gives each attempt
+   * a private /tmp, so a task writing marks anywhere else fails.
+   */
+  writablePaths?: string[];
 }
 
 export interface Replica {
@@ -164,12 +170,9 @@ export async function startReplica(
     env: {
       ...process.env,
       LEOFLOW_LOG_LEVEL: 'info',
-      // Tasks exchange files with a test through its scratch dir (the replicas' root's parent, or
-      // the root itself when a test puts replicas at the top): the operator's
-      // execution.writable_paths, as a test lists it. The sandbox makes the rest of the filesystem
-      // read-only and gives each attempt a private /tmp.
-      LEOFLOW_EXECUTION_WRITABLE_PATHS:
-        basename(spec.root) === 'replicas' ? dirname(resolve(spec.root)) : resolve(spec.root),
+      ...(spec.writablePaths
+        ? { LEOFLOW_EXECUTION_WRITABLE_PATHS: spec.writablePaths.map((p) => resolve(p)).join(',') }
+        : {}),
       ...spec.env,
     },
     stdio: ['ignore', 'pipe', 'pipe'],
