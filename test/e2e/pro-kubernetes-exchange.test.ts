@@ -44,6 +44,7 @@ const MANIFESTS = 'test/deploy/fixtures/exchange';
 interface StoredPod {
   metadata: { name: string; namespace: string; labels?: Record<string, string> };
   spec: { volumes?: { name: string; projected?: unknown }[] };
+  status?: { phase?: string };
 }
 
 describe.each(API_SERVER_KINDS)(
@@ -153,9 +154,17 @@ tasks:
       await trigger([replica], token, 'exchanged', 'run-0');
       // While the attempt runs: its projected token, as the kubelet wrote it on the node.
       const mark = join(marks, 'run-0');
+      // Seen time out twice in full .ci/run runs on the real apiserver (never alone, nor beside
+      // three busy loops); the failure carries what the next reader needs to find the race.
       await waitFor('the task to read its secret', async () =>
         existsSync(mark) ? true : undefined,
-      );
+      ).catch((err: unknown) => {
+        const pods = podVersions.map((p) => `${p.metadata.name}: ${p.status?.phase ?? '?'}`);
+        const tail = replica.output().split('\n').slice(-40).join('\n');
+        throw new Error(
+          `${String(err)}\npod versions seen:\n${pods.join('\n')}\nthe replica's last lines:\n${tail}`,
+        );
+      });
       const pod = podVersions.find((p) => p.metadata.labels?.[LABEL.executor] === 'kubernetes');
       expect(pod).toBeDefined();
       const root = kube.kubelet.volumeRoot(kube.namespace, pod!.metadata.name);
