@@ -1,8 +1,15 @@
-import Fastify, { LogController, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyInstance,
+  type RawReplyDefaultExpression,
+  type RawRequestDefaultExpression,
+  type RawServerDefault,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import {
   assertJsonDepth,
   httpStatusOf,
-  isLeoflowError,
   isPermission,
   MAX_REST_BODY_BYTES,
   type Clock,
@@ -12,7 +19,7 @@ import type { ApiTokens } from '../auth/api-tokens.js';
 import type { UserPrincipal } from '../auth/user-token.js';
 import type { PlatformAdmin } from './tenancy/platform.js';
 import type { TenantScope, TenantScopes } from './tenancy/tenant-scope.js';
-import { registerAdminRoutes } from './admin-routes.js';
+import { registerAdminRoutes } from './admin-routes/admin-routes.js';
 import { requirePermission, type AuthzContext } from './authz.js';
 import { registerDagRoutes } from './dag-routes.js';
 import { buildOpenApiDocument, renderDocsPage, type DocumentedRoute } from './openapi.js';
@@ -23,9 +30,9 @@ import {
   routeKey,
   type RouteAccess,
 } from './route-permissions.js';
-import { registerRunRoutes } from './run-routes.js';
+import { registerRunRoutes } from './run-routes/run-routes.js';
 import { registerRunnerRoutes, type RunnerRouteDeps } from './runner-routes.js';
-import { registerVaultRoutes } from './vault-routes.js';
+import { registerVaultRoutes } from './vault-routes/vault-routes.js';
 import { registerGrantRoutes } from './grant-routes.js';
 import { authenticateRequest, type UiDeps } from './web-session/guard.js';
 import {
@@ -41,6 +48,7 @@ import {
   loadAssets,
   pageServer,
 } from './web-session/static.js';
+import { answerError, answerRouterRefusal, MAX_PATH_PARAM_LENGTH } from './error-replies.js';
 import { registerProbeRoutes } from './probes/probe-routes.js';
 import type { Readiness } from './probes/readiness.js';
 
@@ -104,11 +112,17 @@ const UNAUTHENTICATED = {
   details: {},
 };
 
-/** Longest path parameter the router matches: 250 characters, each percent-encoded (3 bytes). */
-export const MAX_PATH_PARAM_LENGTH = 750;
+export { MAX_PATH_PARAM_LENGTH } from './error-replies.js';
+
+/** The REST API's Fastify instance, logging through the server's pino logger. */
+type ApiServer = FastifyInstance<
+  RawServerDefault,
+  RawRequestDefaultExpression,
+  RawReplyDefaultExpression,
+  Logger
+>;
 
 export function buildApi(deps: ApiDeps) {
-  const { scopes, tokens } = deps;
   const authz: AuthzContext = { platformTenantId: deps.platformTenantId };
   const timeouts = { ...REST_TIMEOUTS, ...deps.timeouts };
   const app = Fastify({
@@ -130,24 +144,7 @@ export function buildApi(deps: ApiDeps) {
     // bytes each: Fastify's 100 refused a 101-character Variable key with its own 414.
     routerOptions: { maxParamLength: MAX_PATH_PARAM_LENGTH },
     // The router's own refusals answer with an LF_ code like every other refusal.
-    frameworkErrors: (err, _req, frameworkReply) => {
-      const reply = frameworkReply as unknown as FastifyReply;
-      const code = (err as { code?: string }).code;
-      if (code === 'FST_ERR_MAX_PARAM_LENGTH') {
-        void reply.status(httpStatusOf('LF_PATH_PARAM_TOO_LONG')).send({
-          code: 'LF_PATH_PARAM_TOO_LONG',
-          message: `a path segment is over ${MAX_PATH_PARAM_LENGTH} characters; ids are at most 250 characters`,
-          details: { limit: MAX_PATH_PARAM_LENGTH },
-        });
-        return;
-      }
-      void reply.status(400).send({
-        code: 'LF_BAD_REQUEST',
-        message:
-          code === 'FST_ERR_BAD_URL' ? 'the URL path is not valid percent-encoding' : 'bad request',
-        details: {},
-      });
-    },
+    frameworkErrors: answerRouterRefusal,
     ajv: { customOptions: { removeAdditional: false, coerceTypes: 'array', allErrors: true } },
   });
 
@@ -174,49 +171,9 @@ export function buildApi(deps: ApiDeps) {
   app.decorateRequest('scope', null as unknown as TenantScope);
   app.decorateRequest('authz', null as unknown as AuthzContext);
 
-  // Every route must have a decision in ROUTE_PERMISSIONS; one without fails at build time.
-  const documented: DocumentedRoute[] = [];
-  app.addHook('onRoute', (route) => {
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    for (const method of methods) {
-      const key = routeKey(method, route.url);
-      const access = ROUTE_PERMISSIONS[key] ?? UI_ROUTE_PERMISSIONS[key];
-      if (access === undefined) {
-        throw new Error(
-          `route ${key} has no entry in ROUTE_PERMISSIONS (api/route-permissions.ts)`,
-        );
-      }
-      route.config = {
-        ...(route.config ?? {}),
-        access,
-        ...(deps.ui && route.url.startsWith('/api') ? { helmet: API_ROUTE_HELMET } : {}),
-      };
-      if (ROUTE_PERMISSIONS[key] === undefined) continue;
-      documented.push({
-        method,
-        url: route.url,
-        access,
-        schema: (route.schema ?? {}) as DocumentedRoute['schema'],
-      });
-    }
-  });
+  const documented = requireRouteDecisions(app, deps.ui !== undefined);
 
-  // Authentication and authorization run before the body is parsed or validated, so a caller
-  // without the permission learns nothing from validation errors or lookups.
-  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
-    const access = req.routeOptions.config.access;
-    if (access === undefined || access === PUBLIC) return;
-    // A bearer token, or the web app's session cookie (../ui/guard.ts): one authentication path.
-    const auth = await authenticateRequest(req, tokens, deps.ui);
-    if (!auth) return reply.status(httpStatusOf(UNAUTHENTICATED.code)).send(UNAUTHENTICATED);
-    if ('status' in auth) return reply.status(auth.status).send(auth.body);
-    const { principal } = auth;
-    rememberAuthentication(req, auth);
-    req.principal = principal;
-    req.authz = authz;
-    req.scope = scopes.forTenant(principal.tenant_id);
-    if (access !== AUTHENTICATED && isPermission(access)) await requirePermission(req, access);
-  });
+  authenticateEveryRequest(app, deps, authz);
 
   if (deps.onReply) {
     const observe = deps.onReply;
@@ -231,40 +188,7 @@ export function buildApi(deps: ApiDeps) {
     });
   }
 
-  app.setErrorHandler((err, req, reply) => {
-    if (isLeoflowError(err)) {
-      return reply
-        .status(httpStatusOf(err.code))
-        .send({ code: err.code, message: err.message, details: err.details ?? {} });
-    }
-    const e = err as { validation?: unknown; statusCode?: number; message: string };
-    if (e.validation) {
-      return reply.status(httpStatusOf('LF_BAD_REQUEST')).send({
-        code: 'LF_BAD_REQUEST',
-        message: `invalid request: ${e.message}`,
-        details: { validation: e.validation },
-      });
-    }
-    // Fastify's own errors carry their status (FST_ERR_CTP_BODY_TOO_LARGE is 413); classify by it.
-    if (e.statusCode === 413) {
-      return reply.status(httpStatusOf('LF_BODY_TOO_LARGE')).send({
-        code: 'LF_BODY_TOO_LARGE',
-        message: `the request body is over the ${MAX_REST_BODY_BYTES} byte (8 MiB) limit`,
-        details: { limit_bytes: MAX_REST_BODY_BYTES },
-      });
-    }
-    // Other client errors Fastify raised itself (415, 400 on a bad JSON body, …) keep Fastify's
-    // status under the one code for a malformed request.
-    if (e.statusCode && e.statusCode < 500) {
-      return reply
-        .status(e.statusCode)
-        .send({ code: 'LF_BAD_REQUEST', message: e.message, details: {} });
-    }
-    req.log.error({ err }, 'request failed');
-    return reply
-      .status(httpStatusOf('LF_INTERNAL'))
-      .send({ code: 'LF_INTERNAL', message: 'internal error; see the server log', details: {} });
-  });
+  app.setErrorHandler(answerError);
 
   let servePage: ReturnType<typeof pageServer> | null = null;
   if (deps.ui) {
@@ -290,6 +214,77 @@ export function buildApi(deps: ApiDeps) {
     });
   });
 
+  registerMetaRoutes(app, deps, documented);
+
+  void app.register((api, _opts, done) => {
+    registerResourceRoutes(api, deps);
+    done();
+  });
+
+  return Object.assign(app, { documentedRoutes: () => [...documented] as const });
+}
+
+/**
+ * Every route must have a decision in ROUTE_PERMISSIONS (or the web app's table); one without
+ * fails at build time. Returns the documented routes, filled as routes register.
+ */
+function requireRouteDecisions(app: ApiServer, withUi: boolean): DocumentedRoute[] {
+  const documented: DocumentedRoute[] = [];
+  app.addHook('onRoute', (route) => {
+    const methods = Array.isArray(route.method) ? route.method : [route.method];
+    for (const method of methods) {
+      const key = routeKey(method, route.url);
+      const access = ROUTE_PERMISSIONS[key] ?? UI_ROUTE_PERMISSIONS[key];
+      if (access === undefined) {
+        throw new Error(
+          `route ${key} has no entry in ROUTE_PERMISSIONS (api/route-permissions.ts)`,
+        );
+      }
+      route.config = {
+        ...(route.config ?? {}),
+        access,
+        ...(withUi && route.url.startsWith('/api') ? { helmet: API_ROUTE_HELMET } : {}),
+      };
+      if (ROUTE_PERMISSIONS[key] === undefined) continue;
+      documented.push({
+        method,
+        url: route.url,
+        access,
+        schema: (route.schema ?? {}) as DocumentedRoute['schema'],
+      });
+    }
+  });
+  return documented;
+}
+
+/**
+ * Authentication and authorization run before the body is parsed or validated, so a caller
+ * without the permission learns nothing from validation errors or lookups.
+ */
+function authenticateEveryRequest(app: ApiServer, deps: ApiDeps, authz: AuthzContext): void {
+  const { scopes, tokens } = deps;
+  app.addHook('onRequest', async (req: FastifyRequest, reply: FastifyReply) => {
+    const access = req.routeOptions.config.access;
+    if (access === undefined || access === PUBLIC) return;
+    // A bearer token, or the web app's session cookie (../ui/guard.ts): one authentication path.
+    const auth = await authenticateRequest(req, tokens, deps.ui);
+    if (!auth) return reply.status(httpStatusOf(UNAUTHENTICATED.code)).send(UNAUTHENTICATED);
+    if ('status' in auth) return reply.status(auth.status).send(auth.body);
+    const { principal } = auth;
+    rememberAuthentication(req, auth);
+    req.principal = principal;
+    req.authz = authz;
+    req.scope = scopes.forTenant(principal.tenant_id);
+    if (access !== AUTHENTICATED && isPermission(access)) await requirePermission(req, access);
+  });
+}
+
+/** The API about itself: health, probes, the OpenAPI document and its readable page. */
+function registerMetaRoutes(
+  app: ApiServer,
+  deps: ApiDeps,
+  documented: DocumentedRoute[],
+): void {
   app.get(
     '/api/v1/health',
     {
@@ -331,27 +326,26 @@ export function buildApi(deps: ApiDeps) {
   app.get('/api/v1/docs', { schema: { summary: 'This API as a readable page' } }, (_req, reply) =>
     reply.type('text/html; charset=utf-8').send(renderDocsPage(document())),
   );
+}
 
-  void app.register((api, _opts, done) => {
-    registerDagRoutes(api, { onChange: deps.onChange });
-    registerRunRoutes(api);
-    registerVaultRoutes(api, { clock: deps.clock });
-    registerGrantRoutes(api);
-    registerRunnerRoutes(api, deps.directory);
-    registerAdminRoutes(api, {
-      platform: deps.platform,
-      scopes,
-      platformTenantId: deps.platformTenantId,
-    });
-    if (deps.ui) {
-      const ui = registerUiRoutes(api, { ui: deps.ui, tokens, scopes, logger: deps.logger });
-      api.addHook('onClose', (_i, next) => {
-        ui.close();
-        next();
-      });
-    }
-    done();
+/** The REST API's resources, and the web app's own endpoints when it is served. */
+function registerResourceRoutes(api: FastifyInstance, deps: ApiDeps): void {
+  const { scopes, tokens } = deps;
+  registerDagRoutes(api, { onChange: deps.onChange });
+  registerRunRoutes(api);
+  registerVaultRoutes(api, { clock: deps.clock });
+  registerGrantRoutes(api);
+  registerRunnerRoutes(api, deps.directory);
+  registerAdminRoutes(api, {
+    platform: deps.platform,
+    scopes,
+    platformTenantId: deps.platformTenantId,
   });
-
-  return Object.assign(app, { documentedRoutes: () => [...documented] as const });
+  if (deps.ui) {
+    const ui = registerUiRoutes(api, { ui: deps.ui, tokens, scopes, logger: deps.logger });
+    api.addHook('onClose', (_i, next) => {
+      ui.close();
+      next();
+    });
+  }
 }

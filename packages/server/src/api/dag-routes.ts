@@ -3,8 +3,10 @@ import type { FastifyInstance } from 'fastify';
 import { auditRequest } from './audit.js';
 import { dagSchema, listReply, nextOffset, pageQuery, paramsOf, stdErrors } from './schemas.js';
 import { dagOut } from './serialize.js';
+import { typedApi } from './typed-routes.js';
 
-export function registerDagRoutes(api: FastifyInstance, deps: { onChange: () => void }): void {
+export function registerDagRoutes(app: FastifyInstance, deps: { onChange: () => void }): void {
+  const api = typedApi(app);
   api.get(
     '/api/v1/dags',
     {
@@ -15,7 +17,7 @@ export function registerDagRoutes(api: FastifyInstance, deps: { onChange: () => 
       },
     },
     async (req) => {
-      const q = req.query as { limit: number; offset: number };
+      const q = req.query;
       const dags = await req.scope.listDags(q);
       return { dags: dags.map(dagOut), next_offset: nextOffset(dags.length, q) };
     },
@@ -81,7 +83,7 @@ export function registerDagRoutes(api: FastifyInstance, deps: { onChange: () => 
       },
     },
     async (req) => {
-      const { dag_id } = req.params as { dag_id: string };
+      const { dag_id } = req.params;
       const dag = await req.scope.getDag(dag_id);
       const v = await req.scope.getDagVersion(dag_id, dag.current_version);
       return { dag: dagOut(dag), spec: v.spec };
@@ -104,8 +106,8 @@ export function registerDagRoutes(api: FastifyInstance, deps: { onChange: () => 
       },
     },
     async (req) => {
-      const { dag_id } = req.params as { dag_id: string };
-      const { is_paused } = req.body as { is_paused: boolean };
+      const { dag_id } = req.params;
+      const { is_paused } = req.body;
       const dag = await req.scope.setDagPaused(dag_id, is_paused);
       await auditRequest(req, is_paused ? 'dag.pause' : 'dag.unpause', {
         type: 'dag',
@@ -116,6 +118,12 @@ export function registerDagRoutes(api: FastifyInstance, deps: { onChange: () => 
     },
   );
 
+  registerDagVersionRoutes(app);
+}
+
+/** A DAG's versions: the list, and one version's compiled spec. */
+function registerDagVersionRoutes(app: FastifyInstance): void {
+  const api = typedApi(app);
   api.get(
     '/api/v1/dags/:dag_id/versions',
     {
@@ -144,7 +152,7 @@ export function registerDagRoutes(api: FastifyInstance, deps: { onChange: () => 
       },
     },
     async (req) => {
-      const { dag_id } = req.params as { dag_id: string };
+      const { dag_id } = req.params;
       const versions = await req.scope.listDagVersions(dag_id);
       return {
         versions: versions.map((v) => ({
@@ -179,7 +187,7 @@ export function registerDagRoutes(api: FastifyInstance, deps: { onChange: () => 
       },
     },
     async (req) => {
-      const { dag_id, version } = req.params as { dag_id: string; version: number };
+      const { dag_id, version } = req.params;
       const v = await req.scope.getDagVersion(dag_id, version);
       return { version: v.version, spec: v.spec };
     },

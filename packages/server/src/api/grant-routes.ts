@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { auditRequest } from './audit.js';
-import { stdErrors } from './schemas.js';
+import { paramsOf, stdErrors } from './schemas.js';
+import { typedApi, type TypedApi } from './typed-routes.js';
 
 /**
  * Secret grants (issue 34): which DAGs may declare a Variable or a Connection. Reading them needs
@@ -62,52 +63,62 @@ const grantBody = {
   additionalProperties: false,
 } as const;
 
-const KINDS: { kind: 'variables' | 'connections'; path: string; param: string; noun: string }[] = [
-  { kind: 'variables', path: '/api/v1/variables/:key/grants', param: 'key', noun: 'variable' },
-  { kind: 'connections', path: '/api/v1/connections/:id/grants', param: 'id', noun: 'connection' },
-];
+export function registerGrantRoutes(app: FastifyInstance): void {
+  const api = typedApi(app);
+  registerGrantRoutesOf(api, 'variables', '/api/v1/variables/:key/grants', 'key', 'variable');
+  registerGrantRoutesOf(api, 'connections', '/api/v1/connections/:id/grants', 'id', 'connection');
+}
 
-export function registerGrantRoutes(api: FastifyInstance): void {
-  for (const { kind, path, param, noun } of KINDS) {
-    api.get(
-      path,
-      {
-        schema: {
-          summary: `Which DAGs may declare a ${noun}, and which registered DAGs declare it`,
-          response: { 200: grantsView, ...stdErrors },
-        },
+/** GET and PUT of one kind's grants (the path parameter is `key` or `id`, as the secret's own routes name it). */
+function registerGrantRoutesOf(
+  api: TypedApi,
+  kind: 'variables' | 'connections',
+  path: string,
+  param: 'key' | 'id',
+  noun: string,
+): void {
+  api.get(
+    path,
+    {
+      schema: {
+        summary: `Which DAGs may declare a ${noun}, and which registered DAGs declare it`,
+        params: paramsOf<string>(param),
+        response: { 200: grantsView, ...stdErrors },
       },
-      async (req) => {
-        const name = (req.params as Record<string, string>)[param]!;
-        const v = await req.scope.secretGrants(kind, name);
-        return { name: v.name, grants: v.grants, declared_by: v.declared_by };
-      },
-    );
+    },
+    async (req) => {
+      // the schema requires the parameter, so it is there
+      const name = req.params[param]!;
+      const v = await req.scope.secretGrants(kind, name);
+      return { name: v.name, grants: v.grants, declared_by: v.declared_by };
+    },
+  );
 
-    api.put(
-      path,
-      {
-        schema: {
-          summary: `Replace the DAG id patterns that may declare a ${noun}; the answer lists the registered DAGs that lose it (dry_run: preview, nothing written)`,
-          body: grantBody,
-          response: { 200: grantChange, ...stdErrors },
-        },
+  api.put(
+    path,
+    {
+      schema: {
+        summary: `Replace the DAG id patterns that may declare a ${noun}; the answer lists the registered DAGs that lose it (dry_run: preview, nothing written)`,
+        params: paramsOf<string>(param),
+        body: grantBody,
+        response: { 200: grantChange, ...stdErrors },
       },
-      async (req) => {
-        const name = (req.params as Record<string, string>)[param]!;
-        const body = req.body as { grants: unknown; dry_run: boolean };
-        const change = await req.scope.setSecretGrants(kind, name, body.grants, body.dry_run);
-        if (change.applied) {
-          await auditRequest(
-            req,
-            `${noun}.grants`,
-            { type: noun, id: name },
-            { grants: change.grants, previous: change.previous, losing: change.losing },
-          );
-        }
-        const { kind: _kind, ...reply } = change;
-        return reply;
-      },
-    );
-  }
+    },
+    async (req) => {
+      // the schema requires the parameter, so it is there
+      const name = req.params[param]!;
+      const body = req.body;
+      const change = await req.scope.setSecretGrants(kind, name, body.grants, body.dry_run);
+      if (change.applied) {
+        await auditRequest(
+          req,
+          `${noun}.grants`,
+          { type: noun, id: name },
+          { grants: change.grants, previous: change.previous, losing: change.losing },
+        );
+      }
+      const { kind: _kind, ...reply } = change;
+      return reply;
+    },
+  );
 }

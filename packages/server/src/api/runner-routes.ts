@@ -1,11 +1,12 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { AuthError } from '@leoflow/core';
 import type { CellAdmin, CellView } from '../runners/cells/cell-admin.js';
 import type { RunnerRegistry, RunnerView } from '../runners/runner-registry.js';
-import type { RunnerInput } from '../runners/runner-validation.js';
+
 import { actorOf, auditRequest } from './audit.js';
 import { listReply, nextOffset, pageQuery, paramsOf, stdErrors } from './schemas.js';
 import { iso } from './serialize.js';
+import { typedApi } from './typed-routes.js';
 
 export interface RunnerRouteDeps {
   runners: RunnerRegistry;
@@ -129,8 +130,9 @@ function cellOut(c: CellView) {
   };
 }
 
-export function registerRunnerRoutes(api: FastifyInstance, deps: RunnerRouteDeps): void {
-  const { runners, cells } = deps;
+export function registerRunnerRoutes(app: FastifyInstance, deps: RunnerRouteDeps): void {
+  const api = typedApi(app);
+  const { runners } = deps;
   const tenantOf = (req: FastifyRequest) => req.scope.tenantId;
 
   api.get(
@@ -143,7 +145,7 @@ export function registerRunnerRoutes(api: FastifyInstance, deps: RunnerRouteDeps
       },
     },
     async (req) => {
-      const q = req.query as { limit: number; offset: number };
+      const q = req.query;
       const rows = await runners.list(tenantOf(req), q);
       return { runners: rows.map(runnerOut), next_offset: nextOffset(rows.length, q) };
     },
@@ -158,8 +160,8 @@ export function registerRunnerRoutes(api: FastifyInstance, deps: RunnerRouteDeps
         response: { 201: registeredSchema, ...stdErrors },
       },
     },
-    async (req, reply: FastifyReply) => {
-      const body = req.body as RunnerInput;
+    async (req, reply) => {
+      const body = req.body;
       const { runner, token } = await runners.register(tenantOf(req), body, actorOf(req));
       await auditRequest(
         req,
@@ -185,8 +187,7 @@ export function registerRunnerRoutes(api: FastifyInstance, deps: RunnerRouteDeps
         response: { 200: runnerSchema, ...stdErrors },
       },
     },
-    async (req) =>
-      runnerOut(await runners.get(tenantOf(req), (req.params as { name: string }).name)),
+    async (req) => runnerOut(await runners.get(tenantOf(req), req.params.name)),
   );
 
   api.post(
@@ -199,7 +200,7 @@ export function registerRunnerRoutes(api: FastifyInstance, deps: RunnerRouteDeps
       },
     },
     async (req) => {
-      const { name } = req.params as { name: string };
+      const { name } = req.params;
       const t = await runners.revealToken(tenantOf(req), name);
       await auditRequest(req, 'runner.token_read', { type: 'runner', id: name });
       return { name, ...t };
@@ -216,7 +217,7 @@ export function registerRunnerRoutes(api: FastifyInstance, deps: RunnerRouteDeps
       },
     },
     async (req) => {
-      const gone = await runners.delete(tenantOf(req), (req.params as { name: string }).name);
+      const gone = await runners.delete(tenantOf(req), req.params.name);
       await auditRequest(
         req,
         'runner.delete',
@@ -227,6 +228,13 @@ export function registerRunnerRoutes(api: FastifyInstance, deps: RunnerRouteDeps
     },
   );
 
+  registerCellRoutes(app, deps);
+}
+
+/** Cells (platform): list, create, drain, and a tenant's placement. */
+function registerCellRoutes(app: FastifyInstance, deps: RunnerRouteDeps): void {
+  const api = typedApi(app);
+  const { cells } = deps;
   // ---- platform: cells and placements ----
   api.get(
     '/api/v1/cells',
@@ -263,7 +271,7 @@ export function registerRunnerRoutes(api: FastifyInstance, deps: RunnerRouteDeps
       },
     },
     async (req, reply) => {
-      const body = req.body as { name: string; url: string };
+      const body = req.body;
       const cell = await cells.add(body.name, body.url);
       await auditRequest(req, 'cell.add', { type: 'cell', id: cell.name });
       return reply.status(201).send(cellOut(cell));
@@ -280,7 +288,7 @@ export function registerRunnerRoutes(api: FastifyInstance, deps: RunnerRouteDeps
       },
     },
     async (req) => {
-      const cell = await cells.drain((req.params as { cell: string }).cell);
+      const cell = await cells.drain(req.params.cell);
       await auditRequest(req, 'cell.drain', { type: 'cell', id: cell.name });
       return cellOut(cell);
     },
@@ -303,11 +311,11 @@ export function registerRunnerRoutes(api: FastifyInstance, deps: RunnerRouteDeps
       },
     },
     async (req) => {
-      const { tenant_id } = req.params as { tenant_id: string };
+      const { tenant_id } = req.params;
       if (!/^[a-z0-9][a-z0-9-]{0,62}$/.test(tenant_id)) {
         throw new AuthError('LF_TENANT_ID_INVALID', `tenant id "${tenant_id}" is not a tenant id`);
       }
-      const p = await cells.place(tenant_id, (req.body as { cell: string }).cell, actorOf(req));
+      const p = await cells.place(tenant_id, req.body.cell, actorOf(req));
       await auditRequest(req, 'tenant.place', { type: 'tenant', id: tenant_id }, { cell: p.cell });
       return { ...p, placed_at: iso(p.placed_at) };
     },

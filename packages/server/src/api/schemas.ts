@@ -131,8 +131,13 @@ export function listReply(key: string, items: object) {
   } as const;
 }
 
-export const paramsOf = (...names: string[]) => ({
-  type: 'object',
-  required: names,
-  properties: Object.fromEntries(names.map((n) => [n, { type: 'string', minLength: 1 }])),
-});
+/** Path parameters: each a non-empty string, all required; typed as such by `typedApi`. */
+export function paramsOf<const Name extends string>(...names: Name[]) {
+  return {
+    type: 'object',
+    required: names,
+    properties: Object.fromEntries(names.map((n) => [n, { type: 'string', minLength: 1 }])) as {
+      [K in Name]: { type: 'string'; minLength: 1 };
+    },
+  } as const;
+}
