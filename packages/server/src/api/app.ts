@@ -280,11 +280,7 @@ function authenticateEveryRequest(app: ApiServer, deps: ApiDeps, authz: AuthzCon
 }
 
 /** The API about itself: health, probes, the OpenAPI document and its readable page. */
-function registerMetaRoutes(
-  app: ApiServer,
-  deps: ApiDeps,
-  documented: DocumentedRoute[],
-): void {
+function registerMetaRoutes(app: ApiServer, deps: ApiDeps, documented: DocumentedRoute[]): void {
   app.get(
     '/api/v1/health',
     {
