@@ -159,7 +159,8 @@ async function start(
   const { leadership, elector, schedules, role } = election;
 
   // --- executors
-  const { executors, executor, workRoot, runnerAssignments, warmPools } = await buildExecutors(
+  const { executors, executor, workRoot, runnerAssignments, hostAgent, warmPools } =
+    await buildExecutors(
     cfg,
     { store, clock, logger, isolation, sandbox, agentKeys: keys.agentKeys, agentUrl, leadership },
     opts,
@@ -177,6 +178,7 @@ async function start(
     metrics,
     executors,
     runnerAssignments,
+    hostAgent,
     warmPools,
     leadership,
     agentUrl,
@@ -198,6 +200,7 @@ async function start(
     election,
     agentPort,
     runnerPlane,
+    hostAgent,
     parts,
     adminTokenFile,
   });
