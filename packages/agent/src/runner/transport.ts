@@ -33,7 +33,12 @@ export function socketTransport(path: string): RunnerTransport {
     refused: undefined,
     maxReconnectDelayMs: 1_000,
     connect() {
-      return fenceOffPeerEof(createConnection(path), { passErrors: true });
+      const socket = createConnection(path);
+      // Every error (a refused connect also fails the writes queued behind it) just closes the
+      // stream: passed on, a refused connect surfaced again as an uncaught exception and ended
+      // the daemon with its attempts (measured with a control plane restarting).
+      socket.on('error', () => socket.destroy());
+      return fenceOffPeerEof(socket);
     },
   };
 }
