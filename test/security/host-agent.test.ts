@@ -13,7 +13,9 @@
  *   control plane adopts it from its pid file, the agent reconnects, and the attempt reports:
  *   the run succeeds on try 1 and the task ran once.
  */
-import { chmodSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { chmodSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -73,7 +75,12 @@ async function finished(sa: Standalone, dag: string, runId: string, ms = 90_000)
   );
 }
 
-async function setUp(name: string, dags: Record<string, string>, agentPort?: number) {
+async function setUp(
+  name: string,
+  dags: Record<string, string>,
+  agentPort?: number,
+  extraArgs: string[] = [],
+) {
   const scratch = scratchDir(`leoflow-host-${name}-`);
   cleanups.push(() => scratch.cleanup());
   const marks = join(scratch.dir, 'marks.log');
@@ -88,6 +95,7 @@ async function setUp(name: string, dags: Record<string, string>, agentPort?: num
     dataDir,
     dagsFolder: dagsDir,
     env: HOST,
+    extraArgs,
     ...(agentPort !== undefined ? { agentPort } : {}),
   });
   const box = { sa };
@@ -260,5 +268,57 @@ tasks:
     expect(lines.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual(['1 start', '1 end']);
     const logs = await api<Logs>(box.sa, 'GET', `/api/v1/dags/slow/runs/${run_id}/tasks/t/logs`);
     expect(logs.lines.map((l) => l.message)).toContain('finished');
+  }, 120_000);
+
+  // The successor of standby-handoff.test.ts's guarantees: each attempt of a chain gets exactly
+  // its declared secret, and the value shows up in no process listing, no agent diagnostics
+  // and no server output (the tokens and values travel in the host agent's memory only).
+  it('a chain runs on the host agent, each task with exactly its declared secret, no canary anywhere else', async () => {
+    const canary = `CANARYhost${randomBytes(6).toString('hex')}`;
+    const undeclared = `CANARYundeclared${randomBytes(6).toString('hex')}`;
+    const { scratch, dataDir, box } = await setUp('secrets', {}, undefined, [
+      '--secret-scoping',
+      'enforce',
+    ]);
+    const sa = box.sa;
+    const env = { LEOFLOW_URL: sa.url, LEOFLOW_TOKEN: sa.token };
+    const seen: string[] = [];
+    const leoflow = async (args: string[]) => {
+      const res = await cli(args, env);
+      seen.push(res.stdout, res.stderr);
+      return res;
+    };
+    expect((await leoflow(['variables', 'set', 'host_secret', canary, '--secret'])).code).toBe(0);
+    expect((await leoflow(['variables', 'set', 'not_declared', undeclared, '--secret'])).code).toBe(
+      0,
+    );
+    const step = (id: string, after?: string) =>
+      `  - task_id: ${id}\n    type: bash\n    command: 'env | grep -o "^AIRFLOW_VAR_[A-Z_]*" | sort | tr "\\n" " "; echo; printf %s "$AIRFLOW_VAR_HOST_SECRET" | sha256sum'\n` +
+      (after ? `    depends_on: [${after}]\n` : '');
+    const dir = writeDag(
+      join(scratch.dir, 'dags2'),
+      'host_chain',
+      `dag_id: host_chain\nschedule: null\nvariables: [host_secret]\ntasks:\n${step('a')}${step('b', 'a')}${step('c', 'b')}`,
+    );
+    expect((await leoflow(['dags', 'push', dir])).code).toBe(0);
+    const res = await leoflow(['runs', 'trigger', 'host_chain', '--wait', '-o', 'json']);
+    expect(res.code, res.stderr).toBe(0);
+    const runId = (JSON.parse(res.stdout) as { run: { run_id: string } }).run.run_id;
+    const hash = createHash('sha256').update(canary).digest('hex');
+    for (const task of ['a', 'b', 'c']) {
+      const logs = await leoflow(['tasks', 'logs', runId, task, '-o', 'json']);
+      const lines = (JSON.parse(logs.stdout) as Logs).lines.map((l) => l.message.trim());
+      expect(lines, task).toContain('AIRFLOW_VAR_HOST_SECRET');
+      expect(lines.join('\n'), task).not.toContain('AIRFLOW_VAR_NOT_DECLARED');
+      expect(lines, task).toContain(`${hash}  -`);
+    }
+    seen.push(execFileSync('ps', ['-eo', 'pid,args', '-ww']).toString());
+    const agents = join(dataDir, 'agents');
+    for (const f of readdirSync(agents)) seen.push(readFileSync(join(agents, f), 'utf8'));
+    seen.push(sa.output());
+    const everything = seen.join('\n');
+    expect(everything).toContain('host agent started');
+    expect(everything).not.toContain(canary);
+    expect(everything).not.toContain(undeclared);
   }, 120_000);
 });

@@ -395,7 +395,7 @@ export class HostAgentExecutor implements Executor {
         cause: {
           code: 'LF_HOST_AGENT_LOST',
           message:
-            'the host agent running this attempt died; its task was stopped and the attempt is retried as its policy says',
+            'the host agent exited while it ran this attempt; its task was stopped before the attempt ended, and it is retried as its policy says',
         },
       });
     }
