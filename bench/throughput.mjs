@@ -123,9 +123,7 @@ export async function run({ quick }) {
 
   const serverCpu = cpu0 && cpu1 ? cpu1.self_ms - cpu0.self_ms : null;
   const hostCpu =
-    host0 && host1
-      ? host1.self_ms - host0.self_ms + (host1.children_ms - host0.children_ms)
-      : 0;
+    host0 && host1 ? host1.self_ms - host0.self_ms + (host1.children_ms - host0.children_ms) : 0;
   const agentCpu = cpu0 && cpu1 ? cpu1.children_ms - cpu0.children_ms + hostCpu : null;
   const r = ratio(perS, baseline.per_s);
   return {

@@ -147,7 +147,10 @@ describe('the host agent', () => {
       'peek',
       probe.replaceAll('__SCRATCH__', scratch.dir).replaceAll('__DATA__', dataDir),
     );
-    const pushed = await cli(['dags', 'push', dir], { LEOFLOW_URL: sa.url, LEOFLOW_TOKEN: sa.token });
+    const pushed = await cli(['dags', 'push', dir], {
+      LEOFLOW_URL: sa.url,
+      LEOFLOW_TOKEN: sa.token,
+    });
     expect(pushed.code, pushed.stderr).toBe(0);
     const { run_id } = await api<{ run_id: string }>(sa, 'POST', '/api/v1/dags/peek/runs', {
       run_id: 'peek_1',

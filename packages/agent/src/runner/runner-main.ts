@@ -81,8 +81,7 @@ function parseArgs(argv: readonly string[]): RunnerArgs {
     else if (a === '--host-socket') {
       out.transport = 'socket';
       out.socket = value();
-    }
-    else if (a === '--work-dir') out.workDir = value();
+    } else if (a === '--work-dir') out.workDir = value();
     else if (a === '--max-attempts') {
       const n = Number(value());
       if (!Number.isInteger(n) || n < 1)
@@ -215,7 +214,10 @@ export async function runnerMain(argv: readonly string[]): Promise<number> {
     });
     const reclaimed = await allocator.reclaimStale();
     if (reclaimed.length > 0)
-      diag.log('warn', `reclaimed ${reclaimed.length} uid(s) a dead agent held: ${reclaimed.join(', ')}`);
+      diag.log(
+        'warn',
+        `reclaimed ${reclaimed.length} uid(s) a dead agent held: ${reclaimed.join(', ')}`,
+      );
   }
   for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(s, () => daemon.stop());
   const crash = (err: unknown): void => {

@@ -322,7 +322,7 @@ export const ERROR_CATALOGUE = {
   LF_HOST_AGENT_LOST: c(
     'run',
     null,
-    "Nothing to fix for the attempt: it is retried as its retries allow. If it recurs, read <data-dir>/agents/host-agent.log for why the host agent died.",
+    'Nothing to fix for the attempt: it is retried as its retries allow. If it recurs, read <data-dir>/agents/host-agent.log for why the host agent died.',
   ),
   LF_POD_UNSCHEDULABLE: c(
     'run',

@@ -161,11 +161,11 @@ async function start(
   // --- executors
   const { executors, executor, workRoot, runnerAssignments, hostAgent, warmPools } =
     await buildExecutors(
-    cfg,
-    { store, clock, logger, isolation, sandbox, agentKeys: keys.agentKeys, agentUrl, leadership },
-    opts,
-    life,
-  );
+      cfg,
+      { store, clock, logger, isolation, sandbox, agentKeys: keys.agentKeys, agentUrl, leadership },
+      opts,
+      life,
+    );
 
   // --- assemble
   const { parts, adminTokenFile } = await assemble(cfg, {

@@ -93,7 +93,10 @@ export async function buildExecutors(
   // tasks never see the data dir, the keys or /run/leoflow (the uid claims)
   const sandboxEnv = sandboxAgentEnv(
     deps.sandbox,
-    [cfg.dataDir, ...(cfg.pro?.keysDir && cfg.pro.keysDir !== cfg.dataDir ? [cfg.pro.keysDir] : [])],
+    [
+      cfg.dataDir,
+      ...(cfg.pro?.keysDir && cfg.pro.keysDir !== cfg.dataDir ? [cfg.pro.keysDir] : []),
+    ],
     installId,
   );
   let hostAgent: HostAgentExecutor | null = null;

@@ -88,14 +88,8 @@ function hostAgentCheck(
   isolation: IsolationPosture,
   check: CheckFn,
 ): void {
-  if (!cfg.subprocess.hostAgent) {
-    check(
-      'tasks.host_agent',
-      'ok',
-      'off (execution.host_agent): one agent process per attempt, each holding that attempt\'s token only',
-    );
-    return;
-  }
+  // Off (the default): nothing to say beyond the sections above (one agent per attempt).
+  if (!cfg.subprocess.hostAgent) return;
   if (isolation.mode === 'per-attempt') {
     check(
       'tasks.host_agent',

@@ -1,6 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  closeSync,
+  mkdirSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import type { Duplex } from 'node:stream';
@@ -199,7 +207,9 @@ export class HostAgentExecutor implements Executor {
     if (pid !== null) {
       const gone = child
         ? new Promise<void>((r) =>
-            child.exitCode !== null || child.signalCode !== null ? r() : child.once('exit', () => r()),
+            child.exitCode !== null || child.signalCode !== null
+              ? r()
+              : child.once('exit', () => r()),
           )
         : waitForPidGone(pid, 10_000);
       try {
