@@ -1,5 +1,6 @@
 // throughput: attempts per second for many independent no-op tasks under max_active_tasks,
 // beside plain `node -e 0` spawns at the same concurrency.
+import { readFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
 import {
@@ -28,6 +29,21 @@ const DAG_ID = 'bench_fanout';
 
 export const description =
   'independent no-op bash tasks (true) in one DAG: tasks / (last ended_at - run started_at)';
+
+/** The host agent's pid when standalone runs one (its pid file appears once it started). */
+async function hostAgentPid(sa) {
+  if (process.env.LEOFLOW_EXECUTION_HOST_AGENT !== 'on') return null;
+  for (let i = 0; i < 100; i++) {
+    try {
+      const pid = Number(readFileSync(join(sa.dataDir, 'host-agent.pid'), 'utf8').trim());
+      if (pid > 0) return pid;
+    } catch {
+      // not yet
+    }
+    await sleep(100);
+  }
+  return null;
+}
 
 export async function run({ quick }) {
   const n = quick ? 32 : 200;
@@ -63,9 +79,15 @@ export async function run({ quick }) {
   let detail;
   let cpu0;
   let cpu1;
+  // execution.host_agent on (LEOFLOW_EXECUTION_HOST_AGENT=on): one long-lived agent runs every
+  // attempt; its CPU and its reaped tasks' are its own (it is not reaped during the run).
+  const hostPid = await hostAgentPid(sa);
+  let host0;
+  let host1;
   try {
     log(`throughput: one run of ${n} tasks, max_active_tasks ${concurrency}`);
     cpu0 = procCpu(sa.pid);
+    host0 = hostPid === null ? null : procCpu(hostPid);
     await triggerRun(sa, DAG_ID, 'fanout_1');
     detail = await waitForRun(sa, DAG_ID, 'fanout_1', {
       timeoutMs: 60_000 + n * 3_000,
@@ -76,6 +98,7 @@ export async function run({ quick }) {
     // are reaped so their CPU shows up in standalone's cutime/cstime
     for (let i = 0; i < 50 && agentPids(sa.pid).length > 0; i++) await sleep(100);
     cpu1 = procCpu(sa.pid);
+    host1 = hostPid === null ? null : procCpu(hostPid);
   } finally {
     await sa.stop();
     await dags.remove();
@@ -99,7 +122,9 @@ export async function run({ quick }) {
   for (let i = concurrency; i < queues.length; i++) refill.push(queues[i] - ends[i - concurrency]);
 
   const serverCpu = cpu0 && cpu1 ? cpu1.self_ms - cpu0.self_ms : null;
-  const agentCpu = cpu0 && cpu1 ? cpu1.children_ms - cpu0.children_ms : null;
+  const hostCpu =
+    host0 && host1 ? host1.self_ms - host0.self_ms + (host1.children_ms - host0.children_ms) : 0;
+  const agentCpu = cpu0 && cpu1 ? cpu1.children_ms - cpu0.children_ms + hostCpu : null;
   const r = ratio(perS, baseline.per_s);
   return {
     description,
@@ -114,6 +139,7 @@ export async function run({ quick }) {
       slot_freed_to_next_queued: summary(refill),
       mean_active_attempts: round(slotTime / wall, 1),
     },
+    host_agent: hostPid !== null,
     cpu_ms_per_attempt: {
       control_plane: serverCpu === null ? null : round(serverCpu / n, 1),
       agent_and_task: agentCpu === null ? null : round(agentCpu / n, 1),

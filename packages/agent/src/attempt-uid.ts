@@ -228,6 +228,35 @@ export class UidAllocator {
     );
   }
 
+  /**
+   * Every uid of the range whose entry names a dead owner is reclaimed now (its processes killed,
+   * its leftovers removed) and given back. Lite's host agent calls it at start: after a crash of
+   * its predecessor, the tasks that predecessor ran must be gone before the control plane ends
+   * and retries their attempts, so two attempts of one task never overlap. Returns the uids.
+   */
+  async reclaimStale(): Promise<number[]> {
+    const out: number[] = [];
+    let names: string[];
+    try {
+      names = readdirSync(this.#dir);
+    } catch {
+      return out;
+    }
+    for (const name of names) {
+      if (!/^\d+$/.test(name)) continue;
+      const uid = Number(name);
+      if (uid < this.#range.first || uid > this.#range.last) continue;
+      const file = path.join(this.#dir, name);
+      const seen = readOrNull(file);
+      if (seen === null || this.#ownerAlive(seen)) continue;
+      if (await this.#tryReclaim(uid, file)) {
+        this.#lease(uid).release();
+        out.push(uid);
+      }
+    }
+    return out;
+  }
+
   /** Where to start looking: only a hint (a lost race on it costs a few extra EEXISTs). */
   #hint(): number {
     const n = Number(readOrNull(this.#hintFile)?.trim());

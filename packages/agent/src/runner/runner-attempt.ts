@@ -19,6 +19,8 @@ export interface AttemptHost {
   workRoot: string;
   /** the daemon's minimal env (PATH, LANG, …): the task env is built from it, LEOFLOW_* stripped */
   agentEnv: Record<string, string>;
+  /** node_modules node tasks resolve packages from (Lite's SDK copy); undefined: none */
+  nodeModules?: string | undefined;
   /** per-attempt uids (root only); undefined runs the task as the daemon's user */
   attemptUids: AgentConfig['attemptUids'];
   diag: Diagnostics;
@@ -70,7 +72,7 @@ export class RunnerAttempt {
       attemptUids: host.attemptUids,
       python: host.agentEnv['LEOFLOW_PYTHON'] || 'python3',
       node: process.execPath,
-      nodeModules: undefined,
+      nodeModules: host.nodeModules,
       reportDeadlineMs: host.timings?.reportDeadlineMs ?? 15 * 60_000,
       bootstrapDeadlineMs: host.timings?.bootstrapDeadlineMs ?? 60_000,
       killGraceMs: host.timings?.killGraceMs ?? 5_000,

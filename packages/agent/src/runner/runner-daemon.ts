@@ -99,7 +99,12 @@ export class RunnerDaemon {
       // A session that lived a while was not a failure: start the backoff over.
       failures = Date.now() - started > 60_000 ? 0 : failures + 1;
       this.#sessions.abort();
-      await sleep(reconnectDelayMs(failures, this.#o.random));
+      await sleep(
+        Math.min(
+          this.#o.transport.maxReconnectDelayMs ?? Number.POSITIVE_INFINITY,
+          reconnectDelayMs(failures, this.#o.random),
+        ),
+      );
     }
     await this.#drainAttempts();
     this.#sessions.abort();

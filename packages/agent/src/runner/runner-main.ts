@@ -12,23 +12,30 @@ import {
   parseWritablePaths,
 } from '@leoflow/core';
 import { closeInheritedFds } from '../sandbox/fds.js';
+import { procfs, UidAllocator } from '../attempt-uid.js';
 import { sandboxSettingsFromEnv, TaskLauncher } from '../sandbox/launcher.js';
 import type { AgentConfig } from '../config.js';
 import { stderrDiagnostics } from '../diag.js';
 import { DoorUrlError, parseDoorUrl } from './door-url.js';
 import { RUNNER_EXIT, RunnerDaemon } from './runner-daemon.js';
-import { doorTransport, stdioTransport, type RunnerTransport } from './transport.js';
+import {
+  doorTransport,
+  socketTransport,
+  stdioTransport,
+  type RunnerTransport,
+} from './transport.js';
 
 /** The daemon's flags; `--url-stdin`, `--url-file` or `--stdio` makes the bundle a runner. */
-const MODE_FLAGS = ['--url-stdin', '--url-file', '--stdio'];
+const MODE_FLAGS = ['--url-stdin', '--url-file', '--stdio', '--host-socket'];
 /** What the daemon passes on to tasks from its own environment (LEOFLOW_* never). */
 const INHERITED_ENV = ['PATH', 'LANG', 'LC_ALL', 'TZ'];
 
-export const RUNNER_USAGE = `usage: leoflow-runner (--url-stdin | --url-file <file> | --stdio) [--work-dir <dir>] [--max-attempts <n>] [--attempt-uid-range <first-last>|off]
+export const RUNNER_USAGE = `usage: leoflow-runner (--url-stdin | --url-file <file> | --stdio | --host-socket <path>) [--work-dir <dir>] [--max-attempts <n>] [--attempt-uid-range <first-last>|off]
                      [--isolation auto|required|fallback] [--network host|none] [--writable-path <dir>]... [--tmpfs-size <size>]
   --url-stdin          read the door URL (https://<door>/runners/<token>/) from the first line of stdin
   --url-file <file>    read it from a file (keep it mode 0600)
   --stdio              speak the runner protocol over stdin/stdout (an ssh runner; no URL)
+  --host-socket <path> Lite's host agent: the control plane's unix socket (it starts the agent so)
   --isolation, --network, --writable-path, --tmpfs-size: the attempt sandbox, as execution.* on Lite (docs/security.md)
 The URL carries the runner's token: it is never accepted in argv, which every user of the machine can read.`;
 
@@ -43,8 +50,9 @@ export function isRunnerInvocation(argv: readonly string[]): boolean {
 }
 
 interface RunnerArgs {
-  transport: 'stdin' | 'file' | 'stdio';
+  transport: 'stdin' | 'file' | 'stdio' | 'socket';
   file?: string;
+  socket?: string;
   workDir: string;
   maxAttempts?: number;
   uidRange?: string;
@@ -70,7 +78,10 @@ function parseArgs(argv: readonly string[]): RunnerArgs {
       out.transport = 'file';
       out.file = value();
     } else if (a === '--stdio') out.transport = 'stdio';
-    else if (a === '--work-dir') out.workDir = value();
+    else if (a === '--host-socket') {
+      out.transport = 'socket';
+      out.socket = value();
+    } else if (a === '--work-dir') out.workDir = value();
     else if (a === '--max-attempts') {
       const n = Number(value());
       if (!Number.isInteger(n) || n < 1)
@@ -122,6 +133,9 @@ export async function runnerMain(argv: readonly string[]): Promise<number> {
     args = parseArgs(argv);
     if (args.transport === 'stdio') {
       transport = stdioTransport();
+    } else if (args.transport === 'socket') {
+      transport = socketTransport(args.socket!);
+      diag.log('info', 'host agent connecting to the control plane socket');
     } else {
       const text =
         args.transport === 'file'
@@ -135,9 +149,10 @@ export async function runnerMain(argv: readonly string[]): Promise<number> {
     const range =
       args.uidRange ?? process.env['LEOFLOW_ATTEMPT_UID_RANGE'] ?? DEFAULT_ATTEMPT_UID_RANGE;
     if (process.getuid?.() === 0 && range !== 'off') {
+      const nproc = process.env['LEOFLOW_ATTEMPT_NPROC_LIMIT'];
       attemptUids = {
         range: parseUidRange(range, '--attempt-uid-range'),
-        nproc: DEFAULT_ATTEMPT_NPROC_LIMIT,
+        nproc: nproc && /^\d+$/.test(nproc) ? Number(nproc) : DEFAULT_ATTEMPT_NPROC_LIMIT,
         lockDir: process.env['LEOFLOW_ATTEMPT_UID_LOCK_DIR'] || undefined,
       };
     }
@@ -173,16 +188,37 @@ export async function runnerMain(argv: readonly string[]): Promise<number> {
     const v = process.env[name];
     if (v !== undefined) agentEnv[name] = v;
   }
+  // Lite's host agent hands node tasks the SDK copy under its work root (as the executor did).
+  const nodeModules = process.env['LEOFLOW_NODE_MODULES'] || undefined;
   const daemon = new RunnerDaemon({
     transport,
     workRoot: args.workDir,
     agentEnv,
+    ...(nodeModules ? { nodeModules } : {}),
     attemptUids,
     launcher,
     instance,
     diag,
     ...(args.maxAttempts !== undefined ? { maxAttempts: args.maxAttempts } : {}),
   });
+  if (args.transport === 'socket' && attemptUids) {
+    // A predecessor that died (kill -9) left its tasks' uids held: their processes are killed
+    // now, before this agent connects, so the control plane can end and retry those attempts
+    // without two of one task ever running at once (docs/run-loop.md, "The host agent").
+    const allocator = new UidAllocator({
+      range: attemptUids.range,
+      ...(attemptUids.lockDir ? { lockDir: attemptUids.lockDir } : {}),
+      instance,
+      procs: procfs,
+      cleanup: (uid) => launcher.scrubUid(uid),
+    });
+    const reclaimed = await allocator.reclaimStale();
+    if (reclaimed.length > 0)
+      diag.log(
+        'warn',
+        `reclaimed ${reclaimed.length} uid(s) a dead agent held: ${reclaimed.join(', ')}`,
+      );
+  }
   for (const s of ['SIGTERM', 'SIGINT', 'SIGHUP'] as const) process.on(s, () => daemon.stop());
   const crash = (err: unknown): void => {
     diag.log(

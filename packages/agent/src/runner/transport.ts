@@ -1,3 +1,4 @@
+import { createConnection } from 'node:net';
 import { Duplex } from 'node:stream';
 import { createWebSocketStream, WebSocket } from 'ws';
 import { fenceOffPeerEof, SESSION_CLOSE } from '@leoflow/protocol';
@@ -17,6 +18,29 @@ export interface RunnerTransport {
   readonly reconnects: boolean;
   /** why the door refused this runner for good (token refused, runner deleted), once it did */
   readonly refused: string | undefined;
+  /** the longest wait between redials (default: the door's 30 s) */
+  readonly maxReconnectDelayMs?: number;
+}
+
+/**
+ * Lite's host agent: the control plane's unix socket (a 0600 file in its 0700 data dir, so only
+ * the control plane's own user connects; tasks run as other uids and never see the data dir). A
+ * restarted control plane listens on the same path again and the daemon redials within a second.
+ */
+export function socketTransport(path: string): RunnerTransport {
+  return {
+    reconnects: true,
+    refused: undefined,
+    maxReconnectDelayMs: 1_000,
+    connect() {
+      const socket = createConnection(path);
+      // Every error (a refused connect also fails the writes queued behind it) just closes the
+      // stream: passed on, a refused connect surfaced again as an uncaught exception and ended
+      // the daemon with its attempts (measured with a control plane restarting).
+      socket.on('error', () => socket.destroy());
+      return fenceOffPeerEof(socket);
+    },
+  };
 }
 
 /** A door session per connection: ws(s)://<door>/runners/<token>/session. */

@@ -331,6 +331,15 @@ export const SETTINGS: readonly SettingSpec[] = Object.freeze([
     help: 'pre-started, credential-less agents waiting for an attempt (0 starts each on demand)',
     section: 'execution',
   },
+  {
+    key: 'execution.host_agent',
+    flags: both('--host-agent <mode>'),
+    kind: 'enum',
+    allowed: ['off', 'on'],
+    default: 'off',
+    help: 'on: Lite runs one long-lived host agent that takes every local attempt and runs each in its own sandbox under its own uid and token (docs/run-loop.md, "The host agent"); off: one agent process per attempt, with standby agents',
+    section: 'execution',
+  },
   // --- the attempt sandbox (docs/security.md, "The sandbox")
   {
     key: 'execution.isolation',

@@ -318,6 +318,12 @@ export const ERROR_CATALOGUE = {
     null,
     "Fix the image name/tag in the tenant's allowlist, or let the nodes pull it (imagePullSecrets on the service account).",
   ),
+  // Lite's host agent (execution.host_agent on) died while it ran the attempt.
+  LF_HOST_AGENT_LOST: c(
+    'run',
+    null,
+    'Nothing to fix for the attempt: it is retried as its retries allow. If it recurs, read <data-dir>/agents/host-agent.log for why the host agent died.',
+  ),
   LF_POD_UNSCHEDULABLE: c(
     'run',
     null,

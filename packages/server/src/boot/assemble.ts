@@ -17,6 +17,8 @@ import { VaultKeyringReloader } from '../vault/key-reload.js';
 import { seedVault } from '../vault/vault-seed.js';
 import { join } from 'node:path';
 import { ensureAdminToken } from './admin-token.js';
+import { HOST_AGENT_SLOTS } from './executor-set.js';
+import type { HostAgentExecutor } from '../executor/host-agent-executor.js';
 import { loadDagsFolder } from './dags-folder.js';
 import { wireExchange } from './exchange-wiring.js';
 import type { Keys } from './keys.js';
@@ -36,6 +38,7 @@ export interface AssembleInputs {
   metrics: CredentialMetrics;
   executors: Executors;
   runnerAssignments: AssignmentBroker;
+  hostAgent: HostAgentExecutor | null;
   warmPools: WarmPools | null;
   leadership: Leadership;
   agentUrl: string;
@@ -51,7 +54,7 @@ export async function assemble(
   input: AssembleInputs,
 ): Promise<{ parts: PlaneParts; adminTokenFile: string }> {
   const { store, directory, clock, logger, life, keys, metrics, executors } = input;
-  const { runnerAssignments, warmPools, leadership, agentUrl, faults } = input;
+  const { runnerAssignments, hostAgent, warmPools, leadership, agentUrl, faults } = input;
   const credentials = cfg.credentials;
   // Secrets travel in cleartext only over loopback; anywhere else the channel must be TLS.
   const channelMode = agentChannelMode(cfg.agent);
@@ -119,6 +122,15 @@ export async function assemble(
       },
       store,
       clock,
+      ...(hostAgent
+        ? {
+            host: {
+              runnerId: hostAgent.session.runner_id,
+              broker: hostAgent.broker,
+              slots: HOST_AGENT_SLOTS,
+            },
+          }
+        : {}),
       ...(warmPools
         ? { warm: { broker: warmPools.broker, awaitAssignment: warmPools.stream } }
         : {}),

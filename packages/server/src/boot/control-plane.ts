@@ -159,12 +159,13 @@ async function start(
   const { leadership, elector, schedules, role } = election;
 
   // --- executors
-  const { executors, executor, workRoot, runnerAssignments, warmPools } = await buildExecutors(
-    cfg,
-    { store, clock, logger, isolation, sandbox, agentKeys: keys.agentKeys, agentUrl, leadership },
-    opts,
-    life,
-  );
+  const { executors, executor, workRoot, runnerAssignments, hostAgent, warmPools } =
+    await buildExecutors(
+      cfg,
+      { store, clock, logger, isolation, sandbox, agentKeys: keys.agentKeys, agentUrl, leadership },
+      opts,
+      life,
+    );
 
   // --- assemble
   const { parts, adminTokenFile } = await assemble(cfg, {
@@ -177,6 +178,7 @@ async function start(
     metrics,
     executors,
     runnerAssignments,
+    hostAgent,
     warmPools,
     leadership,
     agentUrl,
@@ -198,6 +200,7 @@ async function start(
     election,
     agentPort,
     runnerPlane,
+    hostAgent,
     parts,
     adminTokenFile,
   });

@@ -11,6 +11,7 @@ import { createKubernetesExecutor } from '../executor/kubernetes/configured.js';
 import type { TaskIsolation } from '../executor/run-as-user.js';
 import { sandboxAgentEnv, type SandboxPlan } from '../executor/sandbox-plan.js';
 import { RunnerExecutor } from '../executor/runner-executor.js';
+import { HostAgentExecutor } from '../executor/host-agent-executor.js';
 import { SubprocessExecutor } from '../executor/subprocess-executor.js';
 import {
   ensureInstallId,
@@ -22,6 +23,12 @@ import type { Leadership } from '../scheduler/leadership/leadership.js';
 import type { Store } from '../store/store.js';
 import type { Lifecycle } from './lifecycle.js';
 import { wireWarmPools, type WarmPoolWiringInput, type WarmPools } from './warm-pool-wiring.js';
+
+/**
+ * Attempts one host agent runs at once. The scheduler's own limits (max_active_tasks,
+ * max_active_runs) decide how many are dispatched; this only bounds one process.
+ */
+export const HOST_AGENT_SLOTS = 256;
 
 export interface ExecutorSetOptions {
   /** a test's own executor stands in for its kind */
@@ -40,6 +47,8 @@ export interface ExecutorSet {
   workRoot: string;
   /** attempts for runners wait here until a runner session takes them (executor: runner) */
   runnerAssignments: AssignmentBroker;
+  /** Lite's host agent (execution.host_agent on), serving local attempts in place of one agent each */
+  hostAgent: HostAgentExecutor | null;
   warmPools: WarmPools | null;
 }
 
@@ -81,6 +90,42 @@ export async function buildExecutors(
   });
   const built = new Map<string, Executor>();
   if (opts.executor) built.set(opts.executor.name, opts.executor);
+  // tasks never see the data dir, the keys or /run/leoflow (the uid claims)
+  const sandboxEnv = sandboxAgentEnv(
+    deps.sandbox,
+    [
+      cfg.dataDir,
+      ...(cfg.pro?.keysDir && cfg.pro.keysDir !== cfg.dataDir ? [cfg.pro.keysDir] : []),
+    ],
+    installId,
+  );
+  let hostAgent: HostAgentExecutor | null = null;
+  if (cfg.subprocess.hostAgent && !built.has('subprocess')) {
+    if (deps.isolation.mode === 'shared') {
+      throw new LeoflowError(
+        'LF_CONFIG_INVALID',
+        'execution.host_agent on runs every attempt under a uid of its own: it does not run tasks as one shared execution.run_as_user; set --attempt-uid-range (the default range) or --host-agent off',
+      );
+    }
+    hostAgent = new HostAgentExecutor({
+      agentEntry: cfg.subprocess.agentEntry,
+      workDir: workRoot,
+      dataDir: cfg.dataDir,
+      isolation: deps.isolation,
+      sandbox: { env: sandboxEnv },
+      taskNodeModules,
+      slots: HOST_AGENT_SLOTS,
+      broker: new AssignmentBroker(clock, {
+        onMintError: (err) => logger.error({ err }, 'minting a host agent attempt token failed'),
+        refence: requeueFence(store, clock),
+        onRefenceError: (err) => logger.error({ err }, 'fencing a requeued host attempt failed'),
+      }),
+      store,
+      tenantId: cfg.tenantId,
+      logger,
+    });
+    built.set('subprocess', hostAgent);
+  }
   if (!built.has('subprocess')) {
     built.set(
       'subprocess',
@@ -89,18 +134,7 @@ export async function buildExecutors(
         workDir: workRoot,
         diagnosticsDir: join(cfg.dataDir, 'agents'),
         isolation: deps.isolation,
-        sandbox: {
-          // tasks never see the data dir, the keys or /run/leoflow (the uid claims)
-          env: sandboxAgentEnv(
-            deps.sandbox,
-            [
-              cfg.dataDir,
-              ...(cfg.pro?.keysDir && cfg.pro.keysDir !== cfg.dataDir ? [cfg.pro.keysDir] : []),
-            ],
-            installId,
-          ),
-          helper: deps.sandbox.helper,
-        },
+        sandbox: { env: sandboxEnv, helper: deps.sandbox.helper },
         keepWorkDirs: cfg.subprocess.keepWorkDirs,
         agentCaFile: cfg.agent.tls?.caFile ?? null,
         taskNodeModules,
@@ -150,7 +184,7 @@ export async function buildExecutors(
     stop: () => executors.close(),
     release: () => executors.release(),
   });
-  return { executors, executor, workRoot, runnerAssignments, warmPools };
+  return { executors, executor, workRoot, runnerAssignments, hostAgent, warmPools };
 }
 
 /**

@@ -4,6 +4,7 @@ import { checkReadiness, type Readiness } from '../api/probes/readiness.js';
 import { startProbeServer } from '../api/probes/probe-server.js';
 import type { ServerConfig } from '../config/server-config.js';
 import type { Executors } from '../executor/executors.js';
+import type { HostAgentExecutor } from '../executor/host-agent-executor.js';
 import { executorPolicy } from '../executor/kubernetes/configured.js';
 import type { AgentPort } from '../rpc/agent-server.js';
 import type { CredentialMetrics } from '../rpc/credential-metrics.js';
@@ -37,6 +38,7 @@ export interface ListenInputs {
   election: Election;
   agentPort: AgentPort;
   runnerPlane: RunnerPlane;
+  hostAgent: HostAgentExecutor | null;
   parts: PlaneParts;
   adminTokenFile: string;
 }
@@ -72,6 +74,8 @@ export async function listen(cfg: ServerConfig, input: ListenInputs): Promise<Li
     onInternalError: (err) => logger.error({ err }, 'agent RPC failed (runner session)'),
   });
   runnerPlane.serveSessions(cellSessions);
+  // Lite's host agent speaks the same protocol on its socket, as a runner of this process.
+  input.hostAgent?.serveOn((who, stream) => cellSessions.serve(who, stream));
   const sshRunners = schedules
     ? await sshRunnersOfThisCell(cfg, {
         store,

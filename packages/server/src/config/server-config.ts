@@ -141,6 +141,11 @@ export interface SubprocessExecutorConfig {
   taskNodeModules: string | null;
   /** pre-started, credential-less agents waiting for an attempt; 0 starts each on demand */
   standbyAgents: number;
+  /**
+   * execution.host_agent on: one long-lived host agent (executor/host-agent-executor.ts) takes
+   * every local attempt instead of one agent process each
+   */
+  hostAgent: boolean;
   keepWorkDirs: boolean;
 }
 
@@ -204,6 +209,7 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       agentEntry: defaultAgentEntry(),
       sdkBundle: defaultSdkBundle(),
       standbyAgents: 2,
+      hostAgent: false,
       taskNodeModules: resolve(new URL('.', import.meta.url).pathname, '../../../../node_modules'),
       keepWorkDirs: false,
     },

@@ -65,6 +65,7 @@ export function serverConfigFromSettings(
   sub.attemptNprocLimit = Number(v['execution.attempt_nproc_limit']);
   sub.runAsUser = text('execution.run_as_user');
   sub.standbyAgents = Number(v['execution.standby_agents']);
+  sub.hostAgent = v['execution.host_agent'] === 'on';
   // the attempt sandbox (validated by core's settingsProblems)
   sub.isolation = parseIsolationMode(String(v['execution.isolation']));
   sub.network = parseNetworkMode(String(v['execution.network']));

@@ -44,6 +44,7 @@ export async function taskIsolation(ctx: SectionContext): Promise<TaskIsolationF
   const runAs = await runAsPosture(cfg, deps);
   check('tasks.run_as', runAs.status, runAs.message);
   const isolation = await isolationPosture(cfg, deps, runAs, check);
+  hostAgentCheck(cfg, deps, isolation, check);
   if (isolation.mode !== 'per-attempt' && runAs.status !== 'fail') {
     expose(
       'tasks.shared_uid',
@@ -74,6 +75,40 @@ export async function taskIsolation(ctx: SectionContext): Promise<TaskIsolationF
     },
     isolation,
   };
+}
+
+/**
+ * execution.host_agent: one long-lived agent holds every running attempt's token. Root with
+ * attempt uids: tasks cannot reach it (another uid and PID namespace, no ptrace, a 0700 data dir).
+ * Not root: it runs as the user, tasks too, under the sandbox's fallback (`none`).
+ */
+function hostAgentCheck(
+  cfg: ServerConfig,
+  deps: DoctorDeps,
+  isolation: IsolationPosture,
+  check: CheckFn,
+): void {
+  // Off (the default): nothing to say beyond the sections above (one agent per attempt).
+  if (!cfg.subprocess.hostAgent) return;
+  if (isolation.mode === 'per-attempt') {
+    check(
+      'tasks.host_agent',
+      'ok',
+      'on: one host agent (root) runs every local attempt, each in its own sandbox under its own uid, token and session; tasks cannot reach it (another uid and PID namespace, no ptrace, its socket and files in the 0700 data dir)',
+    );
+  } else if (isolation.mode === 'shared') {
+    check(
+      'tasks.host_agent',
+      'fail',
+      'on, with a shared execution.run_as_user: standalone refuses to start; the host agent needs a uid per attempt (--attempt-uid-range) or --host-agent off',
+    );
+  } else {
+    check(
+      'tasks.host_agent',
+      'warn',
+      `on, not root: the host agent runs as this user (uid ${deps.uid ?? '?'}) with the sandbox's fallback (no per-attempt uid), so a task can read every running attempt's token from it where ptrace is allowed, and connect to its socket; a task of an agent that dies is not stopped before its retry; run Lite as root when tasks are not fully trusted`,
+    );
+  }
 }
 
 interface RunAsPosture {

@@ -2,6 +2,7 @@ import type { ExecutorKindName } from '../config/executor-kinds.js';
 import type { ServerConfig } from '../config/server-config.js';
 import type { ExecutorPosture } from './executor.js';
 import { kubernetesPosture, podTokenTransport } from './kubernetes/token-transport.js';
+import { HostAgentExecutor } from './host-agent-executor.js';
 import { RunnerExecutor } from './runner-executor.js';
 import { SubprocessExecutor } from './subprocess-executor.js';
 
@@ -18,7 +19,12 @@ export interface ExecutorKind {
 
 const subprocess: ExecutorKind = {
   name: 'subprocess',
-  posture: () => ({ tokenTransport: SubprocessExecutor.tokenTransport }),
+  // execution.host_agent on: the same kind, served by one host agent (host-agent-executor.ts)
+  posture: (cfg) => ({
+    tokenTransport: cfg.subprocess.hostAgent
+      ? HostAgentExecutor.tokenTransport
+      : SubprocessExecutor.tokenTransport,
+  }),
 };
 
 const kubernetes: ExecutorKind = {

@@ -32,6 +32,12 @@ export interface AssignmentRpcDeps {
   clock: Clock;
   keepaliveMs?: number;
   /**
+   * Lite's host agent (execution.host_agent): the session the control plane opened on its own
+   * child's stdio carries this runner id (random per process, never a directory id); its
+   * stream waits in the host executor's broker and takes attempts of every tenant.
+   */
+  host?: { runnerId: string; broker: AssignmentBroker; slots: number };
+  /**
    * Warm pools (execution.warm_pools_enabled): a worker principal's stream, and the warm
    * broker an ack may belong to. Absent: a worker token is refused here.
    */
@@ -77,7 +83,10 @@ export function createAssignmentHandlers(deps: AssignmentRpcDeps): AssignmentHan
           Code.FailedPrecondition,
         );
       }
-      const runner = await deps.runnerById(principal.runner_id);
+      const host = deps.host?.runnerId === principal.runner_id ? deps.host : undefined;
+      const runner = host
+        ? { tenant_id: principal.tenant_id, labels: {}, capacity: host.slots }
+        : await deps.runnerById(principal.runner_id);
       if (!runner || runner.tenant_id !== principal.tenant_id) {
         throw new ConnectError('this runner was deleted; register it again', Code.Unauthenticated);
       }
@@ -86,9 +95,10 @@ export function createAssignmentHandlers(deps: AssignmentRpcDeps): AssignmentHan
       const send = (m: AwaitAssignmentResponse) => {
         void out.write(m).catch(() => undefined);
       };
-      const detach = deps.broker.attach({
+      const detach = (host?.broker ?? deps.broker).attach({
         id: `wrk_${randomBytes(9).toString('base64url')}`,
         tenant_id: runner.tenant_id,
+        ...(host ? { anyTenant: true } : {}),
         labels: runner.labels,
         slots,
         send: (e) => send(assignmentMessage(e)),
@@ -119,8 +129,9 @@ export function createAssignmentHandlers(deps: AssignmentRpcDeps): AssignmentHan
       // Assignment ids are random and unique across both brokers: the one holding it answers.
       let broker = deps.broker;
       let outcome = broker.ack(req.assignmentId, claims);
-      if (!outcome.accepted && outcome.reason === 'unknown' && deps.warm) {
-        broker = deps.warm.broker;
+      for (const other of [deps.host?.broker, deps.warm?.broker]) {
+        if (outcome.accepted || outcome.reason !== 'unknown' || !other) continue;
+        broker = other;
         outcome = broker.ack(req.assignmentId, claims);
       }
       if (!outcome.accepted) {

@@ -587,6 +587,29 @@ describe('doctor checks: who tasks run as', () => {
     );
   });
 
+  it('the host agent (execution.host_agent on): ok as root with attempt uids, warn not root, fail with a shared user; off: no check', async () => {
+    const on = (c: ServerConfig) => {
+      c.subprocess.hostAgent = true;
+    };
+    const off = await buildDoctorReport(config(), machine({ uid: 0 }).deps);
+    expect(off.checks.map((c) => c.id)).not.toContain('tasks.host_agent');
+    const root = await buildDoctorReport(config(on), machine({ uid: 0 }).deps);
+    expect(byId(root, 'tasks.host_agent').status).toBe('ok');
+    expect(byId(root, 'tasks.host_agent').message).toContain('its own uid, token and session');
+    const user = await buildDoctorReport(config(on), machine({ uid: 1000 }).deps);
+    expect(byId(user, 'tasks.host_agent').status).toBe('warn');
+    expect(byId(user, 'tasks.host_agent').message).toContain('runs as this user (uid 1000)');
+    expect(byId(user, 'tasks.host_agent').message).toContain("sandbox's fallback");
+    const shared = await buildDoctorReport(
+      config((c) => {
+        on(c);
+        c.subprocess.attemptUidRange = null;
+      }),
+      machine({ uid: 0 }).deps,
+    );
+    expect(byId(shared, 'tasks.host_agent').status).toBe('fail');
+  });
+
   it('root with a uid range that overlaps an account or group: fails, naming the key', async () => {
     const m = machine({ uid: 0 });
     m.texts.set('/etc/group', 'builders:x:1879048200:\n');

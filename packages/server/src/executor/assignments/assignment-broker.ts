@@ -36,6 +36,11 @@ export type WorkerEvent =
 export interface AssignmentWorker {
   readonly id: string;
   readonly tenant_id: string;
+  /**
+   * It takes attempts of every tenant (the host agent: the control plane's own child, in a
+   * broker of its own that only Lite's host executor feeds). A runner or warm pod never sets it.
+   */
+  readonly anyTenant?: boolean;
   readonly labels: Readonly<Record<string, string>>;
   /** attempts it may hold at once on this stream */
   readonly slots: number;
@@ -65,6 +70,10 @@ interface Held {
   worker: AssignmentWorker;
   /** epoch ms; null once acked */
   ack_deadline: number | null;
+}
+
+function servesTenant(worker: AssignmentWorker, tenant_id: string): boolean {
+  return worker.anyTenant === true || worker.tenant_id === tenant_id;
 }
 
 function attemptKey(task_instance_id: string, try_number: number): string {
@@ -275,7 +284,7 @@ export class AssignmentBroker {
   /** Some attached worker matches this attempt's tenant and labels, free or busy. */
   hasWorkerFor(tenant_id: string, labels: Readonly<Record<string, string>>): boolean {
     for (const w of this.#workers.values()) {
-      if (w.worker.tenant_id !== tenant_id) continue;
+      if (!servesTenant(w.worker, tenant_id)) continue;
       if (Object.entries(labels).every(([k, v]) => w.worker.labels[k] === v)) return true;
     }
     return false;
@@ -404,7 +413,7 @@ export class AssignmentBroker {
     labels: Readonly<Record<string, string>>,
   ): { worker: AssignmentWorker; held: Set<string> } | undefined {
     for (const w of this.#workers.values()) {
-      if (w.worker.tenant_id !== tenant_id) continue;
+      if (!servesTenant(w.worker, tenant_id)) continue;
       if (w.held.size >= w.worker.slots) continue;
       if (!Object.entries(labels).every(([k, v]) => w.worker.labels[k] === v)) continue;
       return w;
