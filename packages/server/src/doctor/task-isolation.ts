@@ -219,80 +219,163 @@ async function isolationPosture(
     detail: 'not enforced: attempts have no cgroup of their own',
   };
   if (perAttempt && ex.attemptUidRange !== null) {
-    try {
-      const range = parseUidRange(ex.attemptUidRange);
-      const read = (f: string) => deps.readText(f);
-      const hits = uidRangeCollisions(range, {
-        passwd: await read('/etc/passwd'),
-        group: await read('/etc/group'),
-        subuid: await read('/etc/subuid'),
-        subgid: await read('/etc/subgid'),
-      });
-      if (hits.length > 0)
-        check(
-          'tasks.attempt_uid_range',
-          'fail',
-          `${uidRangeCollisionMessage(range, hits)}; standalone refuses to start`,
-        );
-      else
-        check(
-          'tasks.attempt_uid_range',
-          'ok',
-          `${ATTEMPT_UID_RANGE_KEY} ${ex.attemptUidRange} (${range.last - range.first + 1} uids) holds no account, group or subordinate id range of /etc/passwd, /etc/group, /etc/subuid, /etc/subgid`,
-        );
-    } catch (err) {
-      check('tasks.attempt_uid_range', 'fail', isLeoflowError(err) ? err.message : errorText(err));
+    await checkAttemptUidRange(ex.attemptUidRange, deps, check);
+    nproc = await nprocPosture(ex.attemptNprocLimit, deps, check);
+    cgroup = await cgroupPosture(deps, check);
+  }
+  const { workRoot, sdk } = await workRootPosture(cfg, deps, check);
+  return {
+    mode,
+    attempt_uid_range: perAttempt ? ex.attemptUidRange : null,
+    nproc_limit: nproc,
+    cgroup_limits: cgroup,
+    work_root: workRoot,
+    task_sdk: sdk,
+  };
+}
+
+/** Whether this process's cgroup v2 node offers memory and pids to a subtree it could create. */
+async function cgroupV2Delegation(
+  deps: DoctorDeps,
+): Promise<{ delegated: true; where: string } | { delegated: false; why: string }> {
+  const self = await deps.readText('/proc/self/cgroup');
+  const mountinfo = await deps.readText('/proc/self/mountinfo');
+  const path = /^0::(.*)$/m.exec(self ?? '')?.[1];
+  const mount = (mountinfo ?? '')
+    .split('\n')
+    .map((l) => l.split(' '))
+    .find((f) => f[f.indexOf('-') + 1] === 'cgroup2')?.[4];
+  if (path === undefined || mount === undefined)
+    return { delegated: false, why: 'cgroup v2 is not mounted for this process' };
+  const node = join(mount, path);
+  const controllers = (await deps.readText(join(node, 'cgroup.controllers')))?.split(/\s+/) ?? [];
+  if (!controllers.includes('memory') || !controllers.includes('pids'))
+    return {
+      delegated: false,
+      why: `cgroup v2 at ${node} offers no memory and pids controllers: they are on cgroup v1 here, or not delegated to this service`,
+    };
+  return { delegated: true, where: node };
+}
+
+function lookupUser(user: string, passwd: string | null): { uid: number; gid: number } | null {
+  const numeric = /^(\d+)(?::(\d+))?$/.exec(user);
+  if (numeric) {
+    const uid = Number(numeric[1]);
+    return { uid, gid: numeric[2] === undefined ? uid : Number(numeric[2]) };
+  }
+  for (const line of (passwd ?? '').split('\n')) {
+    const f = line.split(':');
+    if (f[0] === user && f[2] !== undefined && f[3] !== undefined) {
+      return { uid: Number(f[2]), gid: Number(f[3]) };
     }
-    const prlimit = await findExecutable(deps, 'prlimit');
-    if (ex.attemptNprocLimit <= 0) {
-      nproc = {
-        limit: 0,
-        enforced: false,
-        detail: 'not applied (execution.attempt_nproc_limit is 0)',
-      };
+  }
+  return null;
+}
+
+/** The per-attempt uid range must hold no account, group or subordinate id range. */
+async function checkAttemptUidRange(
+  attemptUidRange: string,
+  deps: DoctorDeps,
+  check: CheckFn,
+): Promise<void> {
+  try {
+    const range = parseUidRange(attemptUidRange);
+    const read = (f: string) => deps.readText(f);
+    const hits = uidRangeCollisions(range, {
+      passwd: await read('/etc/passwd'),
+      group: await read('/etc/group'),
+      subuid: await read('/etc/subuid'),
+      subgid: await read('/etc/subgid'),
+    });
+    if (hits.length > 0)
       check(
-        'tasks.nproc_limit',
-        'warn',
-        'execution.attempt_nproc_limit is 0: a task can fork without bound; set --attempt-nproc-limit (default 4096)',
+        'tasks.attempt_uid_range',
+        'fail',
+        `${uidRangeCollisionMessage(range, hits)}; standalone refuses to start`,
       );
-    } else if (prlimit === null) {
-      nproc = {
-        limit: ex.attemptNprocLimit,
-        enforced: false,
-        detail: 'not applied: prlimit (util-linux) is not on PATH',
-      };
+    else
       check(
-        'tasks.nproc_limit',
-        'warn',
-        `prlimit (util-linux) is not on PATH, so RLIMIT_NPROC ${ex.attemptNprocLimit} is not applied to attempts (Node cannot set rlimits itself); install util-linux`,
-      );
-    } else {
-      nproc = {
-        limit: ex.attemptNprocLimit,
-        enforced: true,
-        detail: `RLIMIT_NPROC ${ex.attemptNprocLimit} per attempt uid, set by ${prlimit}`,
-      };
-      check(
-        'tasks.nproc_limit',
+        'tasks.attempt_uid_range',
         'ok',
-        `each attempt's uid is limited to ${ex.attemptNprocLimit} processes and threads (RLIMIT_NPROC via ${prlimit})`,
+        `${ATTEMPT_UID_RANGE_KEY} ${attemptUidRange} (${range.last - range.first + 1} uids) holds no account, group or subordinate id range of /etc/passwd, /etc/group, /etc/subuid, /etc/subgid`,
       );
-    }
-    const v2 = await cgroupV2Delegation(deps);
-    cgroup = {
+  } catch (err) {
+    check('tasks.attempt_uid_range', 'fail', isLeoflowError(err) ? err.message : errorText(err));
+  }
+}
+
+/** RLIMIT_NPROC per attempt uid, applied through prlimit (Node cannot set rlimits itself). */
+async function nprocPosture(
+  limit: number,
+  deps: DoctorDeps,
+  check: CheckFn,
+): Promise<IsolationPosture['nproc_limit']> {
+  let nproc: IsolationPosture['nproc_limit'];
+  const prlimit = await findExecutable(deps, 'prlimit');
+  if (limit <= 0) {
+    nproc = {
+      limit: 0,
       enforced: false,
-      detail: v2.delegated
-        ? `not enforced: cgroup v2 delegates memory and pids at ${v2.where}, but this build does not place attempts in cgroups`
-        : `not enforced: ${v2.why}`,
+      detail: 'not applied (execution.attempt_nproc_limit is 0)',
     };
     check(
-      'tasks.cgroup_limits',
+      'tasks.nproc_limit',
       'warn',
-      `attempt memory and pids are not bounded by a cgroup: ${cgroup.detail.replace(/^not enforced: /, '')}; RLIMIT_NPROC is the only per-attempt limit`,
+      'execution.attempt_nproc_limit is 0: a task can fork without bound; set --attempt-nproc-limit (default 4096)',
+    );
+  } else if (prlimit === null) {
+    nproc = {
+      limit: limit,
+      enforced: false,
+      detail: 'not applied: prlimit (util-linux) is not on PATH',
+    };
+    check(
+      'tasks.nproc_limit',
+      'warn',
+      `prlimit (util-linux) is not on PATH, so RLIMIT_NPROC ${limit} is not applied to attempts (Node cannot set rlimits itself); install util-linux`,
+    );
+  } else {
+    nproc = {
+      limit: limit,
+      enforced: true,
+      detail: `RLIMIT_NPROC ${limit} per attempt uid, set by ${prlimit}`,
+    };
+    check(
+      'tasks.nproc_limit',
+      'ok',
+      `each attempt's uid is limited to ${limit} processes and threads (RLIMIT_NPROC via ${prlimit})`,
     );
   }
+  return nproc;
+}
 
-  // work root and the SDK copy in it
+/** Whether attempts' memory and pids are bounded by a cgroup (not yet: said as a warning). */
+async function cgroupPosture(
+  deps: DoctorDeps,
+  check: CheckFn,
+): Promise<IsolationPosture['cgroup_limits']> {
+  const v2 = await cgroupV2Delegation(deps);
+  const cgroup = {
+    enforced: false,
+    detail: v2.delegated
+      ? `not enforced: cgroup v2 delegates memory and pids at ${v2.where}, but this build does not place attempts in cgroups`
+      : `not enforced: ${v2.why}`,
+  };
+  check(
+    'tasks.cgroup_limits',
+    'warn',
+    `attempt memory and pids are not bounded by a cgroup: ${cgroup.detail.replace(/^not enforced: /, '')}; RLIMIT_NPROC is the only per-attempt limit`,
+  );
+  return cgroup;
+}
+
+/** The installation's work root (owner and mode) and the SDK copy node tasks import from it. */
+async function workRootPosture(
+  cfg: ServerConfig,
+  deps: DoctorDeps,
+  check: CheckFn,
+): Promise<{ workRoot: string | null; sdk: IsolationPosture['task_sdk'] }> {
+  const ex = cfg.subprocess;
   let workRoot = ex.workDir;
   if (workRoot === null) {
     const id = (await deps.readText(join(cfg.dataDir, INSTALL_ID_FILE)))?.trim();
@@ -359,50 +442,5 @@ async function isolationPosture(
         );
     }
   }
-  return {
-    mode,
-    attempt_uid_range: perAttempt ? ex.attemptUidRange : null,
-    nproc_limit: nproc,
-    cgroup_limits: cgroup,
-    work_root: workRoot,
-    task_sdk: sdk,
-  };
-}
-
-/** Whether this process's cgroup v2 node offers memory and pids to a subtree it could create. */
-async function cgroupV2Delegation(
-  deps: DoctorDeps,
-): Promise<{ delegated: true; where: string } | { delegated: false; why: string }> {
-  const self = await deps.readText('/proc/self/cgroup');
-  const mountinfo = await deps.readText('/proc/self/mountinfo');
-  const path = /^0::(.*)$/m.exec(self ?? '')?.[1];
-  const mount = (mountinfo ?? '')
-    .split('\n')
-    .map((l) => l.split(' '))
-    .find((f) => f[f.indexOf('-') + 1] === 'cgroup2')?.[4];
-  if (path === undefined || mount === undefined)
-    return { delegated: false, why: 'cgroup v2 is not mounted for this process' };
-  const node = join(mount, path);
-  const controllers = (await deps.readText(join(node, 'cgroup.controllers')))?.split(/\s+/) ?? [];
-  if (!controllers.includes('memory') || !controllers.includes('pids'))
-    return {
-      delegated: false,
-      why: `cgroup v2 at ${node} offers no memory and pids controllers: they are on cgroup v1 here, or not delegated to this service`,
-    };
-  return { delegated: true, where: node };
-}
-
-function lookupUser(user: string, passwd: string | null): { uid: number; gid: number } | null {
-  const numeric = /^(\d+)(?::(\d+))?$/.exec(user);
-  if (numeric) {
-    const uid = Number(numeric[1]);
-    return { uid, gid: numeric[2] === undefined ? uid : Number(numeric[2]) };
-  }
-  for (const line of (passwd ?? '').split('\n')) {
-    const f = line.split(':');
-    if (f[0] === user && f[2] !== undefined && f[3] !== undefined) {
-      return { uid: Number(f[2]), gid: Number(f[3]) };
-    }
-  }
-  return null;
+  return { workRoot, sdk };
 }

@@ -89,134 +89,16 @@ export function createDoor(o: DoorOptions): Door {
     registers: [metrics],
   });
 
-  const match = (req: IncomingMessage): { token: string; action: DoorAction } | undefined => {
-    if (req.method !== 'GET') return undefined;
-    const m = DOOR_PATH.exec(req.url ?? '');
-    if (!m) return undefined;
-    return { token: m[1] ?? '', action: m[2] as DoorAction };
-  };
-
-  const record = (req: IncomingMessage, action: string, r: { status: number }) => {
-    requests.inc({ path: action, status: String(r.status) });
-    log.info(
-      { method: req.method, path: redactRunnerPath(req.url ?? ''), status: r.status },
-      'door request',
-    );
-  };
-
-  /** (b) and (c): a runner and its cell, or the reply that ends the request. */
-  const resolve = async (
-    token: string,
-    source: string,
-  ): Promise<{ runner: RunnerIdentity; cell: ResolvedCell } | DoorReply> => {
-    if (throttle.isThrottled(source)) return UNAUTHORIZED;
-    const runner = isRunnerTokenShape(token)
-      ? await o.directory.runnerByTokenHash(runnerTokenHash(token))
-      : undefined;
-    if (!runner || runner.kind !== 'inbound') {
-      throttle.noteUnauthorized(source);
-      return UNAUTHORIZED;
-    }
-    const cell = await currentCell(o.directory, o.topology, runner.tenant_id);
-    if (!cell) return notPlaced(retryAfter());
-    return { runner, cell };
-  };
-
-  const sourceOf = (req: IncomingMessage) => req.socket.remoteAddress ?? 'unknown';
-
-  const onRequest = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const m = match(req);
-    // A session is an upgrade or nothing: a plain GET on it is outside the grammar.
-    if (!m || m.action === 'session') {
-      record(req, 'other', NOT_FOUND);
-      sendReply(res, NOT_FOUND);
-      return;
-    }
-    const resolved = await resolve(m.token, sourceOf(req));
-    if ('status' in resolved) {
-      record(req, m.action, resolved);
-      sendReply(res, resolved);
-      return;
-    }
-    if (m.action === 'login') {
-      record(req, m.action, READY);
-      sendReply(res, READY);
-      return;
-    }
-    serveBundle(req, res);
-  };
-
-  const serveBundle = (req: IncomingMessage, res: ServerResponse) => {
-    let size: number;
-    try {
-      size = o.bundleFile === null ? -1 : statSync(o.bundleFile).size;
-    } catch {
-      size = -1;
-    }
-    if (o.bundleFile === null || size < 0) {
-      record(req, 'bundle', NO_BUNDLE);
-      sendReply(res, NO_BUNDLE);
-      return;
-    }
-    record(req, 'bundle', { status: 200 });
-    res.writeHead(200, {
-      'content-type': 'text/javascript',
-      'content-length': String(size),
-      'cache-control': 'no-store',
-    });
-    createReadStream(o.bundleFile).pipe(res);
-  };
-
-  const onUpgrade = async (req: IncomingMessage, socket: Duplex, head: Buffer): Promise<void> => {
-    const m = match(req);
-    if (!m || m.action !== 'session') {
-      record(req, 'other', NOT_FOUND);
-      sendReplyOnSocket(socket, NOT_FOUND);
-      return;
-    }
-    const resolved = await resolve(m.token, sourceOf(req));
-    if ('status' in resolved) {
-      record(req, m.action, resolved);
-      sendReplyOnSocket(socket, resolved);
-      return;
-    }
-    const { runner, cell } = resolved;
-    let upstream: WebSocket;
-    try {
-      // (d) every attempt: a fresh secret, then the upstream handshake carrying it
-      const secret = await o.cells.fetchSecret(cell.url, runner.id);
-      upstream = await o.cells.openSession(cell.url, secret);
-    } catch (err) {
-      const refused = err instanceof CellCallError && err.kind === 'refused';
-      const r = refused ? cellRefused(retryAfter()) : cellUnreachable(retryAfter());
-      log.warn(
-        { cell: cell.name, why: err instanceof Error ? err.message : 'error' },
-        'cell call failed',
-      );
-      record(req, m.action, r);
-      sendReplyOnSocket(socket, r);
-      return;
-    }
-    if (socket.destroyed) {
-      upstream.terminate();
-      return;
-    }
-    wss.handleUpgrade(req, socket, head, (client) => {
-      record(req, m.action, { status: 101 });
-      relay(client, upstream, sessions.add(runner.id, closePair(client, upstream)));
-      // openSession left it paused: the cell may speak first (HTTP/2's SETTINGS)
-      upstream.resume();
-    });
-  };
+  const c: DoorContext = { o, log, throttle, sessions, wss, requests, retryAfter };
 
   const server = createServer((req, res) => {
-    void onRequest(req, res).catch((err: unknown) =>
+    void onRequest(c, req, res).catch((err: unknown) =>
       failed(err, () => sendReply(res, cellUnreachable(retryAfter()))),
     );
   });
   server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     socket.on('error', () => socket.destroy());
-    void onUpgrade(req, socket, head).catch((err: unknown) =>
+    void onUpgrade(c, req, socket, head).catch((err: unknown) =>
       failed(err, () => sendReplyOnSocket(socket, cellUnreachable(retryAfter()))),
     );
   });
@@ -301,4 +183,144 @@ export async function listenDoor(door: Door, host: string, port: number): Promis
   });
   const addr = door.server.address();
   return typeof addr === 'object' && addr ? addr.port : port;
+}
+
+/** What the door's request handlers share: its options, log, throttle, sessions and metrics. */
+interface DoorContext {
+  o: DoorOptions;
+  log: Logger;
+  throttle: UnauthorizedThrottle;
+  sessions: RunnerSessions;
+  wss: WebSocketServer;
+  requests: Counter;
+  retryAfter: () => number;
+}
+
+/** (a) The door's grammar: `GET /runners/<token>/<action>`, or nothing. */
+function match(req: IncomingMessage): { token: string; action: DoorAction } | undefined {
+  if (req.method !== 'GET') return undefined;
+  const m = DOOR_PATH.exec(req.url ?? '');
+  if (!m) return undefined;
+  return { token: m[1] ?? '', action: m[2] as DoorAction };
+}
+
+function record(c: DoorContext, req: IncomingMessage, action: string, r: { status: number }) {
+  c.requests.inc({ path: action, status: String(r.status) });
+  c.log.info(
+    { method: req.method, path: redactRunnerPath(req.url ?? ''), status: r.status },
+    'door request',
+  );
+}
+
+/** (b) and (c): a runner and its cell, or the reply that ends the request. */
+async function resolve(
+  c: DoorContext,
+  token: string,
+  source: string,
+): Promise<{ runner: RunnerIdentity; cell: ResolvedCell } | DoorReply> {
+  if (c.throttle.isThrottled(source)) return UNAUTHORIZED;
+  const runner = isRunnerTokenShape(token)
+    ? await c.o.directory.runnerByTokenHash(runnerTokenHash(token))
+    : undefined;
+  if (!runner || runner.kind !== 'inbound') {
+    c.throttle.noteUnauthorized(source);
+    return UNAUTHORIZED;
+  }
+  const cell = await currentCell(c.o.directory, c.o.topology, runner.tenant_id);
+  if (!cell) return notPlaced(c.retryAfter());
+  return { runner, cell };
+}
+
+function sourceOf(req: IncomingMessage) {
+  return req.socket.remoteAddress ?? 'unknown';
+}
+
+async function onRequest(c: DoorContext, req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const m = match(req);
+  // A session is an upgrade or nothing: a plain GET on it is outside the grammar.
+  if (!m || m.action === 'session') {
+    record(c, req, 'other', NOT_FOUND);
+    sendReply(res, NOT_FOUND);
+    return;
+  }
+  const resolved = await resolve(c, m.token, sourceOf(req));
+  if ('status' in resolved) {
+    record(c, req, m.action, resolved);
+    sendReply(res, resolved);
+    return;
+  }
+  if (m.action === 'login') {
+    record(c, req, m.action, READY);
+    sendReply(res, READY);
+    return;
+  }
+  serveBundle(c, req, res);
+}
+
+function serveBundle(c: DoorContext, req: IncomingMessage, res: ServerResponse) {
+  let size: number;
+  try {
+    size = c.o.bundleFile === null ? -1 : statSync(c.o.bundleFile).size;
+  } catch {
+    size = -1;
+  }
+  if (c.o.bundleFile === null || size < 0) {
+    record(c, req, 'bundle', NO_BUNDLE);
+    sendReply(res, NO_BUNDLE);
+    return;
+  }
+  record(c, req, 'bundle', { status: 200 });
+  res.writeHead(200, {
+    'content-type': 'text/javascript',
+    'content-length': String(size),
+    'cache-control': 'no-store',
+  });
+  createReadStream(c.o.bundleFile).pipe(res);
+}
+
+async function onUpgrade(
+  c: DoorContext,
+  req: IncomingMessage,
+  socket: Duplex,
+  head: Buffer,
+): Promise<void> {
+  const m = match(req);
+  if (!m || m.action !== 'session') {
+    record(c, req, 'other', NOT_FOUND);
+    sendReplyOnSocket(socket, NOT_FOUND);
+    return;
+  }
+  const resolved = await resolve(c, m.token, sourceOf(req));
+  if ('status' in resolved) {
+    record(c, req, m.action, resolved);
+    sendReplyOnSocket(socket, resolved);
+    return;
+  }
+  const { runner, cell } = resolved;
+  let upstream: WebSocket;
+  try {
+    // (d) every attempt: a fresh secret, then the upstream handshake carrying it
+    const secret = await c.o.cells.fetchSecret(cell.url, runner.id);
+    upstream = await c.o.cells.openSession(cell.url, secret);
+  } catch (err) {
+    const refused = err instanceof CellCallError && err.kind === 'refused';
+    const r = refused ? cellRefused(c.retryAfter()) : cellUnreachable(c.retryAfter());
+    c.log.warn(
+      { cell: cell.name, why: err instanceof Error ? err.message : 'error' },
+      'cell call failed',
+    );
+    record(c, req, m.action, r);
+    sendReplyOnSocket(socket, r);
+    return;
+  }
+  if (socket.destroyed) {
+    upstream.terminate();
+    return;
+  }
+  c.wss.handleUpgrade(req, socket, head, (client) => {
+    record(c, req, m.action, { status: 101 });
+    relay(client, upstream, c.sessions.add(runner.id, closePair(client, upstream)));
+    // openSession left it paused: the cell may speak first (HTTP/2's SETTINGS)
+    upstream.resume();
+  });
 }
