@@ -71,17 +71,7 @@ export async function buildExecutors(
   life: Lifecycle,
 ): Promise<ExecutorSet> {
   const { store, clock, logger } = deps;
-  const installId = ensureInstallId(cfg.dataDir);
-  const workRoot = cfg.subprocess.workDir ?? workRootFor(installId);
-  ensureWorkRoot(workRoot);
-  let taskNodeModules = cfg.subprocess.taskNodeModules;
-  if (cfg.subprocess.sdkBundle !== null) {
-    taskNodeModules = installTaskSdk(workRoot, cfg.subprocess.sdkBundle);
-  } else {
-    logger.warn(
-      'no @leoflow/sdk bundle (packages/sdk/dist/leoflow-sdk.mjs): node tasks import it from the installation, which task uids cannot reach when it sits in a 0700 directory; run `npm run build`',
-    );
-  }
+  const { installId, workRoot, taskNodeModules } = prepareWorkRoot(cfg, logger);
   const runnerAssignments = new AssignmentBroker(clock, {
     onMintError: (err) => logger.error({ err }, 'minting an assigned attempt token failed'),
     // A requeued assignment's token dies: the row moves to the next dispatch generation.
@@ -100,48 +90,10 @@ export async function buildExecutors(
     installId,
   );
   let hostAgent: HostAgentExecutor | null = null;
-  if (cfg.subprocess.hostAgent && !built.has('subprocess')) {
-    if (deps.isolation.mode === 'shared') {
-      throw new LeoflowError(
-        'LF_CONFIG_INVALID',
-        'execution.host_agent on runs every attempt under a uid of its own: it does not run tasks as one shared execution.run_as_user; set --attempt-uid-range (the default range) or --host-agent off',
-      );
-    }
-    hostAgent = new HostAgentExecutor({
-      agentEntry: cfg.subprocess.agentEntry,
-      workDir: workRoot,
-      dataDir: cfg.dataDir,
-      isolation: deps.isolation,
-      sandbox: { env: sandboxEnv },
-      taskNodeModules,
-      slots: HOST_AGENT_SLOTS,
-      broker: new AssignmentBroker(clock, {
-        onMintError: (err) => logger.error({ err }, 'minting a host agent attempt token failed'),
-        refence: requeueFence(store, clock),
-        onRefenceError: (err) => logger.error({ err }, 'fencing a requeued host attempt failed'),
-      }),
-      store,
-      tenantId: cfg.tenantId,
-      logger,
-    });
-    built.set('subprocess', hostAgent);
-  }
   if (!built.has('subprocess')) {
-    built.set(
-      'subprocess',
-      new SubprocessExecutor({
-        agentEntry: cfg.subprocess.agentEntry,
-        workDir: workRoot,
-        diagnosticsDir: join(cfg.dataDir, 'agents'),
-        isolation: deps.isolation,
-        sandbox: { env: sandboxEnv, helper: deps.sandbox.helper },
-        keepWorkDirs: cfg.subprocess.keepWorkDirs,
-        agentCaFile: cfg.agent.tls?.caFile ?? null,
-        taskNodeModules,
-        standbyAgents: cfg.subprocess.standbyAgents,
-        logger,
-      }),
-    );
+    const local = localExecutor(cfg, deps, { workRoot, sandboxEnv, taskNodeModules });
+    built.set('subprocess', local);
+    if (local instanceof HostAgentExecutor) hostAgent = local;
   }
   if (!built.has('runner')) {
     built.set(
@@ -227,5 +179,77 @@ async function buildWarmPools(
     refence: requeueFence(deps.store, deps.clock),
     leading: () => deps.leadership.fence() !== null,
     ...(opts.warmPools ?? {}),
+  });
+}
+
+/** This installation's work root, and the task SDK copy in it that node tasks import. */
+function prepareWorkRoot(
+  cfg: ServerConfig,
+  logger: Logger,
+): { installId: string; workRoot: string; taskNodeModules: string | null } {
+  const installId = ensureInstallId(cfg.dataDir);
+  const workRoot = cfg.subprocess.workDir ?? workRootFor(installId);
+  ensureWorkRoot(workRoot);
+  let taskNodeModules = cfg.subprocess.taskNodeModules;
+  if (cfg.subprocess.sdkBundle !== null) {
+    taskNodeModules = installTaskSdk(workRoot, cfg.subprocess.sdkBundle);
+  } else {
+    logger.warn(
+      'no @leoflow/sdk bundle (packages/sdk/dist/leoflow-sdk.mjs): node tasks import it from the installation, which task uids cannot reach when it sits in a 0700 directory; run `npm run build`',
+    );
+  }
+  return { installId, workRoot, taskNodeModules };
+}
+
+/** Lite's local executor: the host agent when execution.host_agent is on, else one agent per attempt. */
+function localExecutor(
+  cfg: ServerConfig,
+  deps: {
+    store: Store;
+    clock: Clock;
+    logger: Logger;
+    isolation: TaskIsolation;
+    sandbox: SandboxPlan;
+  },
+  at: { workRoot: string; sandboxEnv: Record<string, string>; taskNodeModules: string | null },
+): Executor {
+  const { store, clock, logger } = deps;
+  const { workRoot, sandboxEnv, taskNodeModules } = at;
+  if (cfg.subprocess.hostAgent) {
+    if (deps.isolation.mode === 'shared') {
+      throw new LeoflowError(
+        'LF_CONFIG_INVALID',
+        'execution.host_agent on runs every attempt under a uid of its own: it does not run tasks as one shared execution.run_as_user; set --attempt-uid-range (the default range) or --host-agent off',
+      );
+    }
+    return new HostAgentExecutor({
+      agentEntry: cfg.subprocess.agentEntry,
+      workDir: workRoot,
+      dataDir: cfg.dataDir,
+      isolation: deps.isolation,
+      sandbox: { env: sandboxEnv },
+      taskNodeModules,
+      slots: HOST_AGENT_SLOTS,
+      broker: new AssignmentBroker(clock, {
+        onMintError: (err) => logger.error({ err }, 'minting a host agent attempt token failed'),
+        refence: requeueFence(store, clock),
+        onRefenceError: (err) => logger.error({ err }, 'fencing a requeued host attempt failed'),
+      }),
+      store,
+      tenantId: cfg.tenantId,
+      logger,
+    });
+  }
+  return new SubprocessExecutor({
+    agentEntry: cfg.subprocess.agentEntry,
+    workDir: workRoot,
+    diagnosticsDir: join(cfg.dataDir, 'agents'),
+    isolation: deps.isolation,
+    sandbox: { env: sandboxEnv, helper: deps.sandbox.helper },
+    keepWorkDirs: cfg.subprocess.keepWorkDirs,
+    agentCaFile: cfg.agent.tls?.caFile ?? null,
+    taskNodeModules,
+    standbyAgents: cfg.subprocess.standbyAgents,
+    logger,
   });
 }
