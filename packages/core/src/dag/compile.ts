@@ -1431,7 +1431,8 @@ class Compiler {
     if (snippet === '') return start;
     // the same occurrence in the source as in the value
     let nth = 0;
-    for (let i = value.indexOf(snippet); i !== -1 && i < offset; i = value.indexOf(snippet, i + 1)) nth++;
+    for (let i = value.indexOf(snippet); i !== -1 && i < offset; i = value.indexOf(snippet, i + 1))
+      nth++;
     let at = -1;
     for (let k = 0; k <= nth; k++) {
       at = src.indexOf(snippet, at + 1);

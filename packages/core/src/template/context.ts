@@ -59,7 +59,8 @@ export function airflowDateText(iso: string | null): string | null {
 
 export function dateValues(logicalDate: string | null): DateValues {
   const d = parse(logicalDate);
-  if (d === null) return { ds: null, ds_nodash: null, ts: null, ts_nodash: null, ts_nodash_with_tz: null };
+  if (d === null)
+    return { ds: null, ds_nodash: null, ts: null, ts_nodash: null, ts_nodash_with_tz: null };
   const ds = `${pad(d.getUTCFullYear(), 4)}-${pad(d.getUTCMonth() + 1)}-${pad(d.getUTCDate())}`;
   const ts = pyIsoformat(d);
   return {
@@ -150,8 +151,9 @@ export const UNSUPPORTED_TEMPLATE_NAMES: Record<string, string> = {
   triggering_asset_events: 'assets are not in the template context',
   prev_start_date_success: 'not in the template context; use prev_data_interval_start_success',
   prev_end_date_success: 'not in the template context; use prev_data_interval_end_success',
-  task_instance_key_str: 'not in the template context; write {{ dag.dag_id }}__{{ task.task_id }}__{{ ds_nodash }}',
-  conf: 'Airflow\'s configuration is not readable from templates; the run\'s conf is dag_run.conf',
+  task_instance_key_str:
+    'not in the template context; write {{ dag.dag_id }}__{{ task.task_id }}__{{ ds_nodash }}',
+  conf: "Airflow's configuration is not readable from templates; the run's conf is dag_run.conf",
 };
 
 /** A connection as templates see it (Airflow's Connection attributes). */

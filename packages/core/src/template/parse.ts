@@ -56,8 +56,7 @@ export type TemplatePart =
     };
 
 export type ParseResult =
-  | { ok: true; parts: TemplatePart[] }
-  | { ok: false; problem: TemplateProblem };
+  { ok: true; parts: TemplatePart[] } | { ok: false; problem: TemplateProblem };
 
 /** The filters the renderer knows; anything else is refused by name. */
 export const TEMPLATE_FILTERS = ['ds_add', 'ds_format', 'default'] as const;
@@ -243,10 +242,9 @@ class ExprParser {
         out.push({ t: 'op', v: c, at });
         i++;
       } else {
-        const what =
-          '+-*/%<>=!~'.includes(c)
-            ? `the operator "${c}" is not supported (no arithmetic or comparison in templates)`
-            : `"${c}" is not valid here`;
+        const what = '+-*/%<>=!~'.includes(c)
+          ? `the operator "${c}" is not supported (no arithmetic or comparison in templates)`
+          : `"${c}" is not valid here`;
         fail(
           c === '.' ? 'LF_TEMPLATE_SYNTAX' : 'LF_TEMPLATE_UNSUPPORTED',
           at,
@@ -284,7 +282,11 @@ class ExprParser {
       const nameTok = this.next();
       if (nameTok.t !== 'name')
         fail('LF_TEMPLATE_SYNTAX', nameTok.at, 'expected a filter name after "|"');
-      filters.push({ name: this.filterName(nameTok.v, nameTok.at), args: this.args(), offset: nameTok.at });
+      filters.push({
+        name: this.filterName(nameTok.v, nameTok.at),
+        args: this.args(),
+        offset: nameTok.at,
+      });
     }
     const t = this.peek();
     if (t.t !== 'end') {
@@ -336,14 +338,16 @@ class ExprParser {
   private operand(filters: FilterCall[] | null, top: boolean): Operand {
     const t = this.next();
     if (t.t === 'str' || t.t === 'num') return { kind: 'literal', value: t.v, offset: t.at };
-    if (t.t !== 'name') fail('LF_TEMPLATE_SYNTAX', t.at, `expected a name or a literal, not ${describeTok(t)}`);
+    if (t.t !== 'name')
+      fail('LF_TEMPLATE_SYNTAX', t.at, `expected a name or a literal, not ${describeTok(t)}`);
     if (t.v === 'true' || t.v === 'True') return { kind: 'literal', value: true, offset: t.at };
     if (t.v === 'false' || t.v === 'False') return { kind: 'literal', value: false, offset: t.at };
     if (t.v === 'none' || t.v === 'None') return { kind: 'literal', value: null, offset: t.at };
     if (t.v === 'macros' && top && filters !== null) {
       this.expectOp('.', 'after macros');
       const fn = this.next();
-      if (fn.t !== 'name') fail('LF_TEMPLATE_SYNTAX', fn.at, 'expected a macro name after "macros."');
+      if (fn.t !== 'name')
+        fail('LF_TEMPLATE_SYNTAX', fn.at, 'expected a macro name after "macros."');
       if (fn.v !== 'ds_add' && fn.v !== 'ds_format')
         fail(
           'LF_TEMPLATE_UNSUPPORTED',
@@ -352,7 +356,11 @@ class ExprParser {
           'the macros are macros.ds_add(ds, days) and macros.ds_format(ds, input_format, output_format)',
         );
       if (!this.isOp('('))
-        fail('LF_TEMPLATE_SYNTAX', this.peek().at, `macros.${fn.v} must be called: macros.${fn.v}(ds, …)`);
+        fail(
+          'LF_TEMPLATE_SYNTAX',
+          this.peek().at,
+          `macros.${fn.v} must be called: macros.${fn.v}(ds, …)`,
+        );
       const args = this.args();
       const first = args.shift();
       if (first === undefined)

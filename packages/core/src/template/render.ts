@@ -146,7 +146,11 @@ function variable(o: Extract<Operand, { kind: 'path' }>, scope: TemplateScope): 
   return v;
 }
 
-function connection(o: Extract<Operand, { kind: 'path' }>, scope: TemplateScope, soft: boolean): Value {
+function connection(
+  o: Extract<Operand, { kind: 'path' }>,
+  scope: TemplateScope,
+  soft: boolean,
+): Value {
   const [id, attr, ...rest] = o.segments;
   if (id === undefined || attr === undefined) throw unsupportedConnRead(o);
   if (!Object.hasOwn(scope.connections, id))
@@ -187,7 +191,11 @@ function applyFilter(f: FilterCall, v: Value, scope: TemplateScope): Value {
   switch (f.name) {
     case 'default': {
       if (args.length < 1 || args.length > 2)
-        throw filterError(f, 'default takes a fallback value (and optionally true)', "write | default('x')");
+        throw filterError(
+          f,
+          'default takes a fallback value (and optionally true)',
+          "write | default('x')",
+        );
       const fallback = args[0];
       const orFalsy = args[1] === true;
       if (v === UNDEFINED || (orFalsy && !truthy(v))) return fallback;
@@ -208,7 +216,12 @@ function applyFilter(f: FilterCall, v: Value, scope: TemplateScope): Value {
       const d = pyStrptime(String(v), args[0]);
       if (typeof d === 'string') throw filterError(f, `ds_format: ${d}`, 'check the input format');
       const out = pyStrftime(d, args[1]);
-      if (out === null) throw filterError(f, `ds_format: the output format ${JSON.stringify(args[1])} holds a directive that is not supported`, 'see docs/authoring.md for the directives');
+      if (out === null)
+        throw filterError(
+          f,
+          `ds_format: the output format ${JSON.stringify(args[1])} holds a directive that is not supported`,
+          'see docs/authoring.md for the directives',
+        );
       return out;
     }
     default:
@@ -227,10 +240,19 @@ function dsAdd(f: FilterCall, v: unknown, days: number): string {
   const text = String(v);
   if (days === 0) return text;
   const m = /^(\d{4})-(\d{2})-(\d{2})$/.exec(text);
-  if (!m) throw filterError(f, 'ds_add needs a date written YYYY-MM-DD', 'apply it to ds: {{ ds | ds_add(7) }}');
+  if (!m)
+    throw filterError(
+      f,
+      'ds_add needs a date written YYYY-MM-DD',
+      'apply it to ds: {{ ds | ds_add(7) }}',
+    );
   const t = Date.UTC(Number(m[1]), Number(m[2]) - 1, Number(m[3]));
   if (new Date(t).toISOString().slice(0, 10) !== text)
-    throw filterError(f, 'ds_add: the value is not a calendar date', 'apply it to ds: {{ ds | ds_add(7) }}');
+    throw filterError(
+      f,
+      'ds_add: the value is not a calendar date',
+      'apply it to ds: {{ ds | ds_add(7) }}',
+    );
   const d = new Date(t + days * 86_400_000);
   return d.toISOString().slice(0, 10);
 }
@@ -298,13 +320,16 @@ function checkPath(
       message: instead
         ? `${root} is not in Leoflow's template context: ${instead}`
         : `${root} is not a name templates know`,
-      hint: instead
-        ? instead
-        : `the names are ${TEMPLATE_NAMES.join(', ')}; ${ESCAPE_HINT}`,
+      hint: instead ? instead : `the names are ${TEMPLATE_NAMES.join(', ')}; ${ESCAPE_HINT}`,
     };
   }
   const [first] = o.segments;
-  if (root === 'params' && first !== undefined && !defaulted && !Object.hasOwn(scope.params, first)) {
+  if (
+    root === 'params' &&
+    first !== undefined &&
+    !defaulted &&
+    !Object.hasOwn(scope.params, first)
+  ) {
     return {
       code: 'LF_TEMPLATE_UNDEFINED',
       offset: o.offset,
@@ -331,7 +356,11 @@ function checkPath(
   }
   if (root === 'conn') {
     const [id, attr] = o.segments;
-    if (id === undefined || attr === undefined || !(CONNECTION_ATTRIBUTES as readonly string[]).includes(attr))
+    if (
+      id === undefined ||
+      attr === undefined ||
+      !(CONNECTION_ATTRIBUTES as readonly string[]).includes(attr)
+    )
       return {
         code: 'LF_TEMPLATE_UNSUPPORTED',
         offset: o.offset,

@@ -62,24 +62,30 @@ describe('template rendering', () => {
   });
 
   it('reads params, conf, run ids and attributes', () => {
-    expect(render('{{ params.batch }}/{{ params.flag }}/{{ params["region"] }}')).toBe('100/True/eu');
-    expect(render('{{ dag_run.conf.table }} {{ dag_run.conf["n"] }} {{ dag_run.conf.deep.a[1] }}')).toBe(
-      'orders 3 2',
+    expect(render('{{ params.batch }}/{{ params.flag }}/{{ params["region"] }}')).toBe(
+      '100/True/eu',
     );
+    expect(
+      render('{{ dag_run.conf.table }} {{ dag_run.conf["n"] }} {{ dag_run.conf.deep.a[1] }}'),
+    ).toBe('orders 3 2');
     expect(render('{{ dag_run.conf.deep }}')).toBe('{"a":[1,2]}');
-    expect(render('{{ run_id }} {{ dag_run.run_id }} {{ dag.dag_id }}.{{ task.task_id }} {{ ti.try_number }}')).toBe(
-      'scheduled__2026-12-07T00:00:00.000Z scheduled__2026-12-07T00:00:00.000Z etl.load 2',
-    );
+    expect(
+      render(
+        '{{ run_id }} {{ dag_run.run_id }} {{ dag.dag_id }}.{{ task.task_id }} {{ ti.try_number }}',
+      ),
+    ).toBe('scheduled__2026-12-07T00:00:00.000Z scheduled__2026-12-07T00:00:00.000Z etl.load 2');
   });
 
   it('applies ds_add, ds_format and default, and macros.* calls', () => {
     expect(render('{{ ds | ds_add(7) }} {{ ds | ds_add(-7) }} {{ ds|ds_add(0) }}')).toBe(
       '2026-12-14 2026-11-30 2026-12-07',
     );
-    expect(render("{{ ds | ds_format('%Y-%m-%d', '%d/%m/%y %a %b %j') }}")).toBe('07/12/26 Mon Dec 341');
-    expect(render("{{ macros.ds_add(ds, 30) }} {{ macros.ds_format(ds, '%Y-%m-%d', '%Y%m') }}")).toBe(
-      '2027-01-06 202612',
+    expect(render("{{ ds | ds_format('%Y-%m-%d', '%d/%m/%y %a %b %j') }}")).toBe(
+      '07/12/26 Mon Dec 341',
     );
+    expect(
+      render("{{ macros.ds_add(ds, 30) }} {{ macros.ds_format(ds, '%Y-%m-%d', '%Y%m') }}"),
+    ).toBe('2027-01-06 202612');
     expect(render("{{ dag_run.conf.missing | default('none') }}")).toBe('none');
     expect(render("{{ dag_run.conf.table | default('x') }}")).toBe('orders');
     expect(render("{{ '' | default('empty', true) }}")).toBe('empty');
@@ -88,9 +94,11 @@ describe('template rendering', () => {
 
   it('reads only delivered variables and connections', () => {
     expect(render('{{ var.value.api_key }} {{ var.json.cfg.limit }}')).toBe('k-123 7');
-    expect(render('{{ conn.db.host }}:{{ conn.db.port }} {{ conn.db.password }} {{ conn.db.extra_dejson.sslmode }}')).toBe(
-      'db.internal:5432 s3cret require',
-    );
+    expect(
+      render(
+        '{{ conn.db.host }}:{{ conn.db.port }} {{ conn.db.password }} {{ conn.db.extra_dejson.sslmode }}',
+      ),
+    ).toBe('db.internal:5432 s3cret require');
     expect(problem('{{ var.value.other }}').code).toBe('LF_TEMPLATE_NOT_DECLARED');
     expect(problem('{{ conn.other.host }}').code).toBe('LF_TEMPLATE_NOT_DECLARED');
     expect(problem('{{ conn.db.get_uri }}').code).toBe('LF_TEMPLATE_UNSUPPORTED');
@@ -103,7 +111,10 @@ describe('template rendering', () => {
     expect(p.offset).toBe(8);
     const manual = templateScope({ ...run, logicalDate: null }, {}, {});
     expect(problem('{{ ds }}', manual).code).toBe('LF_TEMPLATE_UNDEFINED');
-    expect(renderTemplate("{{ ds | default('none') }}", manual)).toEqual({ ok: true, text: 'none' });
+    expect(renderTemplate("{{ ds | default('none') }}", manual)).toEqual({
+      ok: true,
+      text: 'none',
+    });
   });
 
   it('has escapes for a literal {{', () => {
@@ -133,7 +144,12 @@ describe('template rendering', () => {
 describe('static checks', () => {
   const s = { params: { batch: 1 }, variables: ['api_key'], connections: ['db'] };
   it('accepts what any run can render', () => {
-    expect(checkTemplate('{{ ds }} {{ params.batch }} {{ dag_run.conf.x }} {{ var.value.api_key }} {{ conn.db.host }}', s)).toEqual([]);
+    expect(
+      checkTemplate(
+        '{{ ds }} {{ params.batch }} {{ dag_run.conf.x }} {{ var.value.api_key }} {{ conn.db.host }}',
+        s,
+      ),
+    ).toEqual([]);
     expect(checkTemplate("{{ params.other | default('z') }}", s)).toEqual([]);
   });
   it('names undefined names, undeclared secrets and Airflow names that are gone', () => {
