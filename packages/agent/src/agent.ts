@@ -376,6 +376,11 @@ export class Agent {
         secretReadsFile: this.#secretReadsFile,
       });
       env = built.env;
+      // `import leoflow` without installing anything: the SDK's read-only copy comes first
+      const pythonSdk = spec.type === TaskType.PYTHON ? this.#cfg.pythonSdk : undefined;
+      if (pythonSdk !== undefined) {
+        env['PYTHONPATH'] = env['PYTHONPATH'] ? `${pythonSdk}:${env['PYTHONPATH']}` : pythonSdk;
+      }
       if (built.dropped.length > 0) {
         this.#agentLine(`not exported (NUL byte or '=' in name): ${built.dropped.join(', ')}`);
       }
@@ -399,7 +404,11 @@ export class Agent {
           statusFile: this.#statusFile,
           pathVar: env['PATH'],
           readOnly:
-            spec.type === TaskType.NODE && this.#cfg.nodeModules ? [this.#cfg.nodeModules] : [],
+            spec.type === TaskType.NODE && this.#cfg.nodeModules
+              ? [this.#cfg.nodeModules]
+              : pythonSdk !== undefined
+                ? [pythonSdk]
+                : [],
         });
       } else if (this.#isolation) launch = this.#isolation.wrap(launch);
     } catch (err) {

@@ -71,6 +71,7 @@ export class RunnerAttempt {
       python: host.agentEnv['LEOFLOW_PYTHON'] || 'python3',
       node: process.execPath,
       nodeModules: undefined,
+      pythonSdk: undefined,
       reportDeadlineMs: host.timings?.reportDeadlineMs ?? 15 * 60_000,
       bootstrapDeadlineMs: host.timings?.bootstrapDeadlineMs ?? 60_000,
       killGraceMs: host.timings?.killGraceMs ?? 5_000,

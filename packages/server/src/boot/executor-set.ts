@@ -15,6 +15,7 @@ import { SubprocessExecutor } from '../executor/subprocess-executor.js';
 import {
   ensureInstallId,
   ensureWorkRoot,
+  installTaskPythonSdk,
   installTaskSdk,
   workRootFor,
 } from '../executor/work-root.js';
@@ -73,6 +74,10 @@ export async function buildExecutors(
       'no @leoflow/sdk bundle (packages/sdk/dist/leoflow-sdk.mjs): node tasks import it from the installation, which task uids cannot reach when it sits in a 0700 directory; run `npm run build`',
     );
   }
+  const taskPythonPath =
+    cfg.subprocess.pythonSdk !== null
+      ? installTaskPythonSdk(workRoot, cfg.subprocess.pythonSdk)
+      : null;
   const runnerAssignments = new AssignmentBroker(clock, {
     onMintError: (err) => logger.error({ err }, 'minting an assigned attempt token failed'),
     // A requeued assignment's token dies: the row moves to the next dispatch generation.
@@ -104,6 +109,7 @@ export async function buildExecutors(
         keepWorkDirs: cfg.subprocess.keepWorkDirs,
         agentCaFile: cfg.agent.tls?.caFile ?? null,
         taskNodeModules,
+        taskPythonPath,
         standbyAgents: cfg.subprocess.standbyAgents,
         logger,
       }),

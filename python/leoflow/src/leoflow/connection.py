@@ -161,9 +161,15 @@ class Connection:
                 raise _uri_error("the protocol in front of the host is malformed")
         try:
             parts = urlsplit(rest)
+        except ValueError:
+            raise _uri_error("it is not a well-formed URI") from None
+        try:
             port = parts.port
         except ValueError:
-            raise _uri_error("the port is not a number from 0 to 65535") from None
+            text = parts.netloc.rsplit("@", 1)[-1].rsplit(":", 1)[-1]
+            raise _uri_error(
+                "the port is out of range 0-65535" if text.isdigit() else "the port is not an integer"
+            ) from None
         host = _hostname(parts)
         if host and with_protocol:
             host = f"{parts.scheme}://{host}"
