@@ -66,3 +66,10 @@ def test_errors_name_the_problem_and_never_the_key(tmp_path):
     with pytest.raises(LeoflowError) as e:
         resolve_google_connection("gcp", env={"AIRFLOW_CONN_GCP": "postgres://h"})
     assert e.value.code == "LF_SDK_GCP_CONN_TYPE"
+
+
+def test_keyfile_dict_with_literal_newline_pairs():
+    one_line = {**KEY, "private_key": KEY["private_key"].replace("\n", "\\n")}
+    assert "\n" not in one_line["private_key"]
+    r = resolve_google_connection("gcp", env=env({"keyfile_dict": one_line}))
+    assert r.key_info["private_key"] == KEY["private_key"]

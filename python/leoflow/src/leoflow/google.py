@@ -70,6 +70,9 @@ def _check_key(key: Any, where: str) -> Dict[str, Any]:
         raise LeoflowError(
             "LF_SDK_GCP_KEY_INVALID", f'{where} is not a service-account key (type is not "service_account")'
         )
+    if "\\n" in key["private_key"]:
+        # a key pasted into a one-line form: literal \n pairs are the newlines
+        key = {**key, "private_key": key["private_key"].replace("\\n", "\n")}
     if "PRIVATE KEY-----" not in key["private_key"]:
         raise LeoflowError(
             "LF_SDK_GCP_KEY_INVALID",
