@@ -7,8 +7,9 @@
  * Nothing else: no statements, no arithmetic, no method calls, so rendering runs no code.
  *
  * Escapes, for a literal `{{` in a command: `{{ '{{' }}` (an expression whose value is the text),
- * or a whole stretch inside `{% raw %}…{% endraw %}`. Only `{{` and `{%` open anything; `{#` is
- * plain text here (unlike Jinja, so bash's `${#array[@]}` needs no escape).
+ * or a whole stretch inside `{% raw %}…{% endraw %}`. Only `{{`, and `{%` in a `{% word … %}` closed
+ * on its line, open anything; `{#` is plain text here (unlike Jinja, so bash's `${#array[@]}`
+ * and printf's `'{%s}'` need no escape).
  */
 
 export type TemplateErrorCode =
@@ -67,7 +68,21 @@ export const ESCAPE_HINT =
 
 /** True when `text` holds anything the renderer would treat as template syntax. */
 export function hasTemplateSyntax(text: string): boolean {
-  return text.includes('{{') || /\{%-?\s*[A-Za-z_]/.test(text);
+  if (text.includes('{{')) return true;
+  for (let i = text.indexOf('{%'); i !== -1; i = text.indexOf('{%', i + 1))
+    if (STATEMENT_START.test(lineFrom(text, i))) return true;
+  return false;
+}
+
+/**
+ * `{%` opens a statement only as `{% word … %}` closed on the same line; anything else (a
+ * printf format `'{%s}'`) is plain text.
+ */
+const STATEMENT_START = /^\{%-?\s*[A-Za-z_][^\n]*?%\}/;
+
+function lineFrom(text: string, i: number): string {
+  const end = text.indexOf('\n', i);
+  return text.slice(i, end === -1 ? undefined : end);
 }
 
 class Fail {
@@ -169,7 +184,7 @@ function nextOpen(text: string, from: number): number {
   for (let i = text.indexOf('{', from); i !== -1; i = text.indexOf('{', i + 1)) {
     const c = text.charAt(i + 1);
     if (c === '{') return i;
-    if (c === '%' && /^\{%-?\s*[A-Za-z_]/.test(text.slice(i, i + 40))) return i;
+    if (c === '%' && STATEMENT_START.test(lineFrom(text, i))) return i;
   }
   return -1;
 }

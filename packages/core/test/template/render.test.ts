@@ -127,6 +127,10 @@ describe('template rendering', () => {
     // bash's ${#arr[@]} and ${x%y} are not template syntax
     expect(render('echo ${#arr[@]} ${f%.txt} {#x#}')).toBe('echo ${#arr[@]} ${f%.txt} {#x#}');
     expect(hasTemplateSyntax('echo ${#arr[@]} ${f%.txt}')).toBe(false);
+    // printf's {%s} is not a statement: {% only opens one as {% word … %} on its line
+    expect(render("printf '{%s}\\n' x")).toBe("printf '{%s}\\n' x");
+    expect(hasTemplateSyntax("printf '{%s}' x")).toBe(false);
+    expect(hasTemplateSyntax('{% if x %}')).toBe(true);
     expect(hasTemplateSyntax('a {{ b }}')).toBe(true);
   });
 
