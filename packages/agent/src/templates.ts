@@ -1,8 +1,6 @@
 import {
-  parseConnectionJson,
-  parseConnectionUri,
-  pyStrip,
   renderTemplate,
+  templateConnectionFromUri,
   templateScope,
   type RunContextInput,
   type TemplateConnection,
@@ -58,27 +56,6 @@ function jsonObject(text: string): Record<string, unknown> {
   }
 }
 
-/** A delivered connection value (URI or JSON) as templates see it; undefined when unreadable. */
-function templateConnection(connId: string, value: string): TemplateConnection | undefined {
-  try {
-    const s = pyStrip(value);
-    const c = s.startsWith('{') ? parseConnectionJson(s) : parseConnectionUri(s);
-    return {
-      conn_id: connId,
-      conn_type: c.conn_type,
-      host: c.host,
-      schema: c.schema,
-      login: c.login,
-      password: c.password,
-      port: c.port,
-      extra: c.extra === null ? null : JSON.stringify(c.extra),
-      extra_dejson: c.extra ?? {},
-    };
-  } catch {
-    return undefined;
-  }
-}
-
 export class TemplateRenderError extends Error {
   constructor(
     readonly code: string,
@@ -102,7 +79,7 @@ export function renderSpecTemplates(
   if (!spec.templated) return { command: spec.command, env: spec.env };
   const conns: Record<string, TemplateConnection> = {};
   for (const [id, v] of Object.entries(connections ?? {})) {
-    const c = templateConnection(id, v);
+    const c = templateConnectionFromUri(id, v);
     if (c) conns[id] = c;
   }
   const scope: TemplateScope = templateScope(runContextOf(spec), variables ?? {}, conns);

@@ -1,3 +1,6 @@
+// the URI parser alone (not the connections index): the agent's bundle carries only what it uses
+import { parseConnectionUri } from '../connections/uri.js';
+
 /**
  * Airflow's template context, computed from what the agent knows of a run: the same values are
  * exported to the task as environment variables (contextEnv) and are the names templates read
@@ -181,6 +184,32 @@ export const CONNECTION_ATTRIBUTES = [
   'extra',
   'extra_dejson',
 ] as const;
+
+/**
+ * A delivered connection (the Airflow URI the server's codec wrote) as templates see it;
+ * undefined when it cannot be read, which leaves `conn.<id>` a not-delivered name.
+ */
+export function templateConnectionFromUri(
+  connId: string,
+  uri: string,
+): TemplateConnection | undefined {
+  try {
+    const c = parseConnectionUri(uri);
+    return {
+      conn_id: connId,
+      conn_type: c.conn_type,
+      host: c.host,
+      schema: c.schema,
+      login: c.login,
+      password: c.password,
+      port: c.port,
+      extra: c.extra === null ? null : JSON.stringify(c.extra),
+      extra_dejson: c.extra ?? {},
+    };
+  } catch {
+    return undefined;
+  }
+}
 
 /** What `{{ … }}` resolves names against; built by the agent for one attempt. */
 export interface TemplateScope {
