@@ -55,7 +55,10 @@ describe.skipIf(availability === 'skip')('the Python SDK reads connections as Ai
       },
     );
     // Airflow's structlog may write to stdout too; the answer is the last line
-    const rows = JSON.parse(out.trim().split('\n').pop() ?? '') as { leoflow: unknown; airflow: unknown }[];
+    const rows = JSON.parse(out.trim().split('\n').pop() ?? '') as {
+      leoflow: unknown;
+      airflow: unknown;
+    }[];
     expect(rows).toHaveLength(values.length);
     rows.forEach((row, i) => expect(row.leoflow, values[i]).toEqual(row.airflow));
   });

@@ -85,8 +85,11 @@ function lineFrom(text: string, i: number): string {
   return text.slice(i, end === -1 ? undefined : end);
 }
 
-class Fail {
-  constructor(readonly problem: TemplateProblem) {}
+/** A template problem on its way out of the recursion; never leaves this module. */
+class Fail extends Error {
+  constructor(readonly problem: TemplateProblem) {
+    super(problem.message);
+  }
 }
 
 function fail(

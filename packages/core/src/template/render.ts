@@ -18,12 +18,16 @@ import {
 
 export type RenderResult = { ok: true; text: string } | { ok: false; problem: TemplateProblem };
 
-class Fail {
-  constructor(readonly problem: TemplateProblem) {}
+/** A template problem on its way out of the recursion; never leaves this module. */
+class Fail extends Error {
+  constructor(readonly problem: TemplateProblem) {
+    super(problem.message);
+  }
 }
 
 const UNDEFINED = Symbol('undefined');
-type Value = unknown | typeof UNDEFINED;
+/** a value, or UNDEFINED (a name the run does not have) */
+type Value = unknown;
 
 /** Renders `text` against `scope`. Never throws for a bad template: the problem is returned. */
 export function renderTemplate(text: string, scope: TemplateScope): RenderResult {
