@@ -125,4 +125,28 @@ tasks:
     const lines = await logOf(r.runId, 't');
     expect(lines.join('\n')).toContain('template error in command at 1:9 (LF_TEMPLATE_UNDEFINED)');
   });
+
+  it("a run sees the previous successful run's data interval (prev_data_interval_*_success)", async () => {
+    const dags = join(scratch.dir, 'dags3');
+    writeDag(
+      dags,
+      'prev_ctx',
+      `dag_id: prev_ctx
+tasks:
+  - task_id: t
+    command: echo "prev={{ prev_data_interval_start_success }} env=\${LEOFLOW_PREV_DATA_INTERVAL_START_SUCCESS:-unset}"
+`,
+    );
+    expect((await cli(['dags', 'push', join(dags, 'prev_ctx')], env())).code).toBe(0);
+    const first = await run('prev_ctx');
+    expect(first.code).toBe(0);
+    expect(await logOf(first.runId, 't')).toContain('prev=None env=unset');
+    // a manual run's data interval is its logical date, which its run id spells
+    const firstIso = /^manual__(.+Z)__/.exec(first.runId)![1]!;
+    const second = await run('prev_ctx');
+    expect(second.code).toBe(0);
+    const d = new Date(firstIso);
+    const airflowText = `${firstIso.slice(0, 10)} ${firstIso.slice(11, 19)}${d.getUTCMilliseconds() === 0 ? '' : `.${String(d.getUTCMilliseconds()).padStart(3, '0')}000`}+00:00`;
+    expect(await logOf(second.runId, 't')).toContain(`prev=${airflowText} env=${firstIso}`);
+  });
 });
