@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { validateDagSpec } from '@leoflow/core';
 import { compileText, expectOk } from './helpers.js';
 
 function errors(yaml: string, scripts: Record<string, string> = {}) {
@@ -109,5 +110,29 @@ tasks:
     command: echo {{ var.value.a }}
 `),
     ).toEqual(['5:22 LF_TEMPLATE_NOT_DECLARED tasks[0].command']);
+  });
+
+  it('a dag.json from elsewhere (validateDagSpec) gets the same template checks, by path', () => {
+    const spec = expectOk(
+      compileText(`variables: [k]
+tasks:
+  - task_id: a
+    command: echo {{ ds }} {{ var.value.k }}
+    env:
+      X: "{{ run_id }}"
+`),
+    ).spec;
+    expect(validateDagSpec(spec)).toMatchObject({ ok: true });
+    const bad = structuredClone(spec);
+    bad.tasks[0]!.command = 'echo {{ dss }}';
+    bad.tasks[0]!.env = { X: '{{ var.value.other }}' };
+    const r = validateDagSpec(bad);
+    expect(r.ok ? [] : r.errors.map((e) => `${e.code} ${e.path}`)).toEqual([
+      'LF_TEMPLATE_UNDEFINED tasks[0].command',
+      'LF_TEMPLATE_NOT_DECLARED tasks[0].env.X',
+    ]);
+    // unmarked: the same text is a literal, as in a version stored before templates existed
+    delete bad.tasks[0]!.templated;
+    expect(validateDagSpec(bad)).toMatchObject({ ok: true });
   });
 });
