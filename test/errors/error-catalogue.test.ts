@@ -11,16 +11,20 @@ import { describe, expect, it } from 'vitest';
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const CATALOGUE = 'packages/core/src/errors/catalogue.ts';
 
-/** Every .ts/.tsx file under packages/<name>/src (generated protobuf code has no LF_ codes). */
+/**
+ * Every .ts/.tsx file under packages/<name>/src (generated protobuf code has no LF_ codes), and
+ * the Python task SDK's .py files (python/leoflow/src), which raise the same codes.
+ */
 function sourceFiles(): string[] {
   const out: string[] = [];
   const walk = (dir: string) => {
     for (const name of readdirSync(dir)) {
       const p = join(dir, name);
       if (statSync(p).isDirectory()) walk(p);
-      else if (/\.tsx?$/.test(name)) out.push(p);
+      else if (/\.tsx?$|\.py$/.test(name)) out.push(p);
     }
   };
+  walk(join(ROOT, 'python/leoflow/src'));
   for (const pkg of readdirSync(join(ROOT, 'packages'))) {
     const src = join(ROOT, 'packages', pkg, 'src');
     try {

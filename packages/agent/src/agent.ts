@@ -18,6 +18,7 @@ import type { Diagnostics } from './diag.js';
 import type { AttemptIsolation } from './isolation.js';
 import type { TaskLauncher } from './sandbox/launcher.js';
 import { buildTaskEnv, xcomEnvName, type EnvMap } from './env.js';
+import { renderSpecTemplates, TemplateRenderError } from './templates.js';
 import { LogShipper, type BufferedLine, type StreamName } from './log-shipper.js';
 import { codeName, errorCode, retryUntil, type RetryOptions } from './retry.js';
 import type { AgentClient } from './rpc.js';
@@ -362,9 +363,11 @@ export class Agent {
         variables: variables ?? {},
         connections: connections ?? {},
       });
+      // {{ … }} in the bash command and env values, from the run context and what was delivered
+      const rendered = renderSpecTemplates(spec, variables, connections);
       const built = buildTaskEnv({
         agentEnv: this.#agentEnv,
-        spec,
+        spec: { ...spec, env: rendered.env },
         workdir,
         xcomDir,
         xcomEnv,
@@ -373,10 +376,15 @@ export class Agent {
         secretReadsFile: this.#secretReadsFile,
       });
       env = built.env;
+      // `import leoflow` without installing anything: the SDK's read-only copy comes first
+      const pythonSdk = spec.type === TaskType.PYTHON ? this.#cfg.pythonSdk : undefined;
+      if (pythonSdk !== undefined) {
+        env['PYTHONPATH'] = env['PYTHONPATH'] ? `${pythonSdk}:${env['PYTHONPATH']}` : pythonSdk;
+      }
       if (built.dropped.length > 0) {
         this.#agentLine(`not exported (NUL byte or '=' in name): ${built.dropped.join(', ')}`);
       }
-      launch = planLaunch(spec.type, spec.command, {
+      launch = planLaunch(spec.type, rendered.command, {
         workdir,
         env,
         runAs: runAs && asRoot ? runAs : undefined,
@@ -396,12 +404,18 @@ export class Agent {
           statusFile: this.#statusFile,
           pathVar: env['PATH'],
           readOnly:
-            spec.type === TaskType.NODE && this.#cfg.nodeModules ? [this.#cfg.nodeModules] : [],
+            spec.type === TaskType.NODE && this.#cfg.nodeModules
+              ? [this.#cfg.nodeModules]
+              : pythonSdk !== undefined
+                ? [pythonSdk]
+                : [],
         });
       } else if (this.#isolation) launch = this.#isolation.wrap(launch);
     } catch (err) {
       const msg =
-        err instanceof UnsupportedTaskTypeError || err instanceof SecretNotGrantedError
+        err instanceof UnsupportedTaskTypeError ||
+        err instanceof SecretNotGrantedError ||
+        err instanceof TemplateRenderError
           ? err.message
           : `could not prepare the task: ${err instanceof Error ? err.message : String(err)}`;
       this.#agentLine(msg);

@@ -27,6 +27,8 @@ export interface AgentConfig {
   node: string;
   /** node_modules that node tasks resolve packages from (e.g. @leoflow/sdk); linked into the workdir */
   nodeModules: string | undefined;
+  /** the directory holding the Python task SDK (`leoflow/`): PYTHONPATH of python tasks */
+  pythonSdk: string | undefined;
   reportDeadlineMs: number;
   bootstrapDeadlineMs: number;
   killGraceMs: number;
@@ -122,6 +124,7 @@ export function readConfig(env: Env, execPath: string = process.execPath): Agent
     python: env['LEOFLOW_PYTHON'] || 'python3',
     node: env['LEOFLOW_NODE'] || execPath,
     nodeModules: env['LEOFLOW_NODE_MODULES'] || undefined,
+    pythonSdk: env['LEOFLOW_PYTHON_SDK'] || undefined,
     reportDeadlineMs: positiveInt(env, 'LEOFLOW_REPORT_DEADLINE_MS', 15 * 60_000),
     bootstrapDeadlineMs: positiveInt(env, 'LEOFLOW_BOOTSTRAP_DEADLINE_MS', 60_000),
     killGraceMs: positiveInt(env, 'LEOFLOW_KILL_GRACE_MS', 5_000),

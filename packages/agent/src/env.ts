@@ -1,4 +1,6 @@
+import { contextEnv } from '@leoflow/core';
 import type { TaskSpec } from '@leoflow/protocol';
+import { runContextOf } from './templates.js';
 
 export type EnvMap = Record<string, string>;
 
@@ -51,7 +53,10 @@ export interface TaskEnvInputs {
     | 'paramsJson'
     | 'confJson'
     | 'mapIndex'
-  >;
+  > &
+    Partial<
+      Pick<TaskSpec, 'runType' | 'prevDataIntervalStartSuccess' | 'prevDataIntervalEndSuccess'>
+    >;
   workdir: string;
   xcomDir: string;
   /** env name → value, already filtered to exportable upstream XComs. */
@@ -94,14 +99,13 @@ export function buildTaskEnv(inp: TaskEnvInputs): TaskEnvResult {
   put('AIRFLOW_CTX_DAG_RUN_ID', inp.spec.runId);
   put('AIRFLOW_CTX_TASK_ID', inp.spec.taskId);
   put('AIRFLOW_CTX_TRY_NUMBER', String(inp.spec.tryNumber));
-  if (inp.spec.logicalDate) put('AIRFLOW_CTX_LOGICAL_DATE', inp.spec.logicalDate);
   put('LEOFLOW_RUN_ID', inp.spec.runId);
+  // ds, ts, the data intervals (this run's and the previous success's), AIRFLOW_CTX_LOGICAL_DATE
+  for (const [k, v] of Object.entries(contextEnv(runContextOf(inp.spec)))) put(k, v);
   // A mapped task's map index (its arguments are in the spec's env already).
   if (inp.spec.mapIndex !== undefined) put('LEOFLOW_MAP_INDEX', String(inp.spec.mapIndex));
   put('LEOFLOW_RUN_CONF', inp.spec.confJson || '{}');
   put('LEOFLOW_PARAMS', inp.spec.paramsJson || '{}');
-  if (inp.spec.dataIntervalStart) put('LEOFLOW_DATA_INTERVAL_START', inp.spec.dataIntervalStart);
-  if (inp.spec.dataIntervalEnd) put('LEOFLOW_DATA_INTERVAL_END', inp.spec.dataIntervalEnd);
   put('LEOFLOW_XCOM_DIR', inp.xcomDir);
   if (inp.secretReadsFile) put('LEOFLOW_SECRET_READS_FILE', inp.secretReadsFile);
   for (const [k, v] of Object.entries(inp.xcomEnv)) put(k, v);

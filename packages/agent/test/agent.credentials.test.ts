@@ -61,7 +61,13 @@ describe('agent process: credential delivery', () => {
     expect(env.get('AIRFLOW_CTX_DAG_RUN_ID')).toBe('manual__2026-01-01T00:00:00Z');
     expect(env.get('AIRFLOW_CTX_TASK_ID')).toBe('t1');
     expect(env.get('AIRFLOW_CTX_TRY_NUMBER')).toBe('2');
-    expect(env.get('AIRFLOW_CTX_LOGICAL_DATE')).toBe('2026-01-01T00:00:00Z');
+    // as Airflow exports it (datetime.isoformat()), and the template context's date values
+    expect(env.get('AIRFLOW_CTX_LOGICAL_DATE')).toBe('2026-01-01T00:00:00+00:00');
+    expect(env.get('LEOFLOW_DS')).toBe('2026-01-01');
+    expect(env.get('LEOFLOW_DS_NODASH')).toBe('20260101');
+    expect(env.get('LEOFLOW_TS')).toBe('2026-01-01T00:00:00+00:00');
+    expect(env.get('LEOFLOW_TS_NODASH')).toBe('20260101T000000');
+    expect(env.get('LEOFLOW_TS_NODASH_WITH_TZ')).toBe('20260101T000000+0000');
     expect(env.get('LEOFLOW_RUN_ID')).toBe('manual__2026-01-01T00:00:00Z');
     expect(env.get('LEOFLOW_PARAMS')).toBe('{"p":1}');
     expect(env.get('LEOFLOW_RUN_CONF')).toBe('{"c":true}');
@@ -100,6 +106,11 @@ describe('agent process: credential delivery', () => {
       [
         'LEOFLOW_DATA_INTERVAL_END',
         'LEOFLOW_DATA_INTERVAL_START',
+        'LEOFLOW_DS',
+        'LEOFLOW_DS_NODASH',
+        'LEOFLOW_TS',
+        'LEOFLOW_TS_NODASH',
+        'LEOFLOW_TS_NODASH_WITH_TZ',
         'LEOFLOW_PARAMS',
         'LEOFLOW_RUN_CONF',
         'LEOFLOW_RUN_ID',

@@ -12,3 +12,4 @@ export * from './config/index.js';
 export * from './variables/index.js';
 export * from './rbac/index.js';
 export * from './limits/index.js';
+export * from './template/index.js';

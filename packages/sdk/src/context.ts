@@ -9,10 +9,24 @@ export interface TaskContext {
   runId: string | null;
   taskId: string | null;
   tryNumber: number | null;
-  /** RFC 3339, or null when the run has none. */
+  /** a mapped task's map index; null for a task that is not mapped */
+  mapIndex: number | null;
+  /** scheduled | manual | … ; null when the agent did not say */
+  runType: string | null;
+  /** As Airflow exports AIRFLOW_CTX_LOGICAL_DATE (isoformat, `+00:00`), or null when the run has none. */
   logicalDate: string | null;
+  /** Airflow's `ds` (YYYY-MM-DD), `ds_nodash`, `ts` (isoformat), `ts_nodash`, `ts_nodash_with_tz`. */
+  ds: string | null;
+  dsNodash: string | null;
+  ts: string | null;
+  tsNodash: string | null;
+  tsNodashWithTz: string | null;
+  /** RFC 3339 */
   dataIntervalStart: string | null;
   dataIntervalEnd: string | null;
+  /** the data interval of the DAG's latest successful run before this one (RFC 3339) */
+  prevDataIntervalStartSuccess: string | null;
+  prevDataIntervalEndSuccess: string | null;
   /** The run's conf (`{}` when empty). */
   conf: Record<string, unknown>;
   /** Resolved params (`{}` when empty). */
@@ -45,14 +59,24 @@ export function taskContext(opts: EnvOption = {}): TaskContext {
   const env = opts.env ?? process.env;
   const tryText = str(env, 'AIRFLOW_CTX_TRY_NUMBER');
   const tryNumber = tryText !== null && /^[0-9]+$/.test(tryText) ? Number(tryText) : null;
+  const mapText = str(env, 'LEOFLOW_MAP_INDEX');
   return {
     dagId: str(env, 'AIRFLOW_CTX_DAG_ID'),
     runId: str(env, 'LEOFLOW_RUN_ID') ?? str(env, 'AIRFLOW_CTX_DAG_RUN_ID'),
     taskId: str(env, 'AIRFLOW_CTX_TASK_ID'),
     tryNumber,
+    mapIndex: mapText !== null && /^[0-9]+$/.test(mapText) ? Number(mapText) : null,
+    runType: str(env, 'LEOFLOW_RUN_TYPE'),
     logicalDate: str(env, 'AIRFLOW_CTX_LOGICAL_DATE'),
+    ds: str(env, 'LEOFLOW_DS'),
+    dsNodash: str(env, 'LEOFLOW_DS_NODASH'),
+    ts: str(env, 'LEOFLOW_TS'),
+    tsNodash: str(env, 'LEOFLOW_TS_NODASH'),
+    tsNodashWithTz: str(env, 'LEOFLOW_TS_NODASH_WITH_TZ'),
     dataIntervalStart: str(env, 'LEOFLOW_DATA_INTERVAL_START'),
     dataIntervalEnd: str(env, 'LEOFLOW_DATA_INTERVAL_END'),
+    prevDataIntervalStartSuccess: str(env, 'LEOFLOW_PREV_DATA_INTERVAL_START_SUCCESS'),
+    prevDataIntervalEndSuccess: str(env, 'LEOFLOW_PREV_DATA_INTERVAL_END_SUCCESS'),
     conf: jsonObject(env, 'LEOFLOW_RUN_CONF'),
     params: jsonObject(env, 'LEOFLOW_PARAMS'),
     xcomDir: str(env, 'LEOFLOW_XCOM_DIR'),

@@ -21,6 +21,8 @@ export interface AttemptHost {
   agentEnv: Record<string, string>;
   /** node_modules node tasks resolve packages from (Lite's SDK copy); undefined: none */
   nodeModules?: string | undefined;
+  /** the Python SDK's read-only copy python tasks import (Lite's); undefined: none */
+  pythonSdk?: string | undefined;
   /** per-attempt uids (root only); undefined runs the task as the daemon's user */
   attemptUids: AgentConfig['attemptUids'];
   diag: Diagnostics;
@@ -73,6 +75,7 @@ export class RunnerAttempt {
       python: host.agentEnv['LEOFLOW_PYTHON'] || 'python3',
       node: process.execPath,
       nodeModules: host.nodeModules,
+      pythonSdk: host.pythonSdk,
       reportDeadlineMs: host.timings?.reportDeadlineMs ?? 15 * 60_000,
       bootstrapDeadlineMs: host.timings?.bootstrapDeadlineMs ?? 60_000,
       killGraceMs: host.timings?.killGraceMs ?? 5_000,

@@ -188,13 +188,16 @@ export async function runnerMain(argv: readonly string[]): Promise<number> {
     const v = process.env[name];
     if (v !== undefined) agentEnv[name] = v;
   }
-  // Lite's host agent hands node tasks the SDK copy under its work root (as the executor did).
+  // Lite's host agent hands node and python tasks the SDK copies under its work root (as the
+  // executor did).
   const nodeModules = process.env['LEOFLOW_NODE_MODULES'] || undefined;
+  const pythonSdk = process.env['LEOFLOW_PYTHON_SDK'] || undefined;
   const daemon = new RunnerDaemon({
     transport,
     workRoot: args.workDir,
     agentEnv,
     ...(nodeModules ? { nodeModules } : {}),
+    ...(pythonSdk ? { pythonSdk } : {}),
     attemptUids,
     launcher,
     instance,

@@ -12,6 +12,8 @@ import { isLeoflowError } from '../errors/leoflow-error.js';
 import { checkTimezone, normalizeSchedule } from './schedule.js';
 import { GraphSources, type GroupCtx, type RawRef } from './graph-sources.js';
 import { checkDagSemantics, suggestId } from './semantic.js';
+import { checkTemplate, type StaticScope } from '../template/render.js';
+import { hasTemplateSyntax } from '../template/parse.js';
 import {
   DAG_SCHEMA_VERSION,
   ID_PATTERN,
@@ -33,6 +35,7 @@ import {
   expandedSize,
   isMergeKey,
   isNullish,
+  isYamlNode,
   keyText,
   numberOrBoolText,
   pathAtOffset,
@@ -1353,7 +1356,89 @@ class Compiler {
       const n = this.readInt(get('max_map_length'), p('max_map_length'), 1, MAX_MAP_LENGTH_CEILING);
       if (n !== undefined) task.max_map_length = n;
     }
+    this.checkTemplates(task, dag, p, commandRaw, scriptRaw, entry('env')?.value);
     return task;
+  }
+
+  /**
+   * `{{ … }}` in a bash command and in env values (docs/authoring.md, "Templates"): checked here
+   * for what holds whatever the run (syntax, names, declared secrets); the agent renders. A task
+   * with none is not marked, so its spec (and hash) is what it was before templates existed, and
+   * a version stored before then is never rendered.
+   */
+  private checkTemplates(
+    task: TaskSpecDef,
+    dag: DagSpec,
+    p: (k: string) => string,
+    commandRaw: unknown,
+    scriptRaw: unknown,
+    envRaw: unknown,
+  ): void {
+    const scope: StaticScope = {
+      params: dag.params,
+      variables: task.variables.length > 0 ? task.variables : dag.variables,
+      connections: task.connections.length > 0 ? task.connections : dag.connections,
+    };
+    let templated = false;
+    const check = (value: string, node: unknown, path: string, inFile: string | null): void => {
+      if (!hasTemplateSyntax(value)) return;
+      templated = true;
+      for (const problem of checkTemplate(value, scope)) {
+        let offset = startOffset(node);
+        let message = problem.message;
+        if (inFile !== null) {
+          const before = value.slice(0, problem.offset).split('\n');
+          message = `${inFile}:${before.length}:${before[before.length - 1]!.length + 1}: ${message}`;
+        } else offset = this.offsetInScalar(node, value, problem.offset);
+        this.diag('error', problem.code, offset, path, message, problem.hint);
+      }
+    };
+    if (task.type === 'bash' && task.command !== '') {
+      if (commandRaw !== undefined) check(task.command, commandRaw, p('command'), null);
+      else if (scriptRaw !== undefined) {
+        const rel = deref(this.aliases, scriptRaw);
+        const name = isScalar(rel) && typeof rel.value === 'string' ? rel.value : 'the script';
+        check(task.command, scriptRaw, p('script'), name);
+      }
+    }
+    const envMap = deref(this.aliases, envRaw);
+    for (const [k, v] of Object.entries(task.env)) {
+      let node: unknown = envMap;
+      if (isMap(envMap)) {
+        const pair = envMap.items.find((it) => {
+          const key = deref(this.aliases, it.key);
+          return isScalar(key) && String(key.value) === k;
+        });
+        if (pair) node = pair.value;
+      }
+      check(v, node, childPath(p('env'), k), null);
+    }
+    if (templated) task.templated = true;
+  }
+
+  /**
+   * Where `value[offset]` was written: the scalar's own text is searched for the problem's
+   * line, which a plain, quoted or block scalar holds verbatim unless escapes changed it; when
+   * it does not, the scalar's start.
+   */
+  private offsetInScalar(node: unknown, value: string, offset: number): number {
+    const start = startOffset(node);
+    const range = isYamlNode(node) ? node.range : undefined;
+    if (!range) return start;
+    const src = this.input.text.slice(range[0], range[1]);
+    const lineEnd = value.indexOf('\n', offset);
+    const snippet = value.slice(offset, lineEnd === -1 ? undefined : lineEnd);
+    if (snippet === '') return start;
+    // the same occurrence in the source as in the value
+    let nth = 0;
+    for (let i = value.indexOf(snippet); i !== -1 && i < offset; i = value.indexOf(snippet, i + 1))
+      nth++;
+    let at = -1;
+    for (let k = 0; k <= nth; k++) {
+      at = src.indexOf(snippet, at + 1);
+      if (at === -1) return start;
+    }
+    return range[0] + at;
   }
 
   /** `retry_exponential_backoff`: true (= 2, Airflow's classic doubling), false, or a multiplier. */

@@ -157,6 +157,11 @@ export interface TaskSpecDef {
   expand?: ExpandArg[];
   /** mapped tasks only: the longest list it may expand over (default DEFAULT_MAX_MAP_LENGTH) */
   max_map_length?: number;
+  /**
+   * The bash command or an env value holds `{{ … }}` (checked at compile time): the agent renders
+   * them. Absent otherwise, so a version stored before templates existed is never rendered.
+   */
+  templated?: true;
 }
 
 export interface DagSpec {

@@ -3,6 +3,7 @@ import { dagSchema } from '@leoflow/protocol';
 import { DAG_ERROR_CODES as C, childPath, indexPath } from './diagnostics.js';
 import { checkDagSemantics, isReservedEnvName } from './semantic.js';
 import type { DagSpec } from './spec.js';
+import { checkTemplate } from '../template/render.js';
 
 export interface DagSpecError {
   code: string;
@@ -33,6 +34,7 @@ export function validateDagSpec(json: unknown): DagSpecValidation {
     const errors = checkDagSemantics(spec)
       .filter((i) => i.severity === 'error')
       .map(({ code, path, message }) => ({ code, path, message }));
+    errors.push(...templateErrors(spec));
     return errors.length === 0 ? { ok: true, spec } : { ok: false, errors };
   }
   const errors: DagSpecError[] = [];
@@ -164,4 +166,28 @@ function mapAjvError(e: ErrorObject): DagSpecError | undefined {
     default:
       return { code: C.SCHEMA, path: at, message: e.message ?? e.keyword };
   }
+}
+
+/**
+ * The compiler's template checks for a task marked `templated` (docs/authoring.md, "Templates"):
+ * a dag.json from elsewhere gets the same refusals, by path. An unmarked task's `{{` is literal.
+ */
+function templateErrors(spec: DagSpec): DagSpecError[] {
+  const out: DagSpecError[] = [];
+  spec.tasks.forEach((t, i) => {
+    if (t.templated !== true) return;
+    const scope = {
+      params: spec.params,
+      variables: t.variables.length > 0 ? t.variables : spec.variables,
+      connections: t.connections.length > 0 ? t.connections : spec.connections,
+    };
+    const at = indexPath('tasks', i);
+    const check = (text: string, path: string): void => {
+      for (const p of checkTemplate(text, scope))
+        out.push({ code: p.code, path, message: p.message });
+    };
+    if (t.type === 'bash') check(t.command, childPath(at, 'command'));
+    for (const [k, v] of Object.entries(t.env)) check(v, childPath(childPath(at, 'env'), k));
+  });
+  return out;
 }

@@ -268,6 +268,33 @@ export const ERROR_CATALOGUE = {
     400,
     'Give every group a group_id (an id used by no other group or task) and a non-empty tasks: list; an item is a task (task_id) or a group (group_id), not both.',
   ),
+  // templates in command: and env: (docs/authoring.md, "Templates"); at compile time, and as the
+  // error of an attempt whose template fails when the agent renders it
+  LF_TEMPLATE_SYNTAX: c(
+    'dag',
+    400,
+    "Close the {{ … }} or the quote; for a literal {{ write {{ '{{' }} or wrap the text in {% raw %}…{% endraw %}.",
+  ),
+  LF_TEMPLATE_UNSUPPORTED: c(
+    'dag',
+    400,
+    'Templates hold a name or literal and the filters ds_add, ds_format, default; compute anything else in the task.',
+  ),
+  LF_TEMPLATE_UNDEFINED: c(
+    'dag',
+    400,
+    "Use a name of the template context, define the param, or give a fallback with | default('…').",
+  ),
+  LF_TEMPLATE_NOT_DECLARED: c(
+    'dag',
+    400,
+    "Declare the variable or connection the template reads in the task's (or the DAG's) variables:/connections:.",
+  ),
+  LF_TEMPLATE_FILTER: c(
+    'dag',
+    400,
+    "Give the filter the arguments and input it takes: ds | ds_add(7), ds | ds_format('%Y-%m-%d', '%d/%m/%Y').",
+  ),
   LF_BRANCH_INVALID: c(
     'run',
     null,
@@ -828,6 +855,11 @@ export const ERROR_CATALOGUE = {
     'sdk',
     null,
     "Grant the task's identity access to the secret, or check its name.",
+  ),
+  LF_SDK_GCP_AUTH_MISSING: c(
+    'sdk',
+    null,
+    "Install google-auth for the task's Python (pip install 'leoflow[google]', or Debian's python3-google-auth).",
   ),
   LF_SDK_GCP_SECRET_PROJECT_MISSING: c(
     'sdk',

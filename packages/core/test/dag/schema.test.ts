@@ -78,6 +78,7 @@ describe('dag.schema.json', () => {
       'group',
       'expand',
       'max_map_length',
+      'templated',
     ];
     expect(Object.keys(task.properties).sort()).toEqual(
       [...Object.keys(spec.tasks[0]!), ...optional].sort(),

@@ -18,7 +18,7 @@ import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import type { XComStore } from '../store/ports/xcom.js';
 import { NO_FAULTS, type FaultInjector } from '../util/test-faults.js';
 import { registerPrefetch } from './register-prefetch.js';
-import { taskSpecMessage } from './task-spec-message.js';
+import { previousSuccess, taskSpecMessage } from './task-spec-message.js';
 import { readUpstreamXCom } from './upstream-xcom.js';
 
 export interface AttemptRegistrationDeps {
@@ -134,7 +134,7 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
           const { run, task } = own;
           spec = own.spec;
           return {
-            spec: taskSpecMessage(run, own.ti, own.spec, task),
+            spec: taskSpecMessage(run, own.ti, own.spec, task, await previousSuccess(store, run)),
             dependsOn: task.depends_on,
             dagRunId: own.ti.dag_run_id,
           };

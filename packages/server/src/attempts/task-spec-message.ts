@@ -32,6 +32,8 @@ export function taskSpecMessage(
     Partial<Pick<TaskInstanceRow, 'map_index' | 'map_value'>>,
   dag: Pick<DagSpec, 'params'>,
   task: TaskSpecDef,
+  /** the data interval of the DAG's latest successful run before this one (previousSuccess) */
+  prev?: { start: number | null; end: number | null },
 ): TaskSpec {
   const params = { ...dag.params, ...run.conf };
   const env: Record<string, string> = {};
@@ -61,7 +63,28 @@ export function taskSpecMessage(
     runType: run.run_type,
     taskInstanceId: ti.id,
     ...(mapped ? { mapIndex: ti.map_index } : {}),
+    prevDataIntervalStartSuccess: iso(prev?.start ?? null),
+    prevDataIntervalEndSuccess: iso(prev?.end ?? null),
+    templated: task.templated === true,
   });
+}
+
+/**
+ * What taskSpecMessage's `prev` needs: the data interval of the DAG's latest successful run
+ * before this one, read only for runs with a logical date (Airflow has the value only then).
+ */
+export async function previousSuccess(
+  store: {
+    previousSuccessInterval(
+      tenant_id: string,
+      dag_id: string,
+      before: number,
+    ): Promise<{ start: number | null; end: number | null } | undefined>;
+  },
+  run: Pick<DagRunRow, 'tenant_id' | 'dag_id' | 'logical_date'>,
+): Promise<{ start: number | null; end: number | null } | undefined> {
+  if (run.logical_date === null) return undefined;
+  return store.previousSuccessInterval(run.tenant_id, run.dag_id, run.logical_date);
 }
 
 function iso(ms: number | null): string {

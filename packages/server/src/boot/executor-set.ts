@@ -16,6 +16,7 @@ import { SubprocessExecutor } from '../executor/subprocess-executor.js';
 import {
   ensureInstallId,
   ensureWorkRoot,
+  installTaskPythonSdk,
   installTaskSdk,
   workRootFor,
 } from '../executor/work-root.js';
@@ -71,7 +72,7 @@ export async function buildExecutors(
   life: Lifecycle,
 ): Promise<ExecutorSet> {
   const { store, clock, logger } = deps;
-  const { installId, workRoot, taskNodeModules } = prepareWorkRoot(cfg, logger);
+  const { installId, workRoot, taskNodeModules, taskPythonPath } = prepareWorkRoot(cfg, logger);
   const runnerAssignments = new AssignmentBroker(clock, {
     onMintError: (err) => logger.error({ err }, 'minting an assigned attempt token failed'),
     // A requeued assignment's token dies: the row moves to the next dispatch generation.
@@ -91,7 +92,12 @@ export async function buildExecutors(
   );
   let hostAgent: HostAgentExecutor | null = null;
   if (!built.has('subprocess')) {
-    const local = localExecutor(cfg, deps, { workRoot, sandboxEnv, taskNodeModules });
+    const local = localExecutor(cfg, deps, {
+      workRoot,
+      sandboxEnv,
+      taskNodeModules,
+      taskPythonPath,
+    });
     built.set('subprocess', local);
     if (local instanceof HostAgentExecutor) hostAgent = local;
   }
@@ -182,11 +188,16 @@ async function buildWarmPools(
   });
 }
 
-/** This installation's work root, and the task SDK copy in it that node tasks import. */
+/** This installation's work root, and the SDK copies in it that node and python tasks import. */
 function prepareWorkRoot(
   cfg: ServerConfig,
   logger: Logger,
-): { installId: string; workRoot: string; taskNodeModules: string | null } {
+): {
+  installId: string;
+  workRoot: string;
+  taskNodeModules: string | null;
+  taskPythonPath: string | null;
+} {
   const installId = ensureInstallId(cfg.dataDir);
   const workRoot = cfg.subprocess.workDir ?? workRootFor(installId);
   ensureWorkRoot(workRoot);
@@ -198,7 +209,11 @@ function prepareWorkRoot(
       'no @leoflow/sdk bundle (packages/sdk/dist/leoflow-sdk.mjs): node tasks import it from the installation, which task uids cannot reach when it sits in a 0700 directory; run `npm run build`',
     );
   }
-  return { installId, workRoot, taskNodeModules };
+  const taskPythonPath =
+    cfg.subprocess.pythonSdk !== null
+      ? installTaskPythonSdk(workRoot, cfg.subprocess.pythonSdk)
+      : null;
+  return { installId, workRoot, taskNodeModules, taskPythonPath };
 }
 
 /** Lite's local executor: the host agent when execution.host_agent is on, else one agent per attempt. */
@@ -211,10 +226,15 @@ function localExecutor(
     isolation: TaskIsolation;
     sandbox: SandboxPlan;
   },
-  at: { workRoot: string; sandboxEnv: Record<string, string>; taskNodeModules: string | null },
+  at: {
+    workRoot: string;
+    sandboxEnv: Record<string, string>;
+    taskNodeModules: string | null;
+    taskPythonPath: string | null;
+  },
 ): Executor {
   const { store, clock, logger } = deps;
-  const { workRoot, sandboxEnv, taskNodeModules } = at;
+  const { workRoot, sandboxEnv, taskNodeModules, taskPythonPath } = at;
   if (cfg.subprocess.hostAgent) {
     if (deps.isolation.mode === 'shared') {
       throw new LeoflowError(
@@ -229,6 +249,7 @@ function localExecutor(
       isolation: deps.isolation,
       sandbox: { env: sandboxEnv },
       taskNodeModules,
+      taskPythonPath,
       slots: HOST_AGENT_SLOTS,
       broker: new AssignmentBroker(clock, {
         onMintError: (err) => logger.error({ err }, 'minting a host agent attempt token failed'),
@@ -249,6 +270,7 @@ function localExecutor(
     keepWorkDirs: cfg.subprocess.keepWorkDirs,
     agentCaFile: cfg.agent.tls?.caFile ?? null,
     taskNodeModules,
+    taskPythonPath,
     standbyAgents: cfg.subprocess.standbyAgents,
     logger,
   });

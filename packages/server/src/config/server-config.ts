@@ -13,7 +13,7 @@ import {
   type CredentialPlaneConfig,
   type SettingValue,
 } from '@leoflow/core';
-import { defaultSdkBundle } from './sdk-bundle.js';
+import { defaultPythonSdk, defaultSdkBundle } from './sdk-bundle.js';
 import { join, resolve } from 'node:path';
 import { DEFAULT_LOG_LIMITS, type LogLimits } from './log-limits.js';
 import type { ProServerConfig } from './pro-config.js';
@@ -139,6 +139,11 @@ export interface SubprocessExecutorConfig {
   sdkBundle: string | null;
   /** fallback node_modules for node tasks when there is no SDK bundle (the installation's) */
   taskNodeModules: string | null;
+  /**
+   * The Python task SDK's package folder (`leoflow/`), copied under the work root for python
+   * tasks (PYTHONPATH); null when the installation has none.
+   */
+  pythonSdk: string | null;
   /** pre-started, credential-less agents waiting for an attempt; 0 starts each on demand */
   standbyAgents: number;
   /**
@@ -208,6 +213,7 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
       workDir: null,
       agentEntry: defaultAgentEntry(),
       sdkBundle: defaultSdkBundle(),
+      pythonSdk: defaultPythonSdk(),
       standbyAgents: 2,
       hostAgent: false,
       taskNodeModules: resolve(new URL('.', import.meta.url).pathname, '../../../../node_modules'),

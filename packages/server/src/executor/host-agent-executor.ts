@@ -41,6 +41,8 @@ export interface HostAgentExecutorOptions {
   sandbox?: { env: Record<string, string> };
   /** node_modules node tasks resolve packages from (the SDK copy); null = none */
   taskNodeModules: string | null;
+  /** the Python SDK's read-only copy python tasks import (LEOFLOW_PYTHON_SDK) */
+  taskPythonPath?: string | null;
   /** attempts the host agent runs at once */
   slots: number;
   /** the host executor's own broker (never the runners'): only the host agent's stream takes from it */
@@ -307,6 +309,7 @@ export class HostAgentExecutor implements Executor {
       if (v !== undefined) env[name] = v;
     }
     if (o.taskNodeModules) env.LEOFLOW_NODE_MODULES = o.taskNodeModules;
+    if (o.taskPythonPath) env.LEOFLOW_PYTHON_SDK = o.taskPythonPath;
     if (o.sandbox) Object.assign(env, o.sandbox.env);
     const args = [
       o.agentEntry,

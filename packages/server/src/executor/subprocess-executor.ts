@@ -51,6 +51,8 @@ export interface SubprocessExecutorOptions {
   agentCaFile: string | null;
   /** node_modules node tasks resolve packages from (@leoflow/sdk); null = none */
   taskNodeModules: string | null;
+  /** the directory holding the Python task SDK's `leoflow` package (PYTHONPATH of python tasks) */
+  taskPythonPath?: string | null;
   /** agents kept started and connected, waiting for an attempt (0 = start each on demand) */
   standbyAgents: number;
   /**
@@ -312,6 +314,7 @@ export class SubprocessExecutor implements Executor {
     env.LEOFLOW_HEARTBEAT_INTERVAL_MS = String(launch.heartbeatIntervalMs);
     if (this.opts.agentCaFile) env.NODE_EXTRA_CA_CERTS = this.opts.agentCaFile;
     if (this.opts.taskNodeModules) env.LEOFLOW_NODE_MODULES = this.opts.taskNodeModules;
+    if (this.opts.taskPythonPath) env.LEOFLOW_PYTHON_SDK = this.opts.taskPythonPath;
     if (this.opts.sandbox) Object.assign(env, this.opts.sandbox.env);
     // The test-only swap hook of the sandbox helper's removals (test/security/sandbox-*.test.ts)
     // reaches the agents' helpers only when a test armed it exactly so.

@@ -4,6 +4,7 @@ import {
   copyFileSync,
   lstatSync,
   mkdirSync,
+  readdirSync,
   readFileSync,
   renameSync,
   writeFileSync,
@@ -103,4 +104,29 @@ export function installTaskSdk(workRoot: string, bundle: string): string {
   );
   put('index.mjs', (tmp) => copyFileSync(bundle, tmp));
   return nodeModules;
+}
+
+/** Where python tasks find the `leoflow` package, under the work root (see installTaskPythonSdk). */
+export const TASK_PYTHON_PATH = 'python';
+
+/**
+ * Places a read-only copy of the Python task SDK (the `leoflow` package's .py files) under the
+ * work root (dirs 0755, files 0644) and returns the directory python tasks get on PYTHONPATH,
+ * for the same reason as installTaskSdk: the installation may be closed to task uids.
+ */
+export function installTaskPythonSdk(workRoot: string, packageDir: string): string {
+  const base = join(workRoot, TASK_PYTHON_PATH);
+  const pkgDir = join(base, 'leoflow');
+  for (const d of [base, pkgDir]) {
+    mkdirSync(d, { recursive: true, mode: 0o755 });
+    chmodSync(d, 0o755);
+  }
+  for (const name of readdirSync(packageDir)) {
+    if (!name.endsWith('.py') && name !== 'py.typed') continue;
+    const tmp = join(pkgDir, `.${name}.${process.pid}.tmp`);
+    copyFileSync(join(packageDir, name), tmp);
+    chmodSync(tmp, 0o644);
+    renameSync(tmp, join(pkgDir, name));
+  }
+  return base;
 }

@@ -13,7 +13,7 @@ import type { ClaimProbe } from '../executor/executor.js';
 import type { HandOffRegistration } from '../attempts/attempt-launch.js';
 import type { Executors } from '../executor/executors.js';
 import { SoleLeadership, type Leadership } from './leadership/leadership.js';
-import { taskSpecMessage } from '../attempts/task-spec-message.js';
+import { previousSuccess, taskSpecMessage } from '../attempts/task-spec-message.js';
 import type { LeaderFence } from '../store/ports/leader-fence.js';
 import type { DagStore } from '../store/ports/dags.js';
 import type { RunStore } from '../store/ports/runs.js';
@@ -482,7 +482,16 @@ export class Scheduler {
           // The executor mints when it hands the credential over; each mint is stamped now.
           credential: { mint: (f) => tokens.mint({ ...identity, ...f }, clock.now()) },
           ...(taskSpec
-            ? { task: taskSpec, agentSpec: taskSpecMessage(run, ti, spec, taskSpec) }
+            ? {
+                task: taskSpec,
+                agentSpec: taskSpecMessage(
+                  run,
+                  ti,
+                  spec,
+                  taskSpec,
+                  await previousSuccess(store, run),
+                ),
+              }
             : {}),
           agentUrl: this.deps.agentUrl,
           heartbeatIntervalMs: timings.heartbeatIntervalMs,

@@ -575,6 +575,42 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
       expect(results.filter(Boolean)).toHaveLength(1);
     });
 
+    it("previousSuccessInterval: the DAG's latest successful run before a logical date (Airflow's prev_data_interval_*_success)", async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('d'), 'h', T0);
+      await store.putDagVersion(t, spec('other'), 'h', T0);
+      const DAY = 86_400_000;
+      const mk = async (dag: string, day: number, state: 'success' | 'failed' | null) => {
+        const r = await store.createRun(
+          newRun(t, dag, {
+            run_type: 'scheduled',
+            run_id: `scheduled__${dag}_${day}`,
+            logical_date: T0 + day * DAY,
+            data_interval_start: T0 + (day - 1) * DAY,
+            data_interval_end: T0 + day * DAY,
+          }),
+        );
+        if (state !== null) await store.setRunState(r!.id, ['queued'], state, {});
+        return r!;
+      };
+      await mk('d', 1, 'success');
+      await mk('d', 2, 'success');
+      await mk('d', 3, 'failed');
+      await mk('d', 4, null);
+      await mk('other', 4, 'success');
+      expect(await store.previousSuccessInterval(t, 'd', T0 + 5 * DAY)).toEqual({
+        start: T0 + DAY,
+        end: T0 + 2 * DAY,
+      });
+      // strictly before: the run itself never counts
+      expect(await store.previousSuccessInterval(t, 'd', T0 + 2 * DAY)).toEqual({
+        start: T0,
+        end: T0 + DAY,
+      });
+      expect(await store.previousSuccessInterval(t, 'd', T0 + DAY)).toBeUndefined();
+      expect(await store.previousSuccessInterval(t, 'nope', T0 + 9 * DAY)).toBeUndefined();
+    });
+
     it('setRunVersion rebinds a run to another DAG version', async () => {
       const { tenant_id, dag_id, run } = await fixture();
       await store.putDagVersion(tenant_id, spec(dag_id, ['z']), 'hash-2', T0);

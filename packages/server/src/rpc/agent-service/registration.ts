@@ -8,7 +8,7 @@ import {
   SESSION_HEADER,
   SUPPORTED_AGENT_PROTOCOLS,
 } from '@leoflow/protocol';
-import { taskSpecMessage } from '../../attempts/task-spec-message.js';
+import { previousSuccess, taskSpecMessage } from '../../attempts/task-spec-message.js';
 import { AGENT_PRINCIPAL, attemptPrincipal } from '../agent-auth.js';
 import type { AgentHandlers, AgentServiceContext } from './context.js';
 
@@ -67,7 +67,10 @@ export function registrationHandlers(
       const { claims } = attemptPrincipal(ctx);
       // Free: the spec carries no secret, and a stale attempt learns to stop from Heartbeat.
       const { ti, run, spec, task } = await c.registration.attemptTask(claims);
-      return create(GetTaskSpecResponseSchema, { spec: taskSpecMessage(run, ti, spec, task) });
+      const prev = await previousSuccess(c.deps.store, run);
+      return create(GetTaskSpecResponseSchema, {
+        spec: taskSpecMessage(run, ti, spec, task, prev),
+      });
     },
     async exchangeToken(req) {
       if (!c.deps.exchange) {

@@ -93,6 +93,26 @@ export class KyselyRunStore extends KyselySeam implements RunStore {
     }
   }
 
+  async previousSuccessInterval(
+    tenant_id: string,
+    dag_id: string,
+    before: number,
+  ): Promise<{ start: number | null; end: number | null } | undefined> {
+    const row = await this.db
+      .selectFrom('dag_runs')
+      .select(['data_interval_start', 'data_interval_end'])
+      .where('tenant_id', '=', tenant_id)
+      .where('dag_id', '=', dag_id)
+      .where('state', '=', 'success')
+      .where('logical_date', '<', before)
+      .orderBy('logical_date', 'desc')
+      .limit(1)
+      .executeTakeFirst();
+    return (
+      row && { start: numOrNull(row.data_interval_start), end: numOrNull(row.data_interval_end) }
+    );
+  }
+
   async getRunById(id: string): Promise<DagRunRow | undefined> {
     const row = await this.db
       .selectFrom('dag_runs')

@@ -65,4 +65,13 @@ export interface RunStore {
     fence?: LeaderFence,
   ): Promise<boolean>;
   setRunVersion(id: string, dag_version: number): Promise<void>;
+  /**
+   * The data interval of the DAG's latest successful run whose logical date is before
+   * `before` (Airflow's prev_data_interval_*_success); undefined when there is none.
+   */
+  previousSuccessInterval(
+    tenant_id: string,
+    dag_id: string,
+    before: number,
+  ): Promise<{ start: number | null; end: number | null } | undefined>;
 }
