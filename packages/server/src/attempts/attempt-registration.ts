@@ -98,28 +98,8 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
   const faults = deps.faults ?? NO_FAULTS;
   const heartbeatIntervalSeconds = Math.max(1, Math.round(deps.heartbeatIntervalMs / 1000));
 
-  /** The attempt's task instance, when it belongs to the caller's tenant. */
-  async function ownTaskInstance(claims: AgentTokenClaims) {
-    const ti = await store.getTaskInstanceById(claims.task_instance_id);
-    return ti && ti.tenant_id === claims.tenant_id ? ti : undefined;
-  }
-
-  async function attemptTask(claims: AgentTokenClaims, known?: OwnTaskInstance) {
-    const ti = known ?? (await ownTaskInstance(claims));
-    const run = ti && (await store.getRunById(ti.dag_run_id));
-    if (!ti || !run) {
-      throw new ConnectError('the task instance of this attempt was not found', Code.NotFound);
-    }
-    const spec = await deps.specs.get(run.tenant_id, run.dag_id, run.dag_version);
-    const task = spec.tasks.find((t) => t.task_id === ti.task_id);
-    if (!task) {
-      throw new ConnectError(
-        `task ${ti.task_id} is not in version ${run.dag_version} of DAG ${run.dag_id}`,
-        Code.FailedPrecondition,
-      );
-    }
-    return { ti, run, spec, task };
-  }
+  const attemptTask = (claims: AgentTokenClaims, known?: OwnTaskInstance) =>
+    attemptTaskOf(deps, claims, known);
 
   function prefetchFor(claims: AgentTokenClaims, wantSpec: boolean, ti: OwnTaskInstance) {
     // task() runs first; its spec says which upstreams are mapped (their values come as a list)
@@ -172,7 +152,7 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
         Code.FailedPrecondition,
       );
     }
-    const ti = await ownTaskInstance(claims);
+    const ti = await ownTaskInstance(store, claims);
     // Not gated: the FENCE is the queued -> running write, and an attempt whose write does not
     // land is told to stop (in either liveness mode) instead of being refused.
     const applied =
@@ -197,7 +177,7 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
     const bound = await deps.sessions.bind(claims, agent.sessionKey, agent.masksSecrets ?? false);
     if (bound === 'conflict') {
       deps.onRegistration?.(via, 'terminate');
-      throw await copiedCredential(claims, ti);
+      throw await copiedCredential(deps, claims, ti);
     }
     deps.onRegistration?.(via, 'registered');
     // No scheduler poke: queued -> running unblocks nothing the scheduler decides, and a tick
@@ -214,37 +194,68 @@ export function createAttemptRegistration(deps: AttemptRegistrationDeps): Attemp
     });
   }
 
-  /**
-   * A second agent process registered with this attempt's token: the token was copied (under
-   * envvar it is a literal on the pod spec), and which of the two is the real agent cannot be
-   * told from here. So neither keeps the attempt: its credential is revoked (no further secret,
-   * no renewal), the attempt fails with the reason (retries apply, each with a new token), the
-   * use is audited, and this Register is refused with the same sentence. Never silent: the copy
-   * that registered first cannot quietly run the attempt.
-   */
-  async function copiedCredential(
-    claims: AgentTokenClaims,
-    ti: NonNullable<OwnTaskInstance>,
-  ): Promise<ConnectError> {
-    const reason =
-      `${CREDENTIAL_COPIED_CODE}: two agent processes registered with the token of try ` +
-      `${claims.try_number} of ${claims.task_id}, so it was copied; the attempt is failed and ` +
-      'its credential revoked (a retry gets a new one). Find who can read the token (under ' +
-      'envvar: get pods in the task namespace) and prefer auth.agent_token_transport=exchange.';
-    await deps.sessions.refused(claims, 'register', 'second_registration');
-    try {
-      await store.revokeAttemptCredential(ti.id, claims.try_number, clock.now());
-      deps.evictAttempt?.(ti.id, claims.try_number);
-      await lifecycle.fail(ti.id, claims.try_number, {
-        reason,
-        dispatchGen: claims.dispatch_gen,
-      });
-    } catch (err) {
-      // The refusal stands; the reaper fails an attempt whose agents stop heartbeating.
-      logger.error({ err, code: CREDENTIAL_COPIED_CODE }, 'could not fail a copied attempt');
-    }
-    return new ConnectError(reason, Code.PermissionDenied);
-  }
-
   return { register, attemptTask };
+}
+
+/** The attempt's task instance, when it belongs to the caller's tenant. */
+async function ownTaskInstance(store: AttemptRegistrationDeps['store'], claims: AgentTokenClaims) {
+  const ti = await store.getTaskInstanceById(claims.task_instance_id);
+  return ti && ti.tenant_id === claims.tenant_id ? ti : undefined;
+}
+
+/** The attempt's task instance, run, DAG spec and task; NotFound or FailedPrecondition otherwise. */
+async function attemptTaskOf(
+  deps: AttemptRegistrationDeps,
+  claims: AgentTokenClaims,
+  known?: OwnTaskInstance,
+) {
+  const { store } = deps;
+  const ti = known ?? (await ownTaskInstance(store, claims));
+  const run = ti && (await store.getRunById(ti.dag_run_id));
+  if (!ti || !run) {
+    throw new ConnectError('the task instance of this attempt was not found', Code.NotFound);
+  }
+  const spec = await deps.specs.get(run.tenant_id, run.dag_id, run.dag_version);
+  const task = spec.tasks.find((t) => t.task_id === ti.task_id);
+  if (!task) {
+    throw new ConnectError(
+      `task ${ti.task_id} is not in version ${run.dag_version} of DAG ${run.dag_id}`,
+      Code.FailedPrecondition,
+    );
+  }
+  return { ti, run, spec, task };
+}
+
+/**
+ * A second agent process registered with this attempt's token: the token was copied (under
+ * envvar it is a literal on the pod spec), and which of the two is the real agent cannot be
+ * told from here. So neither keeps the attempt: its credential is revoked (no further secret,
+ * no renewal), the attempt fails with the reason (retries apply, each with a new token), the
+ * use is audited, and this Register is refused with the same sentence. Never silent: the copy
+ * that registered first cannot quietly run the attempt.
+ */
+async function copiedCredential(
+  deps: AttemptRegistrationDeps,
+  claims: AgentTokenClaims,
+  ti: NonNullable<OwnTaskInstance>,
+): Promise<ConnectError> {
+  const { store, clock, lifecycle, logger } = deps;
+  const reason =
+    `${CREDENTIAL_COPIED_CODE}: two agent processes registered with the token of try ` +
+    `${claims.try_number} of ${claims.task_id}, so it was copied; the attempt is failed and ` +
+    'its credential revoked (a retry gets a new one). Find who can read the token (under ' +
+    'envvar: get pods in the task namespace) and prefer auth.agent_token_transport=exchange.';
+  await deps.sessions.refused(claims, 'register', 'second_registration');
+  try {
+    await store.revokeAttemptCredential(ti.id, claims.try_number, clock.now());
+    deps.evictAttempt?.(ti.id, claims.try_number);
+    await lifecycle.fail(ti.id, claims.try_number, {
+      reason,
+      dispatchGen: claims.dispatch_gen,
+    });
+  } catch (err) {
+    // The refusal stands; the reaper fails an attempt whose agents stop heartbeating.
+    logger.error({ err, code: CREDENTIAL_COPIED_CODE }, 'could not fail a copied attempt');
+  }
+  return new ConnectError(reason, Code.PermissionDenied);
 }

@@ -62,32 +62,7 @@ export async function listen(cfg: ServerConfig, input: ListenInputs): Promise<Li
   const { agentPort, runnerPlane, parts, adminTokenFile } = input;
   const { leadership, schedules, serves } = input.election;
   const { vault, runs, verifier } = parts;
-  agentPort.serve({
-    impl: parts.agentService,
-    auth: parts.agentAuth,
-    onInternalError: (err) => logger.error({ err }, 'agent RPC failed'),
-  });
-  // Door sessions speak the agent service behind the same gate as the agent port.
-  const cellSessions = createCellSessionServer({
-    impl: parts.agentService,
-    auth: parts.agentAuth,
-    onInternalError: (err) => logger.error({ err }, 'agent RPC failed (runner session)'),
-  });
-  runnerPlane.serveSessions(cellSessions);
-  // Lite's host agent speaks the same protocol on its socket, as a runner of this process.
-  input.hostAgent?.serveOn((who, stream) => cellSessions.serve(who, stream));
-  const sshRunners = schedules
-    ? await sshRunnersOfThisCell(cfg, {
-        store,
-        directory,
-        logger,
-        leadership,
-        vault,
-        runnerPlane,
-        cellSessions,
-      })
-    : null;
-  if (sshRunners) life.add({ name: 'ssh runners', stop: () => sshRunners.close() });
+  const sshRunners = await serveAgents(cfg, input);
 
   let draining = false;
   const leases = input.election.leases;
@@ -183,6 +158,41 @@ export async function listen(cfg: ServerConfig, input: ListenInputs): Promise<Li
       draining = true;
     },
   };
+}
+
+/**
+ * The agent service behind the agent port, the door's runner sessions and Lite's host agent
+ * socket (one gate for all three), and the ssh runners of this cell on the scheduling replica.
+ */
+async function serveAgents(cfg: ServerConfig, input: ListenInputs) {
+  const { store, directory, logger, life, agentPort, runnerPlane, parts } = input;
+  agentPort.serve({
+    impl: parts.agentService,
+    auth: parts.agentAuth,
+    onInternalError: (err) => logger.error({ err }, 'agent RPC failed'),
+  });
+  // Door sessions speak the agent service behind the same gate as the agent port.
+  const cellSessions = createCellSessionServer({
+    impl: parts.agentService,
+    auth: parts.agentAuth,
+    onInternalError: (err) => logger.error({ err }, 'agent RPC failed (runner session)'),
+  });
+  runnerPlane.serveSessions(cellSessions);
+  // Lite's host agent speaks the same protocol on its socket, as a runner of this process.
+  input.hostAgent?.serveOn((who, stream) => cellSessions.serve(who, stream));
+  const sshRunners = input.election.schedules
+    ? await sshRunnersOfThisCell(cfg, {
+        store,
+        directory,
+        logger,
+        leadership: input.election.leadership,
+        vault: parts.vault,
+        runnerPlane,
+        cellSessions,
+      })
+    : null;
+  if (sshRunners) life.add({ name: 'ssh runners', stop: () => sshRunners.close() });
+  return sshRunners;
 }
 
 /**

@@ -263,82 +263,12 @@ function unauthenticated(err: unknown): ConnectError {
 }
 
 export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentAuthentication {
-  const { verifier, clock } = deps;
-
-  /** Verifies once; throws (invalid) only for a bearer whose signature or claims do not hold. */
-  async function check(token: string): Promise<TokenCheck> {
-    try {
-      return { kind: 'verified', token, claims: await verifier.verify(token, clock.now()) };
-    } catch (err) {
-      if (err instanceof AgentTokenError && err.reason === 'expired') {
-        return { kind: 'expired', token, error: err };
-      }
-      if (deps.workerVerifier) {
-        try {
-          return {
-            kind: 'worker',
-            token,
-            claims: await deps.workerVerifier.verify(token, clock.now()),
-          };
-        } catch (werr) {
-          // An expired worker token is never served (no worker RPC is open past exp): the
-          // worker's renewal arrives on its stream long before.
-          if (werr instanceof WorkerTokenError && werr.reason === 'expired') {
-            throw new AgentTokenError('expired');
-          }
-        }
-      }
-      throw err;
-    }
-  }
-
-  /**
-   * An expired credential is considered when everything but its expiry verifies; whether it
-   * serves is then the session check's (the key bound at Register) — a copy alone cannot act.
-   */
-  async function expiredClaims(
-    bearer: Extract<BearerCheck, { kind: 'expired' }>,
-  ): Promise<AgentTokenClaims> {
-    if (!verifier.verifyIgnoringExpiry || !deps.sessions) throw unauthenticated(bearer.error);
-    try {
-      return await verifier.verifyIgnoringExpiry(bearer.token, clock.now());
-    } catch (e) {
-      throw unauthenticated(e);
-    }
-  }
-
-  /**
-   * The session rule of an attempt RPC: every call after Register carries the key bound there.
-   * A store that cannot say answers Unavailable (the agent retries), never a grant.
-   */
-  async function requireSession(
-    claims: AgentTokenClaims,
-    sessionKey: string,
-    rpc: string,
-  ): Promise<void> {
-    if (!deps.sessions) {
-      throw new ConnectError(unboundMessage('unregistered'), Code.Unauthenticated);
-    }
-    let verdict: SessionVerdict;
-    try {
-      verdict = await deps.sessions.check(claims, sessionKey);
-    } catch {
-      throw new ConnectError(
-        "the attempt's session binding could not be read; retry",
-        Code.Unavailable,
-      );
-    }
-    if (verdict === 'bound') return;
-    await deps.sessions.refused(claims, rpc, verdict);
-    throw new ConnectError(unboundMessage(verdict), Code.Unauthenticated);
-  }
-
   return {
     async admit(authorization, session) {
       const token = bearerToken(authorization);
       if (!token) return session ? { kind: 'runner-session', runner: { ...session } } : undefined;
       try {
-        return await check(token);
+        return await verifyBearer(deps, token);
       } catch {
         return undefined;
       }
@@ -385,7 +315,7 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
         const token = bearerToken(req.header.get('authorization'));
         if (token) {
           try {
-            bearer = await check(token);
+            bearer = await verifyBearer(deps, token);
           } catch (err) {
             refusal = err;
           }
@@ -421,13 +351,13 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
       if (bearer.kind === 'verified') {
         principal = { kind: 'attempt', claims: bearer.claims, expired: false };
       } else if (access === 'unexpired-or-session-bound') {
-        principal = { kind: 'attempt', claims: await expiredClaims(bearer), expired: true };
+        principal = { kind: 'attempt', claims: await expiredClaims(deps, bearer), expired: true };
       } else {
         throw unauthenticated(bearer.error);
       }
       const rpc = req.method.localName as AgentRpcName;
       if (AGENT_RPC_SESSION[rpc] === 'required') {
-        await requireSession(principal.claims, req.header.get(SESSION_HEADER) ?? '', rpc);
+        await requireSession(deps, principal.claims, req.header.get(SESSION_HEADER) ?? '', rpc);
         const masks = deps.sessions?.agentMasks?.(principal.claims);
         if (masks !== undefined) principal = { ...principal, agentMasksSecrets: masks };
       }
@@ -435,6 +365,78 @@ export function createAgentAuthentication(deps: AgentAuthenticationDeps): AgentA
       return next(req);
     },
   };
+}
+
+/** Verifies once; throws (invalid) only for a bearer whose signature or claims do not hold. */
+async function verifyBearer(deps: AgentAuthenticationDeps, token: string): Promise<TokenCheck> {
+  const { verifier, clock } = deps;
+  try {
+    return { kind: 'verified', token, claims: await verifier.verify(token, clock.now()) };
+  } catch (err) {
+    if (err instanceof AgentTokenError && err.reason === 'expired') {
+      return { kind: 'expired', token, error: err };
+    }
+    if (deps.workerVerifier) {
+      try {
+        return {
+          kind: 'worker',
+          token,
+          claims: await deps.workerVerifier.verify(token, clock.now()),
+        };
+      } catch (werr) {
+        // An expired worker token is never served (no worker RPC is open past exp): the
+        // worker's renewal arrives on its stream long before.
+        if (werr instanceof WorkerTokenError && werr.reason === 'expired') {
+          throw new AgentTokenError('expired');
+        }
+      }
+    }
+    throw err;
+  }
+}
+
+/**
+ * An expired credential is considered when everything but its expiry verifies; whether it
+ * serves is then the session check's (the key bound at Register) — a copy alone cannot act.
+ */
+async function expiredClaims(
+  deps: AgentAuthenticationDeps,
+  bearer: Extract<BearerCheck, { kind: 'expired' }>,
+): Promise<AgentTokenClaims> {
+  const { verifier, clock } = deps;
+  if (!verifier.verifyIgnoringExpiry || !deps.sessions) throw unauthenticated(bearer.error);
+  try {
+    return await verifier.verifyIgnoringExpiry(bearer.token, clock.now());
+  } catch (e) {
+    throw unauthenticated(e);
+  }
+}
+
+/**
+ * The session rule of an attempt RPC: every call after Register carries the key bound there.
+ * A store that cannot say answers Unavailable (the agent retries), never a grant.
+ */
+async function requireSession(
+  deps: AgentAuthenticationDeps,
+  claims: AgentTokenClaims,
+  sessionKey: string,
+  rpc: string,
+): Promise<void> {
+  if (!deps.sessions) {
+    throw new ConnectError(unboundMessage('unregistered'), Code.Unauthenticated);
+  }
+  let verdict: SessionVerdict;
+  try {
+    verdict = await deps.sessions.check(claims, sessionKey);
+  } catch {
+    throw new ConnectError(
+      "the attempt's session binding could not be read; retry",
+      Code.Unavailable,
+    );
+  }
+  if (verdict === 'bound') return;
+  await deps.sessions.refused(claims, rpc, verdict);
+  throw new ConnectError(unboundMessage(verdict), Code.Unauthenticated);
 }
 
 /**

@@ -31,6 +31,11 @@ const STREAMS: Record<number, LogStreamName> = {
 export function logAndXComHandlers(
   c: AgentServiceContext,
 ): AgentHandlers<'pushXCom' | 'fetchXCom' | 'pushLogs'> {
+  return { ...xcomHandlers(c), ...logHandlers(c) };
+}
+
+/** PushXCom (fenced by the live try, masked) and FetchXCom (only from an upstream it depends on). */
+function xcomHandlers(c: AgentServiceContext): AgentHandlers<'pushXCom' | 'fetchXCom'> {
   return {
     async pushXCom(req, ctx) {
       const principal = attemptPrincipal(ctx);
@@ -123,6 +128,12 @@ export function logAndXComHandlers(
         contentType: row.content_type,
       });
     },
+  };
+}
+
+/** PushLogs: the try's lines, masked, within its log budget, refused once its log is closed. */
+function logHandlers(c: AgentServiceContext): AgentHandlers<'pushLogs'> {
+  return {
     async pushLogs(req, ctx) {
       const principal = attemptPrincipal(ctx);
       const { claims } = principal;
