@@ -17,7 +17,7 @@ import { VaultKeyringReloader } from '../vault/key-reload.js';
 import { seedVault } from '../vault/vault-seed.js';
 import { join } from 'node:path';
 import { ensureAdminToken } from './admin-token.js';
-import { loadDagsFolder } from './dags-folder.js';
+import { watchDagsFolder } from './dags-folder.js';
 import { wireExchange } from './exchange-wiring.js';
 import type { Keys } from './keys.js';
 import type { Lifecycle } from './lifecycle.js';
@@ -150,9 +150,13 @@ export async function assemble(
   const adminTokenFile = join(keys.keysDir, ADMIN_TOKEN_FILE);
   await ensureAdminToken(adminTokenFile, keys.apiTokens, cfg.tenantId, logger);
   if (cfg.dagsFolder) {
-    await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger, {
+    const watcher = await watchDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger, {
       policy: executorPolicy(executors.names(), cfg.kubernetes),
+      pausedAtCreation: cfg.dagsPausedAtCreation,
+      pollMs: cfg.dagsFolderPollMs,
+      onChange: () => parts.poke(),
     });
+    life.add({ name: 'DAGs folder watch', stop: () => watcher.stop() });
   }
   return { parts, adminTokenFile };
 }

@@ -17,6 +17,7 @@ export function migrations(dialect: StoreDialect): Record<string, Migration> {
   // that people reading the database directly see true/false.
   const boolType = dialect === 'postgres' ? 'boolean' : 'integer';
   const falseValue = dialect === 'postgres' ? false : 0;
+  const trueValue = dialect === 'postgres' ? true : 1;
   const blobType = dialect === 'postgres' ? 'bytea' : 'blob';
 
   const boolCheck = (column: string) =>
@@ -699,6 +700,29 @@ export function migrations(dialect: StoreDialect): Record<string, Migration> {
         await db.schema
           .alterTable('attempt_records')
           .addColumn('map_index', 'integer', (c) => c.notNull().defaultTo(-1))
+          .execute();
+      },
+    },
+    // Issue 40: the watched DAGs folder. A DAG loaded from the folder remembers its file
+    // (relative to the folder); when the file is gone the DAG is inactive (no scheduled run).
+    // A file that does not load is an import error, kept until it loads or is removed.
+    '0017_dag_folder': {
+      async up(db: Db): Promise<void> {
+        await db.schema.alterTable('dags').addColumn('source_file', 'text').execute();
+        await db.schema
+          .alterTable('dags')
+          .addColumn('is_active', boolType, (c) => c.notNull().defaultTo(trueValue))
+          .execute();
+        await db.schema
+          .createTable('dag_import_errors')
+          .addColumn('tenant_id', 'text', (c) => c.notNull())
+          .addColumn('file', 'text', (c) => c.notNull())
+          .addColumn('dag_id', 'text')
+          .addColumn('diagnostics_json', 'text', (c) => c.notNull())
+          .addColumn('first_seen_at', 'bigint', (c) => c.notNull())
+          .addColumn('updated_at', 'bigint', (c) => c.notNull())
+          .addPrimaryKeyConstraint('dag_import_errors_pk', ['tenant_id', 'file'])
+          .addForeignKeyConstraint('dag_import_errors_tenant_fk', ['tenant_id'], 'tenants', ['id'])
           .execute();
       },
     },
