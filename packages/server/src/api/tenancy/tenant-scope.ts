@@ -210,7 +210,7 @@ export class TenantScope {
       spec,
       dagSpecHash(spec),
       this.deps.clock.now(),
-      { pausedAtCreation: this.deps.pausedAtCreation === true },
+      { pausedAtCreation: this.deps.pausedAtCreation === true, sourceFile: null },
     );
   }
 

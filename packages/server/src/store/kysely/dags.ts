@@ -22,7 +22,7 @@ export class KyselyDagStore extends KyselySeam implements DagStore {
     opts: PutDagVersionOptions = {},
   ): Promise<{ version: number; created: boolean }> {
     const paused = opts.pausedAtCreation === true;
-    const source = opts.sourceFile ?? null;
+    const source = opts.sourceFile;
     try {
       return await this.#putDagVersionOnce(tenant_id, spec, spec_hash, now, paused, source);
     } catch (err) {
@@ -39,7 +39,7 @@ export class KyselyDagStore extends KyselySeam implements DagStore {
     spec_hash: string,
     now: number,
     pausedAtCreation: boolean,
-    source_file: string | null,
+    source_file: string | null | undefined,
   ): Promise<{ version: number; created: boolean }> {
     const dag_id = spec.dag_id;
     return this.writeTx(async (tx) => {
@@ -58,20 +58,33 @@ export class KyselyDagStore extends KyselySeam implements DagStore {
           last_scheduled_logical_date: null,
           created_at: now,
           updated_at: now,
-          source_file,
+          ...(source_file ? { source_file } : {}),
         })
         .onConflict((oc) => oc.columns(['tenant_id', 'dag_id']).doNothing())
         .execute();
       let dagQuery = tx
         .selectFrom('dags')
-        .select(['current_version', 'source_file', 'is_active'])
+        .select(['current_version'])
         .where('tenant_id', '=', tenant_id)
         .where('dag_id', '=', dag_id);
       if (this.dialect === 'postgres') dagQuery = dagQuery.forUpdate();
       const dag = await dagQuery.executeTakeFirstOrThrow();
       // Whoever registered it last is where it comes from (the DAGs folder, or a push), and a
-      // DAG registered again is active again.
-      if (dag.source_file !== source_file || !fromBool(dag.is_active)) {
+      // DAG registered again is active again. (undefined: a caller that does not say; nothing.)
+      const source =
+        source_file === undefined
+          ? undefined
+          : await tx
+              .selectFrom('dags')
+              .select(['source_file', 'is_active'])
+              .where('tenant_id', '=', tenant_id)
+              .where('dag_id', '=', dag_id)
+              .executeTakeFirstOrThrow();
+      if (
+        source !== undefined &&
+        source_file !== undefined &&
+        (source.source_file !== source_file || !fromBool(source.is_active))
+      ) {
         await tx
           .updateTable('dags')
           .set({ source_file, is_active: this.bool(true), updated_at: now })

@@ -5,8 +5,8 @@ export interface PutDagVersionOptions {
   /** a DAG registered for the first time starts paused (dags.paused_at_creation); default false */
   pausedAtCreation?: boolean;
   /**
-   * where it comes from: its file relative to the DAGs folder, or null/absent for a push. Every
-   * registration records it and makes the DAG active again.
+   * where it comes from: its file relative to the DAGs folder, or null for a push; a
+   * registration that says records it and makes the DAG active again (absent: left as it is).
    */
   sourceFile?: string | null;
 }
