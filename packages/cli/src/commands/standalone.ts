@@ -80,7 +80,7 @@ export function registerStandalone(program: Command): void {
         `  log in       leoflow login --url ${cp.httpUrl} --token-file ${cp.adminTokenFile}`,
         '               (saves a profile, mode 0600: the CLI then works from any folder)',
         `  DAGs folder  ${cfg.dagsFolder ? `${cfg.dagsFolder} (watched; what does not load: leoflow dags errors)` : '(none; push DAGs with `leoflow dags push <dir>`)'}`,
-        `  new DAGs     ${cfg.dagsPausedAtCreation ? 'start paused (leoflow dags unpause <dag_id>; --dags-paused-at-creation false to change)' : 'start unpaused (--dags-paused-at-creation false)'}`,
+        `  new DAGs     ${cfg.dagsPausedAtCreation ? 'start paused (leoflow dags unpause <dag_id>; --dags-paused-at-creation false to change)' : 'start unpaused (--dags-paused-at-creation true pauses them, as Airflow does)'}`,
         cp.isolation.mode === 'per-attempt'
           ? `  tasks run as a uid of their own each, from ${cp.isolation.range.first}-${cp.isolation.range.last}`
           : cp.isolation.mode === 'shared'
