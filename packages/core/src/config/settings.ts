@@ -280,7 +280,7 @@ export const SETTINGS: readonly SettingSpec[] = Object.freeze([
     flags: both('--dags-paused-at-creation <true|false>'),
     kind: 'boolean',
     default: 'true',
-    help: 'a DAG registered for the first time (pushed or found in the DAGs folder) starts paused: no scheduled run until `leoflow dags unpause <dag_id>`; manual triggers still run (as Airflow does)',
+    help: 'a DAG registered for the first time (pushed or found in the DAGs folder) starts paused, as in Airflow: no scheduled run until `leoflow dags unpause <dag_id>` (a manual trigger still runs); false starts new DAGs unpaused',
     section: 'execution',
   },
   // --- the credential plane and the run loop
