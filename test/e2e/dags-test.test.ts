@@ -2,7 +2,8 @@ import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cli, scratchDir, startStandalone } from '../support/processes.js';
+import { spawn } from 'node:child_process';
+import { CLI, cli, scratchDir, startStandalone } from '../support/processes.js';
 
 // `leoflow dags test` (issue 40, item 3): one run of a DAG in the CLI's process against a
 // throwaway store, with the real agents, sandbox and credential plane. Its logs stream as the
@@ -142,6 +143,31 @@ tasks:
     expect(JSON.parse(b.stdout)).toMatchObject({ ok: false });
     expect(leftovers().length).toBe(before);
   }, 60_000);
+
+  it('Ctrl-C stops the run and leaves nothing behind', async () => {
+    const dir = dagFolder(
+      'slow',
+      'dag_id: slow\ntasks:\n  - task_id: nap\n    command: echo napping; sleep 60\n',
+    );
+    const before = leftovers().length;
+    const p = spawn(process.execPath, [CLI, 'dags', 'test', dir], {
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    p.stdout.on('data', (b: Buffer) => (out += b.toString()));
+    p.stderr.on('data', (b: Buffer) => (out += b.toString()));
+    const until = Date.now() + 60_000;
+    while (!out.includes('[nap] napping') && Date.now() < until)
+      await new Promise((r) => setTimeout(r, 100));
+    expect(out).toContain('[nap] napping');
+    const started = Date.now();
+    p.kill('SIGINT');
+    const code = await new Promise<number | null>((r) => p.once('exit', (c) => r(c)));
+    expect(code).toBe(1);
+    expect(Date.now() - started).toBeLessThan(30_000);
+    expect(out).toContain('interrupted');
+    expect(leftovers().length).toBe(before);
+  }, 120_000);
 
   it("--data-dir uses a stopped Lite's vault from a copy, and refuses a running one", async () => {
     const dataDir = join(scratch.dir, 'lite');

@@ -133,6 +133,14 @@ export function registerDagsTest(
       const baseConfig = await standaloneConfig({});
       const { runDagTest, DagTestRefused } = await import('@leoflow/server');
       const logOut = format === 'table' ? process.stdout : process.stderr;
+      // Ctrl-C stops the run's attempts and removes the temporary store; a second one exits.
+      const interrupt = new AbortController();
+      const onSigint = () => {
+        if (interrupt.signal.aborted) process.exit(130);
+        process.stderr.write('interrupted: stopping the test run (press again to force)\n');
+        interrupt.abort();
+      };
+      process.on('SIGINT', onSigint);
       let result;
       try {
         result = await runDagTest({
@@ -143,6 +151,7 @@ export function registerDagsTest(
           ...(logicalDate !== undefined ? { logicalDate } : {}),
           ...(flags.vaultSeed ? { vaultSeedDir: flags.vaultSeed } : {}),
           ...(flags.dataDir ? { sourceDataDir: flags.dataDir } : {}),
+          signal: interrupt.signal,
           onLog: (l) => {
             const who = `${l.task_id}${l.map_index >= 0 ? `[${l.map_index}]` : ''}`;
             const tryNote = l.try_number > 1 ? ` try ${l.try_number}` : '';
@@ -163,6 +172,8 @@ export function registerDagsTest(
         }
         if (isLeoflowError(err)) throw new CliError(err.message, 1, err.code);
         throw err;
+      } finally {
+        process.off('SIGINT', onSigint);
       }
       if (format === 'table') {
         process.stdout.write(`\n${result.dag_id} ${result.run_id}: ${result.state}\n`);

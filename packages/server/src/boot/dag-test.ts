@@ -72,6 +72,8 @@ export interface DagTestOptions {
   logger?: Logger;
   /** how often the run's state and new log lines are read */
   pollMs?: number;
+  /** aborting stops the run's attempts and cleans up (Ctrl-C in `leoflow dags test`) */
+  signal?: AbortSignal;
 }
 
 /** A refusal before the run: diagnostics with file:line:column, and nothing ran. */
@@ -272,6 +274,12 @@ export async function runDagTest(opts: DagTestOptions): Promise<DagTestResult> {
       const now = await cp.store.getRunById(run.id);
       state = now?.state ?? state;
       if (state === 'success' || state === 'failed') break;
+      if (opts.signal?.aborted) {
+        throw new LeoflowError(
+          'LF_DAG_TEST_FAILED',
+          `interrupted: the test run of ${spec.dag_id} was stopped before it ended (its attempts were stopped, its temporary files removed)`,
+        );
+      }
       await new Promise((r) => setTimeout(r, pollMs));
     }
     // The agent ships its last lines before it reports; one more read takes what is left.
