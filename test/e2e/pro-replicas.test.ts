@@ -34,7 +34,8 @@ let service: Awaited<ReturnType<typeof startAgentService>>;
 let client: pg.Client;
 const replicas = new Map<string, Replica>();
 let token: string;
-const env = { LEOFLOW_SECRET_KEY: vaultKey() };
+// every_minute is scheduled from the DAGs folder: new DAGs start unpaused here (issue 40's default is paused)
+const env = { LEOFLOW_SECRET_KEY: vaultKey(), LEOFLOW_DAGS_PAUSED_AT_CREATION: 'false' };
 
 function spec(name: string, role: Role): ReplicaSpec {
   return {

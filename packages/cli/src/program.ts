@@ -6,6 +6,7 @@ import { registerConfig } from './commands/config.js';
 import { registerConnections } from './commands/connections.js';
 import { registerDags } from './commands/dags.js';
 import { registerDoctor } from './commands/doctor.js';
+import { registerLogin } from './commands/login.js';
 import { registerRuns } from './commands/runs.js';
 import { registerSecrets } from './commands/secrets.js';
 import { registerServer } from './commands/server.js';
@@ -54,6 +55,7 @@ export function buildProgram(): Command {
   registerRunner(program);
   registerAudit(program);
   registerDoctor(program);
+  registerLogin(program);
   registerConfig(program);
   registerCompletion(program);
   return program;

@@ -5,12 +5,40 @@ export interface RunRef {
   run_id: string;
 }
 
-/** Run ids are unique per DAG; a bare run id is resolved when exactly one DAG has it. */
+/** The run id every command that takes one reads as "the newest run of --dag". */
+export const LATEST = 'latest';
+
+/**
+ * Run ids are unique per DAG; a bare run id is resolved when exactly one DAG has it. `latest`
+ * is the newest run (by creation) of the DAG given with --dag.
+ */
 export async function resolveRun(
   client: ApiClient,
   runId: string,
   dagId?: string,
 ): Promise<RunRef> {
+  if (runId === LATEST) {
+    if (!dagId) {
+      throw new CliError(
+        '`latest` needs the DAG it is the newest run of: add --dag <dag_id>',
+        2,
+        'LF_RUN_LATEST_NEEDS_DAG',
+      );
+    }
+    const res = await client.request<{ runs: { dag_id: string; run_id: string }[] }>(
+      'GET',
+      `/api/v1/runs?dag_id=${encodeURIComponent(dagId)}&limit=1`,
+    );
+    const newest = res.runs[0];
+    if (!newest) {
+      throw new CliError(
+        `DAG "${dagId}" has no run yet; start one with \`leoflow runs trigger ${dagId}\``,
+        1,
+        'LF_RUN_NOT_FOUND',
+      );
+    }
+    return { dag_id: newest.dag_id, run_id: newest.run_id };
+  }
   if (dagId) return { dag_id: dagId, run_id: runId };
   const res = await client.request<{ runs: { dag_id: string; run_id: string }[] }>(
     'GET',

@@ -17,3 +17,5 @@ export * from './vault/key-reload.js';
 export * from './config/pro-config.js';
 export { startDoorProcess, doorPublicKeysFile } from './boot/door-process.js';
 export * from './config/settings-to-config.js';
+export * from './boot/dag-test.js';
+export { defaultDagLoader, type DagFileLoader } from './scheduler/dags/dag-loader.js';

@@ -499,6 +499,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/import-errors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** DAG files in the DAGs folder that do not load, with file:line:column, code and hint */
+        get: operations["get_import_errors"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/openapi.json": {
         parameters: {
             query?: never;
@@ -2554,6 +2571,8 @@ export interface operations {
                             dag_id?: string;
                             current_version?: number;
                             is_paused?: boolean;
+                            is_active?: boolean;
+                            source_file?: string | null;
                             created_at?: string | null;
                             updated_at?: string | null;
                         }[];
@@ -2765,6 +2784,8 @@ export interface operations {
                             dag_id?: string;
                             current_version?: number;
                             is_paused?: boolean;
+                            is_active?: boolean;
+                            source_file?: string | null;
                             created_at?: string | null;
                             updated_at?: string | null;
                         };
@@ -2878,6 +2899,8 @@ export interface operations {
                         dag_id?: string;
                         current_version?: number;
                         is_paused?: boolean;
+                        is_active?: boolean;
+                        source_file?: string | null;
                         created_at?: string | null;
                         updated_at?: string | null;
                     };
@@ -4700,6 +4723,117 @@ export interface operations {
                     "application/json": {
                         status?: string;
                         version?: string;
+                    };
+                };
+            };
+        };
+    };
+    get_import_errors: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        import_errors?: {
+                            file?: string;
+                            dag_id?: string | null;
+                            diagnostics?: {
+                                code?: string;
+                                message?: string;
+                                file?: string;
+                                line?: number;
+                                column?: number;
+                                path?: string;
+                                hint?: string;
+                            }[];
+                            first_seen_at?: string | null;
+                            updated_at?: string | null;
+                        }[];
+                    };
+                };
+            };
+            /** @description Invalid request (body, query or parameters); details.validation says which */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Missing, invalid, expired or revoked token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description The token is valid but its role does not grant the permission */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description No such object in the caller's tenant (objects of other tenants are never revealed) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
+                    };
+                };
+            };
+            /** @description Conflicts with the current state */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        code: string;
+                        message: string;
+                        details?: {
+                            [key: string]: unknown;
+                        };
                     };
                 };
             };

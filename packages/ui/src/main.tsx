@@ -6,6 +6,7 @@ import { ApiError } from './api';
 import { Audit, Tokens } from './pages/Admin';
 import { Dag } from './pages/Dag';
 import { Dags } from './pages/Dags';
+import { ImportErrors } from './pages/ImportErrors';
 import { Layout, NotFound } from './pages/Layout';
 import { Doctor, Tenants } from './pages/Platform';
 import { Run } from './pages/Run';
@@ -36,6 +37,7 @@ const router = createBrowserRouter([
     element: <Layout />,
     children: [
       { index: true, element: <Dags /> },
+      { path: 'import-errors', element: <ImportErrors /> },
       { path: 'dags/:dagId', element: <Dag /> },
       { path: 'dags/:dagId/trigger', element: <Trigger /> },
       { path: 'dags/:dagId/versions', element: <Versions /> },

@@ -34,7 +34,7 @@ function view(name: string, p: Profile, current: string | undefined): Record<str
 
 const COLUMNS = ['name', 'current', 'url', 'token', 'output'];
 
-function readTokenFile(file: string): string {
+export function readTokenFile(file: string): string {
   let text: string;
   try {
     text = readFileSync(file === '-' ? 0 : file, 'utf8');

@@ -13,11 +13,18 @@ import { compileDagFolder } from '@leoflow/server/dags';
 import { ApiClient, CliError } from '../client.js';
 import { parseOutput, print } from '../output.js';
 import { globalOpts } from '../global-options.js';
+import { registerDagsTest } from './dags-test.js';
+
+interface ImportErrorView {
+  file: string;
+  dag_id: string | null;
+  diagnostics: Omit<CompileDiagnostic, 'severity'>[];
+}
 
 function compileOrFail(
   dir: string,
   format: 'json' | 'table' | 'yaml',
-): { spec: DagSpec; warnings: CompileDiagnostic[] } {
+): { spec: DagSpec; warnings: CompileDiagnostic[]; file: string } {
   let result;
   try {
     result = compileDagFolder(dir);
@@ -48,7 +55,7 @@ function compileOrFail(
   }
   if (format !== 'json')
     for (const w of result.warnings) process.stderr.write(`${formatDiagnostic(w)}\n`);
-  return { spec: result.spec, warnings: result.warnings };
+  return { spec: result.spec, warnings: result.warnings, file: result.file };
 }
 
 /**
@@ -151,17 +158,57 @@ export function registerDags(program: Command): void {
       } else print(format, res);
     });
 
+  registerDagsTest(dags, compileOrFail);
+
   dags
     .command('list')
-    .description('list registered DAGs')
+    .description('list registered DAGs (and how many DAG files do not load)')
     .action(async (_flags: unknown, cmd: Command) => {
       const g = globalOpts(cmd);
-      const dags = await new ApiClient(g).listAll<Record<string, unknown>>('/api/v1/dags', 'dags');
-      const res = { dags };
-      print(parseOutput(g.output), res, {
+      const client = new ApiClient(g);
+      const dags = await client.listAll<Record<string, unknown>>('/api/v1/dags', 'dags');
+      const { import_errors } = await client.request<{ import_errors: unknown[] }>(
+        'GET',
+        '/api/v1/import-errors',
+      );
+      const format = parseOutput(g.output);
+      const res = { dags, import_errors: import_errors.length };
+      print(format, res, {
         rows: res.dags,
-        columns: ['dag_id', 'current_version', 'is_paused', 'updated_at'],
+        columns: ['dag_id', 'current_version', 'is_paused', 'is_active', 'updated_at'],
       });
+      if (format === 'table' && import_errors.length > 0) {
+        process.stderr.write(
+          `${import_errors.length} DAG file(s) do not load: see \`leoflow dags errors\`\n`,
+        );
+      }
+    });
+
+  dags
+    .command('errors')
+    .description('DAG files in the DAGs folder that do not load: file:line:column, code, hint')
+    .action(async (_flags: unknown, cmd: Command) => {
+      const g = globalOpts(cmd);
+      const format = parseOutput(g.output);
+      const res = await new ApiClient(g).request<{ import_errors: ImportErrorView[] }>(
+        'GET',
+        '/api/v1/import-errors',
+      );
+      if (format !== 'table') {
+        print(format, res);
+        return;
+      }
+      if (res.import_errors.length === 0) {
+        process.stdout.write('no import errors: every DAG file in the DAGs folder loads\n');
+        return;
+      }
+      for (const e of res.import_errors) {
+        for (const d of e.diagnostics)
+          process.stdout.write(`${formatDiagnostic({ ...d, severity: 'error' })}\n`);
+      }
+      process.stdout.write(
+        `${res.import_errors.length} DAG file(s) do not load; fix and save: the DAGs folder is watched\n`,
+      );
     });
 
   for (const [name, paused] of [

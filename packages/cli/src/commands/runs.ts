@@ -118,7 +118,10 @@ export function registerRuns(program: Command): void {
   runs
     .command('show <run_id>')
     .description('a run and its task instances')
-    .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
+    .option(
+      '--dag <dag_id>',
+      'the DAG, when several DAGs have a run with this id (required with `latest`, the newest run)',
+    )
     .action(async (runId: string, flags: { dag?: string }, cmd: Command) => {
       const g = globalOpts(cmd);
       const format = parseOutput(g.output);

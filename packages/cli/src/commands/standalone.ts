@@ -77,7 +77,10 @@ export function registerStandalone(program: Command): void {
         `  metrics      ${cp.metricsUrl ?? '(off)'}`,
         `  data dir     ${cfg.dataDir}`,
         `  admin token  ${cp.adminTokenFile} (mode 0600; the CLI reads it from ./.leoflow, or set LEOFLOW_TOKEN)`,
-        `  DAGs folder  ${cfg.dagsFolder ?? '(none; push DAGs with `leoflow dags push <dir>`)'}`,
+        `  log in       leoflow login --url ${cp.httpUrl} --token-file ${cp.adminTokenFile}`,
+        '               (saves a profile, mode 0600: the CLI then works from any folder)',
+        `  DAGs folder  ${cfg.dagsFolder ? `${cfg.dagsFolder} (watched; what does not load: leoflow dags errors)` : '(none; push DAGs with `leoflow dags push <dir>`)'}`,
+        `  new DAGs     ${cfg.dagsPausedAtCreation ? 'start paused (leoflow dags unpause <dag_id>; --dags-paused-at-creation false to change)' : 'start unpaused (--dags-paused-at-creation true pauses them, as Airflow does)'}`,
         cp.isolation.mode === 'per-attempt'
           ? `  tasks run as a uid of their own each, from ${cp.isolation.range.first}-${cp.isolation.range.last}`
           : cp.isolation.mode === 'shared'
@@ -91,7 +94,7 @@ export function registerStandalone(program: Command): void {
             : '  sandbox      NONE: not root, so no per-attempt uids and no namespaces (run as root to sandbox every attempt)',
         ...cp.sandbox.exposures.map((e) => `               exposure: ${e}`),
         '',
-        `Try: LEOFLOW_URL=${cp.httpUrl} npx leoflow runs trigger hello --wait`,
+        `Try: leoflow runs trigger hello --wait   (the CLI from outside the clone: README, "Install the CLI")`,
         '',
       ];
       process.stdout.write(lines.join('\n'));

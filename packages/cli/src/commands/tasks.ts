@@ -30,7 +30,10 @@ export function registerTasks(program: Command): void {
   tasks
     .command('logs <run_id> <task_id>')
     .description("an attempt's log (stdout, stderr and agent lines)")
-    .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
+    .option(
+      '--dag <dag_id>',
+      'the DAG, when several DAGs have a run with this id (required with `latest`, the newest run)',
+    )
     .option('--try <n>', 'which try (default: the latest)')
     .option('--map-index <n>', 'which map index of a mapped task')
     .option('-f, --follow', 'keep printing new lines until the attempt finishes')
@@ -82,7 +85,10 @@ export function registerTasks(program: Command): void {
     .description(
       "stop an attempt's credential from resolving secrets and renewing, now, whatever its state (a live task keeps running unless --terminate); says what changed",
     )
-    .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
+    .option(
+      '--dag <dag_id>',
+      'the DAG, when several DAGs have a run with this id (required with `latest`, the newest run)',
+    )
     .option('--try <n>', 'which try (default: the current one)')
     .option('--map-index <n>', 'which map index of a mapped task')
     .option('--terminate', 'also stop the attempt')
@@ -129,7 +135,10 @@ export function registerTasks(program: Command): void {
     .description(
       'per attempt: scoping and liveness modes, secret names delivered (never values), refusals, renewals, credential expiry',
     )
-    .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
+    .option(
+      '--dag <dag_id>',
+      'the DAG, when several DAGs have a run with this id (required with `latest`, the newest run)',
+    )
     .option('--try <n>', 'only this try (default: every try)')
     .option('--map-index <n>', 'which map index of a mapped task')
     .action(
@@ -170,7 +179,10 @@ export function registerTasks(program: Command): void {
     .description(
       "a mapped task's task instances: one per map index, with its state, try and arguments",
     )
-    .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
+    .option(
+      '--dag <dag_id>',
+      'the DAG, when several DAGs have a run with this id (required with `latest`, the newest run)',
+    )
     .action(async (runId: string, taskId: string, flags: { dag?: string }, cmd: Command) => {
       const g = globalOpts(cmd);
       const client = new ApiClient(g);
@@ -200,7 +212,10 @@ export function registerTasks(program: Command): void {
     .description(
       'clear-and-rerun: new tries for the given tasks (default: the whole run), bound to the current DAG version',
     )
-    .option('--dag <dag_id>', 'the DAG, when several DAGs have a run with this id')
+    .option(
+      '--dag <dag_id>',
+      'the DAG, when several DAGs have a run with this id (required with `latest`, the newest run)',
+    )
     .option('--no-downstream', 'do not also clear the tasks downstream of the given ones')
     .action(
       async (

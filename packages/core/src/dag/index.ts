@@ -30,3 +30,4 @@ export {
   RUNNER_LABEL_KEY,
   RUNNER_LABEL_VALUE,
 } from './runner-labels.js';
+export { locateDeclaration, type YamlPosition } from './locate.js';

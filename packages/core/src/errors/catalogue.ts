@@ -146,6 +146,11 @@ export const ERROR_CATALOGUE = {
     null,
     'Pass a folder that holds a leoflow.yaml (or the file itself).',
   ),
+  LF_DAG_ID_DUPLICATE: c(
+    'dag',
+    400,
+    'Two files in the DAGs folder name the same dag_id; rename one (the first, in path order, is loaded).',
+  ),
   LF_DAG_TOO_LARGE: c(
     'dag',
     null,
@@ -333,6 +338,26 @@ export const ERROR_CATALOGUE = {
     'Pass the run conf as a JSON object, e.g. --conf \'{"day":"2026-01-01"}\'.',
   ),
   LF_RUN_AMBIGUOUS: c('run', null, 'Pass the DAG id as well, or the full run id.'),
+  LF_RUN_LATEST_NEEDS_DAG: c(
+    'run',
+    null,
+    'Say which DAG `latest` is the newest run of: add --dag <dag_id>.',
+  ),
+  LF_RUN_ID_RESERVED: c(
+    'run',
+    400,
+    'Pick another run id: `latest` names the newest run in every CLI command.',
+  ),
+  LF_DAG_TEST_FAILED: c(
+    'run',
+    null,
+    "The test run did not succeed: read the failed task's log above, fix it, run `leoflow dags test` again.",
+  ),
+  LF_DATA_DIR_IN_USE: c(
+    'cli',
+    null,
+    'Stop the Leoflow Lite that uses this data directory, or copy its database elsewhere and pass that.',
+  ),
   LF_TASK_NOT_FOUND: c('run', 404, "List the run's tasks and use one of their ids.", 'not_found'),
   // Why an attempt's pod ended or never started (the Kubernetes executor), on the task's error.
   LF_POD_OOM_KILLED: c(
@@ -805,6 +830,11 @@ export const ERROR_CATALOGUE = {
     'List the profiles (`leoflow config get-profiles`) or create one with `leoflow config set-profile`.',
   ),
   LF_PROFILE_NOT_SET: c('cli', null, 'Select a profile with `leoflow config use-profile <name>`.'),
+  LF_LOGIN_NO_TOKEN: c(
+    'cli',
+    null,
+    'Pass --token-file <file> (or --token-file - and the token on standard input); a local standalone prints the line to use.',
+  ),
   LF_UNREACHABLE: c(
     'cli',
     null,

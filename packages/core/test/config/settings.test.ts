@@ -111,14 +111,26 @@ describe('the settings table', () => {
     expect(r.sources['agent.host']).toBe('default');
   });
 
-  it('refuses an unknown key, a reserved one, and where-the-file-is in the file, naming each', () => {
+  it('refuses an unknown key and where-the-file-is in the file, naming each', () => {
     const r = resolveSettings({
-      file: { htpp: { port: 1 }, data_dir: '/x', dags: { paused_at_creation: true } },
+      file: { htpp: { port: 1 }, data_dir: '/x', dags: { paused_at_creation: false } },
     });
     const byKey = Object.fromEntries(r.problems.map((p) => [p.key, p.message]));
     expect(byKey['htpp.port']).toContain('did you mean http.port');
     expect(byKey['data_dir']).toContain('cannot be set in the config file');
-    expect(byKey['dags.paused_at_creation']).toContain('comes with the daily-loop release');
+    expect(byKey['dags.paused_at_creation']).toBeUndefined();
+  });
+
+  it('starts new DAGs paused unless told otherwise (issue 40), from the file, env or a flag', () => {
+    expect(resolveSettings({}).values['dags.paused_at_creation']).toBe(true);
+    const fromFile = resolveSettings({ file: { dags: { paused_at_creation: false } } });
+    expect(fromFile.values['dags.paused_at_creation']).toBe(false);
+    const fromEnv = resolveSettings({ env: { LEOFLOW_DAGS_PAUSED_AT_CREATION: 'false' } });
+    expect(fromEnv.values['dags.paused_at_creation']).toBe(false);
+    const fromFlag = resolveSettings({ flags: { 'dags.paused_at_creation': 'false' } });
+    expect(fromFlag.values['dags.paused_at_creation']).toBe(false);
+    const bad = resolveSettings({ flags: { 'dags.paused_at_creation': 'sometimes' } });
+    expect(bad.problems.map((p) => p.message).join()).toContain('set it to true or false');
   });
 
   it('leaves the executor section to its owner', () => {

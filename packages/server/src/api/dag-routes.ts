@@ -1,8 +1,16 @@
 import { LeoflowError, validateDagSpec } from '@leoflow/core';
 import type { FastifyInstance } from 'fastify';
 import { auditRequest } from './audit.js';
-import { dagSchema, listReply, nextOffset, pageQuery, paramsOf, stdErrors } from './schemas.js';
-import { dagOut } from './serialize.js';
+import {
+  dagSchema,
+  importErrorSchema,
+  listReply,
+  nextOffset,
+  pageQuery,
+  paramsOf,
+  stdErrors,
+} from './schemas.js';
+import { dagOut, importErrorOut } from './serialize.js';
 import { typedApi } from './typed-routes.js';
 
 export function registerDagRoutes(app: FastifyInstance, deps: { onChange: () => void }): void {
@@ -20,6 +28,27 @@ export function registerDagRoutes(app: FastifyInstance, deps: { onChange: () => 
       const q = req.query;
       const dags = await req.scope.listDags(q);
       return { dags: dags.map(dagOut), next_offset: nextOffset(dags.length, q) };
+    },
+  );
+
+  api.get(
+    '/api/v1/import-errors',
+    {
+      schema: {
+        summary:
+          'DAG files in the DAGs folder that do not load, with file:line:column, code and hint',
+        response: {
+          200: {
+            type: 'object',
+            properties: { import_errors: { type: 'array', items: importErrorSchema } },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const errors = await req.scope.listDagImportErrors();
+      return { import_errors: errors.map(importErrorOut) };
     },
   );
 

@@ -29,6 +29,8 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
   'PATCH /api/v1/dags/:dag_id': 'dags:pause',
   'GET /api/v1/dags/:dag_id/versions': 'dags:read',
   'GET /api/v1/dags/:dag_id/versions/:version': 'dags:read',
+  // the DAGs folder's files that do not load (issue 40): file:line:column, code, hint
+  'GET /api/v1/import-errors': 'dags:read',
 
   'POST /api/v1/dags/:dag_id/runs': 'runs:trigger',
   'GET /api/v1/runs': 'runs:read',

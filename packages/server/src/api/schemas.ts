@@ -21,7 +21,34 @@ export const dagSchema = {
     dag_id: { type: 'string' },
     current_version: { type: 'integer' },
     is_paused: { type: 'boolean' },
+    is_active: { type: 'boolean' },
+    source_file: nullableString,
     created_at: nullableString,
+    updated_at: nullableString,
+  },
+} as const;
+
+export const importErrorSchema = {
+  type: 'object',
+  properties: {
+    file: { type: 'string' },
+    dag_id: nullableString,
+    diagnostics: {
+      type: 'array',
+      items: {
+        type: 'object',
+        properties: {
+          code: { type: 'string' },
+          message: { type: 'string' },
+          file: { type: 'string' },
+          line: { type: 'integer' },
+          column: { type: 'integer' },
+          path: { type: 'string' },
+          hint: { type: 'string' },
+        },
+      },
+    },
+    first_seen_at: nullableString,
     updated_at: nullableString,
   },
 } as const;

@@ -1,4 +1,5 @@
 import type {
+  DagImportErrorRow,
   DagRow,
   DagRunRow,
   LogLineRow,
@@ -15,8 +16,20 @@ export function dagOut(d: DagRow) {
     dag_id: d.dag_id,
     current_version: d.current_version,
     is_paused: d.is_paused,
+    is_active: d.is_active,
+    source_file: d.source_file,
     created_at: iso(d.created_at),
     updated_at: iso(d.updated_at),
+  };
+}
+
+export function importErrorOut(e: DagImportErrorRow) {
+  return {
+    file: e.file,
+    dag_id: e.dag_id,
+    diagnostics: e.diagnostics,
+    first_seen_at: iso(e.first_seen_at),
+    updated_at: iso(e.updated_at),
   };
 }
 

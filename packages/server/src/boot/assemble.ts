@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { ensureAdminToken } from './admin-token.js';
 import { HOST_AGENT_SLOTS } from './executor-set.js';
 import type { HostAgentExecutor } from '../executor/host-agent-executor.js';
-import { loadDagsFolder } from './dags-folder.js';
+import { watchDagsFolder } from './dags-folder.js';
 import { wireExchange } from './exchange-wiring.js';
 import type { Keys } from './keys.js';
 import type { Lifecycle } from './lifecycle.js';
@@ -162,9 +162,13 @@ export async function assemble(
   const adminTokenFile = join(keys.keysDir, ADMIN_TOKEN_FILE);
   await ensureAdminToken(adminTokenFile, keys.apiTokens, cfg.tenantId, logger);
   if (cfg.dagsFolder) {
-    await loadDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger, {
+    const watcher = await watchDagsFolder(cfg.dagsFolder, store, cfg.tenantId, clock, logger, {
       policy: executorPolicy(executors.names(), cfg.kubernetes),
+      pausedAtCreation: cfg.dagsPausedAtCreation,
+      pollMs: cfg.dagsFolderPollMs,
+      onChange: () => parts.poke(),
     });
+    life.add({ name: 'DAGs folder watch', stop: () => watcher.stop() });
   }
   return { parts, adminTokenFile };
 }

@@ -109,6 +109,7 @@ export async function listen(cfg: ServerConfig, input: ListenInputs): Promise<Li
       }),
       platformTenantId: cfg.tenantId,
       executorPolicy: executorPolicy(executors.names(), cfg.kubernetes),
+      pausedAtCreation: cfg.dagsPausedAtCreation,
       directory,
       cellTopology: runnerPlane.topology,
       doorUrl: runnerPlane.doorUrl,

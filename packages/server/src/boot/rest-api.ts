@@ -46,6 +46,8 @@ export interface RestApiDeps {
   onPlacementChanged?: () => Promise<number>;
   /** what DAG registration checks tasks' executor choices against */
   executorPolicy?: ExecutorPolicy;
+  /** dags.paused_at_creation: a DAG pushed for the first time starts paused */
+  pausedAtCreation?: boolean;
   version: string;
   onChange: () => void;
   onReply?: ApiDeps['onReply'];
@@ -68,6 +70,7 @@ export function buildRestApi(d: RestApiDeps): ReturnType<typeof buildApi> {
     clock,
     revoke: (request) => revokeAttemptCredential({ store, clock, ...d.revocation }, request),
     ...(d.executorPolicy ? { executorPolicy: d.executorPolicy } : {}),
+    ...(d.pausedAtCreation !== undefined ? { pausedAtCreation: d.pausedAtCreation } : {}),
   });
   const platform = new PlatformAdmin({
     store,

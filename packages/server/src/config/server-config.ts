@@ -25,6 +25,10 @@ import type { ProServerConfig } from './pro-config.js';
 export interface ServerConfig {
   dataDir: string;
   dagsFolder: string | null;
+  /** dags.paused_at_creation: a DAG registered for the first time starts paused */
+  dagsPausedAtCreation: boolean;
+  /** how often the DAGs folder is polled when fs.watch is unavailable or misses a change */
+  dagsFolderPollMs: number;
   http: { host: string; port: number };
   agent: {
     host: string;
@@ -188,6 +192,8 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
   return {
     dataDir: abs,
     dagsFolder: null,
+    dagsPausedAtCreation: true,
+    dagsFolderPollMs: 2000,
     http: { host: '127.0.0.1', port: 8080 },
     agent: { host: '127.0.0.1', port: 8793, advertiseUrl: null, tls: null },
     database: { kind: 'sqlite', file: join(abs, 'leoflow.db') },

@@ -43,6 +43,7 @@ export function serverConfigFromSettings(
   }
   cfg.directory.schema = String(v['directory.schema']);
   cfg.dagsFolder = path('dags.folder');
+  cfg.dagsPausedAtCreation = v['dags.paused_at_creation'] === true;
   cfg.vaultSeedDir = path('vault.seed');
   cfg.logLevel = String(v['log.level']);
   cfg.metrics.port = num('metrics.port');

@@ -28,6 +28,13 @@ export class RunOperations {
   ) {}
 
   async trigger(tenantId: string, dagId: string, input: TriggerInput): Promise<DagRunRow> {
+    if (input.runId === 'latest') {
+      // `latest` names the newest run in every CLI command; a run of that name could not be named.
+      throw new LeoflowError(
+        'LF_RUN_ID_RESERVED',
+        'the run id "latest" is reserved (the CLI reads it as the newest run); choose another --run-id or omit it',
+      );
+    }
     const dag = await this.store.getDag(tenantId, dagId);
     if (!dag) {
       throw new DagError(

@@ -24,6 +24,18 @@ export interface DagsTable {
   last_scheduled_logical_date: number | null;
   created_at: number;
   updated_at: number;
+  /** the file it was loaded from, relative to the DAGs folder; null when pushed */
+  source_file: string | null;
+  is_active: Generated<DbBool>;
+}
+
+export interface DagImportErrorsTable {
+  tenant_id: string;
+  file: string;
+  dag_id: string | null;
+  diagnostics_json: string;
+  first_seen_at: number;
+  updated_at: number;
 }
 
 export interface DagVersionsTable {
@@ -291,6 +303,7 @@ export interface TenantPlacementsTable {
 export interface Database {
   tenants: TenantsTable;
   dags: DagsTable;
+  dag_import_errors: DagImportErrorsTable;
   dag_versions: DagVersionsTable;
   dag_runs: DagRunsTable;
   task_instances: TaskInstancesTable;

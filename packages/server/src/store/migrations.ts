@@ -16,6 +16,7 @@ import { migration0013SecretGrants } from './migrations/0013_secret_grants.js';
 import { migration0014SecretMasking } from './migrations/0014_secret_masking.js';
 import { migration0015TaskMapping } from './migrations/0015_task_mapping.js';
 import { migration0017PrevSuccessIndex } from './migrations/0017_prev_success_index.js';
+import { migration0018DagFolder } from './migrations/0018_dag_folder.js';
 
 export type { StoreDialect };
 
@@ -42,6 +43,7 @@ export function migrations(dialect: StoreDialect): Record<string, Migration> {
     '0014_secret_masking': migration0014SecretMasking(),
     '0015_task_mapping': migration0015TaskMapping(t),
     '0017_prev_success_index': migration0017PrevSuccessIndex(),
+    '0018_dag_folder': migration0018DagFolder(t),
   };
 }
 

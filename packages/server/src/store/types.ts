@@ -13,6 +13,34 @@ export interface DagRow {
   last_scheduled_logical_date: number | null;
   created_at: number;
   updated_at: number;
+  /** the file it was loaded from, relative to the DAGs folder; null when pushed by the API */
+  source_file: string | null;
+  /** false once its file is gone from the DAGs folder: no scheduled run until it is back */
+  is_active: boolean;
+}
+
+/** One place a diagnostic points at (file:line:column), its stable code and what to do. */
+export interface DagImportDiagnostic {
+  code: string;
+  message: string;
+  file: string;
+  line: number;
+  column: number;
+  /** the YAML path, like tasks[2].connections[0]; '' for the file as a whole */
+  path: string;
+  hint: string;
+}
+
+/** A DAG file in the DAGs folder that does not load (issue 40), until it loads or is removed. */
+export interface DagImportErrorRow {
+  tenant_id: string;
+  /** relative to the DAGs folder */
+  file: string;
+  /** the DAG id when the file got as far as naming one */
+  dag_id: string | null;
+  diagnostics: DagImportDiagnostic[];
+  first_seen_at: number;
+  updated_at: number;
 }
 
 export interface DagVersionRow {

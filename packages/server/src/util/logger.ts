@@ -56,9 +56,15 @@ export function humanLogStream(out: NodeJS.WritableStream): Writable {
   });
 }
 
+/** Where a process's log goes: readable lines on a terminal, one JSON record a line otherwise. */
+export function logDestination(
+  out: NodeJS.WritableStream & { isTTY?: boolean },
+): NodeJS.WritableStream {
+  return out.isTTY ? humanLogStream(out) : out;
+}
+
 export function createLogger(level: string, destination?: NodeJS.WritableStream): Logger {
-  const dest =
-    destination ?? (process.stderr.isTTY ? humanLogStream(process.stderr) : process.stderr);
+  const dest = destination ?? logDestination(process.stderr);
   return pino(
     { level, redact: { paths: REDACT_PATHS, censor: '[redacted]' }, base: { svc: 'leoflow' } },
     dest,

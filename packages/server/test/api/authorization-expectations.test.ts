@@ -33,6 +33,7 @@ const EXPECTED: Record<string, Least> = {
   'PATCH /api/v1/dags/:dag_id': 'operator',
   'GET /api/v1/dags/:dag_id/versions': 'viewer',
   'GET /api/v1/dags/:dag_id/versions/:version': 'viewer',
+  'GET /api/v1/import-errors': 'viewer',
 
   'POST /api/v1/dags/:dag_id/runs': 'developer',
   'GET /api/v1/runs': 'viewer',

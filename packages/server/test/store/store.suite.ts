@@ -181,6 +181,78 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
   });
 
   describe('dags and versions', () => {
+    it('a DAG registered for the first time starts paused when asked; a later version keeps its state', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('p', ['a']), 'h1', T0, { pausedAtCreation: true });
+      expect((await store.getDag(t, 'p'))?.is_paused).toBe(true);
+      expect((await store.listSchedulableDags()).some((d) => d.tenant_id === t)).toBe(false);
+      await store.setDagPaused(t, 'p', false, T0 + 1);
+      await store.putDagVersion(t, spec('p', ['a', 'b']), 'h2', T0 + 2, { pausedAtCreation: true });
+      expect((await store.getDag(t, 'p'))?.is_paused).toBe(false);
+      await store.putDagVersion(t, spec('u', ['a']), 'h', T0);
+      expect((await store.getDag(t, 'u'))?.is_paused).toBe(false);
+    });
+
+    it('a folder DAG remembers its file; inactive ones are not scheduled, and registering reactivates', async () => {
+      const t = await newTenant();
+      await store.putDagVersion(t, spec('f', ['a']), 'h1', T0, { sourceFile: 'f/leoflow.yaml' });
+      await store.putDagVersion(t, spec('pushed', ['a']), 'h1', T0, { sourceFile: null });
+      expect(await store.listFolderDags(t)).toEqual([
+        { dag_id: 'f', source_file: 'f/leoflow.yaml', is_active: true },
+      ]);
+      expect(await store.setDagActive(t, 'f', false, T0 + 1)).toBe(true);
+      expect(await store.setDagActive(t, 'f', false, T0 + 2)).toBe(false);
+      const schedulable = (await store.listSchedulableDags()).filter((d) => d.tenant_id === t);
+      expect(schedulable.map((d) => d.dag_id)).toEqual(['pushed']);
+      // the same spec again (no new version) still makes it active; a push clears the file
+      await store.putDagVersion(t, spec('f', ['a']), 'h1', T0 + 3, {
+        sourceFile: 'f/leoflow.yaml',
+      });
+      expect((await store.getDag(t, 'f'))?.is_active).toBe(true);
+      await store.putDagVersion(t, spec('f', ['a']), 'h1', T0 + 4, { sourceFile: null });
+      expect((await store.getDag(t, 'f'))?.source_file).toBeNull();
+    });
+
+    it('import errors: replaced as a set per tenant, first_seen_at kept while unchanged', async () => {
+      const t = await newTenant();
+      const other = await newTenant();
+      const diag = (code: string) => ({
+        code,
+        message: 'm',
+        file: 'x/leoflow.yaml',
+        line: 3,
+        column: 5,
+        path: 'tasks[0]',
+        hint: 'h',
+      });
+      await store.setDagImportErrors(
+        t,
+        [
+          { file: 'x/leoflow.yaml', dag_id: null, diagnostics: [diag('LF_YAML_SYNTAX')] },
+          { file: 'y/leoflow.yaml', dag_id: 'y', diagnostics: [diag('LF_DAG_CYCLE')] },
+        ],
+        T0,
+      );
+      await store.setDagImportErrors(other, [], T0);
+      await store.setDagImportErrors(
+        t,
+        [
+          { file: 'x/leoflow.yaml', dag_id: null, diagnostics: [diag('LF_YAML_SYNTAX')] },
+          { file: 'z/leoflow.yaml', dag_id: 'z', diagnostics: [diag('LF_DAG_CYCLE')] },
+        ],
+        T0 + 5,
+      );
+      const rows = await store.listDagImportErrors(t);
+      expect(rows.map((r) => [r.file, r.first_seen_at, r.updated_at])).toEqual([
+        ['x/leoflow.yaml', T0, T0],
+        ['z/leoflow.yaml', T0 + 5, T0 + 5],
+      ]);
+      expect(rows[0]?.diagnostics).toEqual([diag('LF_YAML_SYNTAX')]);
+      expect(await store.listDagImportErrors(other)).toEqual([]);
+      await store.setDagImportErrors(t, [], T0 + 6);
+      expect(await store.listDagImportErrors(t)).toEqual([]);
+    });
+
     it('numbers versions 1,2,3 and a same-hash push is a no-op', async () => {
       const t = await newTenant();
       expect(await store.putDagVersion(t, spec('d', ['a']), 'h1', T0)).toEqual({
@@ -209,6 +281,8 @@ export function registerStoreSuite(harness: StoreSuiteHarness): void {
         last_scheduled_logical_date: null,
         created_at: T0,
         updated_at: T0 + 3,
+        source_file: null,
+        is_active: true,
       });
       expect(await store.listDagVersions(t, 'd')).toEqual([
         { tenant_id: t, dag_id: 'd', version: 1, spec_hash: 'h1', created_at: T0 },

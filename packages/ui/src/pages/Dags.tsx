@@ -7,6 +7,7 @@ import { Time } from '../components/Time';
 import { stateClass } from '../format';
 import { useLive } from '../live';
 import { useCan } from '../session';
+import { ImportErrorsBanner } from './ImportErrors';
 import { ErrorNote } from './Layout';
 
 export function Dags() {
@@ -34,6 +35,7 @@ export function Dags() {
   return (
     <>
       <h1>DAGs</h1>
+      <ImportErrorsBanner />
       <label className="search">
         <span>Search</span>
         <input
@@ -104,6 +106,11 @@ function DagRow({ dag, runs, canPause }: { dag: Dag; runs: Run[]; canPause: bool
       <th scope="row">
         <Link to={`/dags/${enc(dag.dag_id)}`}>{dag.dag_id}</Link>
         {spec?.description && <div className="sub">{spec.description}</div>}
+        {!dag.is_active && (
+          <div className="sub">
+            its file is gone from the DAGs folder: no scheduled run until it is back
+          </div>
+        )}
       </th>
       <td>
         <input

@@ -29,6 +29,7 @@ import type { VariableStore } from '../../store/ports/variables.js';
 import type { XComStore } from '../../store/ports/xcom.js';
 import type {
   ApiTokenRow,
+  DagImportErrorRow,
   DagRow,
   DagRunRow,
   DagVersionRow,
@@ -91,6 +92,8 @@ export interface TenantScopeDeps {
   revoke: RevokeCredential;
   /** the executors and Kubernetes allowlists registration checks tasks against; absent = not checked (tests) */
   executorPolicy?: ExecutorPolicy;
+  /** dags.paused_at_creation (boot passes the setting; absent = false, for tests) */
+  pausedAtCreation?: boolean;
 }
 
 /** A secret's grants and who declares it (GET …/grants). */
@@ -207,7 +210,12 @@ export class TenantScope {
       spec,
       dagSpecHash(spec),
       this.deps.clock.now(),
+      { pausedAtCreation: this.deps.pausedAtCreation === true, sourceFile: null },
     );
+  }
+
+  listDagImportErrors(): Promise<DagImportErrorRow[]> {
+    return this.deps.store.listDagImportErrors(this.tenantId);
   }
 
   async setDagPaused(dagId: string, paused: boolean): Promise<DagRow> {

@@ -14,12 +14,13 @@ export function dialectTypes(dialect: StoreDialect) {
   // that people reading the database directly see true/false.
   const boolType = dialect === 'postgres' ? 'boolean' : 'integer';
   const falseValue = dialect === 'postgres' ? false : 0;
+  const trueValue = dialect === 'postgres' ? true : 1;
   const blobType = dialect === 'postgres' ? 'bytea' : 'blob';
 
   const boolCheck = (column: string) =>
     dialect === 'sqlite' ? sql`${sql.ref(column)} in (0, 1)` : undefined;
 
-  return { dialect, boolType, falseValue, blobType, boolCheck } as const;
+  return { dialect, boolType, falseValue, trueValue, blobType, boolCheck } as const;
 }
 
 export type DialectTypes = ReturnType<typeof dialectTypes>;
