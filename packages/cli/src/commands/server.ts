@@ -27,7 +27,21 @@ export function registerServer(program: Command): void {
           pro.role === 'scheduler'
             ? `  probes       ${cp.httpUrl}/healthz, ${cp.httpUrl}/readyz (no REST API on this role)`
             : `  REST API     ${cp.httpUrl}/api/v1 (probes: /healthz, /readyz)`,
-          `  agent RPC    ${cp.agentUrl} (gRPC over HTTP/2${cfg.agent.tls ? ', TLS' : ', cleartext on loopback'})`,
+          ...(pro.role === 'scheduler'
+            ? []
+            : [
+                cp.ui
+                  ? `  web app      ${cp.ui.url}`
+                  : '  web app      (not built: run `npm run build` to build packages/ui)',
+                ...(cp.ui?.signInUrl
+                  ? [
+                      `  sign in      ${cp.ui.signInUrl}`,
+                      '               (one use, valid 10 minutes, on this replica: signs this browser in as the admin token)',
+                    ]
+                  : []),
+              ]),
+          `  agent RPC    listens on ${cfg.agent.host}:${cp.agentPort} (gRPC over HTTP/2${cfg.agent.tls ? ', TLS' : ', cleartext on loopback'})`,
+          `  agents dial  ${cp.agentUrl.split(',').join(', ')}${cfg.agent.advertiseUrls ? '' : ' (this replica only: give every replica --agent-advertise-url with every replica\'s agent URL)'}`,
           `  scheduler    ${pro.role === 'api' ? 'never on this role' : `contends for the lease (ttl ${pro.lease.ttlMs} ms, renew ${pro.lease.renewIntervalMs} ms)`}`,
           `  keys dir     ${pro.keysDir}`,
           `  admin token  ${cp.adminTokenFile} (mode 0600)`,
