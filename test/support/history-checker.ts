@@ -191,7 +191,9 @@ export async function checkHistory(
   }
   const expectedInstances = mine.length * exp.tasks.length;
   if (tis.length !== expectedInstances) {
-    problems.push(`tries: ${tis.length} task instances for ${mine.length} runs, expected ${expectedInstances}`);
+    problems.push(
+      `tries: ${tis.length} task instances for ${mine.length} runs, expected ${expectedInstances}`,
+    );
   }
 
   // executions — the tasks' marks: each task instance executed exactly once, never beside itself.
@@ -211,12 +213,14 @@ export async function checkHistory(
       if (prev.end === null || prev.end > sorted[i]!.start) overlapping.push(k);
     }
   }
-  for (const k of duplicates) problems.push(`executions: ${k} executed ${byInstance.get(k)!.length} times`);
+  for (const k of duplicates)
+    problems.push(`executions: ${k} executed ${byInstance.get(k)!.length} times`);
   for (const k of overlapping) problems.push(`executions: ${k} had two executions at once`);
   for (const r of mine.filter((r) => r.state === 'success')) {
     for (const task of exp.tasks) {
       const list = byInstance.get(`${r.runId}/${task}`) ?? [];
-      if (list.length === 0) problems.push(`executions: ${r.runId}/${task} succeeded without running`);
+      if (list.length === 0)
+        problems.push(`executions: ${r.runId}/${task} succeeded without running`);
       else if (list.every((e) => e.end === null))
         problems.push(`executions: ${r.runId}/${task} succeeded but never finished its command`);
     }
@@ -262,7 +266,9 @@ export async function checkHistory(
       parsed = undefined;
     }
     if (parsed?.run !== runId || parsed.task !== task) {
-      problems.push(`xcom: ${runId}/${task} return_value is ${x === undefined ? 'missing' : JSON.stringify(x)}`);
+      problems.push(
+        `xcom: ${runId}/${task} return_value is ${x === undefined ? 'missing' : JSON.stringify(x)}`,
+      );
     }
   }
 

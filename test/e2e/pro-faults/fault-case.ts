@@ -1,7 +1,13 @@
 import { appendFileSync, chmodSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
-import { checkHistory, historyTask, pgHistory, readExecutions, type HistoryReport } from '../../support/history-checker.js';
+import {
+  checkHistory,
+  historyTask,
+  pgHistory,
+  readExecutions,
+  type HistoryReport,
+} from '../../support/history-checker.js';
 import {
   adminToken,
   freePort,
@@ -12,7 +18,10 @@ import {
 } from '../../support/pro-cluster.js';
 import { scratchDir, writeDag } from '../../support/processes.js';
 import { startTcpProxy, type TcpProxy } from '../../support/tcp-proxy.js';
-import { startThrowawayPostgres, type ThrowawayPostgres } from '../../support/throwaway-postgres.js';
+import {
+  startThrowawayPostgres,
+  type ThrowawayPostgres,
+} from '../../support/throwaway-postgres.js';
 
 /**
  * One fault case of test/e2e/pro-faults: its own PostgreSQL cluster (a throwaway, never the
@@ -27,6 +36,7 @@ export const DAG = 'slow_chain';
 export const TASKS = ['t1', 't2', 't3'];
 /** lease ttl / renew / margin: a takeover within ~3.5 s */
 export const LEASE: ReplicaSpec['lease'] = ['3s', '500ms', '1s'];
+export const LEASE_TTL_MS = 3_000;
 
 export interface FaultCaseOptions {
   label: string;
@@ -85,7 +95,11 @@ export interface FaultCase {
   /** restarts a stopped replica on its own ports */
   restart(name: 'a' | 'b'): Promise<Replica>;
   /** the history checker over this case, and the figures for docs/pro.md */
-  finish(fault: string, faultAt: number, readiness: { truthful: boolean; note: string }): Promise<{
+  finish(
+    fault: string,
+    faultAt: number,
+    readiness: { truthful: boolean; note: string },
+  ): Promise<{
     report: HistoryReport;
     figures: FaultFigures;
   }>;
@@ -171,6 +185,7 @@ export async function startFaultCase(o: FaultCaseOptions): Promise<FaultCase> {
         : postgres.url,
       agentServiceUrl: agentUrls,
       dagsFolder: dags,
+      writablePaths: [scratch.dir],
       env,
       lease: LEASE,
       ...(o.entry?.[n] ? { entry: o.entry[n] } : {}),
@@ -188,7 +203,9 @@ export async function startFaultCase(o: FaultCaseOptions): Promise<FaultCase> {
         }
         await r.kill9();
       }
-      killAgentsOf(names.map((n) => ports.get(n)!.agent).concat([...agentProxies.values()].map((p) => p.port)));
+      killAgentsOf(
+        names.map((n) => ports.get(n)!.agent).concat([...agentProxies.values()].map((p) => p.port)),
+      );
     });
     // a first: it mints the keyrings and the admin token, and leads
     replicas.set('a', await startReplica(specOf('a'), ports.get('a')));
@@ -270,10 +287,15 @@ export async function startFaultCase(o: FaultCaseOptions): Promise<FaultCase> {
         const until = Date.now() + withinMs;
         for (;;) {
           const { rows } = await db
-            .query<{ run_id: string; state: string }>('select run_id, state from dag_runs where dag_id = $1', [DAG])
+            .query<{ run_id: string; state: string }>(
+              'select run_id, state from dag_runs where dag_id = $1',
+              [DAG],
+            )
             .catch(() => ({ rows: [] as { run_id: string; state: string }[] }));
           const states = new Map(rows.map((r) => [r.run_id, r.state]));
-          const open = acknowledged.filter((id) => !['success', 'failed'].includes(states.get(id) ?? ''));
+          const open = acknowledged.filter(
+            (id) => !['success', 'failed'].includes(states.get(id) ?? ''),
+          );
           const openInfo = indeterminate.filter(
             (id) => states.has(id) && !['success', 'failed'].includes(states.get(id)!),
           );

@@ -65,7 +65,13 @@ describe('Pro faults: the leader goes away, agents on per-replica URLs', () => {
     await c.settle(120_000);
     // The draining replica says 503 from the signal on; the other stays ready.
     const truth = readinessVerdict(c.readiness, (s) =>
-      s.replica === leaderName ? (s.at < faultAt ? 'ready' : s.at < drainedAt ? 'any' : 'any') : 'ready',
+      s.replica === leaderName
+        ? s.at < faultAt
+          ? 'ready'
+          : s.at < drainedAt
+            ? 'any'
+            : 'any'
+        : 'ready',
     );
     const { report } = await c.finish('leader SIGTERM drain', faultAt, truth);
     expect(report.problems).toEqual([]);
