@@ -23,7 +23,7 @@ import type pg from 'pg';
 /** One query against the store: PostgreSQL (`$1` placeholders) or SQLite (rewritten to `?`). */
 export type HistoryQuery = (sql: string, params?: unknown[]) => Promise<Record<string, unknown>[]>;
 
-export function pgHistory(client: pg.Client): HistoryQuery {
+export function pgHistory(client: pg.Client | pg.Pool): HistoryQuery {
   return async (sql, params = []) => (await client.query(sql, params)).rows;
 }
 

@@ -52,9 +52,12 @@ export interface FaultCaseOptions {
 }
 
 export interface ReadinessSample {
+  /** when the probe was sent */
   at: number;
+  /** when its answer (or its failure) came: the answer may tell the state at any moment between */
+  done: number;
   replica: string;
-  /** 200, 503, or 'down' (refused, reset or no answer within 1 s) */
+  /** 200, 503, or 'down' (refused, reset or no answer within PROBE_TIMEOUT_MS) */
   status: number | 'down';
   failing: string[];
 }
@@ -67,6 +70,8 @@ export interface FaultFigures {
   duplicateOrOverlapping: number;
   /** fault → the first task execution that started after it */
   recoveryMs: number | null;
+  /** the same case's baseline: trigger → the run's first task started, median (healthy) */
+  baselineStartMs: number | null;
   readinessTruthful: boolean;
   readinessNote: string;
   problems: string[];
@@ -74,8 +79,11 @@ export interface FaultFigures {
 
 export interface FaultCase {
   pg: ThrowawayPostgres;
-  /** the test's own connection to the database (never through a proxy) */
-  db: pg.Client;
+  /**
+   * the test's own connections to the database (never through a proxy): a pool, so a restart of
+   * the case's PostgreSQL costs the test a reconnect, not its witness
+   */
+  db: pg.Pool;
   replicas: Map<'a' | 'b', Replica>;
   dbProxies: Map<'a' | 'b', TcpProxy>;
   agentProxies: Map<'a' | 'b', TcpProxy>;
@@ -106,27 +114,34 @@ export interface FaultCase {
   close(): Promise<void>;
 }
 
+/**
+ * A probe's own timeout: above the readiness store check's 2 s budget (a probe that gives up
+ * before the replica's own check can answer measures the prober, not the replica).
+ */
+const PROBE_TIMEOUT_MS = 3_000;
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 async function readyz(r: Replica): Promise<ReadinessSample> {
   const at = Date.now();
   try {
-    const res = await fetch(`${r.url}/readyz`, { signal: AbortSignal.timeout(1_000) });
+    const res = await fetch(`${r.url}/readyz`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
     const body = (await res.json()) as { checks: { name: string; ok: boolean; detail: string }[] };
     return {
       at,
+      done: Date.now(),
       replica: r.spec.name,
       status: res.status,
       failing: body.checks.filter((c) => !c.ok).map((c) => `${c.name}: ${c.detail}`),
     };
   } catch {
-    return { at, replica: r.spec.name, status: 'down', failing: [] };
+    return { at, done: Date.now(), replica: r.spec.name, status: 'down', failing: [] };
   }
 }
 
 export async function leadsNow(r: Replica): Promise<boolean> {
   try {
-    const res = await fetch(`${r.url}/readyz`, { signal: AbortSignal.timeout(1_000) });
+    const res = await fetch(`${r.url}/readyz`, { signal: AbortSignal.timeout(PROBE_TIMEOUT_MS) });
     const body = (await res.json()) as { checks: { name: string; detail: string }[] };
     return body.checks.some((c) => c.name === 'leader' && c.detail === 'this replica');
   } catch {
@@ -153,9 +168,8 @@ export async function startFaultCase(o: FaultCaseOptions): Promise<FaultCase> {
   try {
     const postgres = await startThrowawayPostgres(o.label);
     cleanups.push(() => postgres.destroy());
-    const db = new pg.Client({ connectionString: postgres.url });
+    const db = new pg.Pool({ connectionString: postgres.url, max: 2 });
     db.on('error', () => undefined);
-    await db.connect();
     cleanups.push(() => db.end());
 
     const names = ['a', 'b'] as const;
@@ -228,6 +242,7 @@ export async function startFaultCase(o: FaultCaseOptions): Promise<FaultCase> {
     });
 
     const acknowledged: string[] = [];
+    const triggeredAt = new Map<string, number>();
     const indeterminate: string[] = [];
     const trigger = async (runId: string): Promise<'ok' | 'info'> => {
       for (let round = 0; round < 20; round++) {
@@ -242,6 +257,7 @@ export async function startFaultCase(o: FaultCaseOptions): Promise<FaultCase> {
             });
             if (res.status === 201 || res.status === 200 || res.status === 409) {
               acknowledged.push(runId);
+              triggeredAt.set(runId, Date.now());
               return 'ok';
             }
             // 503 (draining, store unavailable): nothing was created; try the next replica
@@ -333,6 +349,7 @@ export async function startFaultCase(o: FaultCaseOptions): Promise<FaultCase> {
           triesConsumed: report.triesConsumed,
           duplicateOrOverlapping: new Set([...report.duplicates, ...report.overlapping]).size,
           recoveryMs: recoveryAfter(marks, faultAt),
+          baselineStartMs: baselineStart(marks, triggeredAt, faultAt),
           readinessTruthful: truth.truthful,
           readinessNote: truth.note,
           problems: report.problems,
@@ -362,6 +379,27 @@ export function recoveryAfter(marks: string, faultAt: number): number | null {
     .filter((s) => s > faultAt)
     .sort((a, b) => a - b);
   return starts.length > 0 ? starts[0]! - faultAt : null;
+}
+
+/**
+ * The same case's healthy baseline for "fault → first progress": trigger acknowledged → the run's
+ * first task started, median over the runs triggered before the fault.
+ */
+export function baselineStart(
+  marks: string,
+  triggeredAt: Map<string, number>,
+  faultAt: number,
+): number | null {
+  const gaps: number[] = [];
+  for (const e of readExecutions(marks)) {
+    const at = triggeredAt.get(e.run);
+    if (e.task === TASKS[0] && at !== undefined && at < faultAt && e.start < faultAt) {
+      gaps.push(e.start - at);
+    }
+  }
+  if (gaps.length === 0) return null;
+  gaps.sort((x, y) => x - y);
+  return gaps[Math.floor(gaps.length / 2)]!;
 }
 
 /** Figures go to stdout and, for `npm run bench`, to LEOFLOW_FAULT_FIGURES (a JSON line each). */
