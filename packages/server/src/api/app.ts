@@ -43,6 +43,7 @@ import {
 } from './web-session/static.js';
 import { registerProbeRoutes } from './probes/probe-routes.js';
 import type { Readiness } from './probes/readiness.js';
+import { isDiskFull } from './disk-full.js';
 
 /**
  * What the REST API is built from. Deliberately no Store: request handlers reach data only
@@ -259,6 +260,15 @@ export function buildApi(deps: ApiDeps) {
       return reply
         .status(e.statusCode)
         .send({ code: 'LF_BAD_REQUEST', message: e.message, details: {} });
+    }
+    if (isDiskFull(err)) {
+      req.log.error({ err }, 'request refused: the store is out of space');
+      return reply.status(httpStatusOf('LF_STORE_DISK_FULL')).send({
+        code: 'LF_STORE_DISK_FULL',
+        message:
+          "the store could not write: its filesystem is full. Nothing of this request was written; free space on the database's filesystem (Lite: the data dir's) and retry",
+        details: {},
+      });
     }
     req.log.error({ err }, 'request failed');
     return reply
