@@ -539,11 +539,47 @@ export class Scheduler {
     });
   }
 
+  /**
+   * Each running attempt's last heartbeat as this replica saw it change, on its monotonic clock:
+   * key (id, try) → the row's value, and when that value began (see heartbeatAge).
+   */
+  private readonly heartbeatsSeen = new Map<string, { value: number; since: number }>();
+
+  /**
+   * How long an attempt has gone without a heartbeat, as this replica can vouch for it. The
+   * row's `last_heartbeat_at` was written on whichever replica's wall clock took the heartbeat;
+   * comparing it with this replica's wall clock made a clock jump (this one ahead, or the writer
+   * behind) look like silence, and live attempts were reaped as lost and started again beside
+   * themselves (test/e2e/pro-faults/clock-jump.test.ts). So the wall clock only says how old a
+   * value was when this replica first saw it; from then on the age grows on the monotonic clock,
+   * and a value that changes (the agent heartbeated, wherever) starts again no older than the
+   * previous sighting. Without jumps this is the row's age, as before.
+   */
+  private heartbeatAge(ti: TaskInstanceRow, now: number, mono: number): number | null {
+    if (ti.last_heartbeat_at === null) return null;
+    const key = `${ti.id}\u0000${ti.try_number}`;
+    const seen = this.heartbeatsSeen.get(key);
+    const wallAge = Math.max(0, now - ti.last_heartbeat_at);
+    if (seen === undefined) {
+      this.heartbeatsSeen.set(key, { value: ti.last_heartbeat_at, since: mono - wallAge });
+    } else if (seen.value !== ti.last_heartbeat_at) {
+      const sinceLastSighting = Math.max(0, mono - seen.since);
+      this.heartbeatsSeen.set(key, {
+        value: ti.last_heartbeat_at,
+        since: mono - Math.min(wallAge, sinceLastSighting),
+      });
+    }
+    return mono - this.heartbeatsSeen.get(key)!.since;
+  }
+
   private async reap(): Promise<void> {
     const { store, clock, timings } = this.deps;
     const now = clock.now();
     if (now - this.termStartedAt < timings.settlingGraceMs) return;
     const active = await store.listTaskInstancesInStates(ACTIVE_STATES, 10_000);
+    const live = new Set(active.map((ti) => `${ti.id}\u0000${ti.try_number}`));
+    for (const key of this.heartbeatsSeen.keys())
+      if (!live.has(key)) this.heartbeatsSeen.delete(key);
     let reaped = 0;
     for (const ti of active) {
       if (reaped >= REAP_BATCH) break;
@@ -562,7 +598,9 @@ export class Scheduler {
   private async reapReason(ti: TaskInstanceRow, now: number): Promise<string | null> {
     const t = this.deps.timings;
     if (ti.state === 'running') {
-      if (ti.last_heartbeat_at !== null && now - ti.last_heartbeat_at > t.agentLostThresholdMs) {
+      const clock = this.deps.clock;
+      const age = this.heartbeatAge(ti, now, clock.monotonicNow ? clock.monotonicNow() : now);
+      if (age !== null && age > t.agentLostThresholdMs) {
         return `agent_lost: no heartbeat within ${Math.round(t.agentLostThresholdMs / 1000)}s`;
       }
       if (ti.started_at !== null) {
