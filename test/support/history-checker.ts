@@ -24,7 +24,8 @@ import type pg from 'pg';
 export type HistoryQuery = (sql: string, params?: unknown[]) => Promise<Record<string, unknown>[]>;
 
 export function pgHistory(client: pg.Client | pg.Pool): HistoryQuery {
-  return async (sql, params = []) => (await client.query(sql, params)).rows;
+  return async (sql, params = []) =>
+    (await client.query<Record<string, unknown>>(sql, params)).rows;
 }
 
 /** A read-only view of Lite's SQLite file (WAL: reads do not block the running server). */
@@ -126,6 +127,9 @@ export function readExecutions(marks: string): Execution[] {
 
 const FINAL = ['success', 'failed'];
 
+/** A column's text as the driver returned it (a string; anything else as JSON). */
+const text = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
+
 export async function checkHistory(
   query: HistoryQuery,
   exp: HistoryExpectation,
@@ -174,7 +178,7 @@ export async function checkHistory(
     }
     if (t['state'] !== 'success' && byRunId.get(runIdOf.get(String(t['dag_run_id']))!)) {
       problems.push(
-        `tries: ${name} is ${String(t['state'])}${t['error_message'] ? ` (${String(t['error_message'])})` : ''}`,
+        `tries: ${name} is ${String(t['state'])}${t['error_message'] ? ` (${text(t['error_message'])})` : ''}`,
       );
     }
   }
@@ -186,7 +190,7 @@ export async function checkHistory(
   ).filter((h) => runIdOf.has(String(h['dag_run_id'])));
   for (const h of archived) {
     problems.push(
-      `tries: ${runIdOf.get(String(h['dag_run_id']))}/${String(h['task_id'])} try ${String(h['try_number'])} archived as ${String(h['state'])}${h['error_message'] ? ` (${String(h['error_message'])})` : ''}`,
+      `tries: ${runIdOf.get(String(h['dag_run_id']))}/${String(h['task_id'])} try ${String(h['try_number'])} archived as ${String(h['state'])}${h['error_message'] ? ` (${text(h['error_message'])})` : ''}`,
     );
   }
   const expectedInstances = mine.length * exp.tasks.length;

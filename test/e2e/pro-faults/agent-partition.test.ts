@@ -26,7 +26,7 @@ describe('Pro faults: agents cut off from their replica', () => {
     for (let i = 0; i < 4; i++) expect(await c.trigger(`agentcut-${i}`)).toBe('ok');
     await waitFor(
       'the four runs to have tasks running',
-      () =>
+      async () =>
         new Set(
           readExecutions(c!.marks)
             .filter((e) => e.end === null)

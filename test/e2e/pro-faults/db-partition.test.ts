@@ -28,7 +28,8 @@ describe('Pro faults: the leader cut off from PostgreSQL', () => {
     for (let i = 0; i < 4; i++) expect(await c.trigger(`dbcut-${i}`)).toBe('ok');
     await waitFor(
       'the four runs to have tasks running',
-      () => (new Set(readExecutions(c!.marks).map((e) => e.run)).size >= 4 ? true : undefined),
+      async () =>
+        new Set(readExecutions(c!.marks).map((e) => e.run)).size >= 4 ? true : undefined,
       60_000,
     );
     await c.runsInFlight();

@@ -29,7 +29,8 @@ describe('Pro faults: the leader paused past its lease', () => {
     for (let i = 0; i < 4; i++) expect(await c.trigger(`pause-${i}`)).toBe('ok');
     await waitFor(
       'the four runs to have tasks running',
-      () => (new Set(readExecutions(c!.marks).map((e) => e.run)).size >= 4 ? true : undefined),
+      async () =>
+        new Set(readExecutions(c!.marks).map((e) => e.run)).size >= 4 ? true : undefined,
       60_000,
     );
     await c.runsInFlight();

@@ -96,7 +96,7 @@ describe.skipIf(!canMount)('Lite faults: the data dir fills up (tmpfs)', () => {
     }
     await waitFor(
       'the runs to have tasks running',
-      () => (new Set(readExecutions(marks).map((e) => e.run)).size >= 3 ? true : undefined),
+      async () => (new Set(readExecutions(marks).map((e) => e.run)).size >= 3 ? true : undefined),
       60_000,
     );
 
@@ -122,7 +122,7 @@ describe.skipIf(!canMount)('Lite faults: the data dir fills up (tmpfs)', () => {
     await waitFor(
       'a trigger to be accepted again',
       async () => {
-        const r = await post(s!, 'after-0');
+        const r = await post(s, 'after-0');
         return ok(r) ? true : undefined;
       },
       30_000,

@@ -19,7 +19,7 @@ async function runsInFlight(fc: FaultCase, prefix: string): Promise<void> {
   for (let i = 0; i < 4; i++) expect(await fc.trigger(`${prefix}-${i}`)).toBe('ok');
   await waitFor(
     'the four runs to have tasks running',
-    () => (new Set(readExecutions(fc.marks).map((e) => e.run)).size >= 4 ? true : undefined),
+    async () => (new Set(readExecutions(fc.marks).map((e) => e.run)).size >= 4 ? true : undefined),
     60_000,
   );
   await fc.runsInFlight();
