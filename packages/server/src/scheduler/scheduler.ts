@@ -541,35 +541,56 @@ export class Scheduler {
 
   /**
    * Each running attempt's last heartbeat as this replica saw it change, on its monotonic clock:
-   * key (id, try) → the row's value, and when that value began (see heartbeatAge).
+   * key (id, try) → the row's value, and since when (monotonic) this replica vouches it is that old.
    */
   private readonly heartbeatsSeen = new Map<string, { value: number; since: number }>();
+  /** the monotonic time of the previous reap pass (null before this scheduler's first) */
+  private lastReapPassMono: number | null = null;
+
+  private monoNow(now: number): number {
+    const clock = this.deps.clock;
+    return clock.monotonicNow ? clock.monotonicNow() : now;
+  }
 
   /**
-   * How long an attempt has gone without a heartbeat, as this replica can vouch for it. The
-   * row's `last_heartbeat_at` was written on whichever replica's wall clock took the heartbeat;
-   * comparing it with this replica's wall clock made a clock jump (this one ahead, or the writer
-   * behind) look like silence, and live attempts were reaped as lost and started again beside
-   * themselves (test/e2e/pro-faults/clock-jump.test.ts). So the wall clock only says how old a
-   * value was when this replica first saw it; from then on the age grows on the monotonic clock,
-   * and a value that changes (the agent heartbeated, wherever) starts again no older than the
-   * previous sighting. Without jumps this is the row's age, as before.
+   * How long each running attempt has gone without a heartbeat, as this replica can vouch for
+   * it. The row's `last_heartbeat_at` was written on whichever replica's wall clock took the
+   * heartbeat; comparing it with this replica's wall clock made a clock jump (this one ahead, or
+   * the writer behind) look like silence, and live attempts were reaped as lost and started again
+   * beside themselves (test/e2e/pro-faults/clock-jump.test.ts). So a value's wall-clock age is
+   * believed only up to the monotonic time since the previous pass — a value this pass sees for
+   * the first time (new, or changed: the agent heartbeated, wherever) was written since then —
+   * and from its sighting on, its age grows on the monotonic clock. The first pass of a process
+   * believes the rows' ages (it has no earlier sighting; it runs a settling grace after start).
+   * Without jumps this is each row's age, as before.
    */
-  private heartbeatAge(ti: TaskInstanceRow, now: number, mono: number): number | null {
-    if (ti.last_heartbeat_at === null) return null;
-    const key = `${ti.id}\u0000${ti.try_number}`;
-    const seen = this.heartbeatsSeen.get(key);
-    const wallAge = Math.max(0, now - ti.last_heartbeat_at);
-    if (seen === undefined) {
-      this.heartbeatsSeen.set(key, { value: ti.last_heartbeat_at, since: mono - wallAge });
-    } else if (seen.value !== ti.last_heartbeat_at) {
-      const sinceLastSighting = Math.max(0, mono - seen.since);
+  private observeHeartbeats(active: TaskInstanceRow[], now: number, mono: number): void {
+    const bound =
+      this.lastReapPassMono === null
+        ? Number.POSITIVE_INFINITY
+        : Math.max(0, mono - this.lastReapPassMono);
+    const live = new Set<string>();
+    for (const ti of active) {
+      if (ti.state !== 'running' || ti.last_heartbeat_at === null) continue;
+      const key = `${ti.id}\u0000${ti.try_number}`;
+      live.add(key);
+      const seen = this.heartbeatsSeen.get(key);
+      if (seen !== undefined && seen.value === ti.last_heartbeat_at) continue;
+      const wallAge = Math.max(0, now - ti.last_heartbeat_at);
       this.heartbeatsSeen.set(key, {
         value: ti.last_heartbeat_at,
-        since: mono - Math.min(wallAge, sinceLastSighting),
+        since: mono - Math.min(wallAge, bound),
       });
     }
-    return mono - this.heartbeatsSeen.get(key)!.since;
+    for (const key of this.heartbeatsSeen.keys()) {
+      if (!live.has(key)) this.heartbeatsSeen.delete(key);
+    }
+    this.lastReapPassMono = mono;
+  }
+
+  private heartbeatAge(ti: TaskInstanceRow, mono: number): number | null {
+    const seen = this.heartbeatsSeen.get(`${ti.id}\u0000${ti.try_number}`);
+    return seen === undefined ? null : mono - seen.since;
   }
 
   private async reap(): Promise<void> {
@@ -577,9 +598,7 @@ export class Scheduler {
     const now = clock.now();
     if (now - this.termStartedAt < timings.settlingGraceMs) return;
     const active = await store.listTaskInstancesInStates(ACTIVE_STATES, 10_000);
-    const live = new Set(active.map((ti) => `${ti.id}\u0000${ti.try_number}`));
-    for (const key of this.heartbeatsSeen.keys())
-      if (!live.has(key)) this.heartbeatsSeen.delete(key);
+    this.observeHeartbeats(active, now, this.monoNow(now));
     let reaped = 0;
     for (const ti of active) {
       if (reaped >= REAP_BATCH) break;
@@ -598,8 +617,7 @@ export class Scheduler {
   private async reapReason(ti: TaskInstanceRow, now: number): Promise<string | null> {
     const t = this.deps.timings;
     if (ti.state === 'running') {
-      const clock = this.deps.clock;
-      const age = this.heartbeatAge(ti, now, clock.monotonicNow ? clock.monotonicNow() : now);
+      const age = this.heartbeatAge(ti, this.monoNow(now));
       if (age !== null && age > t.agentLostThresholdMs) {
         return `agent_lost: no heartbeat within ${Math.round(t.agentLostThresholdMs / 1000)}s`;
       }
