@@ -28,6 +28,7 @@ import * as interTaskLatency from './inter-task-latency.mjs';
 import * as logThroughput from './log-throughput.mjs';
 import * as memory from './memory.mjs';
 import * as proFailover from './pro-failover.mjs';
+import * as proFaults from './pro-faults.mjs';
 import * as secretRpc from './secret-rpc.mjs';
 import * as throughput from './throughput.mjs';
 import * as warmPoolStart from './warm-pool-start.mjs';
@@ -46,6 +47,7 @@ const MEASUREMENTS = {
   agent_port_bomb: agentPortBomb,
   log_throughput: logThroughput,
   pro_failover: proFailover,
+  pro_faults: proFaults,
   attempt_start: attemptStart,
   exchange_registration: exchangeRegistration,
   warm_pool_start: warmPoolStart,

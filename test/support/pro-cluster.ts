@@ -84,6 +84,10 @@ export interface ReplicaSpec {
   root: string;
   keysDir: string;
   databaseUrl: string;
+  /**
+   * what --agent-advertise-url says: one address in front of every replica (a Service), or
+   * every replica's agent URL, comma-separated
+   */
   agentServiceUrl: string;
   dagsFolder?: string;
   env: Record<string, string>;
@@ -99,6 +103,13 @@ export interface ReplicaSpec {
    * a private /tmp, so a task writing marks anywhere else fails.
    */
   writablePaths?: string[];
+  /**
+   * another entry taking `leoflow server`'s flags instead of the CLI (a test's replica with an
+   * injected clock); it is spawned with an IPC channel
+   */
+  entry?: string;
+  /** the agent-lost threshold (default 8s) */
+  agentLostThreshold?: string;
 }
 
 export interface Replica {
@@ -127,8 +138,7 @@ export async function startReplica(
   const dataDir = join(spec.root, spec.name);
   mkdirSync(dataDir, { recursive: true });
   const args = [
-    CLI,
-    'server',
+    ...(spec.entry ? [spec.entry] : [CLI, 'server']),
     '--role',
     spec.role,
     '--data-dir',
@@ -148,7 +158,7 @@ export async function startReplica(
     '--heartbeat-interval',
     '1s',
     '--agent-lost-threshold',
-    '8s',
+    spec.agentLostThreshold ?? '8s',
     '--dispatch-lost-threshold',
     '20s',
     '--standby-agents',
@@ -175,11 +185,11 @@ export async function startReplica(
         : {}),
       ...spec.env,
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
+    stdio: spec.entry ? ['ignore', 'pipe', 'pipe', 'ipc'] : ['ignore', 'pipe', 'pipe'],
   });
   let out = '';
-  proc.stdout.on('data', (b: Buffer) => (out += b.toString()));
-  proc.stderr.on('data', (b: Buffer) => (out += b.toString()));
+  proc.stdout!.on('data', (b: Buffer) => (out += b.toString()));
+  proc.stderr!.on('data', (b: Buffer) => (out += b.toString()));
   const exited = new Promise<number | null>((r) => proc.once('exit', (code) => r(code)));
   await new Promise<void>((res, rej) => {
     const timer = setTimeout(
@@ -192,7 +202,7 @@ export async function startReplica(
         res();
       }
     };
-    proc.stdout.on('data', check);
+    proc.stdout!.on('data', check);
     void exited.then((code) => {
       clearTimeout(timer);
       rej(new Error(`replica ${spec.name} exited with ${code}:\n${out}`));

@@ -20,7 +20,7 @@ import type { TaskLauncher } from './sandbox/launcher.js';
 import { buildTaskEnv, xcomEnvName, type EnvMap } from './env.js';
 import { renderSpecTemplates, TemplateRenderError } from './templates.js';
 import { LogShipper, type BufferedLine, type StreamName } from './log-shipper.js';
-import { codeName, errorCode, retryUntil, type RetryOptions } from './retry.js';
+import { codeName, errorCode, jittered, retryUntil, type RetryOptions } from './retry.js';
 import type { AgentClient } from './rpc.js';
 import {
   exitCodeOf,
@@ -124,7 +124,7 @@ export interface AgentDeps {
 const fatalUtf8 = new TextDecoder('utf-8', { fatal: true });
 
 /** Short exponential backoff for the pre-task calls; the bootstrap deadline bounds the total. */
-const bootstrapBackoff = (attempt: number): number => Math.min(250 * 2 ** attempt, 5_000);
+const bootstrapBackoff = (attempt: number): number => jittered(Math.min(250 * 2 ** attempt, 5_000));
 
 /**
  * One task attempt, start to finish. Order of the steps is the contract in docs/agent.md:

@@ -1,10 +1,15 @@
 import { parseNprocLimit, parseUidRange, type UidRange } from '@leoflow/core';
+import { parseAgentUrls } from './endpoints.js';
 
 /**
  * Everything the agent reads from its environment. The executor passes a minimal env; the token
  * is NOT here (it arrives on fd 3), and nothing read here is secret.
  */
 export interface AgentConfig {
+  /**
+   * The control plane's agent URLs, comma-separated (LEOFLOW_AGENT_URL): every replica's, or
+   * one address in front of them all. Calls move on to the next after a transport failure.
+   */
   agentUrl: string;
   /**
    * A standby agent is started before it has an attempt: it boots and opens its connection,
@@ -71,18 +76,22 @@ function required(env: Env, name: string): string {
 }
 
 export function readConfig(env: Env, execPath: string = process.execPath): AgentConfig {
-  const agentUrl = required(env, 'LEOFLOW_AGENT_URL');
-  let parsed: URL;
-  try {
-    parsed = new URL(agentUrl);
-  } catch {
-    throw new ConfigError(`LEOFLOW_AGENT_URL=${JSON.stringify(agentUrl)} is not a URL`);
+  const agentUrls = parseAgentUrls(required(env, 'LEOFLOW_AGENT_URL'));
+  if (agentUrls.length === 0) throw new ConfigError('LEOFLOW_AGENT_URL names no URL');
+  for (const url of agentUrls) {
+    let parsed: URL;
+    try {
+      parsed = new URL(url);
+    } catch {
+      throw new ConfigError(`LEOFLOW_AGENT_URL: ${JSON.stringify(url)} is not a URL`);
+    }
+    if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
+      throw new ConfigError(
+        `LEOFLOW_AGENT_URL must be http:// (h2c) or https:// URLs, got ${parsed.protocol}`,
+      );
+    }
   }
-  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') {
-    throw new ConfigError(
-      `LEOFLOW_AGENT_URL must be http:// (h2c) or https://, got ${parsed.protocol}`,
-    );
-  }
+  const agentUrl = agentUrls.join(',');
 
   const uid = id(env, 'LEOFLOW_RUN_AS_UID');
   const gid = id(env, 'LEOFLOW_RUN_AS_GID');

@@ -98,7 +98,10 @@ async function main(): Promise<number> {
   // A standby agent boots, loads everything and opens its HTTP/2 session before it has an
   // attempt, so an assignment starts the task without paying for process start-up.
   const tokens = new TokenHolder(config.standby ? 'standby' : 'pending');
-  const { client, warmUp } = createAgentConnection(config.agentUrl, tokens);
+  const { client, warmUp } = createAgentConnection(config.agentUrl, tokens, {
+    onSwitch: (from, to) =>
+      diag.log('warn', `control plane at ${from} unreachable; next calls go to ${to}`),
+  });
   // A standby agent is single-use, so the uid it will run its one attempt as can be allocated
   // while it waits: the allocation's /proc scan (milliseconds of synchronous work) then stays
   // off the path from the assignment to the task. Nothing runs as the uid before Register has

@@ -110,6 +110,14 @@ export function backoffMs(attempt: number): number {
   return 15_000;
 }
 
+/**
+ * A wait of `ms` spread over its upper half ([ms/2, ms]), so agents that lost the same replica at
+ * the same instant do not all come back to the next one in the same instant.
+ */
+export function jittered(ms: number, random: () => number = Math.random): number {
+  return Math.round(ms / 2 + random() * (ms / 2));
+}
+
 export const sleep = (ms: number): Promise<void> =>
   new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
 
@@ -124,7 +132,10 @@ export interface RetryOptions {
   transientDeadline?: number;
   /** The agent's own cancellation: once aborted, the loop stops and nothing is retried. */
   signal?: AbortSignal;
-  /** Override the schedule (tests, bootstrap); attempt is 0-based. */
+  /**
+   * Override the schedule (tests, bootstrap); attempt is 0-based. The default is backoffMs,
+   * jittered (each wait drawn from the upper half of its step).
+   */
   backoff?: (attempt: number) => number;
   /** Called before each wait; returning false aborts the retry loop. */
   onRetry?: (err: unknown, attempt: number, waitMs: number) => boolean | void;
@@ -138,7 +149,7 @@ export interface RetryOptions {
  */
 export async function retryUntil<T>(fn: () => Promise<T>, opts: RetryOptions): Promise<T> {
   const now = opts.now ?? Date.now;
-  const schedule = opts.backoff ?? backoffMs;
+  const schedule = opts.backoff ?? ((attempt: number) => jittered(backoffMs(attempt)));
   for (let attempt = 0; ; attempt++) {
     try {
       return await fn();

@@ -6,8 +6,9 @@ import {
   type Client,
   type Interceptor,
 } from '@connectrpc/connect';
-import { createGrpcTransport, Http2SessionManager } from '@connectrpc/connect-node';
+import { createGrpcTransport, type Http2SessionManager } from '@connectrpc/connect-node';
 import { AgentService } from '@leoflow/protocol';
+import { AgentEndpoints, failoverTransport, parseAgentUrls } from './endpoints.js';
 import { classifyFailure } from './retry.js';
 import type { TokenHolder } from './token.js';
 
@@ -63,6 +64,8 @@ export function staleSessionInterceptor(
 
 export interface AgentConnection {
   client: AgentClient;
+  /** the URLs the client dials, the current one among them */
+  endpoints: AgentEndpoints;
   /**
    * Opens the HTTP/2 session without sending a request (a standby agent warming up), resolving
    * once it is open, failed, or `timeoutMs` passed; never rejects.
@@ -70,34 +73,37 @@ export interface AgentConnection {
   warmUp: (timeoutMs: number) => Promise<void>;
 }
 
-/** gRPC over HTTP/2: h2c for http:// (Lite, loopback), TLS for https://. */
-export function createAgentConnection(baseUrl: string, tokens: TokenHolder): AgentConnection {
-  // The transport would build this same manager itself; holding it lets a standby agent open
-  // the session ahead of its first call, and lets a dead session be dropped. After a session
-  // closes or fails, the manager dials a new one on the next call.
-  const sessions = new Http2SessionManager(baseUrl, {
-    // Notice a dead control plane between heartbeats instead of on the next call's timeout.
-    pingIntervalMs: 30_000,
-    pingTimeoutMs: 10_000,
-  });
-  const transport = createGrpcTransport({
-    baseUrl,
-    interceptors: [
-      bearerInterceptor(tokens),
-      staleSessionInterceptor(() =>
-        sessions.abort(new ConnectError('agent dropped a silent HTTP/2 session', Code.Canceled)),
-      ),
-    ],
-    sessionManager: sessions,
-  });
+/**
+ * gRPC over HTTP/2 (h2c for http://, Lite and loopback; TLS for https://) to the control plane
+ * at `agentUrl`: one URL, or several comma-separated (every replica's agent URL). Calls go to one
+ * of them at a time and move on to the next after a transport failure (endpoints.ts), so an
+ * agent whose replica dies carries on with another on its next retry.
+ */
+export function createAgentConnection(
+  agentUrl: string,
+  tokens: TokenHolder,
+  opts: { onSwitch?: (from: string, to: string, why: string) => void } = {},
+): AgentConnection {
+  // Holding the session managers lets a standby agent open its session ahead of its first
+  // call, and lets a dead session be dropped. After a session closes or fails, its manager
+  // dials a new one on the next call to that URL.
+  const endpoints = new AgentEndpoints(parseAgentUrls(agentUrl), opts);
+  const transport = failoverTransport(endpoints, (e) => [
+    bearerInterceptor(tokens),
+    staleSessionInterceptor(() => {
+      e.sessions.abort(new ConnectError('agent dropped a silent HTTP/2 session', Code.Canceled));
+    }),
+  ]);
   return {
     client: createClient(AgentService, transport),
+    endpoints,
     warmUp: async (timeoutMs) => {
+      const { url, sessions } = endpoints.current;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         sessions
           .connect()
-          .then(() => rehearseCalls(baseUrl, sessions, timeoutMs))
+          .then(() => rehearseCalls(url, sessions, timeoutMs))
           .catch(() => undefined),
         new Promise<void>((resolve) => {
           timer = setTimeout(resolve, timeoutMs);

@@ -1,5 +1,4 @@
 import { Code, ConnectError, createClient, type Client } from '@connectrpc/connect';
-import { createGrpcTransport, Http2SessionManager } from '@connectrpc/connect-node';
 import {
   AGENT_PROTOCOL_VERSION,
   AgentService,
@@ -9,6 +8,7 @@ import {
   type Assignment,
 } from '@leoflow/protocol';
 import { AGENT_VERSION, EXIT } from '../agent.js';
+import { AgentEndpoints, failoverTransport, parseAgentUrls } from '../endpoints.js';
 import { bearerInterceptor } from '../rpc.js';
 import { TokenHolder } from '../token.js';
 import { reconnectDelayMs } from '../runner/backoff.js';
@@ -28,7 +28,10 @@ export const NOT_LEADER_BACKOFF_STEPS = 2;
 export const RECYCLE_MESSAGE = WARM_WORKER_RECYCLE_MESSAGE;
 
 export interface WarmWorkerOptions extends Omit<AttemptHost, 'clientFor'> {
-  /** the control plane's agent URL (https://, or http:// on loopback), as an attempt agent dials */
+  /**
+   * the control plane's agent URLs (https://, or http:// on loopback), comma-separated, as an
+   * attempt agent dials them: every replica's, or one address in front of them all
+   */
   agentUrl: string;
   /** the worker-scoped token from the exchange; renewed from the AwaitAssignment stream */
   workerToken: TokenHolder;
@@ -50,7 +53,7 @@ export interface WarmWorkerOptions extends Omit<AttemptHost, 'clientFor'> {
  */
 export class WarmWorker {
   readonly #o: WarmWorkerOptions;
-  readonly #sessions: Http2SessionManager;
+  readonly #endpoints: AgentEndpoints;
   readonly #worker: Client<typeof AgentService>;
   readonly #stop = new AbortController();
   #restartStream: AbortController | undefined;
@@ -64,9 +67,9 @@ export class WarmWorker {
 
   constructor(o: WarmWorkerOptions) {
     this.#o = o;
-    this.#sessions = new Http2SessionManager(o.agentUrl, {
-      pingIntervalMs: 30_000,
-      pingTimeoutMs: 10_000,
+    this.#endpoints = new AgentEndpoints(parseAgentUrls(o.agentUrl), {
+      onSwitch: (from, to) =>
+        o.diag.log('info', `warm worker: leaving ${from}; next connection to ${to}`),
     });
     this.#worker = this.#clientFor(o.workerToken);
   }
@@ -77,6 +80,7 @@ export class WarmWorker {
     let notLeader = 0;
     while (!this.#stop.signal.aborted) {
       const started = Date.now();
+      const endpoint = this.#endpoints.current;
       try {
         await this.#awaitAssignments();
         notLeader = 0;
@@ -86,13 +90,14 @@ export class WarmWorker {
         const e = ConnectError.from(err);
         if (e.metadata.get(ERROR_CODE_METADATA) === WARM_WORKER_NOT_LEADER_CODE) {
           // Not a failure of ours: this connection reached a replica that does not lead. A new
-          // one (the old session dropped) may reach the leader.
+          // one (the old session dropped; the next URL of the list, when there are several)
+          // may reach the leader.
           notLeader++;
           this.#o.diag.log(
             'info',
             `warm worker: ${WARM_WORKER_NOT_LEADER_CODE}: this control-plane replica does not lead; reconnecting on a new connection`,
           );
-          this.#sessions.abort();
+          this.#endpoints.moveOn('not the leader', endpoint);
           await this.#sleep(
             reconnectDelayMs(Math.min(notLeader, NOT_LEADER_BACKOFF_STEPS), this.#o.random),
           );
@@ -108,11 +113,11 @@ export class WarmWorker {
         this.#o.diag.log('warn', `warm worker: assignment stream lost: ${describe(e)}`);
       }
       failures = Date.now() - started > 60_000 ? 0 : failures + 1;
-      this.#sessions.abort();
+      this.#endpoints.moveOn('assignment stream lost', endpoint);
       await this.#sleep(reconnectDelayMs(failures, this.#o.random));
     }
     await this.#running;
-    this.#sessions.abort();
+    this.#endpoints.close();
     return this.#exitCode ?? EXIT.OK;
   }
 
@@ -229,14 +234,11 @@ export class WarmWorker {
     this.#o.terminate(message);
   }
 
+  /** A client over the worker's endpoints: an attempt's calls follow the worker's replica. */
   #clientFor(tokens: TokenHolder): Client<typeof AgentService> {
     return createClient(
       AgentService,
-      createGrpcTransport({
-        baseUrl: this.#o.agentUrl,
-        sessionManager: this.#sessions,
-        interceptors: [bearerInterceptor(tokens)],
-      }),
+      failoverTransport(this.#endpoints, () => [bearerInterceptor(tokens)]),
     );
   }
 

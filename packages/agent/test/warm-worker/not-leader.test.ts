@@ -77,4 +77,51 @@ describe('warm worker: a replica that does not lead', () => {
     worker.stop();
     expect(await exited).toBe(EXIT.OK);
   });
+
+  it('with every replica URL in its list, it moves to the next URL when told NOT_LEADER and stays on the leader', async () => {
+    const follower = await FakeAgentService.start({
+      spec: defaultSpec(),
+      awaitAssignment: async function* () {
+        yield* [];
+        throw notLeader();
+      },
+    });
+    cleanups.push(() => follower.close());
+    const leader = await FakeAgentService.start({
+      spec: defaultSpec(),
+      awaitAssignment: async function* (_n, _req, signal) {
+        yield { event: { case: 'keepalive', value: { serverTimeMs: 1n } } };
+        await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+      },
+    });
+    cleanups.push(() => leader.close());
+    const workRoot = mkdtempSync(path.join(os.tmpdir(), 'leoflow-not-leader-'));
+    cleanups.push(() => rmSync(workRoot, { recursive: true, force: true }));
+    const logs: string[] = [];
+    const worker = new WarmWorker({
+      agentUrl: `${follower.url},${leader.url}`,
+      workerToken: new TokenHolder('worker-token'),
+      workRoot,
+      agentEnv: {},
+      attemptUids: undefined,
+      diag: { log: (level, message) => logs.push(`${level}: ${message}`) },
+      terminate: vi.fn(),
+      sleep: () => Promise.resolve(),
+    });
+    const exited = worker.run();
+    cleanups.push(() => {
+      worker.stop();
+      return exited.then(() => undefined);
+    });
+    await vi.waitFor(() => expect(leader.count('AwaitAssignment')).toBe(1), { interval: 5 });
+    // one refusal by the follower, then the leader's stream stays open: no further tries
+    await new Promise((r) => setTimeout(r, 200));
+    expect(follower.count('AwaitAssignment')).toBe(1);
+    expect(leader.count('AwaitAssignment')).toBe(1);
+    expect(logs).toContain(
+      `info: warm worker: leaving ${follower.url}; next connection to ${leader.url}`,
+    );
+    worker.stop();
+    expect(await exited).toBe(EXIT.OK);
+  });
 });

@@ -11,7 +11,14 @@ export async function serverConfig(
   return (await commandConfig('server', flags, env)).cfg;
 }
 
-export function registerServer(program: Command): void {
+/**
+ * `leoflow server`. `planeOptions` reach startControlPlane as they are: the CLI passes none; a
+ * test's replica entry passes its own clock (test/e2e/pro-faults/clock-replica.mjs).
+ */
+export function registerServer(
+  program: Command,
+  planeOptions: { clock?: { now(): number; monotonicNow?(): number } } = {},
+): void {
   addSettingOptions(program.command('server'), 'server')
     .description(
       'run a Leoflow Pro replica on PostgreSQL: REST API, agent RPC and/or the elected scheduler (see --role)',
@@ -19,7 +26,7 @@ export function registerServer(program: Command): void {
     .action(async (flags: StandaloneFlags) => {
       const cfg = await serverConfig(flags);
       const { startControlPlane } = await import('@leoflow/server');
-      const cp = await startControlPlane(cfg);
+      const cp = await startControlPlane(cfg, planeOptions);
       const pro = cfg.pro!;
       process.stdout.write(
         [
@@ -27,7 +34,21 @@ export function registerServer(program: Command): void {
           pro.role === 'scheduler'
             ? `  probes       ${cp.httpUrl}/healthz, ${cp.httpUrl}/readyz (no REST API on this role)`
             : `  REST API     ${cp.httpUrl}/api/v1 (probes: /healthz, /readyz)`,
-          `  agent RPC    ${cp.agentUrl} (gRPC over HTTP/2${cfg.agent.tls ? ', TLS' : ', cleartext on loopback'})`,
+          ...(pro.role === 'scheduler'
+            ? []
+            : [
+                cp.ui
+                  ? `  web app      ${cp.ui.url}`
+                  : '  web app      (not built: run `npm run build` to build packages/ui)',
+                ...(cp.ui?.signInUrl
+                  ? [
+                      `  sign in      ${cp.ui.signInUrl}`,
+                      '               (one use, valid 10 minutes, on this replica: signs this browser in as the admin token)',
+                    ]
+                  : []),
+              ]),
+          `  agent RPC    listens on ${cfg.agent.host}:${cp.agentPort} (gRPC over HTTP/2${cfg.agent.tls ? ', TLS' : ', cleartext on loopback'})`,
+          `  agents dial  ${cp.agentUrl.split(',').join(', ')}${cfg.agent.advertiseUrls ? '' : " (this replica only: give every replica --agent-advertise-url with every replica's agent URL)"}`,
           `  scheduler    ${pro.role === 'api' ? 'never on this role' : `contends for the lease (ttl ${pro.lease.ttlMs} ms, renew ${pro.lease.renewIntervalMs} ms)`}`,
           `  keys dir     ${pro.keysDir}`,
           `  admin token  ${cp.adminTokenFile} (mode 0600)`,

@@ -71,7 +71,7 @@ export interface SettingSpec {
   default: string | null;
   /** values that turn the setting off (its value is then null) */
   off?: readonly string[];
-  /** url: what the URL must look like, and the sentence that says so */
+  /** url, and each item of a list of URLs: what the URL must look like, and the sentence that says so */
   pattern?: { re: RegExp; expect: string };
   help: string;
   section: SettingSection;
@@ -184,11 +184,11 @@ export const SETTINGS: readonly SettingSpec[] = Object.freeze([
   },
   {
     key: 'agent.advertise_url',
-    flags: both('--agent-advertise-url <url>'),
-    kind: 'url',
+    flags: both('--agent-advertise-url <urls>'),
+    kind: 'list',
     pattern: AGENT_URL,
     default: null,
-    help: 'the URL agents dial: one address that reaches every replica (a Service), so an agent outlives the replica that started it',
+    help: "the URLs agents dial, comma-separated: every replica's agent URL, or one address that reaches them all (a Service); an agent whose replica goes away carries on with another URL of the list",
     section: 'listeners',
   },
   {
@@ -747,19 +747,28 @@ export function parseSetting(
           'set it to a duration such as 90s, 15m, 24h, 30d, 500ms, or a number of seconds',
         );
       }
-    case 'list':
+    case 'list': {
+      let items: string[];
       if (Array.isArray(text) && text.every((v) => typeof v === 'string')) {
-        return { value: text };
+        items = text.map((s) => s.trim()).filter((s) => s !== '');
+      } else if (typeof text === 'string') {
+        items = text
+          .split(',')
+          .map((s) => s.trim())
+          .filter((s) => s !== '');
+      } else {
+        return bad('set it to a list, or a comma-separated string');
       }
-      if (typeof text === 'string') {
-        return {
-          value: text
-            .split(',')
-            .map((s) => s.trim())
-            .filter((s) => s !== ''),
-        };
+      // A list of URLs (agent.advertise_url): each item is held to the pattern, and nothing at
+      // all is "unset" rather than a list agents could never dial.
+      if (spec.pattern) {
+        const wrong = items.find((i) => !spec.pattern!.re.test(i));
+        if (wrong !== undefined)
+          return bad(`set each item to ${spec.pattern.expect} (${show(wrong)} is not)`);
+        if (items.length === 0) return { value: null };
       }
-      return bad('set it to a list, or a comma-separated string');
+      return { value: items };
+    }
   }
 }
 

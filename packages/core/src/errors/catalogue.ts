@@ -789,6 +789,11 @@ export const ERROR_CATALOGUE = {
     null,
     'Pass a schema name of 1-63 characters without NUL, or create the schema the search_path names.',
   ),
+  LF_STORE_DISK_FULL: c(
+    'store',
+    507,
+    "Free space on the database's filesystem (Lite: the data dir's) or grow it; the refused write changed nothing, and writes resume by themselves once there is room.",
+  ),
   // ── request ───────────────────────────────────────────────────────────────────────────
   LF_BAD_REQUEST: c(
     'request',

@@ -2,6 +2,11 @@
 export interface Clock {
   /** epoch milliseconds */
   now(): number;
+  /**
+   * milliseconds on a clock that never jumps (performance.now), for measuring how long something
+   * has lasted on this process; absent, now() serves (a ManualClock is its own monotonic clock)
+   */
+  monotonicNow?(): number;
 }
 
 /** A clock tests move by hand. */

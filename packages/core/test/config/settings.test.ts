@@ -34,7 +34,9 @@ function sample(spec: SettingSpec): unknown {
     case 'url':
       return spec.key === 'database.url' ? 'postgres://u@db:5432/x' : 'https://door.example.com';
     case 'list':
-      return ['/srv/a'];
+      return spec.pattern
+        ? ['https://a.example.com:8793', 'https://b.example.com:8793']
+        : ['/srv/a'];
     case 'string':
     case 'path':
       return spec.key === 'execution.attempt_uid_range' ? '200000-200999' : `/some/${spec.key}`;
@@ -86,6 +88,34 @@ describe('the settings table', () => {
       expect(r.problems, spec.key).toEqual([]);
       expect(r.sources[spec.key], spec.key).toBe('file');
     }
+  });
+
+  it('takes agent.advertise_url as a list of URLs: comma-separated from env and flags, a list from the file, each item held to the URL pattern', () => {
+    const urls = ['http://127.0.0.1:8793', 'http://127.0.0.1:8794'];
+    const fromEnv = resolveSettings({
+      env: { LEOFLOW_AGENT_ADVERTISE_URL: ' http://127.0.0.1:8793 ,http://127.0.0.1:8794,' },
+    });
+    expect(fromEnv.problems).toEqual([]);
+    expect(fromEnv.values['agent.advertise_url']).toEqual(urls);
+    const fromFile = resolveSettings({ file: { agent: { advertise_url: urls } } });
+    expect(fromFile.values['agent.advertise_url']).toEqual(urls);
+    // one load-balanced name, as before
+    expect(
+      resolveSettings({ flags: { 'agent.advertise_url': 'https://agents.example.com' } }).values[
+        'agent.advertise_url'
+      ],
+    ).toEqual(['https://agents.example.com']);
+    expect(
+      resolveSettings({ flags: { 'agent.advertise_url': ' , ' } }).values['agent.advertise_url'],
+    ).toBe(null);
+    const bad = resolveSettings({
+      flags: { 'agent.advertise_url': 'http://127.0.0.1:8793,127.0.0.1:8794' },
+    });
+    expect(bad.problems.map((p) => p.message)).toEqual([
+      expect.stringMatching(
+        /^agent\.advertise_url is "http:\/\/127\.0\.0\.1:8793,127\.0\.0\.1:8794" \(from --agent-advertise-url\); set each item to an http\(s\):\/\/ URL agents can dial \("127\.0\.0\.1:8794" is not\)\.$/,
+      ),
+    ]);
   });
 
   it('nests file keys as YAML does', () => {

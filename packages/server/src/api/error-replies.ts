@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify';
 import { httpStatusOf, isLeoflowError, MAX_REST_BODY_BYTES } from '@leoflow/core';
+import { isDiskFull } from './disk-full.js';
 
 /** Longest path parameter the router matches: 250 characters, each percent-encoded (3 bytes). */
 export const MAX_PATH_PARAM_LENGTH = 750;
@@ -36,6 +37,15 @@ export function answerError(err: FastifyError, req: FastifyRequest, reply: Fasti
     return reply
       .status(e.statusCode)
       .send({ code: 'LF_BAD_REQUEST', message: e.message, details: {} });
+  }
+  if (isDiskFull(err)) {
+    req.log.error({ err }, 'request refused: the store is out of space');
+    return reply.status(httpStatusOf('LF_STORE_DISK_FULL')).send({
+      code: 'LF_STORE_DISK_FULL',
+      message:
+        "the store could not write: its filesystem is full. Nothing of this request was written; free space on the database's filesystem (Lite: the data dir's) and retry",
+      details: {},
+    });
   }
   req.log.error({ err }, 'request failed');
   return reply

@@ -34,6 +34,7 @@ import { openAgentPort } from './agent-port.js';
 import { assemble } from './assemble.js';
 import { listen } from './listen.js';
 import { openData } from './open-data.js';
+import { recordReplica, replicaInstanceId } from './replica-registry.js';
 
 import { startRunnerPlane } from './runner-plane.js';
 import type { WarmPools } from './warm-pool-wiring.js';
@@ -153,9 +154,18 @@ async function start(
 
   // --- the agent port: bound now, served once the plane is assembled
   const { agentPort, agentUrl } = await openAgentPort(cfg, logger, life);
+  const instance = replicaInstanceId();
 
   // --- leadership
-  const election = await openElection(cfg, logger, life);
+  const election = await openElection(cfg, logger, life, instance);
+  await recordReplica(cfg, {
+    store,
+    logger,
+    life,
+    instance,
+    role: election.role,
+    agentUrls: agentUrl.split(','),
+  });
   const { leadership, elector, schedules, role } = election;
 
   // --- executors

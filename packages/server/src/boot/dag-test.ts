@@ -197,7 +197,7 @@ export async function runDagTest(opts: DagTestOptions): Promise<DagTestResult> {
       dagsPausedAtCreation: true,
       vaultSeedDir: opts.vaultSeedDir ? resolve(opts.vaultSeedDir) : null,
       http: { host: '127.0.0.1', port: 0 },
-      agent: { ...base.agent, host: '127.0.0.1', port: 0, advertiseUrl: null },
+      agent: { ...base.agent, host: '127.0.0.1', port: 0, advertiseUrls: null },
       metrics: { ...base.metrics, port: null, freePortIfDefaultTaken: false },
       door: { ...base.door, port: null, publicUrl: null, cellPort: null },
     };

@@ -28,6 +28,8 @@ export async function openElection(
   cfg: ServerConfig,
   logger: Logger,
   life: Lifecycle,
+  /** this process's id as the lease's holder (fresh per process start) */
+  instance: string = `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`,
 ): Promise<Election> {
   const pro = cfg.pro;
   if (!pro) {
@@ -48,7 +50,7 @@ export async function openElection(
     ? new LeaseElector({
         leases: lease.leases,
         // Fresh per process start: a restarted replica must not renew its predecessor's term.
-        holder: `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`,
+        holder: instance,
         ttlMs: pro.lease.ttlMs,
         renewIntervalMs: pro.lease.renewIntervalMs,
         safetyMarginMs: pro.lease.safetyMarginMs,

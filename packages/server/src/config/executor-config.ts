@@ -141,10 +141,11 @@ function parseKubernetes(
   const kubeconfig = read.string('kubeconfig', false);
   const agentImage = read.string('agent_image', true);
   const agentUrl = read.string('agent_url', false);
-  if (agentUrl !== null && !/^https?:\/\/[^/]+/.test(agentUrl)) {
+  // One URL (the agent Service) or several, comma-separated: a pod's agent tries them in turn.
+  if (agentUrl !== null && !agentUrl.split(',').every((u) => /^https?:\/\/[^/]+/.test(u.trim()))) {
     problem(
       `${base}.agent_url`,
-      `${base}.agent_url is ${show(agentUrl)}; set it to the http(s):// URL task pods dial (the agent Service, e.g. https://leoflow-agent.leoflow.svc:8793)`,
+      `${base}.agent_url is ${show(agentUrl)}; set it to the http(s):// URL task pods dial (the agent Service, e.g. https://leoflow-agent.leoflow.svc:8793), or several comma-separated`,
     );
   }
   const instance = read.string('instance', false) ?? KUBERNETES_DEFAULTS.instance;

@@ -33,8 +33,11 @@ export interface ServerConfig {
   agent: {
     host: string;
     port: number;
-    /** URL agents dial; derived from host/port (and TLS) when null */
-    advertiseUrl: string | null;
+    /**
+     * The URLs agents dial (agent.advertise_url: every replica's agent URL, or one address in
+     * front of them all); derived from host/port (and TLS) when null
+     */
+    advertiseUrls: string[] | null;
     /** TLS for the agent channel: PEM files. The CA file is handed to agents so they trust the cert. */
     tls: { certFile: string; keyFile: string; caFile: string | null } | null;
   };
@@ -195,7 +198,7 @@ export function defaultServerConfig(dataDir: string): ServerConfig {
     dagsPausedAtCreation: true,
     dagsFolderPollMs: 2000,
     http: { host: '127.0.0.1', port: 8080 },
-    agent: { host: '127.0.0.1', port: 8793, advertiseUrl: null, tls: null },
+    agent: { host: '127.0.0.1', port: 8793, advertiseUrls: null, tls: null },
     database: { kind: 'sqlite', file: join(abs, 'leoflow.db') },
     tenantId: 'default',
     credentials: { ...DEFAULT_CREDENTIAL_PLANE_CONFIG },
@@ -251,8 +254,27 @@ function defaultAgentEntry(): string {
   return resolve(new URL('.', import.meta.url).pathname, '../../../agent/dist/leoflow-agent.mjs');
 }
 
+/** The address this process's agent port answers on, as an agent would dial it. */
+export function listenAgentUrl(cfg: ServerConfig, boundPort: number): string {
+  return `${cfg.agent.tls ? 'https' : 'http'}://${cfg.agent.host}:${boundPort}`;
+}
+
+/**
+ * The URLs agents dial, in the order an agent tries them: the advertised list with this
+ * replica's own agent URL first when the list names it (the replica that starts an agent is
+ * alive at that moment), else the list as given; this replica's own URL when nothing is
+ * advertised.
+ */
+export function agentUrls(cfg: ServerConfig, boundPort: number): string[] {
+  const own = listenAgentUrl(cfg, boundPort);
+  const listed = cfg.agent.advertiseUrls;
+  if (listed === null || listed.length === 0) return [own];
+  const unique = [...new Set(listed)];
+  const mine = unique.findIndex((u) => u.replace(/\/+$/, '') === own);
+  return mine <= 0 ? unique : [unique[mine]!, ...unique.filter((_, i) => i !== mine)];
+}
+
+/** agentUrls as the one value agents receive (LEOFLOW_AGENT_URL): comma-separated. */
 export function agentUrl(cfg: ServerConfig, boundPort: number): string {
-  return (
-    cfg.agent.advertiseUrl ?? `${cfg.agent.tls ? 'https' : 'http'}://${cfg.agent.host}:${boundPort}`
-  );
+  return agentUrls(cfg, boundPort).join(',');
 }

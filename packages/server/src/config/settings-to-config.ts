@@ -29,7 +29,8 @@ export function serverConfigFromSettings(
   cfg.http = { host: String(v['http.host']), port: Number(v['http.port']) };
   cfg.agent.host = String(v['agent.host']);
   cfg.agent.port = Number(v['agent.port']);
-  cfg.agent.advertiseUrl = text('agent.advertise_url');
+  const advertised = v['agent.advertise_url'];
+  cfg.agent.advertiseUrls = Array.isArray(advertised) ? advertised.map(String) : null;
   const cert = path('agent.tls.cert');
   const key = path('agent.tls.key');
   cfg.agent.tls =

@@ -30,7 +30,7 @@ export function redactedConfig(cfg: ServerConfig): RedactedConfig {
     agent: {
       host: cfg.agent.host,
       port: cfg.agent.port,
-      advertise_url: cfg.agent.advertiseUrl,
+      advertise_url: cfg.agent.advertiseUrls?.join(',') ?? null,
       tls: cfg.agent.tls
         ? {
             cert_file: cfg.agent.tls.certFile,

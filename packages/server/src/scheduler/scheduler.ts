@@ -69,12 +69,13 @@ const REAP_BATCH = 100;
  */
 export class Scheduler {
   private readonly constructedAt: number;
+  private readonly constructedMono: number;
   private readonly leadership: Leadership;
   /**
    * The leadership term this scheduler last ticked in, and when it began: claims made before
    * that are a predecessor's (see adoptOrphans), and the reapers' settling grace counts from it.
    */
-  private term: { epoch: number; startedAt: number } | null = null;
+  private term: { epoch: number; startedAt: number; startedMono: number } | null = null;
   private timer: NodeJS.Timeout | null = null;
   private running: Promise<void> | null = null;
   private again = false;
@@ -85,6 +86,7 @@ export class Scheduler {
 
   constructor(private readonly deps: SchedulerDeps) {
     this.constructedAt = deps.clock.now();
+    this.constructedMono = deps.clock.monotonicNow ? deps.clock.monotonicNow() : this.constructedAt;
     this.leadership = deps.leadership ?? new SoleLeadership();
   }
 
@@ -154,13 +156,20 @@ export class Scheduler {
   private enterTerm(fence: LeaderFence): void {
     if (this.term?.epoch === fence.epoch) return;
     const startedAt = fence.kind === 'sole' ? this.constructedAt : this.deps.clock.now();
-    this.term = { epoch: fence.epoch, startedAt };
+    const startedMono =
+      fence.kind === 'sole' ? this.constructedMono : this.monoNow(this.deps.clock.now());
+    this.term = { epoch: fence.epoch, startedAt, startedMono };
     this.orphansPossible = true;
   }
 
   /** When the current term began; before the first tick, when this scheduler was built. */
   private get termStartedAt(): number {
     return this.term?.startedAt ?? this.constructedAt;
+  }
+
+  /** The same instant on the monotonic clock (the settling grace and the reaper measure on it). */
+  private get termStartedMono(): number {
+    return this.term?.startedMono ?? this.constructedMono;
   }
 
   /**
@@ -548,11 +557,71 @@ export class Scheduler {
     });
   }
 
+  /**
+   * Each running attempt's last heartbeat as this replica saw it change, on its monotonic clock:
+   * key (id, try) → the row's value, and since when (monotonic) this replica vouches it is that old.
+   */
+  private readonly heartbeatsSeen = new Map<string, { value: number; since: number }>();
+  /** the monotonic time of the previous reap pass (null before this scheduler's first) */
+  private lastReapPassMono: number | null = null;
+
+  private monoNow(now: number): number {
+    const clock = this.deps.clock;
+    return clock.monotonicNow ? clock.monotonicNow() : now;
+  }
+
+  /**
+   * How long each running attempt has gone without a heartbeat, as this replica can vouch for
+   * it. The row's `last_heartbeat_at` was written on whichever replica's wall clock took the
+   * heartbeat; comparing it with this replica's wall clock made a clock jump (this one ahead, or
+   * the writer behind) look like silence, and live attempts were reaped as lost and started again
+   * beside themselves (test/e2e/pro-faults/clock-jump.test.ts). So a value's wall-clock age is
+   * believed only up to the monotonic time since the previous pass — a value this pass sees for
+   * the first time (new, or changed: the agent heartbeated, wherever) was written since then —
+   * and from its sighting on, its age grows on the monotonic clock. The first pass of a term
+   * believes the rows' ages; it comes a settling grace after the term began, counted on the
+   * monotonic clock, so a leap of the wall clock cannot bring it forward. Without jumps this is
+   * each row's age, as before.
+   */
+  private observeHeartbeats(active: TaskInstanceRow[], now: number, mono: number): void {
+    // The first pass of a term believes the rows' ages (a new leader reaps a dead agent's
+    // attempt at once); it comes a settling grace after the term began, on the monotonic clock.
+    const bound =
+      this.lastReapPassMono === null || this.lastReapPassMono < this.termStartedMono
+        ? Number.POSITIVE_INFINITY
+        : Math.max(0, mono - this.lastReapPassMono);
+    const live = new Set<string>();
+    for (const ti of active) {
+      if (ti.state !== 'running' || ti.last_heartbeat_at === null) continue;
+      const key = `${ti.id}\u0000${ti.try_number}`;
+      live.add(key);
+      const seen = this.heartbeatsSeen.get(key);
+      if (seen !== undefined && seen.value === ti.last_heartbeat_at) continue;
+      const wallAge = Math.max(0, now - ti.last_heartbeat_at);
+      this.heartbeatsSeen.set(key, {
+        value: ti.last_heartbeat_at,
+        since: mono - Math.min(wallAge, bound),
+      });
+    }
+    for (const key of this.heartbeatsSeen.keys()) {
+      if (!live.has(key)) this.heartbeatsSeen.delete(key);
+    }
+    this.lastReapPassMono = mono;
+  }
+
+  private heartbeatAge(ti: TaskInstanceRow, mono: number): number | null {
+    const seen = this.heartbeatsSeen.get(`${ti.id}\u0000${ti.try_number}`);
+    return seen === undefined ? null : mono - seen.since;
+  }
+
   private async reap(): Promise<void> {
     const { store, clock, timings } = this.deps;
     const now = clock.now();
-    if (now - this.termStartedAt < timings.settlingGraceMs) return;
+    const mono = this.monoNow(now);
+    // On the monotonic clock: a wall clock leaping forward must not end the grace early.
+    if (mono - this.termStartedMono < timings.settlingGraceMs) return;
     const active = await store.listTaskInstancesInStates(ACTIVE_STATES, 10_000);
+    this.observeHeartbeats(active, now, mono);
     let reaped = 0;
     for (const ti of active) {
       if (reaped >= REAP_BATCH) break;
@@ -571,7 +640,8 @@ export class Scheduler {
   private async reapReason(ti: TaskInstanceRow, now: number): Promise<string | null> {
     const t = this.deps.timings;
     if (ti.state === 'running') {
-      if (ti.last_heartbeat_at !== null && now - ti.last_heartbeat_at > t.agentLostThresholdMs) {
+      const age = this.heartbeatAge(ti, this.monoNow(now));
+      if (age !== null && age > t.agentLostThresholdMs) {
         return `agent_lost: no heartbeat within ${Math.round(t.agentLostThresholdMs / 1000)}s`;
       }
       if (ti.started_at !== null) {

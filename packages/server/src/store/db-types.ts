@@ -261,6 +261,38 @@ export interface SchedulerLeaseTable {
 }
 
 /**
+ * Every term of a lease, as the database granted it (migration 0016): written by a trigger on
+ * scheduler_lease in the same transaction as each acquire, renew and release, on PostgreSQL
+ * only (Lite has no lease). `granted_at` is the database's clock when the term began;
+ * `expires_at` the last expiry its holder was granted (a release sets it to the release time).
+ * Nothing in the control plane reads it: it is the history a fault test checks (no two terms
+ * overlap) and an operator reads after an incident.
+ */
+export interface SchedulerLeaseTermsTable {
+  name: string;
+  epoch: number;
+  holder: string;
+  granted_at: number;
+  expires_at: number;
+}
+
+/**
+ * The replicas that started on this database, and the agent URLs each hands its agents
+ * (migration 0016). A replica writes its row at start and refreshes `seen_at` while it runs;
+ * a replica that finds another, seen recently, advertising a different set of agent URLs warns
+ * (docs/pro.md, "Agents follow the control plane").
+ */
+export interface ControlPlaneReplicasTable {
+  /** unique per process start (host/pid/random) */
+  instance: string;
+  role: string;
+  /** JSON array of the advertised agent URLs, sorted (a set: order is per replica) */
+  agent_urls: string;
+  started_at: number;
+  seen_at: number;
+}
+
+/**
  * The directory (directory-migrations.ts): what the door reads before it may contact a cell.
  * Lite keeps it in the same SQLite file; Pro in a PostgreSQL schema of its own.
  */
@@ -316,6 +348,8 @@ export interface Database {
   api_tokens: ApiTokensTable;
   attempt_records: AttemptRecordsTable;
   scheduler_lease: SchedulerLeaseTable;
+  scheduler_lease_terms: SchedulerLeaseTermsTable;
+  control_plane_replicas: ControlPlaneReplicasTable;
   runners: RunnersTable;
   cells: CellsTable;
   tenant_placements: TenantPlacementsTable;

@@ -15,6 +15,7 @@ import { migration0012AttemptRevocation } from './migrations/0012_attempt_revoca
 import { migration0013SecretGrants } from './migrations/0013_secret_grants.js';
 import { migration0014SecretMasking } from './migrations/0014_secret_masking.js';
 import { migration0015TaskMapping } from './migrations/0015_task_mapping.js';
+import { migration0016ReplicasAndLeaseTerms } from './migrations/0016_replicas_and_lease_terms.js';
 import { migration0017PrevSuccessIndex } from './migrations/0017_prev_success_index.js';
 import { migration0018DagFolder } from './migrations/0018_dag_folder.js';
 
@@ -42,6 +43,7 @@ export function migrations(dialect: StoreDialect): Record<string, Migration> {
     '0013_secret_grants': migration0013SecretGrants(),
     '0014_secret_masking': migration0014SecretMasking(),
     '0015_task_mapping': migration0015TaskMapping(t),
+    '0016_replicas_and_lease_terms': migration0016ReplicasAndLeaseTerms(t),
     '0017_prev_success_index': migration0017PrevSuccessIndex(),
     '0018_dag_folder': migration0018DagFolder(t),
   };

@@ -139,6 +139,14 @@ export async function openPostgresKysely(
   // listener that would crash the process. The pool has already discarded the client and the
   // next checkout reconnects, so there is nothing else to do here.
   pool.on('error', () => undefined);
+  // A checked-out client has no pool listener: the server ending its connection between two
+  // statements (a restart's "terminating connection due to administrator command", a reset)
+  // is emitted on the client itself, and unheard it killed the replica (test/e2e/pro-faults,
+  // PostgreSQL restart). The client is no longer queryable: the statement in flight, or the
+  // next one, fails with the connection's error, and the pool discards the client on release.
+  pool.on('connect', (client) => {
+    client.on('error', () => undefined);
+  });
 
   const searchPath = schema === undefined ? undefined : quoteIdent(schema);
   const kysely = new Kysely<Database>({

@@ -1,3 +1,3 @@
 import type { Clock } from '@leoflow/core';
 
-export const systemClock: Clock = { now: () => Date.now() };
+export const systemClock: Clock = { now: () => Date.now(), monotonicNow: () => performance.now() };
