@@ -9,6 +9,7 @@
 import { fork } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import http2 from 'node:http2';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
@@ -143,10 +144,11 @@ export async function assemblePlane({ label, scoping, liveness }) {
 }
 
 /** The real agent RPC listener (h2c) on an ephemeral loopback port, authenticated as in production. */
-export async function startServer(plane, impl, label) {
+export async function startServer(plane, impl, label, { unaryPath = 'lean' } = {}) {
   checkAborted();
   const server = await startAgentRpcServer({
     impl,
+    unaryPath,
     host: '127.0.0.1',
     port: 0,
     tls: null,
@@ -155,6 +157,67 @@ export async function startServer(plane, impl, label) {
   });
   const url = `http://127.0.0.1:${server.port}`;
   const close = onCleanup(() => server.close());
+  return { url, close };
+}
+
+/**
+ * The physical limit beside every RPC figure: a bare node:http2 server on loopback that answers
+ * every POST with a fixed gRPC answer (headers, one length-prefixed frame holding an empty
+ * message — what PushLogs with no lines answers — and grpc-status 0 in trailers) after reading
+ * the request body. No token check, no protobuf, no router: what HTTP/2 and the socket cost.
+ * `api`: 'stream' (the core 'stream' event) or 'compat' (the request/response API the agent port
+ * itself serves through, rpc/agent-server.ts).
+ */
+export async function startBareHttp2(api = 'stream') {
+  checkAborted();
+  const frame = Buffer.from([0, 0, 0, 0, 0]);
+  const server = http2.createServer();
+  if (api === 'stream') {
+    server.on('stream', (stream) => {
+      stream.on('data', () => undefined);
+      stream.on('end', () => {
+        stream.respond(
+          { ':status': 200, 'content-type': 'application/grpc+proto' },
+          { waitForTrailers: true },
+        );
+        stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+        stream.end(frame);
+      });
+      stream.on('error', () => undefined);
+    });
+  } else {
+    server.on('request', (req, res) => {
+      req.on('data', () => undefined);
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/grpc+proto' });
+        res.addTrailers({ 'grpc-status': '0' });
+        res.end(frame);
+      });
+    });
+  }
+  const sessions = new Set();
+  server.on('session', (s) => {
+    sessions.add(s);
+    s.on('close', () => sessions.delete(s));
+  });
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const url = `http://127.0.0.1:${server.address().port}`;
+  const close = onCleanup(
+    () =>
+      new Promise((resolve) => {
+        for (const s of sessions) s.close();
+        server.close(() => resolve());
+        setTimeout(() => {
+          for (const s of sessions) s.destroy();
+        }, 2_000).unref();
+      }),
+  );
   return { url, close };
 }
 
