@@ -17,6 +17,7 @@ import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ManualClock, agentTokenTtlSeconds } from '@leoflow/core';
 import { AgentService } from '@leoflow/protocol';
+import pg from 'pg';
 import { pino } from 'pino';
 import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS } from '../packages/server/dist/auth/agent-token.js';
 import {
@@ -68,12 +69,23 @@ class RecordingExecutor {
  * default 15 s heartbeat, the agent keyring with its retention, CredentialMetrics). The clock is
  * manual, starting at a whole second; the scheduler is never started, only ticked.
  */
-export async function assemblePlane({ label, scoping, liveness }) {
+export async function assemblePlane({ label, scoping, liveness, storeKind = 'sqlite' }) {
   checkAborted();
   const tmp = tempDir(`leoflow-bench-${label}-`);
   const dbFile = join(tmp.dir, 'data', 'leoflow.db');
-  const store = await openStore({ kind: 'sqlite', file: dbFile });
-  const closeStore = onCleanup(() => store.close());
+  let dropDatabase = async () => undefined;
+  let store;
+  if (storeKind === 'postgres') {
+    const db = await freshPostgresDatabase(label);
+    dropDatabase = db.drop;
+    store = await openStore({ kind: 'postgres', url: db.url });
+  } else {
+    store = await openStore({ kind: 'sqlite', file: dbFile });
+  }
+  const closeStore = onCleanup(async () => {
+    await store.close();
+    await dropDatabase();
+  });
   await store.migrate();
   const clock = new ManualClock(Math.floor(Date.now() / 1000) * 1000);
   await store.ensureTenant(TENANT, TENANT, clock.now());
@@ -141,6 +153,26 @@ export async function assemblePlane({ label, scoping, liveness }) {
       await tmp.remove();
     },
   };
+}
+
+/** The PostgreSQL the tests use (scripts/dev-services.sh), a database of its own per plane. */
+async function freshPostgresDatabase(label) {
+  const adminUrl =
+    process.env.LEOFLOW_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const name = `lf_bench_${label.replace(/[^a-z0-9_]/gi, '_')}_${process.pid}_${randomBytes(3).toString('hex')}`;
+  const admin = async (q) => {
+    const c = new pg.Client({ connectionString: adminUrl });
+    await c.connect();
+    try {
+      await c.query(q);
+    } finally {
+      await c.end();
+    }
+  };
+  await admin(`CREATE DATABASE "${name}"`);
+  const u = new URL(adminUrl);
+  u.pathname = `/${name}`;
+  return { url: u.toString(), drop: () => admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`) };
 }
 
 /** The real agent RPC listener (h2c) on an ephemeral loopback port, authenticated as in production. */

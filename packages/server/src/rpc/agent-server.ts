@@ -274,6 +274,8 @@ function isExchangeCall(req: http2.Http2ServerRequest): boolean {
 function resetUnreadBodyOnceAnswered(req: http2.Http2ServerRequest): void {
   const stream = req.stream;
   stream.once('finish', () => {
+    // The usual case: the whole body was read before the answer; nothing left to stop.
+    if (req.complete || stream.closed || stream.destroyed) return;
     const deadline = Date.now() + 5_000;
     const check = (): void => {
       if (req.complete || stream.closed || stream.destroyed) return;
