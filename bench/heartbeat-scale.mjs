@@ -129,7 +129,10 @@ async function one(storeKind, { quick, attempts, ratePerS, count }) {
     writes.length = 0;
 
     log(`heartbeat_scale: bare node:http2 at ${round(ratePerS, 0)}/s`);
-    const bareRaw = await paced(bare.url, Math.round(count / 2), { method: 'pushLogs', adopt: false });
+    const bareRaw = await paced(bare.url, Math.round(count / 2), {
+      method: 'pushLogs',
+      adopt: false,
+    });
     assertClean('bare', bareRaw);
     const bareR = combineParts([bareRaw]);
 
@@ -144,20 +147,21 @@ async function one(storeKind, { quick, attempts, ratePerS, count }) {
     const writesSeen = writes.length;
 
     log('heartbeat_scale: profiling the server (a separate, shorter paced run)');
-    const { result, profile } = await profileServer(() =>
-      gen.send({
-        cmd: 'load',
-        url: server.url,
-        client: 'h2',
-        sessions: 4,
-        concurrency: 64,
-        method: 'heartbeat',
-        count: Math.round(count / 3),
-        tokens,
-        adopt: true,
-        ratePerS,
-        timeoutMs: 300_000,
-      }),
+    const { result, profile } = await profileServer(
+      () =>
+        gen.send({
+          cmd: 'load',
+          url: server.url,
+          client: 'h2',
+          sessions: 4,
+          concurrency: 64,
+          method: 'heartbeat',
+          count: Math.round(count / 3),
+          tokens,
+          adopt: true,
+          ratePerS,
+          timeoutMs: 300_000,
+        }),
       { name: `heartbeat_scale_${storeKind}` },
     );
     assertClean('profile', result);

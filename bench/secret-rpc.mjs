@@ -299,7 +299,8 @@ export async function run({ quick }) {
         ...strip(bareH2Compat),
       },
       connect_path: {
-        server: 'the same service with every call through Connect\'s node adapter (unaryPath: connect)',
+        server:
+          "the same service with every call through Connect's node adapter (unaryPath: connect)",
         push_logs: strip(combineParts(parts.pushLogs_connect_path)),
         get_connections: strip(combineParts(parts.getConnections_connect_path)),
       },

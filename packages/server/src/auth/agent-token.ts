@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, KeyObject, sign as signDetached } from 'node:crypto';
 import {
   decodeProtectedHeader,
   errors as joseErrors,
@@ -221,7 +221,49 @@ export class AgentTokenIssuer implements AgentTokenVerification {
     return this.verifier.clockToleranceSeconds;
   }
 
+  /**
+   * The compact EdDSA JWS of an attempt's claims. Signed with node:crypto's one-shot Ed25519 on
+   * the key's KeyObject (synchronous, a few tens of µs) rather than jose's SignJWT (a WebCrypto
+   * job per signature, several times that): every heartbeat of a live attempt re-mints, so at
+   * thousands of attempts this was the heartbeat's largest cost (issue 38). The bytes are what
+   * SignJWT produced (same header and claim order, and Ed25519 is deterministic); a test holds
+   * the two equal, and verification is still jose's.
+   */
+  // eslint-disable-next-line @typescript-eslint/require-await -- a failure stays a rejection
   async mint(identity: AttemptIdentity, nowMs: number, oiatSeconds?: number): Promise<string> {
+    const iat = Math.floor(nowMs / 1000);
+    const key = this.keys.current();
+    return signCompactJws(
+      { alg: SIGNING_ALG, kid: key.kid, typ: 'JWT' },
+      {
+        tid: identity.tenant_id,
+        dag: identity.dag_id,
+        drid: identity.dag_run_id,
+        run: identity.run_id,
+        task: identity.task_id,
+        ...(identity.map_index !== undefined && identity.map_index >= 0
+          ? { mi: identity.map_index }
+          : {}),
+        try: identity.try_number,
+        ti: identity.task_instance_id,
+        gen: identity.dispatch_gen ?? 0,
+        oiat: oiatSeconds ?? iat,
+        iss: TOKEN_ISSUER,
+        aud: AGENT_AUDIENCE,
+        sub: attemptSubject(identity),
+        iat,
+        exp: iat + this.ttlSeconds,
+      },
+      key.privateKey,
+    );
+  }
+
+  /** jose's SignJWT over the same claims: the reference the fast mint is tested against. */
+  async mintWithJose(
+    identity: AttemptIdentity,
+    nowMs: number,
+    oiatSeconds?: number,
+  ): Promise<string> {
     const iat = Math.floor(nowMs / 1000);
     const key = this.keys.current();
     return new SignJWT({
@@ -274,6 +316,24 @@ export class AgentTokenIssuer implements AgentTokenVerification {
     if (ceilingMs > 0 && nowMs - claims.oiat * 1000 > ceilingMs) return null;
     return Math.floor(nowMs / 1000) + this.ttlSeconds;
   }
+}
+
+/** The KeyObject of each private CryptoKey, made once (the keyring keeps the CryptoKey). */
+const keyObjects = new WeakMap<CryptoKey, KeyObject>();
+
+/** A compact JWS, `b64url(header).b64url(payload).b64url(Ed25519 signature)`. */
+function signCompactJws(
+  header: Record<string, unknown>,
+  payload: Record<string, unknown>,
+  privateKey: CryptoKey,
+): string {
+  let keyObject = keyObjects.get(privateKey);
+  if (!keyObject) {
+    keyObject = KeyObject.from(privateKey as unknown as Parameters<typeof KeyObject.from>[0]);
+    keyObjects.set(privateKey, keyObject);
+  }
+  const input = `${Buffer.from(JSON.stringify(header)).toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
+  return `${input}.${signDetached(null, Buffer.from(input), keyObject).toString('base64url')}`;
 }
 
 /** The unverified exp of a compact JWS (only used to choose a verification instant). */

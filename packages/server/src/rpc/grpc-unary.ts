@@ -336,7 +336,8 @@ class LeanHandlerContext implements HandlerContext {
     values: ContextValues,
   ) {
     this.service = method.parent;
-    const encrypted = 'encrypted' in req.socket && (req.socket as { encrypted?: boolean }).encrypted;
+    const encrypted =
+      'encrypted' in req.socket && (req.socket as { encrypted?: boolean }).encrypted;
     this.url = `${encrypted ? 'https' : 'http'}://${req.authority}${req.url}`;
     this.requestHeader = LiteHeaders.fromNode(req.headers);
     this.responseHeader = new LiteHeaders([['content-type', CONTENT_TYPE_PROTO]]);
@@ -473,20 +474,20 @@ export class LiteHeaders implements Headers {
     for (const [k, v] of this.entries()) cb.call(thisArg, v, k, this);
   }
 
-  *entries(): ReturnType<Headers["entries"]> {
+  *entries(): ReturnType<Headers['entries']> {
     const map = this.#own();
     for (const k of [...map.keys()].sort()) yield [k, map.get(k)!.join(', ')];
   }
 
-  *keys(): ReturnType<Headers["keys"]> {
+  *keys(): ReturnType<Headers['keys']> {
     for (const [k] of this.entries()) yield k;
   }
 
-  *values(): ReturnType<Headers["values"]> {
+  *values(): ReturnType<Headers['values']> {
     for (const [, v] of this.entries()) yield v;
   }
 
-  [Symbol.iterator](): ReturnType<Headers["entries"]> {
+  [Symbol.iterator](): ReturnType<Headers['entries']> {
     return this.entries();
   }
 }

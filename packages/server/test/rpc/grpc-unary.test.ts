@@ -62,7 +62,10 @@ function impl(kind: 'lean' | 'connect'): ServiceImpl<typeof AgentService> {
 
 /** Admits any bearer; the interceptor passes calls through (this test is about framing). */
 const auth: AgentAuthentication = {
-  admit: (a) => Promise.resolve(a ? { kind: 'runner-session', runner: { runner_id: 'r', tenant_id: 't' } } : undefined),
+  admit: (a) =>
+    Promise.resolve(
+      a ? { kind: 'runner-session', runner: { runner_id: 'r', tenant_id: 't' } } : undefined,
+    ),
   interceptor: (next) => (req) => next(req),
 };
 
@@ -150,8 +153,18 @@ const heartbeat = (sentAtMs: bigint) =>
 
 const CASES: [string, string, Buffer, http2.OutgoingHttpHeaders?][] = [
   ['PushLogs', `${SVC}/PushLogs`, pushLogs],
-  ['PushLogs, application/grpc', `${SVC}/PushLogs`, pushLogs, { 'content-type': 'application/grpc' }],
-  ['PushLogs, grpc-encoding identity', `${SVC}/PushLogs`, pushLogs, { 'grpc-encoding': 'identity' }],
+  [
+    'PushLogs, application/grpc',
+    `${SVC}/PushLogs`,
+    pushLogs,
+    { 'content-type': 'application/grpc' },
+  ],
+  [
+    'PushLogs, grpc-encoding identity',
+    `${SVC}/PushLogs`,
+    pushLogs,
+    { 'grpc-encoding': 'identity' },
+  ],
   ['PushLogs, empty message', `${SVC}/PushLogs`, frame(new Uint8Array(0))],
   ['Heartbeat: response header and trailer set by the handler', `${SVC}/Heartbeat`, heartbeat(7n)],
   ['Heartbeat: a plain Error in the handler', `${SVC}/Heartbeat`, heartbeat(13n)],
@@ -175,10 +188,19 @@ const CASES: [string, string, Buffer, http2.OutgoingHttpHeaders?][] = [
   ['truncated message', `${SVC}/PushLogs`, frame(new Uint8Array(4), 0, 10)],
   ['empty body', `${SVC}/PushLogs`, Buffer.alloc(0)],
   ['short prefix', `${SVC}/PushLogs`, Buffer.from([0, 0])],
-  ['compressed flag without an encoding', `${SVC}/PushLogs`, frame(zlib.gzipSync(Buffer.alloc(3)), 1)],
+  [
+    'compressed flag without an encoding',
+    `${SVC}/PushLogs`,
+    frame(zlib.gzipSync(Buffer.alloc(3)), 1),
+  ],
   ['invalid grpc-timeout', `${SVC}/PushLogs`, pushLogs, { 'grpc-timeout': 'soon' }],
   ['valid grpc-timeout', `${SVC}/PushLogs`, pushLogs, { 'grpc-timeout': '5S' }],
-  ['deadline passes while the handler waits', `${SVC}/GetTaskSpec`, frame(new Uint8Array(0)), { 'grpc-timeout': '50m' }],
+  [
+    'deadline passes while the handler waits',
+    `${SVC}/GetTaskSpec`,
+    frame(new Uint8Array(0)),
+    { 'grpc-timeout': '50m' },
+  ],
   ['unimplemented RPC', `${SVC}/ReportState`, frame(new Uint8Array(0))],
   ['unknown path', `${SVC}/Nope`, frame(new Uint8Array(0))],
 ];
@@ -213,7 +235,9 @@ describe('the lean unary path answers byte for byte as Connect does', () => {
     const gz = zlib.gzipSync(
       toBinary(PushLogsRequestSchema, create(PushLogsRequestSchema, { lines: [{ message: 'z' }] })),
     );
-    const a = await rawCall(lean.port, `${SVC}/PushLogs`, frame(gz, 1), { 'grpc-encoding': 'gzip' });
+    const a = await rawCall(lean.port, `${SVC}/PushLogs`, frame(gz, 1), {
+      'grpc-encoding': 'gzip',
+    });
     expect(a.trailers['grpc-status']).toBe('0');
     expect(seen.lean.slice(before)).toEqual(['pushLogs:connect']);
   });
