@@ -89,6 +89,7 @@ async function one(storeKind, { quick, attempts, ratePerS, count }) {
 
     // The manual clock follows real time from here, so renewed tokens (whole-second iat) are
     // new tokens, as an agent's are: each heartbeat presents one the cache has not seen.
+    plane.clock.advance(1_000); // the warm-up's renewals are new tokens too
     const tick = setInterval(() => plane.clock.advance(100), 100);
     started.push(async () => clearInterval(tick));
 

@@ -79,7 +79,8 @@ export interface AgentTokenVerification {
   verifyIgnoringExpiry?(token: string, nowMs: number): Promise<AgentTokenClaims>;
 }
 
-export type RenewResult = { token: string } | { stopped: 'ceiling' };
+/** A renewal: the token and the claims it carries (what verifying it would return). */
+export type RenewResult = { token: string; claims: AgentTokenClaims } | { stopped: 'ceiling' };
 
 export interface AgentTokenVerifierOptions {
   /** 0..10 s; default AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS */
@@ -305,7 +306,26 @@ export class AgentTokenIssuer implements AgentTokenVerification {
    */
   async renew(claims: AgentTokenClaims, nowMs: number, ceilingMs: number): Promise<RenewResult> {
     if (this.renewalExp(claims, nowMs, ceilingMs) === null) return { stopped: 'ceiling' };
-    return { token: await this.mint(claims, nowMs, claims.oiat) };
+    const token = await this.mint(claims, nowMs, claims.oiat);
+    const iat = Math.floor(nowMs / 1000);
+    return {
+      token,
+      // exactly what claimsOf() reads back from the token just signed
+      claims: {
+        tenant_id: claims.tenant_id,
+        dag_id: claims.dag_id,
+        dag_run_id: claims.dag_run_id,
+        run_id: claims.run_id,
+        task_id: claims.task_id,
+        map_index: claims.map_index >= 0 ? claims.map_index : -1,
+        try_number: claims.try_number,
+        task_instance_id: claims.task_instance_id,
+        dispatch_gen: claims.dispatch_gen ?? 0,
+        iat,
+        exp: iat + this.ttlSeconds,
+        oiat: claims.oiat,
+      },
+    };
   }
 
   /**

@@ -163,6 +163,22 @@ export class CachingAgentTokenVerifier implements AgentTokenVerification {
     }
   }
 
+  /**
+   * A token this replica just signed (a heartbeat's renewal), with the claims it signed: served
+   * from memory on first use, as if verified, instead of one Ed25519 verify per renewal. The
+   * same rules as a verified entry: honoured only before its exp, dropped by evictAttempt and
+   * clear(). Not after an eviction that raced the mint (the epoch moved since `epochAtMint`).
+   */
+  remember(token: string, claims: AgentTokenClaims, nowMs: number, epochAtMint: number): void {
+    if (epochAtMint !== this.epoch || !(nowMs < claims.exp * 1000)) return;
+    this.cache.set(tokenHash(token), claims);
+  }
+
+  /** The eviction epoch, read before a mint whose token `remember` will take. */
+  get evictionEpoch(): number {
+    return this.epoch;
+  }
+
   /** Past-exp verification is rare (a task whose renewal stopped) and is never cached. */
   async verifyIgnoringExpiry(token: string, nowMs: number): Promise<AgentTokenClaims> {
     if (!this.inner.verifyIgnoringExpiry) return this.verify(token, nowMs);

@@ -189,6 +189,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     sessions,
     outputMasking: new OutputMasking({ store, vault, logger }),
     onChange: poke,
+    renewedTokens: verifier,
     ...(input.metrics ? { onRenewal: input.metrics.renewal.bind(input.metrics) } : {}),
     ...(input.logLimits ? { logLimits: input.logLimits } : {}),
     ...(input.faults ? { faults: input.faults } : {}),
