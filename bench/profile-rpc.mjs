@@ -1,4 +1,9 @@
-// scratch: profile one RPC against the bench plane; prints self time by function
+// Profiling aid (not part of run.mjs): one RPC under load against the bench's plane (SQLite,
+// enforce/enforce, 20 declared connections), the server sampled by the V8 profiler at 100 µs;
+// prints the server's CPU per call, then self time per function (µs per call), heaviest first.
+//
+//   node bench/profile-rpc.mjs <pushLogs|heartbeat|getConnections|bare> [calls] [rows]
+//   PARENTS=fnA,fnB node bench/profile-rpc.mjs …   also: the callers of those functions
 import { Session } from 'node:inspector/promises';
 import {
   assemblePlane,
@@ -100,7 +105,7 @@ for (const x of profile.nodes) for (const c of x.children ?? []) parent.set(c, x
 for (const want of (process.env.PARENTS ?? '').split(',').filter(Boolean)) {
   const agg = new Map();
   for (let i = 0; i < profile.samples.length; i++) {
-    let id = profile.samples[i];
+    const id = profile.samples[i];
     if (byId.get(id).callFrame.functionName !== want) continue;
     const chain = [];
     for (let c = parent.get(id); c !== undefined && chain.length < 5; c = parent.get(c)) {

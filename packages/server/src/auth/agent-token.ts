@@ -349,7 +349,7 @@ function signCompactJws(
 ): string {
   let keyObject = keyObjects.get(privateKey);
   if (!keyObject) {
-    keyObject = KeyObject.from(privateKey as unknown as Parameters<typeof KeyObject.from>[0]);
+    keyObject = KeyObject.from(privateKey);
     keyObjects.set(privateKey, keyObject);
   }
   const input = `${Buffer.from(JSON.stringify(header)).toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;

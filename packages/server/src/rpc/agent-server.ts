@@ -11,7 +11,6 @@ import {
   type ServiceImpl,
 } from '@connectrpc/connect';
 import type { Compression } from '@connectrpc/connect/protocol';
-import type { DescService } from '@bufbuild/protobuf';
 import { AgentService } from '@leoflow/protocol';
 import type { ServerConfig } from '../config/server-config.js';
 import { isLoopbackHost } from '../attempts/secret-delivery.js';
@@ -219,7 +218,7 @@ export function createAgentRequestHandler(
       ? null
       : createGrpcUnaryHandler({
           service: AgentService,
-          impl: opts.impl as ServiceImpl<DescService>,
+          impl: opts.impl,
           interceptors,
           readMaxBytes: maxBytes,
           responseCompression: gzip,

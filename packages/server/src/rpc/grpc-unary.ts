@@ -93,7 +93,7 @@ export function createGrpcUnaryHandler(
       // What Connect's mergeRequest gives the implementation: the context, with the request's
       // own header, signal and values (an interceptor may have replaced them).
       const handlerCtx = ctx.forRequest(req);
-      const out: unknown = await impl(req.message as never, handlerCtx);
+      const out: unknown = await impl(req.message, handlerCtx);
       return {
         stream: false,
         service: opts.service,
@@ -374,7 +374,7 @@ class LeanHandlerContext implements HandlerContext {
 
   /** The context the implementation sees for (a possibly interceptor-replaced) request. */
   forRequest(req: UnaryRequest): HandlerContext {
-    const self = this;
+    const timeoutMs = () => this.timeoutMs();
     return {
       method: this.method,
       service: req.service,
@@ -385,7 +385,7 @@ class LeanHandlerContext implements HandlerContext {
       responseHeader: this.responseHeader,
       responseTrailer: this.responseTrailer,
       values: req.contextValues,
-      timeoutMs: () => self.timeoutMs(),
+      timeoutMs,
       get signal() {
         return req.signal;
       },
