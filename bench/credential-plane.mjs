@@ -561,6 +561,15 @@ const LIBRARIES = [
   [/\/jose\//, 'jose_jwt_with_its_crypto'],
   [/\/prom-client\//, 'prom_client'],
   [/\/pino\//, 'pino'],
+  // the server by stage of a call (issue 38), before the catch-all below
+  [/packages\/server\/dist\/rpc\/grpc-unary\.js/, 'server_grpc_framing'],
+  [/packages\/server\/dist\/rpc\/agent-server\.js/, 'server_port_gate'],
+  [
+    /packages\/server\/dist\/(rpc\/agent-auth|auth\/token-cache|attempts\/session-binding)\.js/,
+    'server_auth_token_session',
+  ],
+  [/packages\/server\/dist\/vault\//, 'server_vault'],
+  [/packages\/server\/dist\/(rpc\/agent-service|attempts)\//, 'server_handlers'],
   [/packages\/server\/dist\//, 'leoflow_server'],
   [/packages\/core\/dist\//, 'leoflow_core'],
   [/packages\/protocol\/dist\//, 'leoflow_protocol'],
