@@ -25,7 +25,8 @@ const MAX = 64 * 1024;
 /** Which path served each call (by RPC), per port. */
 const seen: Record<'lean' | 'connect', string[]> = { lean: [], connect: [] };
 
-function impl(kind: 'lean' | 'connect'): ServiceImpl<typeof AgentService> {
+/** The RPCs the cases call; the rest answer Unimplemented (Connect's rule for a missing method). */
+function impl(kind: 'lean' | 'connect'): Partial<ServiceImpl<typeof AgentService>> {
   const note = (rpc: string, ctx: HandlerContext) =>
     seen[kind].push(`${rpc}:${servedLean(ctx) ? 'lean' : 'connect'}`);
   return {
@@ -75,7 +76,7 @@ let connect: AgentRpcServer;
 beforeAll(async () => {
   const start = (unaryPath: 'lean' | 'connect') =>
     startAgentRpcServer({
-      impl: impl(unaryPath),
+      impl: impl(unaryPath) as ServiceImpl<typeof AgentService>,
       host: '127.0.0.1',
       port: 0,
       auth,
