@@ -146,7 +146,8 @@ export async function assemblePlane({ label, scoping, liveness, storeKind = 'sql
     auth: parts.agentAuth,
     /** an agent service over this plane; only the renewal ceiling varies between instances */
     service(maxCredentialLifetimeMs) {
-      return serverAssemblePlane(inputs(maxCredentialLifetimeMs)).agentService;
+      // the gate's verified-token cache (plane.auth reads it), so renewed tokens land there
+      return serverAssemblePlane({ ...inputs(maxCredentialLifetimeMs), verifier }).agentService;
     },
     async close() {
       await closeStore();
