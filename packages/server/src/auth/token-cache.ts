@@ -74,6 +74,23 @@ export class VerifiedTokenCache {
     }
   }
 
+  /**
+   * Caches a token that supersedes the attempt's others (a renewal): they are dropped, so a
+   * live attempt holds one entry, not one per renewal still inside the LRU. With thousands of
+   * attempts renewing every heartbeat the superseded ones otherwise crowded out the tokens
+   * still to be presented. A dropped token that is presented again simply re-verifies.
+   */
+  replaceAttempt(hash: string, claims: AgentTokenClaims): void {
+    const set = this.byAttempt.get(attemptKey(claims.task_instance_id, claims.try_number));
+    if (set) {
+      for (const h of [...set]) {
+        const e = this.entries.get(h);
+        if (h !== hash && e) this.delete(h, e);
+      }
+    }
+    this.set(hash, claims);
+  }
+
   /** Drops every cached token of one attempt; returns how many. */
   evictAttempt(taskInstanceId: string, tryNumber: number): number {
     const attempt = attemptKey(taskInstanceId, tryNumber);
@@ -168,10 +185,11 @@ export class CachingAgentTokenVerifier implements AgentTokenVerification {
    * from memory on first use, as if verified, instead of one Ed25519 verify per renewal. The
    * same rules as a verified entry: honoured only before its exp, dropped by evictAttempt and
    * clear(). Not after an eviction that raced the mint (the epoch moved since `epochAtMint`).
+   * The attempt's earlier tokens leave the cache (they re-verify if presented again).
    */
   remember(token: string, claims: AgentTokenClaims, nowMs: number, epochAtMint: number): void {
     if (epochAtMint !== this.epoch || !(nowMs < claims.exp * 1000)) return;
-    this.cache.set(tokenHash(token), claims);
+    this.cache.replaceAttempt(tokenHash(token), claims);
   }
 
   /** The eviction epoch, read before a mint whose token `remember` will take. */

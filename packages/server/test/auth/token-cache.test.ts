@@ -274,3 +274,25 @@ describe('a renewed token remembered at mint (issue 38)', () => {
     await expect(cache.verify(late.token, late.claims.exp * 1000)).rejects.toThrow();
   });
 });
+
+describe('a renewal supersedes the attempt’s cached tokens (issue 38)', () => {
+  it('one entry per attempt: the earlier token re-verifies if presented again, others stay', async () => {
+    const { counting, cache } = setup();
+    const old = await strictIssuer.mint(attempt(11), T0);
+    const other = await strictIssuer.mint(attempt(12), T0);
+    const claims = await cache.verify(old, T0);
+    await cache.verify(other, T0);
+    expect(counting.calls).toBe(2);
+    const r = await strictIssuer.renew(claims, T0 + 1_000, 24 * 60 * MIN);
+    if (!('token' in r)) throw new Error('no renewal');
+    cache.remember(r.token, r.claims, T0 + 1_000, cache.evictionEpoch);
+    expect(cache.stats().size).toBe(2); // the renewed token and the other attempt's
+    await cache.verify(r.token, T0 + 1_000);
+    await cache.verify(other, T0 + 1_000);
+    expect(counting.calls).toBe(2);
+    await expect(cache.verify(old, T0 + 1_000)).resolves.toMatchObject({
+      task_instance_id: 'ti-11',
+    });
+    expect(counting.calls).toBe(3);
+  });
+});
