@@ -85,10 +85,12 @@ async function one(storeKind, { quick, attempts, ratePerS, count }) {
       server.url,
     );
     const launchS = round((performance.now() - t0) / 1000, 1);
-    const tokens = launches.map((l) => l.token);
+    // the token each attempt holds: every paced command continues from the renewed ones
+    let tokens = launches.map((l) => l.token);
 
     // The manual clock follows real time from here, so renewed tokens (whole-second iat) are
-    // new tokens, as an agent's are: each heartbeat presents one the cache has not seen.
+    // new tokens, as an agent's are: each heartbeat presents one never verified (the renewal
+    // that signed it put it in the cache).
     plane.clock.advance(1_000); // the warm-up's renewals are new tokens too
     const tick = setInterval(() => plane.clock.advance(100), 100);
     started.push(async () => clearInterval(tick));
@@ -107,8 +109,8 @@ async function one(storeKind, { quick, attempts, ratePerS, count }) {
 
     const gen = await startLoadGenerator();
     started.push(gen.stop);
-    const paced = (url, n, extra = {}) =>
-      serverSide(plane, () =>
+    const paced = async (url, n, extra = {}) => {
+      const r = await serverSide(plane, () =>
         gen.send({
           cmd: 'load',
           url,
@@ -124,6 +126,9 @@ async function one(storeKind, { quick, attempts, ratePerS, count }) {
           ...extra,
         }),
       );
+      if (r.adopted_tokens) tokens = r.adopted_tokens;
+      return r;
+    };
 
     log('heartbeat_scale: warm-up (one heartbeat per attempt, unpaced)');
     assertClean('warm-up', await paced(server.url, attempts, { ratePerS: 0 }));
@@ -166,6 +171,7 @@ async function one(storeKind, { quick, attempts, ratePerS, count }) {
       { name: `heartbeat_scale_${storeKind}` },
     );
     assertClean('profile', result);
+    if (result.adopted_tokens) tokens = result.adopted_tokens;
     await gen.send({ cmd: 'exit' }).catch(() => undefined);
 
     const wallS = raw.wall_ms / 1000;

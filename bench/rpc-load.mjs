@@ -267,9 +267,17 @@ async function load(msg) {
   const wall = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
   const done = Math.min(next, count);
+  // With `adopt`, the tokens each attempt holds now, in the order given, for the next command
+  // (an agent keeps its renewed token; starting again from the old ones would not).
+  const adopted = adopt
+    ? tokens.length >= concurrency
+      ? tokens.map((_, i) => perWorker[i % concurrency][Math.floor(i / concurrency)])
+      : null
+    : null;
   return {
     count: done,
     timed_out: timedOut,
+    ...(adopted ? { adopted_tokens: adopted } : {}),
     wall_ms: wall,
     per_s: (done * 1000) / wall,
     latency_ms: latencySummary(latencies.subarray(0, done)),
