@@ -9,6 +9,7 @@
 import { fork } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';
+import http2 from 'node:http2';
 import { Session } from 'node:inspector/promises';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
@@ -16,6 +17,7 @@ import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { ManualClock, agentTokenTtlSeconds } from '@leoflow/core';
 import { AgentService } from '@leoflow/protocol';
+import pg from 'pg';
 import { pino } from 'pino';
 import { AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS } from '../packages/server/dist/auth/agent-token.js';
 import {
@@ -67,12 +69,23 @@ class RecordingExecutor {
  * default 15 s heartbeat, the agent keyring with its retention, CredentialMetrics). The clock is
  * manual, starting at a whole second; the scheduler is never started, only ticked.
  */
-export async function assemblePlane({ label, scoping, liveness }) {
+export async function assemblePlane({ label, scoping, liveness, storeKind = 'sqlite' }) {
   checkAborted();
   const tmp = tempDir(`leoflow-bench-${label}-`);
   const dbFile = join(tmp.dir, 'data', 'leoflow.db');
-  const store = await openStore({ kind: 'sqlite', file: dbFile });
-  const closeStore = onCleanup(() => store.close());
+  let dropDatabase = async () => undefined;
+  let store;
+  if (storeKind === 'postgres') {
+    const db = await freshPostgresDatabase(label);
+    dropDatabase = db.drop;
+    store = await openStore({ kind: 'postgres', url: db.url });
+  } else {
+    store = await openStore({ kind: 'sqlite', file: dbFile });
+  }
+  const closeStore = onCleanup(async () => {
+    await store.close();
+    await dropDatabase();
+  });
   await store.migrate();
   const clock = new ManualClock(Math.floor(Date.now() / 1000) * 1000);
   await store.ensureTenant(TENANT, TENANT, clock.now());
@@ -133,7 +146,8 @@ export async function assemblePlane({ label, scoping, liveness }) {
     auth: parts.agentAuth,
     /** an agent service over this plane; only the renewal ceiling varies between instances */
     service(maxCredentialLifetimeMs) {
-      return serverAssemblePlane(inputs(maxCredentialLifetimeMs)).agentService;
+      // the gate's verified-token cache (plane.auth reads it), so renewed tokens land there
+      return serverAssemblePlane({ ...inputs(maxCredentialLifetimeMs), verifier }).agentService;
     },
     async close() {
       await closeStore();
@@ -142,11 +156,32 @@ export async function assemblePlane({ label, scoping, liveness }) {
   };
 }
 
+/** The PostgreSQL the tests use (scripts/dev-services.sh), a database of its own per plane. */
+async function freshPostgresDatabase(label) {
+  const adminUrl =
+    process.env.LEOFLOW_TEST_POSTGRES_URL ?? 'postgres://postgres@127.0.0.1:5432/test';
+  const name = `lf_bench_${label.replace(/[^a-z0-9_]/gi, '_')}_${process.pid}_${randomBytes(3).toString('hex')}`;
+  const admin = async (q) => {
+    const c = new pg.Client({ connectionString: adminUrl });
+    await c.connect();
+    try {
+      await c.query(q);
+    } finally {
+      await c.end();
+    }
+  };
+  await admin(`CREATE DATABASE "${name}"`);
+  const u = new URL(adminUrl);
+  u.pathname = `/${name}`;
+  return { url: u.toString(), drop: () => admin(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`) };
+}
+
 /** The real agent RPC listener (h2c) on an ephemeral loopback port, authenticated as in production. */
-export async function startServer(plane, impl, label) {
+export async function startServer(plane, impl, label, { unaryPath = 'lean' } = {}) {
   checkAborted();
   const server = await startAgentRpcServer({
     impl,
+    unaryPath,
     host: '127.0.0.1',
     port: 0,
     tls: null,
@@ -155,6 +190,67 @@ export async function startServer(plane, impl, label) {
   });
   const url = `http://127.0.0.1:${server.port}`;
   const close = onCleanup(() => server.close());
+  return { url, close };
+}
+
+/**
+ * The physical limit beside every RPC figure: a bare node:http2 server on loopback that answers
+ * every POST with a fixed gRPC answer (headers, one length-prefixed frame holding an empty
+ * message — what PushLogs with no lines answers — and grpc-status 0 in trailers) after reading
+ * the request body. No token check, no protobuf, no router: what HTTP/2 and the socket cost.
+ * `api`: 'stream' (the core 'stream' event) or 'compat' (the request/response API the agent port
+ * itself serves through, rpc/agent-server.ts).
+ */
+export async function startBareHttp2(api = 'stream') {
+  checkAborted();
+  const frame = Buffer.from([0, 0, 0, 0, 0]);
+  const server = http2.createServer();
+  if (api === 'stream') {
+    server.on('stream', (stream) => {
+      stream.on('data', () => undefined);
+      stream.on('end', () => {
+        stream.respond(
+          { ':status': 200, 'content-type': 'application/grpc+proto' },
+          { waitForTrailers: true },
+        );
+        stream.once('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+        stream.end(frame);
+      });
+      stream.on('error', () => undefined);
+    });
+  } else {
+    server.on('request', (req, res) => {
+      req.on('data', () => undefined);
+      req.on('end', () => {
+        res.writeHead(200, { 'content-type': 'application/grpc+proto' });
+        res.addTrailers({ 'grpc-status': '0' });
+        res.end(frame);
+      });
+    });
+  }
+  const sessions = new Set();
+  server.on('session', (s) => {
+    sessions.add(s);
+    s.on('close', () => sessions.delete(s));
+  });
+  await new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const url = `http://127.0.0.1:${server.address().port}`;
+  const close = onCleanup(
+    () =>
+      new Promise((resolve) => {
+        for (const s of sessions) s.close();
+        server.close(() => resolve());
+        setTimeout(() => {
+          for (const s of sessions) s.destroy();
+        }, 2_000).unref();
+      }),
+  );
   return { url, close };
 }
 
@@ -466,6 +562,15 @@ const LIBRARIES = [
   [/\/jose\//, 'jose_jwt_with_its_crypto'],
   [/\/prom-client\//, 'prom_client'],
   [/\/pino\//, 'pino'],
+  // the server by stage of a call (issue 38), before the catch-all below
+  [/packages\/server\/dist\/rpc\/grpc-unary\.js/, 'server_grpc_framing'],
+  [/packages\/server\/dist\/rpc\/agent-server\.js/, 'server_port_gate'],
+  [
+    /packages\/server\/dist\/(rpc\/agent-auth|auth\/token-cache|attempts\/session-binding)\.js/,
+    'server_auth_token_session',
+  ],
+  [/packages\/server\/dist\/vault\//, 'server_vault'],
+  [/packages\/server\/dist\/(rpc\/agent-service|attempts)\//, 'server_handlers'],
   [/packages\/server\/dist\//, 'leoflow_server'],
   [/packages\/core\/dist\//, 'leoflow_core'],
   [/packages\/protocol\/dist\//, 'leoflow_protocol'],

@@ -13,7 +13,9 @@
 //       createGrpcTransport, one transport per session). Worker w owns the tokens i with i % concurrency
 //       == w (all workers share the list when it is shorter than `concurrency`) and cycles
 //       through them, so one attempt is never in flight twice. With `adopt`, a worker replaces a
-//       token by the heartbeat's renewed_token, as the agent does.
+//       token by the heartbeat's renewed_token, as the agent does. With `ratePerS`, call i starts
+//       no earlier than i / ratePerS seconds after the first (an open-loop pace, as agents that
+//       heartbeat on a timer), instead of as fast as the server answers.
 //   { id, cmd: 'sequence', url, client, method, tokens, timeoutMs }
 //       one call per token, strictly one after another on one session; latency of each, in order.
 //   { id, cmd: 'close', url }       closes the sessions to url
@@ -215,6 +217,7 @@ async function load(msg) {
     tokens,
     adopt,
     timeoutMs,
+    ratePerS,
   } = msg;
   if (!(count > 0 && concurrency > 0 && sessions > 0 && tokens.length > 0))
     throw new Error('load: count, concurrency, sessions and tokens must be positive');
@@ -239,6 +242,11 @@ async function load(msg) {
         return;
       }
       const i = next++;
+      if (ratePerS > 0) {
+        const due = t0 + (i * 1000) / ratePerS;
+        const wait = due - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+      }
       const slot = k;
       k = (k + 1) % mine.length;
       const token = mine[slot];
@@ -259,9 +267,17 @@ async function load(msg) {
   const wall = performance.now() - t0;
   const cpu = process.cpuUsage(cpu0);
   const done = Math.min(next, count);
+  // With `adopt`, the tokens each attempt holds now, in the order given, for the next command
+  // (an agent keeps its renewed token; starting again from the old ones would not).
+  const adopted = adopt
+    ? tokens.length >= concurrency
+      ? tokens.map((_, i) => perWorker[i % concurrency][Math.floor(i / concurrency)])
+      : null
+    : null;
   return {
     count: done,
     timed_out: timedOut,
+    ...(adopted ? { adopted_tokens: adopted } : {}),
     wall_ms: wall,
     per_s: (done * 1000) / wall,
     latency_ms: latencySummary(latencies.subarray(0, done)),

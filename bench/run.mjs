@@ -24,6 +24,7 @@ import * as door401 from './door-401.mjs';
 import * as doorRpcLatency from './door-rpc-latency.mjs';
 import * as doorSessionMemory from './door-session-memory.mjs';
 import * as heartbeatRenewal from './heartbeat-renewal.mjs';
+import * as heartbeatScale from './heartbeat-scale.mjs';
 import * as interTaskLatency from './inter-task-latency.mjs';
 import * as logThroughput from './log-throughput.mjs';
 import * as memory from './memory.mjs';
@@ -39,6 +40,7 @@ const MEASUREMENTS = {
   throughput,
   memory,
   heartbeat_renewal: heartbeatRenewal,
+  heartbeat_scale: heartbeatScale,
   secret_rpc: secretRpc,
   api_auth: apiAuth,
   door_401: door401,

@@ -19,8 +19,18 @@ export class AttemptRecorder {
 
   private readonly stopped = new Set<string>();
 
-  delivered(claims: AgentTokenClaims, kind: SecretKind, names: string[]): Promise<void> {
-    return this.best('delivery', claims, (now) =>
+  /**
+   * (try, kind) → the delivered names this replica last wrote: an agent that fetches the same
+   * set again (a retry, a task reading its secrets more than once) would rewrite the same row
+   * with the same names, an UPDATE through the store on the secret path for nothing (issue 38).
+   */
+  private readonly recorded = new Map<string, string>();
+
+  async delivered(claims: AgentTokenClaims, kind: SecretKind, names: string[]): Promise<void> {
+    const key = `${claims.task_instance_id}\u0000${claims.try_number}\u0000${kind}`;
+    const value = JSON.stringify([...names].sort());
+    if (this.recorded.get(key) === value) return;
+    const written = await this.best('delivery', claims, (now) =>
       this.store.noteAttemptDelivery(
         claims.task_instance_id,
         claims.try_number,
@@ -30,10 +40,13 @@ export class AttemptRecorder {
         now,
       ),
     );
+    if (!written) return;
+    if (this.recorded.size >= 10_000) this.recorded.clear();
+    this.recorded.set(key, value);
   }
 
-  refused(claims: AgentTokenClaims, kind: SecretKind, reason: string): Promise<void> {
-    return this.best('refusal', claims, (now) =>
+  async refused(claims: AgentTokenClaims, kind: SecretKind, reason: string): Promise<void> {
+    await this.best('refusal', claims, (now) =>
       this.store.noteAttemptDelivery(
         claims.task_instance_id,
         claims.try_number,
@@ -48,13 +61,16 @@ export class AttemptRecorder {
   // A renewal is recorded by the heartbeat's own UPDATE of the task-instance row
   // (Store.recordHeartbeat, migration 0007), not here: one statement on the hot path, not two.
 
-  renewalStopped(claims: AgentTokenClaims, reason: 'ceiling' | 'revoked' | 'expired') {
+  async renewalStopped(
+    claims: AgentTokenClaims,
+    reason: 'ceiling' | 'revoked' | 'expired',
+  ): Promise<void> {
     // Every later beat of a stopped attempt would repeat a no-op UPDATE: remember it instead.
     const key = `${claims.task_instance_id}\u0000${claims.try_number}`;
-    if (this.stopped.has(key)) return Promise.resolve();
+    if (this.stopped.has(key)) return;
     if (this.stopped.size >= 10_000) this.stopped.clear();
     this.stopped.add(key);
-    return this.best('renewal stop', claims, (now) =>
+    await this.best('renewal stop', claims, (now) =>
       this.store.noteRenewalStopped(claims.task_instance_id, claims.try_number, reason, now),
     );
   }
@@ -67,11 +83,13 @@ export class AttemptRecorder {
     what: string,
     claims: AgentTokenClaims,
     write: (now: number) => Promise<void>,
-  ): Promise<void> {
+  ): Promise<boolean> {
     try {
       await write(this.clock.now());
+      return true;
     } catch (err) {
       this.logger.warn({ err, try: claims.try_number }, `attempt record (${what}) not written`);
+      return false;
     }
   }
 }

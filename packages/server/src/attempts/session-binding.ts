@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenClaims } from '../auth/agent-token.js';
@@ -52,7 +52,8 @@ export function unboundMessage(verdict: Exclude<SessionVerdict, 'bound'>): strin
 }
 
 export function sessionHash(sessionKey: string): string {
-  return createHash('sha256').update(sessionKey).digest('hex');
+  // one-shot: every attempt RPC checks its session key (same digest as createHash)
+  return hash('sha256', sessionKey, 'hex');
 }
 
 export interface SessionBindingsDeps {

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, KeyObject, sign as signDetached } from 'node:crypto';
 import {
   decodeProtectedHeader,
   errors as joseErrors,
@@ -79,7 +79,8 @@ export interface AgentTokenVerification {
   verifyIgnoringExpiry?(token: string, nowMs: number): Promise<AgentTokenClaims>;
 }
 
-export type RenewResult = { token: string } | { stopped: 'ceiling' };
+/** A renewal: the token and the claims it carries (what verifying it would return). */
+export type RenewResult = { token: string; claims: AgentTokenClaims } | { stopped: 'ceiling' };
 
 export interface AgentTokenVerifierOptions {
   /** 0..10 s; default AGENT_TOKEN_CLOCK_TOLERANCE_SECONDS */
@@ -221,7 +222,49 @@ export class AgentTokenIssuer implements AgentTokenVerification {
     return this.verifier.clockToleranceSeconds;
   }
 
+  /**
+   * The compact EdDSA JWS of an attempt's claims. Signed with node:crypto's one-shot Ed25519 on
+   * the key's KeyObject (synchronous, a few tens of µs) rather than jose's SignJWT (a WebCrypto
+   * job per signature, several times that): every heartbeat of a live attempt re-mints, so at
+   * thousands of attempts this was the heartbeat's largest cost (issue 38). The bytes are what
+   * SignJWT produced (same header and claim order, and Ed25519 is deterministic); a test holds
+   * the two equal, and verification is still jose's.
+   */
+  // eslint-disable-next-line @typescript-eslint/require-await -- a failure stays a rejection
   async mint(identity: AttemptIdentity, nowMs: number, oiatSeconds?: number): Promise<string> {
+    const iat = Math.floor(nowMs / 1000);
+    const key = this.keys.current();
+    return signCompactJws(
+      { alg: SIGNING_ALG, kid: key.kid, typ: 'JWT' },
+      {
+        tid: identity.tenant_id,
+        dag: identity.dag_id,
+        drid: identity.dag_run_id,
+        run: identity.run_id,
+        task: identity.task_id,
+        ...(identity.map_index !== undefined && identity.map_index >= 0
+          ? { mi: identity.map_index }
+          : {}),
+        try: identity.try_number,
+        ti: identity.task_instance_id,
+        gen: identity.dispatch_gen ?? 0,
+        oiat: oiatSeconds ?? iat,
+        iss: TOKEN_ISSUER,
+        aud: AGENT_AUDIENCE,
+        sub: attemptSubject(identity),
+        iat,
+        exp: iat + this.ttlSeconds,
+      },
+      key.privateKey,
+    );
+  }
+
+  /** jose's SignJWT over the same claims: the reference the fast mint is tested against. */
+  async mintWithJose(
+    identity: AttemptIdentity,
+    nowMs: number,
+    oiatSeconds?: number,
+  ): Promise<string> {
     const iat = Math.floor(nowMs / 1000);
     const key = this.keys.current();
     return new SignJWT({
@@ -263,7 +306,26 @@ export class AgentTokenIssuer implements AgentTokenVerification {
    */
   async renew(claims: AgentTokenClaims, nowMs: number, ceilingMs: number): Promise<RenewResult> {
     if (this.renewalExp(claims, nowMs, ceilingMs) === null) return { stopped: 'ceiling' };
-    return { token: await this.mint(claims, nowMs, claims.oiat) };
+    const token = await this.mint(claims, nowMs, claims.oiat);
+    const iat = Math.floor(nowMs / 1000);
+    return {
+      token,
+      // exactly what claimsOf() reads back from the token just signed
+      claims: {
+        tenant_id: claims.tenant_id,
+        dag_id: claims.dag_id,
+        dag_run_id: claims.dag_run_id,
+        run_id: claims.run_id,
+        task_id: claims.task_id,
+        map_index: claims.map_index >= 0 ? claims.map_index : -1,
+        try_number: claims.try_number,
+        task_instance_id: claims.task_instance_id,
+        dispatch_gen: claims.dispatch_gen ?? 0,
+        iat,
+        exp: iat + this.ttlSeconds,
+        oiat: claims.oiat,
+      },
+    };
   }
 
   /**
@@ -274,6 +336,24 @@ export class AgentTokenIssuer implements AgentTokenVerification {
     if (ceilingMs > 0 && nowMs - claims.oiat * 1000 > ceilingMs) return null;
     return Math.floor(nowMs / 1000) + this.ttlSeconds;
   }
+}
+
+/** The KeyObject of each private CryptoKey, made once (the keyring keeps the CryptoKey). */
+const keyObjects = new WeakMap<CryptoKey, KeyObject>();
+
+/** A compact JWS, `b64url(header).b64url(payload).b64url(Ed25519 signature)`. */
+function signCompactJws(
+  header: Record<string, unknown>,
+  payload: Record<string, unknown>,
+  privateKey: CryptoKey,
+): string {
+  let keyObject = keyObjects.get(privateKey);
+  if (!keyObject) {
+    keyObject = KeyObject.from(privateKey);
+    keyObjects.set(privateKey, keyObject);
+  }
+  const input = `${Buffer.from(JSON.stringify(header)).toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
+  return `${input}.${signDetached(null, Buffer.from(input), keyObject).toString('base64url')}`;
 }
 
 /** The unverified exp of a compact JWS (only used to choose a verification instant). */

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { AgentTokenClaims, AgentTokenVerification } from './agent-token.js';
 
 /**
@@ -72,6 +72,23 @@ export class VerifiedTokenCache {
       const e = this.entries.get(oldest.value);
       if (e) this.delete(oldest.value, e);
     }
+  }
+
+  /**
+   * Caches a token that supersedes the attempt's others (a renewal): they are dropped, so a
+   * live attempt holds one entry, not one per renewal still inside the LRU. With thousands of
+   * attempts renewing every heartbeat the superseded ones otherwise crowded out the tokens
+   * still to be presented. A dropped token that is presented again simply re-verifies.
+   */
+  replaceAttempt(hash: string, claims: AgentTokenClaims): void {
+    const set = this.byAttempt.get(attemptKey(claims.task_instance_id, claims.try_number));
+    if (set) {
+      for (const h of [...set]) {
+        const e = this.entries.get(h);
+        if (h !== hash && e) this.delete(h, e);
+      }
+    }
+    this.set(hash, claims);
   }
 
   /** Drops every cached token of one attempt; returns how many. */
@@ -163,6 +180,23 @@ export class CachingAgentTokenVerifier implements AgentTokenVerification {
     }
   }
 
+  /**
+   * A token this replica just signed (a heartbeat's renewal), with the claims it signed: served
+   * from memory on first use, as if verified, instead of one Ed25519 verify per renewal. The
+   * same rules as a verified entry: honoured only before its exp, dropped by evictAttempt and
+   * clear(). Not after an eviction that raced the mint (the epoch moved since `epochAtMint`).
+   * The attempt's earlier tokens leave the cache (they re-verify if presented again).
+   */
+  remember(token: string, claims: AgentTokenClaims, nowMs: number, epochAtMint: number): void {
+    if (epochAtMint !== this.epoch || !(nowMs < claims.exp * 1000)) return;
+    this.cache.replaceAttempt(tokenHash(token), claims);
+  }
+
+  /** The eviction epoch, read before a mint whose token `remember` will take. */
+  get evictionEpoch(): number {
+    return this.epoch;
+  }
+
   /** Past-exp verification is rare (a task whose renewal stopped) and is never cached. */
   async verifyIgnoringExpiry(token: string, nowMs: number): Promise<AgentTokenClaims> {
     if (!this.inner.verifyIgnoringExpiry) return this.verify(token, nowMs);
@@ -187,7 +221,8 @@ export class CachingAgentTokenVerifier implements AgentTokenVerification {
 
 /** The cache key: SHA-256 of the whole compact token, base64url. */
 export function tokenHash(token: string): string {
-  return createHash('sha256').update(token).digest('base64url');
+  // one-shot: no Hash object per call on the RPC hot path (same digest as createHash)
+  return hash('sha256', token, 'base64url');
 }
 
 function attemptKey(taskInstanceId: string, tryNumber: number): string {

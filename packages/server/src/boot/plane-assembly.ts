@@ -37,6 +37,12 @@ import { VaultService, type UnreadableValue } from '../vault/vault-service.js';
 
 /** What the parts are built from: the I/O-owning pieces a caller has already opened or loaded. */
 export interface PlaneInputs {
+  /**
+   * The verified-token cache to use; a new one when absent (the control plane). The benchmarks
+   * build several agent services behind one agent-port gate and pass the gate's, so a renewed
+   * token each service remembers is in the cache the gate reads.
+   */
+  verifier?: CachingAgentTokenVerifier;
   store: Store;
   clock: Clock;
   logger: Logger;
@@ -123,7 +129,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
   const { store, clock, logger, executors, timings, credentials } = input;
   const leadership = input.leadership ?? new SoleLeadership();
   const tokens = new AgentTokenIssuer(input.agentKeys, input.agentTokenTtlSeconds);
-  const verifier = new CachingAgentTokenVerifier(tokens);
+  const verifier = input.verifier ?? new CachingAgentTokenVerifier(tokens);
   const vault = new VaultService(store, input.vaultKeyring, {
     clock,
     ...(input.onVaultUnreadable ? { onUnreadable: input.onVaultUnreadable } : {}),
@@ -189,6 +195,7 @@ export function assemblePlane(input: PlaneInputs): PlaneParts {
     sessions,
     outputMasking: new OutputMasking({ store, vault, logger }),
     onChange: poke,
+    renewedTokens: verifier,
     ...(input.metrics ? { onRenewal: input.metrics.renewal.bind(input.metrics) } : {}),
     ...(input.logLimits ? { logLimits: input.logLimits } : {}),
     ...(input.faults ? { faults: input.faults } : {}),

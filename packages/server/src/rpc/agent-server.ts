@@ -20,6 +20,7 @@ import {
   type BearerCheck,
   type RunnerSessionIdentity,
 } from './agent-auth.js';
+import { createGrpcUnaryHandler } from './grpc-unary.js';
 
 /**
  * The largest request message the agent port reads, on the wire and after decompression. The
@@ -74,6 +75,13 @@ export interface AgentRpcServerOptions {
   maxMessageBytes?: number;
   /** observes every chunk the gzip decoder produces (tests count inflated bytes with it) */
   onInflate?: (bytes: number) => void;
+  /**
+   * How unary calls are served: 'lean' (default: grpc-unary.ts, the same interceptors and
+   * implementation without Connect's streaming pipeline) or 'connect' (everything through
+   * Connect's node adapter; the bench measures both side by side). Streaming calls, compressed
+   * requests and anything unexpected go through Connect either way.
+   */
+  unaryPath?: 'lean' | 'connect';
 }
 
 /**
@@ -183,21 +191,43 @@ export function createAgentRequestHandler(
   const maxBytes = opts.maxMessageBytes ?? AGENT_MAX_MESSAGE_BYTES;
   const onInternalError = opts.onInternalError ?? (() => undefined);
   const marks = new WeakMap<object, RequestMark>();
+  const interceptors = [
+    markParsed(),
+    sanitizeInternalErrors(onInternalError),
+    opts.auth.interceptor,
+  ];
+  const gzip = cappedGzip(maxBytes, opts.onInflate);
+  const contextValues = (req: object) => {
+    const mark = marks.get(req);
+    return createContextValues().set(MARK, mark).set(ADMITTED_BEARER, mark?.bearer);
+  };
   const connectHandler = connectNodeAdapter({
     routes: (router) => router.service(AgentService, opts.impl),
-    interceptors: [markParsed(), sanitizeInternalErrors(onInternalError), opts.auth.interceptor],
+    interceptors,
     // The agent speaks gRPC only; the Connect protocol would carry errors in a JSON body instead
     // of trailers and widen what this port parses.
     grpc: true,
     connect: false,
     grpcWeb: false,
     readMaxBytes: maxBytes,
-    acceptCompression: [cappedGzip(maxBytes, opts.onInflate)],
-    contextValues: (req) => {
-      const mark = marks.get(req);
-      return createContextValues().set(MARK, mark).set(ADMITTED_BEARER, mark?.bearer);
-    },
+    acceptCompression: [gzip],
+    contextValues,
   });
+  const lean =
+    opts.unaryPath === 'connect'
+      ? null
+      : createGrpcUnaryHandler({
+          service: AgentService,
+          impl: opts.impl,
+          interceptors,
+          readMaxBytes: maxBytes,
+          responseCompression: gzip,
+          contextValues,
+        });
+  const call = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
+    if (lean?.(req, res)) return;
+    connectHandler(req, res);
+  };
   const handler = (req: http2.Http2ServerRequest, res: http2.Http2ServerResponse): void => {
     const mark: RequestMark = { ownText: false };
     marks.set(req, mark);
@@ -209,13 +239,13 @@ export function createAgentRequestHandler(
       // The one RPC without a bearer: its body (capped like every other) carries the platform
       // credential. With a bearer it takes the usual path and its row refuses it.
       mark.bearer = { kind: 'exchange-body' };
-      connectHandler(req, res);
+      call(req, res);
       return;
     }
     opts.auth.admit(authorization, opts.sessionOf?.(req)).then(
       (bearer) => {
         mark.bearer = bearer;
-        if (bearer) connectHandler(req, res);
+        if (bearer) call(req, res);
         else refuse(res, mark, Code.Unauthenticated, 'missing or invalid agent token');
       },
       (err: unknown) => {
@@ -243,6 +273,8 @@ function isExchangeCall(req: http2.Http2ServerRequest): boolean {
 function resetUnreadBodyOnceAnswered(req: http2.Http2ServerRequest): void {
   const stream = req.stream;
   stream.once('finish', () => {
+    // The usual case: the whole body was read before the answer; nothing left to stop.
+    if (req.complete || stream.closed || stream.destroyed) return;
     const deadline = Date.now() + 5_000;
     const check = (): void => {
       if (req.complete || stream.closed || stream.destroyed) return;

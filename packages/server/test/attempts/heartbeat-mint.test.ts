@@ -30,6 +30,19 @@ describe('heartbeat renewal signs only what it hands out', () => {
     expect(record?.credential_exp).toBe(exp * 1000);
   });
 
+  it('the renewed token is already in the verified-token cache: its first use costs no verification (issue 38)', async () => {
+    h = await createHarness();
+    await setupVaultAndDag(h);
+    const a = await startAttempt(h);
+    h.clock.advance(15_000);
+    const hb = await heartbeat(h, a.token);
+    const before = h.verifier.stats();
+    const claims = await h.verifier.verify(hb!.renewedToken, h.clock.now());
+    expect(h.verifier.stats().misses).toBe(before.misses);
+    expect(h.verifier.stats().hits).toBe(before.hits + 1);
+    expect(claims).toEqual(await h.tokens.verify(hb!.renewedToken, h.clock.now()));
+  });
+
   it('a terminating attempt is told to stop, gets no token, and nothing is signed or counted', async () => {
     h = await createHarness();
     await setupVaultAndDag(h);

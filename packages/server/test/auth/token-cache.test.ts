@@ -227,3 +227,72 @@ describe('VerifiedTokenCache', () => {
     expect(() => new VerifiedTokenCache(1.5)).toThrow();
   });
 });
+
+describe('a renewed token remembered at mint (issue 38)', () => {
+  it('is served from memory on first use with exactly the claims verifying it would give', async () => {
+    const { counting, cache } = setup();
+    for (const id of [attempt(7), { ...attempt(8, 3), map_index: 2, dispatch_gen: 4 }]) {
+      const first = await strictIssuer.verify(await strictIssuer.mint(id, T0), T0);
+      const epoch = cache.evictionEpoch;
+      const r = await strictIssuer.renew(first, T0 + MIN, 24 * 60 * MIN);
+      if (!('token' in r)) throw new Error('no renewal');
+      expect(r.claims).toEqual(await strictIssuer.verify(r.token, T0 + MIN));
+      cache.remember(r.token, r.claims, T0 + MIN, epoch);
+      const before = counting.calls;
+      await expect(cache.verify(r.token, T0 + MIN + 1)).resolves.toEqual(r.claims);
+      expect(counting.calls).toBe(before);
+    }
+  });
+
+  it('not across an eviction that raced the mint, not past exp, and an eviction drops it', async () => {
+    const { counting, cache } = setup();
+    const claims = await strictIssuer.verify(await strictIssuer.mint(attempt(9), T0), T0);
+    const renew = async (at: number) => {
+      const r = await strictIssuer.renew(claims, at, 24 * 60 * MIN);
+      if (!('token' in r)) throw new Error('no renewal');
+      return r;
+    };
+    // an eviction between the epoch read and the mint: not remembered
+    const epoch = cache.evictionEpoch;
+    cache.evictAttempt('ti-9', 1);
+    const raced = await renew(T0 + 1_000);
+    cache.remember(raced.token, raced.claims, T0 + 1_000, epoch);
+    await cache.verify(raced.token, T0 + 1_000);
+    expect(counting.calls).toBe(1);
+    // remembered, then the attempt is evicted: verified again
+    const kept = await renew(T0 + 2_000);
+    cache.remember(kept.token, kept.claims, T0 + 2_000, cache.evictionEpoch);
+    await cache.verify(kept.token, T0 + 2_000);
+    expect(counting.calls).toBe(1);
+    cache.evictAttempt('ti-9', 1);
+    await cache.verify(kept.token, T0 + 2_000);
+    expect(counting.calls).toBe(2);
+    // remembered at or after its own exp: nothing stored
+    const late = await renew(T0 + 3_000);
+    cache.remember(late.token, late.claims, late.claims.exp * 1000, cache.evictionEpoch);
+    expect(cache.stats().size).toBe(1); // kept, verified again after the eviction
+    await expect(cache.verify(late.token, late.claims.exp * 1000)).rejects.toThrow();
+  });
+});
+
+describe('a renewal supersedes the attempt’s cached tokens (issue 38)', () => {
+  it('one entry per attempt: the earlier token re-verifies if presented again, others stay', async () => {
+    const { counting, cache } = setup();
+    const old = await strictIssuer.mint(attempt(11), T0);
+    const other = await strictIssuer.mint(attempt(12), T0);
+    const claims = await cache.verify(old, T0);
+    await cache.verify(other, T0);
+    expect(counting.calls).toBe(2);
+    const r = await strictIssuer.renew(claims, T0 + 1_000, 24 * 60 * MIN);
+    if (!('token' in r)) throw new Error('no renewal');
+    cache.remember(r.token, r.claims, T0 + 1_000, cache.evictionEpoch);
+    expect(cache.stats().size).toBe(2); // the renewed token and the other attempt's
+    await cache.verify(r.token, T0 + 1_000);
+    await cache.verify(other, T0 + 1_000);
+    expect(counting.calls).toBe(2);
+    await expect(cache.verify(old, T0 + 1_000)).resolves.toMatchObject({
+      task_instance_id: 'ti-11',
+    });
+    expect(counting.calls).toBe(3);
+  });
+});

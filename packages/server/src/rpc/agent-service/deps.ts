@@ -3,6 +3,7 @@ import type { AgentProtocolRange, AgentService } from '@leoflow/protocol';
 import type { Clock } from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { AgentTokenIssuer } from '../../auth/agent-token.js';
+import type { CachingAgentTokenVerifier } from '../../auth/token-cache.js';
 import type { AttemptRecorder } from '../../attempts/attempt-record.js';
 import type { SessionBindings } from '../../attempts/session-binding.js';
 import type { OutputMasking } from '../../attempts/output-masking.js';
@@ -37,6 +38,11 @@ export interface AgentServiceDeps {
   maxCredentialLifetimeMs: number;
   secrets: SecretDelivery;
   onChange: () => void;
+  /**
+   * The replica's verified-token cache: a heartbeat's renewed token goes in with the claims it
+   * was signed with, so the agent's next call with it costs no signature verification.
+   */
+  renewedTokens?: Pick<CachingAgentTokenVerifier, 'remember' | 'evictionEpoch'>;
   /** counts renewals and ceiling stops (metrics) */
   onRenewal?: (outcome: 'renewed' | 'ceiling_stopped') => void;
   /** PushLogs caps; DEFAULT_LOG_LIMITS when absent */

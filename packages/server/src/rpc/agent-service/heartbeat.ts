@@ -55,9 +55,11 @@ export function heartbeatHandlers(c: AgentServiceContext): AgentHandlers<'heartb
         await c.deps.records?.renewalStopped(claims, 'expired');
       } else if (renewalExp !== null) {
         try {
+          const epoch = c.deps.renewedTokens?.evictionEpoch ?? 0;
           const r = await c.tokens.renew(claims, now, c.deps.maxCredentialLifetimeMs);
           if ('token' in r) {
             renewed = r.token;
+            c.deps.renewedTokens?.remember(r.token, r.claims, now, epoch);
             c.deps.onRenewal?.('renewed');
           }
         } catch (err) {
