@@ -480,17 +480,7 @@ export class Agent {
     else if (await task.reapGroup(this.#cfg.killGraceMs)) {
       this.#agentLine('terminated processes the task left running in its process group');
     }
-    if (this.#isolation) {
-      this.#isolation.taskEnded();
-      // Everything of the attempt's uid, including what left the group (setsid, daemonize).
-      const swept = await this.#isolation.killAll();
-      if (swept.killed)
-        this.#agentLine(`killed the processes the task left running as uid ${runAs?.uid ?? '?'}`);
-      if (!swept.clean)
-        this.#agentLine(
-          `some processes of uid ${runAs?.uid ?? '?'} survived SIGKILL; the uid stays reserved`,
-        );
-    }
+    await this.#sweepAttemptUid(runAs);
     await task.outputDone(2_000);
     this.#agentLine(describeExit(exit));
     if (this.#masker && this.#masker.masked > 0) {
@@ -554,6 +544,19 @@ export class Agent {
       };
     }
     return this.#finish(outcome, spec);
+  }
+
+  /** Everything of the attempt's uid is killed, including what left the group (setsid, daemonize). */
+  async #sweepAttemptUid(runAs: RunAs | undefined): Promise<void> {
+    if (!this.#isolation) return;
+    this.#isolation.taskEnded();
+    const swept = await this.#isolation.killAll();
+    if (swept.killed)
+      this.#agentLine(`killed the processes the task left running as uid ${runAs?.uid ?? '?'}`);
+    if (!swept.clean)
+      this.#agentLine(
+        `some processes of uid ${runAs?.uid ?? '?'} survived SIGKILL; the uid stays reserved`,
+      );
   }
 
   /** XCom push (on success), log drain, then the state report with retries. */

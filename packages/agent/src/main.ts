@@ -30,6 +30,14 @@ const TOKEN_FD = 3;
 /** How long a standby agent waits for an assignment (the longest timer Node allows). */
 const STANDBY_WAIT_MS = 2 ** 31 - 1;
 
+/**
+ * The agent's whole start, in the order it must happen: signal and crash handlers (a crash must
+ * not leave the task group running with the attempt's secrets), the config, inherited
+ * descriptors closed, the sandbox launcher, the attempt's uid, the token taken (fd 3, a standby's
+ * pipe, the environment or the exchange), then the run. Long on purpose (issue 32 leaves it as
+ * one of three): each step's precondition is the previous step's effect on the process, which
+ * is easiest to audit read top to bottom in one place.
+ */
 async function main(): Promise<number> {
   const startedAt = Date.now();
   const diag = stderrDiagnostics();

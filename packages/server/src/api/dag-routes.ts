@@ -31,27 +31,6 @@ export function registerDagRoutes(app: FastifyInstance, deps: { onChange: () => 
     },
   );
 
-  api.get(
-    '/api/v1/import-errors',
-    {
-      schema: {
-        summary:
-          'DAG files in the DAGs folder that do not load, with file:line:column, code and hint',
-        response: {
-          200: {
-            type: 'object',
-            properties: { import_errors: { type: 'array', items: importErrorSchema } },
-          },
-          ...stdErrors,
-        },
-      },
-    },
-    async (req) => {
-      const errors = await req.scope.listDagImportErrors();
-      return { import_errors: errors.map(importErrorOut) };
-    },
-  );
-
   api.post(
     '/api/v1/dags',
     {
@@ -148,6 +127,7 @@ export function registerDagRoutes(app: FastifyInstance, deps: { onChange: () => 
   );
 
   registerDagVersionRoutes(app);
+  registerImportErrorRoutes(app);
 }
 
 /** A DAG's versions: the list, and one version's compiled spec. */
@@ -219,6 +199,31 @@ function registerDagVersionRoutes(app: FastifyInstance): void {
       const { dag_id, version } = req.params;
       const v = await req.scope.getDagVersion(dag_id, version);
       return { version: v.version, spec: v.spec };
+    },
+  );
+}
+
+/** The DAG files of the watched folder that do not load, with where and why. */
+function registerImportErrorRoutes(app: FastifyInstance): void {
+  const api = typedApi(app);
+  api.get(
+    '/api/v1/import-errors',
+    {
+      schema: {
+        summary:
+          'DAG files in the DAGs folder that do not load, with file:line:column, code and hint',
+        response: {
+          200: {
+            type: 'object',
+            properties: { import_errors: { type: 'array', items: importErrorSchema } },
+          },
+          ...stdErrors,
+        },
+      },
+    },
+    async (req) => {
+      const errors = await req.scope.listDagImportErrors();
+      return { import_errors: errors.map(importErrorOut) };
     },
   );
 }

@@ -143,22 +143,9 @@ export async function assemble(
         }
       : {}),
   });
-  const { vault } = parts;
-  // Rotations by another process (a replica, the CLI) reach this one without a restart.
-  if (keys.vault.source !== 'env' && keys.vault.file !== undefined) {
-    const watchedFile = keys.vault.file;
-    const reloader = new VaultKeyringReloader({
-      vault,
-      load: keys.reloadVaultKeyring,
-      clock,
-      onError: (err) => logger.error({ code: err.code, file: watchedFile }, err.message),
-      onApplied: (c) => logger.info({ ...c, file: watchedFile }, 'vault keyring reloaded'),
-    });
-    reloader.watch(watchedFile);
-    vaultReloader = reloader;
-    life.add({ name: 'vault keyring watch', stop: () => reloader.stop() });
-  }
-  if (cfg.vaultSeedDir) await seedVault(vault, cfg.tenantId, cfg.vaultSeedDir, clock.now(), logger);
+  vaultReloader = watchVaultKeyring(parts.vault, keys, clock, logger, life);
+  if (cfg.vaultSeedDir)
+    await seedVault(parts.vault, cfg.tenantId, cfg.vaultSeedDir, clock.now(), logger);
   const adminTokenFile = join(keys.keysDir, ADMIN_TOKEN_FILE);
   await ensureAdminToken(adminTokenFile, keys.apiTokens, cfg.tenantId, logger);
   if (cfg.dagsFolder) {
@@ -171,4 +158,29 @@ export async function assemble(
     life.add({ name: 'DAGs folder watch', stop: () => watcher.stop() });
   }
   return { parts, adminTokenFile };
+}
+
+/**
+ * Rotations by another process (a replica, the CLI) reach this one without a restart: the vault
+ * keyring file is watched (an environment key has nothing to watch).
+ */
+function watchVaultKeyring(
+  vault: PlaneParts['vault'],
+  keys: Keys,
+  clock: Clock,
+  logger: Logger,
+  life: Lifecycle,
+): VaultKeyringReloader | null {
+  if (keys.vault.source === 'env' || keys.vault.file === undefined) return null;
+  const watchedFile = keys.vault.file;
+  const reloader = new VaultKeyringReloader({
+    vault,
+    load: keys.reloadVaultKeyring,
+    clock,
+    onError: (err) => logger.error({ code: err.code, file: watchedFile }, err.message),
+    onApplied: (c) => logger.info({ ...c, file: watchedFile }, 'vault keyring reloaded'),
+  });
+  reloader.watch(watchedFile);
+  life.add({ name: 'vault keyring watch', stop: () => reloader.stop() });
+  return reloader;
 }

@@ -130,6 +130,11 @@ export async function startControlPlane(
   }
 }
 
+/**
+ * The phases in dependency order (docs/architecture.md, "Starting"): each line hands the next
+ * phase what it opened. Long on purpose (issue 32 leaves it as one of three): it reads as the
+ * table of phases, and each phase's body is already its own function in boot/.
+ */
 async function start(
   cfg: ServerConfig,
   opts: ControlPlaneOptions,

@@ -207,33 +207,7 @@ export async function runDagTest(opts: DagTestOptions): Promise<DagTestResult> {
     const tenant = cfg.tenantId;
     const spec = opts.spec;
     const loader = opts.loader ?? defaultDagLoader;
-    const problems = await declarationProblems(cp.store, tenant, spec);
-    if (problems.length > 0) {
-      const diagnostics = problems.map((p) => {
-        const at = loader.locateDeclaration(opts.file, p.kind, p.name);
-        const noun = p.kind === 'variables' ? 'variable' : 'connection';
-        return {
-          code: p.code,
-          message:
-            p.code === 'LF_DAG_UNKNOWN_DECLARATION'
-              ? `dag "${spec.dag_id}" declares ${noun} "${p.name}", which the test's vault does not have`
-              : `dag "${spec.dag_id}" declares ${noun} "${p.name}", which is not granted to it`,
-          file: opts.file,
-          line: at?.line ?? 1,
-          column: at?.column ?? 1,
-          path: at?.path ?? p.kind,
-          hint:
-            p.code === 'LF_DAG_UNKNOWN_DECLARATION'
-              ? `give the test a vault that has it: --vault-seed <folder with ${p.kind}.json> or --data-dir <a stopped Lite's data dir>`
-              : p.hint,
-        };
-      });
-      throw new DagTestRefused(
-        problems[0]!.code,
-        `${problems.length} declaration(s) refused; nothing ran`,
-        diagnostics,
-      );
-    }
+    await refuseUnavailableDeclarations(cp.store, tenant, opts, loader);
     await cp.store.putDagVersion(tenant, spec, dagSpecHash(spec), Date.now(), {
       pausedAtCreation: true,
     });
@@ -305,5 +279,43 @@ export async function runDagTest(opts: DagTestOptions): Promise<DagTestResult> {
     if (close) await close();
     rmSync(tmp, { recursive: true, force: true });
     if (workRoot) rmSync(workRoot, { recursive: true, force: true });
+  }
+}
+
+/** A declared secret the test's vault does not have, or has not granted, refuses the test before
+ * anything runs (each located in the DAG file). */
+async function refuseUnavailableDeclarations(
+  store: Parameters<typeof declarationProblems>[0],
+  tenant: string,
+  opts: DagTestOptions,
+  loader: DagFileLoader,
+): Promise<void> {
+  const spec = opts.spec;
+  const problems = await declarationProblems(store, tenant, spec);
+  if (problems.length > 0) {
+    const diagnostics = problems.map((p) => {
+      const at = loader.locateDeclaration(opts.file, p.kind, p.name);
+      const noun = p.kind === 'variables' ? 'variable' : 'connection';
+      return {
+        code: p.code,
+        message:
+          p.code === 'LF_DAG_UNKNOWN_DECLARATION'
+            ? `dag "${spec.dag_id}" declares ${noun} "${p.name}", which the test's vault does not have`
+            : `dag "${spec.dag_id}" declares ${noun} "${p.name}", which is not granted to it`,
+        file: opts.file,
+        line: at?.line ?? 1,
+        column: at?.column ?? 1,
+        path: at?.path ?? p.kind,
+        hint:
+          p.code === 'LF_DAG_UNKNOWN_DECLARATION'
+            ? `give the test a vault that has it: --vault-seed <folder with ${p.kind}.json> or --data-dir <a stopped Lite's data dir>`
+            : p.hint,
+      };
+    });
+    throw new DagTestRefused(
+      problems[0]!.code,
+      `${problems.length} declaration(s) refused; nothing ran`,
+      diagnostics,
+    );
   }
 }

@@ -124,6 +124,9 @@ export interface PlaneParts {
 /**
  * Builds the control plane's parts from its inputs. The one place they are wired: the control
  * plane, the test harness and the benchmarks all call it, so a wiring change reaches all three.
+ * Long on purpose (issue 32 leaves it as one of three): it is a flat list of constructor calls in
+ * dependency order, with no branch but optional inputs; split, a reader would chase one wiring
+ * across several functions.
  */
 export function assemblePlane(input: PlaneInputs): PlaneParts {
   const { store, clock, logger, executors, timings, credentials } = input;

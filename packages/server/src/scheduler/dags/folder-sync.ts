@@ -1,5 +1,11 @@
 import { relative, resolve, sep } from 'node:path';
-import { dagSpecHash, isLeoflowError, type Clock, type CompileDiagnostic } from '@leoflow/core';
+import {
+  dagSpecHash,
+  isLeoflowError,
+  type Clock,
+  type CompileDiagnostic,
+  type DagSpec,
+} from '@leoflow/core';
 import type { Logger } from 'pino';
 import type { ExecutorPolicy } from '../../executor/executor-policy.js';
 import type { DagStore } from '../../store/ports/dags.js';
@@ -96,43 +102,7 @@ export async function syncDagsFolder(
       });
       continue;
     }
-    const refused: DagImportDiagnostic[] = [];
-    if (deps.policy) {
-      try {
-        checkExecutorChoices(deps.policy, tenantId, spec);
-      } catch (err) {
-        if (!isLeoflowError(err)) throw err;
-        refused.push(
-          diag({
-            code: err.code,
-            message: err.message,
-            file: compiled.file,
-            line: 1,
-            column: 1,
-            path: 'tasks',
-            hint: 'use an executor and Kubernetes choices this control plane allows (leoflow doctor lists them)',
-          }),
-        );
-      }
-    }
-    for (const p of await declarationProblems(store, tenantId, spec)) {
-      const at = loader.locateDeclaration(compiled.file, p.kind, p.name);
-      const noun = p.kind === 'variables' ? 'variable' : 'connection';
-      refused.push(
-        diag({
-          code: p.code,
-          message:
-            p.code === 'LF_DAG_UNKNOWN_DECLARATION'
-              ? `dag "${spec.dag_id}" declares ${noun} "${p.name}", which does not exist`
-              : `dag "${spec.dag_id}" declares ${noun} "${p.name}", which is not granted to it`,
-          file: compiled.file,
-          line: at?.line ?? 1,
-          column: at?.column ?? 1,
-          path: at?.path ?? p.kind,
-          hint: p.hint,
-        }),
-      );
-    }
+    const refused = await refusalsOf(deps, compiled.file, spec, diag);
     if (refused.length > 0) {
       result.errors.push({ file, dag_id: spec.dag_id, diagnostics: refused });
       continue;
@@ -164,4 +134,53 @@ export async function syncDagsFolder(
     }
   }
   return result;
+}
+
+/** What keeps a compiled DAG out: executor choices this control plane refuses, and declarations of
+ * secrets that do not exist or are not granted to it (each located in the DAG file). */
+async function refusalsOf(
+  deps: FolderSyncDeps,
+  sourceFile: string,
+  spec: DagSpec,
+  diag: (d: Omit<CompileDiagnostic, 'severity'>) => DagImportDiagnostic,
+): Promise<DagImportDiagnostic[]> {
+  const { store, tenantId, loader } = deps;
+  const refused: DagImportDiagnostic[] = [];
+  if (deps.policy) {
+    try {
+      checkExecutorChoices(deps.policy, tenantId, spec);
+    } catch (err) {
+      if (!isLeoflowError(err)) throw err;
+      refused.push(
+        diag({
+          code: err.code,
+          message: err.message,
+          file: sourceFile,
+          line: 1,
+          column: 1,
+          path: 'tasks',
+          hint: 'use an executor and Kubernetes choices this control plane allows (leoflow doctor lists them)',
+        }),
+      );
+    }
+  }
+  for (const p of await declarationProblems(store, tenantId, spec)) {
+    const at = loader.locateDeclaration(sourceFile, p.kind, p.name);
+    const noun = p.kind === 'variables' ? 'variable' : 'connection';
+    refused.push(
+      diag({
+        code: p.code,
+        message:
+          p.code === 'LF_DAG_UNKNOWN_DECLARATION'
+            ? `dag "${spec.dag_id}" declares ${noun} "${p.name}", which does not exist`
+            : `dag "${spec.dag_id}" declares ${noun} "${p.name}", which is not granted to it`,
+        file: sourceFile,
+        line: at?.line ?? 1,
+        column: at?.column ?? 1,
+        path: at?.path ?? p.kind,
+        hint: p.hint,
+      }),
+    );
+  }
+  return refused;
 }
