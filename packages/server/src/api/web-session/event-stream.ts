@@ -5,7 +5,7 @@ import { logLineOut } from '../serialize.js';
 import { typedApi } from '../typed-routes.js';
 import { ChangeFeed, type UiEvent } from './events.js';
 import { rememberedAuthentication } from './remembered-auth.js';
-import type { UiRouteDeps } from './routes.js';
+import type { UiRouteDeps } from './route-deps.js';
 
 const eventsQuery = {
   type: 'object',

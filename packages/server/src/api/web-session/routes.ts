@@ -1,15 +1,15 @@
 import type { FastifyInstance } from 'fastify';
-import type { Logger } from 'pino';
-import type { ApiTokens } from '../../auth/api-tokens.js';
+
 import { auditRequest } from '../audit.js';
 
 import { AUTHENTICATED, PUBLIC, type RouteAccess } from '../route-permissions.js';
 import { errorSchema } from '../schemas.js';
 
-import type { TenantScopes } from '../tenancy/tenant-scope.js';
-
 import { signInSource } from './sign-in-throttle.js';
 import { registerEventStream } from './event-stream.js';
+import type { UiRouteDeps } from './route-deps.js';
+
+export type { UiRouteDeps };
 import { rememberAuthentication, rememberedAuthentication } from './remembered-auth.js';
 import { typedApi } from '../typed-routes.js';
 import {
@@ -17,7 +17,6 @@ import {
   checkBrowserRequest,
   SESSION_COOKIE,
   sessionCookie,
-  type UiDeps,
 } from './guard.js';
 
 /**
@@ -30,13 +29,6 @@ export const UI_ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
   'DELETE /api/ui/session': AUTHENTICATED,
   'GET /api/ui/events': 'runs:read',
 };
-
-export interface UiRouteDeps {
-  ui: UiDeps;
-  tokens: ApiTokens;
-  scopes: TenantScopes;
-  logger: Logger;
-}
 
 export function registerUiRoutes(app: FastifyInstance, d: UiRouteDeps): { close(): void } {
   const api = typedApi(app);
