@@ -17,18 +17,34 @@ export interface RunnerTransport {
   readonly reconnects: boolean;
   /** why the door refused this runner for good (token refused, runner deleted), once it did */
   readonly refused: string | undefined;
+  /** why the last stream failed (a refused connection, the door's answer), if it said */
+  readonly lastError: string | undefined;
+  /** `listener` runs each time the cell speaks on a new stream (a session is up) */
+  onSessionUp(listener: () => void): void;
 }
 
 /** A door session per connection: ws(s)://<door>/runners/<token>/session. */
 export function doorTransport(sessionUrl: string): RunnerTransport {
   let refused: string | undefined;
+  let lastError: string | undefined;
+  const up: Array<() => void> = [];
   return {
     reconnects: true,
     get refused() {
       return refused;
     },
+    get lastError() {
+      return lastError;
+    },
+    onSessionUp(listener) {
+      up.push(listener);
+    },
     connect() {
+      lastError = undefined;
       const ws = new WebSocket(sessionUrl, { handshakeTimeout: 10_000 });
+      ws.once('message', () => {
+        for (const l of up) l();
+      });
       // Attached now, before 'open': the cell speaks first (HTTP/2 SETTINGS), and ws's stream
       // defers writes made while the socket is still connecting.
       const stream = createWebSocketStream(ws);
@@ -47,7 +63,12 @@ export function doorTransport(sessionUrl: string): RunnerTransport {
         }
       });
       stream.on('error', () => ws.terminate());
-      return fenceOffPeerEof(stream, { passErrors: true });
+      // Never an error event into HTTP/2 (see fenceOffPeerEof): the reason is kept for the log.
+      return fenceOffPeerEof(stream, {
+        onError: (err) => {
+          lastError = `the door session failed: ${err.message}`;
+        },
+      });
     },
   };
 }
@@ -58,14 +79,21 @@ export function stdioTransport(
   output: NodeJS.WritableStream = process.stdout,
 ): RunnerTransport {
   let used = false;
+  let lastError: string | undefined;
   return {
     reconnects: false,
     refused: undefined,
+    get lastError() {
+      return lastError;
+    },
+    onSessionUp() {},
     connect() {
       if (used) throw new Error('the stdio transport has one stream');
       used = true;
       return fenceOffPeerEof(Duplex.from({ readable: input, writable: output }), {
-        passErrors: true,
+        onError: (err) => {
+          lastError = `the stdio stream failed: ${err.message}`;
+        },
       });
     },
   };
