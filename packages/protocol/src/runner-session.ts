@@ -48,11 +48,15 @@ export const MAX_SESSION_FRAME_BYTES = 16 * 1024 * 1024;
  * destroys the session without a shutdown. A peer that sent EOF has sent its last request; what
  * the session still owed it is dropped, as a socket that is not half-open drops it.
  *
- * `passErrors`: the stream's own error destroys the fenced one with it (the runner daemon logs
- * it as the lost session's reason); without it the fenced stream just closes (the cell, where an
- * error event would reach HTTP/2's socket wrapper).
+ * The stream's own error (a refused connection, a reset) closes the fenced stream too, without
+ * the error: an error event would reach HTTP/2's socket wrapper, and the session re-emits it
+ * after its client may have stopped listening (an uncaught exception again). `onError` is told
+ * instead (the runner daemon logs it as the lost session's reason).
  */
-export function fenceOffPeerEof(stream: Duplex, opts: { passErrors?: boolean } = {}): Duplex {
+export function fenceOffPeerEof(
+  stream: Duplex,
+  opts: { onError?: (err: Error) => void } = {},
+): Duplex {
   const fenced = new Duplex({
     read() {
       stream.resume();
@@ -73,7 +77,10 @@ export function fenceOffPeerEof(stream: Duplex, opts: { passErrors?: boolean } =
     if (!fenced.push(chunk)) stream.pause();
   });
   stream.once('end', () => fenced.destroy());
-  stream.once('error', (err) => fenced.destroy(opts.passErrors ? err : undefined));
+  stream.once('error', (err) => {
+    opts.onError?.(err);
+    fenced.destroy();
+  });
   stream.once('close', () => fenced.destroy());
   return fenced;
 }

@@ -45,9 +45,20 @@ export class RunnerDaemon {
   readonly #stop = new AbortController();
   #stream = 0;
   #restartStream: AbortController | undefined;
+  /** since when the cell has been out of reach, and how many tries failed (logged once) */
+  #outage: { since: number; tries: number } | undefined;
 
   constructor(o: RunnerDaemonOptions) {
     this.#o = o;
+    o.transport.onSessionUp(() => {
+      if (this.#outage === undefined) return;
+      const { since, tries } = this.#outage;
+      this.#outage = undefined;
+      o.diag.log(
+        'info',
+        `runner session back after ${tries} failed ${tries === 1 ? 'try' : 'tries'} over ${Math.round((Date.now() - since) / 1000)} s`,
+      );
+    });
     this.#sessions = new Http2SessionManager(
       'http://runner-session',
       { pingIntervalMs: 30_000, pingTimeoutMs: 10_000 },
@@ -73,9 +84,7 @@ export class RunnerDaemon {
         await this.#awaitAssignments();
       } catch (err) {
         refusedBy = this.#o.transport.refused;
-        if (!this.#stop.signal.aborted && refusedBy === undefined) {
-          this.#o.diag.log('warn', `runner session lost: ${describe(err)}`);
-        }
+        if (!this.#stop.signal.aborted && refusedBy === undefined) this.#lost(err);
       }
       refusedBy ??= this.#o.transport.refused;
       if (refusedBy !== undefined) {
@@ -109,6 +118,25 @@ export class RunnerDaemon {
     await this.#drainAttempts();
     this.#sessions.abort();
     return RUNNER_EXIT.OK;
+  }
+
+  /**
+   * Logs a lost session once per outage (a cell restart is dozens of refused tries); the next
+   * is logged once a session is back.
+   */
+  #lost(err: unknown): void {
+    if (this.#outage !== undefined) {
+      this.#outage.tries++;
+      return;
+    }
+    this.#outage = { since: Date.now(), tries: 1 };
+    const reason = this.#o.transport.lastError ?? describe(err);
+    this.#o.diag.log(
+      'warn',
+      this.#o.transport.reconnects
+        ? `runner session lost: ${reason}; reconnecting with backoff (0.5 s doubling to 30 s, jittered), logged again once it is back`
+        : `runner session lost: ${reason}`,
+    );
   }
 
   /** Stops taking work; running attempts are cancelled (their tasks stopped) and awaited. */

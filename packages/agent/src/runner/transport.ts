@@ -20,6 +20,10 @@ export interface RunnerTransport {
   readonly refused: string | undefined;
   /** the longest wait between redials (default: the door's 30 s) */
   readonly maxReconnectDelayMs?: number;
+  /** why the last stream failed (a refused connection, the door's answer), if it said */
+  readonly lastError: string | undefined;
+  /** `listener` runs each time the cell speaks on a new stream (a session is up) */
+  onSessionUp(listener: () => void): void;
 }
 
 /**
@@ -28,17 +32,33 @@ export interface RunnerTransport {
  * restarted control plane listens on the same path again and the daemon redials within a second.
  */
 export function socketTransport(path: string): RunnerTransport {
+  let lastError: string | undefined;
+  const up: Array<() => void> = [];
   return {
     reconnects: true,
     refused: undefined,
     maxReconnectDelayMs: 1_000,
+    get lastError() {
+      return lastError;
+    },
+    onSessionUp(listener) {
+      up.push(listener);
+    },
     connect() {
+      lastError = undefined;
       const socket = createConnection(path);
+      socket.once('data', () => {
+        for (const l of up) l();
+      });
       // Every error (a refused connect also fails the writes queued behind it) just closes the
       // stream: passed on, a refused connect surfaced again as an uncaught exception and ended
       // the daemon with its attempts (measured with a control plane restarting).
       socket.on('error', () => socket.destroy());
-      return fenceOffPeerEof(socket);
+      return fenceOffPeerEof(socket, {
+        onError: (err) => {
+          lastError = `the control plane's socket failed: ${err.message}`;
+        },
+      });
     },
   };
 }
@@ -46,13 +66,25 @@ export function socketTransport(path: string): RunnerTransport {
 /** A door session per connection: ws(s)://<door>/runners/<token>/session. */
 export function doorTransport(sessionUrl: string): RunnerTransport {
   let refused: string | undefined;
+  let lastError: string | undefined;
+  const up: Array<() => void> = [];
   return {
     reconnects: true,
     get refused() {
       return refused;
     },
+    get lastError() {
+      return lastError;
+    },
+    onSessionUp(listener) {
+      up.push(listener);
+    },
     connect() {
+      lastError = undefined;
       const ws = new WebSocket(sessionUrl, { handshakeTimeout: 10_000 });
+      ws.once('message', () => {
+        for (const l of up) l();
+      });
       // Attached now, before 'open': the cell speaks first (HTTP/2 SETTINGS), and ws's stream
       // defers writes made while the socket is still connecting.
       const stream = createWebSocketStream(ws);
@@ -71,7 +103,12 @@ export function doorTransport(sessionUrl: string): RunnerTransport {
         }
       });
       stream.on('error', () => ws.terminate());
-      return fenceOffPeerEof(stream, { passErrors: true });
+      // Never an error event into HTTP/2 (see fenceOffPeerEof): the reason is kept for the log.
+      return fenceOffPeerEof(stream, {
+        onError: (err) => {
+          lastError = `the door session failed: ${err.message}`;
+        },
+      });
     },
   };
 }
@@ -82,14 +119,21 @@ export function stdioTransport(
   output: NodeJS.WritableStream = process.stdout,
 ): RunnerTransport {
   let used = false;
+  let lastError: string | undefined;
   return {
     reconnects: false,
     refused: undefined,
+    get lastError() {
+      return lastError;
+    },
+    onSessionUp() {},
     connect() {
       if (used) throw new Error('the stdio transport has one stream');
       used = true;
       return fenceOffPeerEof(Duplex.from({ readable: input, writable: output }), {
-        passErrors: true,
+        onError: (err) => {
+          lastError = `the stdio stream failed: ${err.message}`;
+        },
       });
     },
   };
