@@ -11,6 +11,24 @@ export async function resolveRun(
   runId: string,
   dagId?: string,
 ): Promise<RunRef> {
+  if (runId === 'latest') {
+    if (!dagId) {
+      throw new CliError('"latest" needs the DAG: pass --dag <dag_id>', 2, 'LF_USAGE');
+    }
+    const res = await client.request<{ runs: { dag_id: string; run_id: string }[] }>(
+      'GET',
+      `/api/v1/runs?dag_id=${encodeURIComponent(dagId)}&limit=1`,
+    );
+    const newest = res.runs[0];
+    if (!newest) {
+      throw new CliError(
+        `DAG ${dagId} has no runs yet; trigger one with \`leoflow runs trigger ${dagId}\``,
+        1,
+        'LF_RUN_NOT_FOUND',
+      );
+    }
+    return { dag_id: newest.dag_id, run_id: newest.run_id };
+  }
   if (dagId) return { dag_id: dagId, run_id: runId };
   const res = await client.request<{ runs: { dag_id: string; run_id: string }[] }>(
     'GET',
