@@ -235,13 +235,15 @@ describe('operator actions (real processes)', () => {
       env(),
     );
     expect(bogus.code).toBe(2);
-    expect(bogus.stderr).toContain('LF_MARK_BAD_STATE');
+    // the CLI refuses before any request (its code is LF_MARK_BAD_STATE, exit 2: usage)
+    expect(bogus.stderr).toContain('--state must be success or failed, got "bogus"');
     const unknown = await cli(
       ['tasks', 'mark', 'r_mark2', 'nope', '--state', 'failed', '--dag', 'hold'],
       env(),
     );
     expect(unknown.code).not.toBe(0);
-    expect(unknown.stderr).toContain('LF_TASK_NOT_FOUND');
+    expect(unknown.code).toBe(1); // the server's LF_TASK_NOT_FOUND
+    expect(unknown.stderr).toContain('has no task "nope"');
     expect((await detail('r_mark2')).run.state).toBe('running');
     const failed = await cli(
       ['runs', 'mark', 'r_mark2', '--dag', 'hold', '--state', 'failed'],
