@@ -131,4 +131,35 @@ forEachDialect('mark success / failed (store and scheduler)', (dialect) => {
     expect(await h.store.listTaskInstances(run.id)).toEqual(before);
     expect((await h.store.getRunById(run.id))?.state).toBe(run.state);
   });
+  it('fenced: when the attempt ends between the read and the write, the write does not apply and the mark is made on the state it ended in', async () => {
+    h = await createHarness({ dialect });
+    await setupVaultAndDag(h);
+    const a = await startAttempt(h);
+    const runId = await runIdOf(a.identity.task_instance_id);
+    const update = h.store.updateTaskInstance.bind(h.store);
+    let raced = false;
+    const seen: boolean[] = [];
+    h.store.updateTaskInstance = async (id, expect_, patch, now) => {
+      if (!raced && patch.state === 'success') {
+        raced = true;
+        // the agent's own report lands first: the row leaves running
+        await report(h, a.token, 'failed', a.session);
+      }
+      const applied = await update(id, expect_, patch, now);
+      if (patch.state === 'success') seen.push(applied);
+      return applied;
+    };
+    const out = await h.runs.mark(
+      'default',
+      'cred',
+      runId,
+      { taskIds: ['t'], state: 'success', downstream: false, upstream: false },
+      stop,
+    );
+    expect(raced).toBe(true);
+    // the write read in `running` did not apply; the one read in `failed` did
+    expect(seen).toEqual([false, true]);
+    expect(out.marked).toEqual(['t']);
+    expect((await h.store.getTaskInstanceById(a.identity.task_instance_id))?.state).toBe('success');
+  });
 });
