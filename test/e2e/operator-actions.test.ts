@@ -18,6 +18,8 @@ let dataDir: string;
 /** The sleeper ends only when this file exists, so no revoke races the task's own end. */
 let gateDir: string;
 let gate: string;
+/** The mark test's task ends only when this file exists (it never does: the mark stops it). */
+let holdGate: string;
 
 /**
  * The sandbox gives every attempt a private /tmp and a read-only filesystem besides the paths an
@@ -38,6 +40,14 @@ beforeAll(async () => {
   gateDir = mkdtempSync(join(tmpdir(), 'leoflow-ops-gate-'));
   chmodSync(gateDir, 0o755);
   gate = join(gateDir, 'open');
+  holdGate = join(gateDir, 'hold-open');
+  writeDag(
+    join(scratch.dir, 'dags'),
+    'hold',
+    'dag_id: hold\ntasks:\n  - task_id: wait\n' +
+      `    command: for i in $(seq 1 1200); do [ -f ${holdGate} ] && exit 0; sleep 0.1; done; exit 1\n` +
+      '  - task_id: after\n    command: exit 1\n    depends_on: [wait]\n',
+  );
   writeDag(
     join(scratch.dir, 'dags'),
     'long',
@@ -169,5 +179,87 @@ describe('operator actions (real processes)', () => {
     );
     expect(unknown.code).toBe(1);
     expect(unknown.stderr).toContain('sleeper has no try 4 (its current try is 1)');
+  }, 120_000);
+  it('tasks mark / runs mark: a live attempt is stopped, the marks stand, bad input writes nothing', async () => {
+    type Detail = { run: { state: string }; task_instances: { task_id: string; state: string }[] };
+    const detail = (runId: string) => api<Detail>(sa, 'GET', `/api/v1/dags/hold/runs/${runId}`);
+    const running = (runId: string) =>
+      waitFor(`${runId} wait running`, async () =>
+        (await detail(runId)).task_instances.find((t) => t.task_id === 'wait')?.state === 'running'
+          ? true
+          : undefined,
+      );
+    const finished = (runId: string) =>
+      waitFor(`${runId} to finish`, async () => {
+        const s = (await detail(runId)).run.state;
+        return s === 'success' || s === 'failed' ? s : undefined;
+      });
+
+    await api(sa, 'POST', '/api/v1/dags/hold/runs', { run_id: 'r_mark' });
+    await running('r_mark');
+    const marked = await cli(
+      [
+        'tasks',
+        'mark',
+        'latest',
+        'wait',
+        '--state',
+        'success',
+        '--downstream',
+        '--dag',
+        'hold',
+        '-o',
+        'json',
+      ],
+      env(),
+    );
+    expect(marked.code, marked.stderr).toBe(0);
+    expect(JSON.parse(marked.stdout)).toMatchObject({
+      run_id: 'r_mark',
+      marked: ['wait', 'after'],
+    });
+    // the run ends success although the task never finished on its own and `after` (exit 1)
+    // never ran: the marks stand, the stopped attempt's end changes nothing
+    expect(await finished('r_mark')).toBe('success');
+    await new Promise((r) => setTimeout(r, 1500));
+    const states = (await detail('r_mark')).task_instances.map((t) => [t.task_id, t.state]);
+    expect(states).toEqual([
+      ['wait', 'success'],
+      ['after', 'success'],
+    ]);
+
+    await api(sa, 'POST', '/api/v1/dags/hold/runs', { run_id: 'r_mark2' });
+    await running('r_mark2');
+    const bogus = await cli(
+      ['runs', 'mark', 'r_mark2', '--dag', 'hold', '--state', 'bogus'],
+      env(),
+    );
+    expect(bogus.code).toBe(2);
+    // the CLI refuses before any request (its code is LF_MARK_BAD_STATE, exit 2: usage)
+    expect(bogus.stderr).toContain('--state must be success or failed, got "bogus"');
+    const unknown = await cli(
+      ['tasks', 'mark', 'r_mark2', 'nope', '--state', 'failed', '--dag', 'hold'],
+      env(),
+    );
+    expect(unknown.code).not.toBe(0);
+    expect(unknown.code).toBe(1); // the server's LF_TASK_NOT_FOUND
+    expect(unknown.stderr).toContain('has no task "nope"');
+    expect((await detail('r_mark2')).run.state).toBe('running');
+    const failed = await cli(
+      ['runs', 'mark', 'r_mark2', '--dag', 'hold', '--state', 'failed'],
+      env(),
+    );
+    expect(failed.code, failed.stderr).toBe(0);
+    expect(failed.stdout).toBe('marked wait, after failed; run r_mark2 is failed\n');
+    expect((await detail('r_mark2')).task_instances.map((t) => t.state)).toEqual([
+      'failed',
+      'skipped',
+    ]);
+    const audit = await api<{ events: { action: string }[] }>(
+      sa,
+      'GET',
+      '/api/v1/audit?action=run.mark',
+    );
+    expect(audit.events).toHaveLength(1);
   }, 120_000);
 });

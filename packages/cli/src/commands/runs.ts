@@ -4,6 +4,7 @@ import { ApiClient, CliError } from '../client.js';
 import { globalOpts } from '../global-options.js';
 import { parseOutput, print, renderTable, type OutputFormat } from '../output.js';
 import { resolveRun, runPath, type RunRef } from '../run-resolver.js';
+import { markAction } from './tasks.js';
 
 interface RunView {
   dag_id: string;
@@ -114,6 +115,20 @@ export function registerRuns(program: Command): void {
       );
       print(parseOutput(g.output), res, { rows: res.runs, columns: RUN_COLUMNS });
     });
+
+  runs
+    .command('mark <run_id>')
+    .description(
+      "mark a whole run success (every task instance success) or failed (live ones failed, unfinished ones skipped); <run_id> may be 'latest' with --dag",
+    )
+    .option(
+      '--dag <dag_id>',
+      "the DAG (needed with 'latest', or when several DAGs have the run id)",
+    )
+    .option('--state <state>', 'success or failed')
+    .action(async (runId: string, flags: { dag?: string; state?: string }, cmd: Command) =>
+      markAction(cmd, runId, null, flags),
+    );
 
   runs
     .command('show <run_id>')

@@ -25,7 +25,9 @@ export function visibleControls(text: string): string {
 }
 
 export function registerTasks(program: Command): void {
-  const tasks = program.command('tasks').description('task instances: logs and clear-and-rerun');
+  const tasks = program
+    .command('tasks')
+    .description('task instances: logs, mark success/failed and clear-and-rerun');
 
   tasks
     .command('logs <run_id> <task_id>')
@@ -208,6 +210,27 @@ export function registerTasks(program: Command): void {
     });
 
   tasks
+    .command('mark <run_id> <task_ids...>')
+    .description(
+      "mark task instances success or failed (a live attempt is stopped and its credential revoked); <run_id> may be 'latest' with --dag",
+    )
+    .option(
+      '--dag <dag_id>',
+      "the DAG (needed with 'latest', or when several DAGs have the run id)",
+    )
+    .option('--state <state>', 'success or failed')
+    .option('--downstream', 'also mark every task downstream of the given ones')
+    .option('--upstream', 'also mark every task upstream of the given ones')
+    .action(
+      async (
+        runId: string,
+        taskIds: string[],
+        flags: { dag?: string; state?: string; downstream?: boolean; upstream?: boolean },
+        cmd: Command,
+      ) => markAction(cmd, runId, taskIds, flags),
+    );
+
+  tasks
     .command('clear <run_id> [task_ids...]')
     .description(
       'clear-and-rerun: new tries for the given tasks (default: the whole run), bound to the current DAG version',
@@ -258,4 +281,45 @@ function mapIndexArg(v: string): string {
 function refusedOr(delivered: unknown, refusal: unknown): string {
   const names = Array.isArray(delivered) ? (delivered as string[]).join(',') || '(none)' : '-';
   return typeof refusal === 'string' && refusal !== '' ? `${names} [refused: ${refusal}]` : names;
+}
+
+/** `tasks mark` and `runs mark`: one request, one answer (docs/cli.md). */
+export async function markAction(
+  cmd: Command,
+  runId: string,
+  taskIds: string[] | null,
+  flags: { dag?: string; state?: string; downstream?: boolean; upstream?: boolean },
+): Promise<void> {
+  const g = globalOpts(cmd);
+  const format = parseOutput(g.output);
+  if (flags.state !== 'success' && flags.state !== 'failed') {
+    throw new CliError(
+      `--state must be success or failed, got "${flags.state ?? ''}"`,
+      2,
+      'LF_MARK_BAD_STATE',
+    );
+  }
+  const client = new ApiClient(g);
+  const ref = await resolveRun(client, runId, flags.dag);
+  const res = await client.request<{ run: { state: string }; marked: string[] }>(
+    'POST',
+    `${runPath(ref)}/mark`,
+    {
+      state: flags.state,
+      ...(taskIds !== null
+        ? {
+            task_ids: taskIds,
+            downstream: flags.downstream ?? false,
+            upstream: flags.upstream ?? false,
+          }
+        : {}),
+    },
+  );
+  if (format === 'table') {
+    process.stdout.write(
+      res.marked.length > 0
+        ? `marked ${res.marked.join(', ')} ${flags.state}; run ${ref.run_id} is ${res.run.state}\n`
+        : `nothing to mark: already ${flags.state}; run ${ref.run_id} is ${res.run.state}\n`,
+    );
+  } else print(format, { dag_id: ref.dag_id, run_id: ref.run_id, ...res });
 }

@@ -462,6 +462,11 @@ export const ERROR_CATALOGUE = {
     409,
     'Wait for the task to finish (or mark it failed) before clearing it.',
   ),
+  LF_MARK_BAD_STATE: c(
+    'run',
+    400,
+    'Mark a task instance or a run with --state success or --state failed; nothing else can be set by hand.',
+  ),
   LF_ILLEGAL_TRANSITION: c(
     'run',
     400,

@@ -9,6 +9,7 @@ export const PERMISSIONS = [
   'runs:read',
   'runs:trigger',
   'runs:clear',
+  'runs:mark',
   'logs:read',
   'xcom:read',
   'variables:read',
@@ -72,6 +73,8 @@ const DEVELOPER: readonly Permission[] = [
 const OPERATOR: readonly Permission[] = [
   ...DEVELOPER,
   'dags:pause',
+  // marking stops a live attempt and revokes its credential: as strong as credentials:revoke
+  'runs:mark',
   'credentials:revoke',
   'audit:read',
   'tokens:read',
@@ -93,7 +96,8 @@ export const ROLE_NAMES = Object.keys(BUILT_IN_ROLES) as RoleName[];
 export const ROLE_DESCRIPTIONS: Record<RoleName, string> = {
   admin:
     'everything in the tenant; in the platform tenant also tenants, keys and cross-tenant tokens',
-  operator: 'developer + pause DAGs, revoke attempt credentials, read the audit log and tokens',
+  operator:
+    'developer + pause DAGs, mark tasks and runs success or failed, revoke attempt credentials, read the audit log and tokens',
   developer: 'viewer + push DAGs, trigger and clear runs, write Variables and Connections',
   viewer: 'read-only: DAGs, runs, logs, XCom, masked Variables and Connections',
 };

@@ -464,3 +464,25 @@ class MinHeap {
     return top;
   }
 }
+
+/**
+ * What marking `taskIds` success or failed touches (Airflow's mark dialog): the tasks
+ * themselves, every task downstream of them when `downstream`, every task upstream of them when
+ * `upstream`. In topological order. Unlike clear it adds no setups or teardowns: marking runs
+ * nothing, so there are no resources to re-create.
+ */
+export function markTargets(
+  spec: DagSpec,
+  taskIds: readonly string[],
+  opts: { downstream: boolean; upstream: boolean },
+): string[] {
+  const g = dagGraph(spec);
+  const set = new Set<string>();
+  for (const id of taskIds) {
+    if (!g.byId.has(id)) throw taskNotFound(spec, id);
+    set.add(id);
+    if (opts.downstream) for (const d of reach(id, (x) => g.downstream.get(x)!)) set.add(d);
+    if (opts.upstream) for (const u of reach(id, (x) => g.byId.get(x)!.depends_on)) set.add(u);
+  }
+  return g.topo.filter((id) => set.has(id));
+}

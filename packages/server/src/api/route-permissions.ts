@@ -38,6 +38,8 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, RouteAccess>> = {
   'GET /api/v1/dags/:dag_id/grid': 'runs:read',
   'GET /api/v1/dags/:dag_id/runs/:run_id': 'runs:read',
   'POST /api/v1/dags/:dag_id/runs/:run_id/clear': 'runs:clear',
+  // mark success / failed: stops a marked task's live attempt and revokes its credential
+  'POST /api/v1/dags/:dag_id/runs/:run_id/mark': 'runs:mark',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks': 'runs:read',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id': 'runs:read',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/logs': 'logs:read',

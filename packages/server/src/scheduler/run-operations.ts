@@ -2,6 +2,9 @@ import { randomBytes } from 'node:crypto';
 import {
   clearTargets,
   isActive,
+  isTerminal,
+  markTargets,
+  type TaskInstanceState,
   LeoflowError,
   manualRunId,
   type Clock,
@@ -12,6 +15,23 @@ import type { RunStore } from '../store/ports/runs.js';
 import type { TaskInstanceStore } from '../store/ports/task-instances.js';
 import { TASK_INSTANCE_RESET } from '../store/task-instance-reset.js';
 import type { DagRunRow, TaskInstanceRow } from '../store/types.js';
+
+export type MarkState = 'success' | 'failed';
+
+export interface MarkInput {
+  /** null: the whole run (Airflow's "mark run success/failed") */
+  taskIds: string[] | null;
+  state: string;
+  downstream: boolean;
+  upstream: boolean;
+}
+
+/**
+ * Stops a live attempt of a task instance that is being marked and revokes its credential (the
+ * revocation path, attempts/revocation.ts, with terminate): its token resolves no secret from
+ * the moment the mark is written, and its executor is asked to stop it.
+ */
+export type StopAttempt = (ti: TaskInstanceRow) => Promise<void>;
 
 export interface TriggerInput {
   conf?: Record<string, unknown>;
@@ -175,6 +195,112 @@ export class RunOperations {
     const after = await this.store.getRunById(run.id);
     return { run: after ?? run, cleared };
   }
+  /**
+   * Mark success / mark failed (Airflow's mark dialog). For tasks: the named tasks, with their
+   * downstream and/or upstream tasks when asked; each of their task instances (every map index
+   * of a mapped task) not already in the state is set to it, a live attempt first stopped and
+   * its credential revoked. A finished run goes back to queued so the scheduler decides its
+   * state (and its unfinished tasks) again. For the whole run (taskIds null): success marks
+   * every task instance success; failed marks live ones failed and unfinished ones skipped (as
+   * Airflow does), and the run takes the state at once. Every input is checked before the first
+   * write; each write is a compare-and-set on the state and try it was read in.
+   */
+  async mark(
+    tenantId: string,
+    dagId: string,
+    runId: string,
+    input: MarkInput,
+    stop: StopAttempt,
+  ): Promise<{ run: DagRunRow; marked: string[] }> {
+    if (input.state !== 'success' && input.state !== 'failed') {
+      throw new LeoflowError(
+        'LF_MARK_BAD_STATE',
+        `cannot mark with state "${String(input.state)}": use success or failed`,
+      );
+    }
+    const state: MarkState = input.state;
+    const run = await this.store.getRun(tenantId, dagId, runId);
+    if (!run) {
+      throw new LeoflowError(
+        'LF_RUN_NOT_FOUND',
+        `DAG ${dagId} has no run "${runId}"; see \`leoflow runs list\``,
+      );
+    }
+    const version = await this.store.getDagVersion(tenantId, dagId, run.dag_version);
+    if (!version) {
+      throw new DagError(
+        'LF_DAG_VERSION_NOT_FOUND',
+        `DAG ${dagId} has no version ${run.dag_version}`,
+      );
+    }
+    const spec = version.spec;
+    const wholeRun = input.taskIds === null;
+    let targets: Set<string>;
+    if (input.taskIds === null) {
+      targets = new Set(spec.tasks.map((t) => t.task_id));
+    } else {
+      if (input.taskIds.length === 0) {
+        throw new LeoflowError('LF_TASK_NOT_FOUND', 'name at least one task to mark');
+      }
+      for (const id of input.taskIds) {
+        if (!spec.tasks.some((t) => t.task_id === id)) {
+          throw new LeoflowError(
+            'LF_TASK_NOT_FOUND',
+            `DAG ${dagId} (version ${version.version}) has no task "${id}"`,
+          );
+        }
+      }
+      targets = new Set(
+        markTargets(spec, input.taskIds, {
+          downstream: input.downstream,
+          upstream: input.upstream,
+        }),
+      );
+    }
+    const order = new Map(spec.tasks.map((t, i) => [t.task_id, i]));
+    const rows = (await this.store.listTaskInstances(run.id))
+      .filter((ti) => targets.has(ti.task_id))
+      .sort(
+        (a, b) =>
+          (order.get(a.task_id) ?? 0) - (order.get(b.task_id) ?? 0) || a.map_index - b.map_index,
+      );
+
+    const marked: string[] = [];
+    for (const first of rows) {
+      let ti: TaskInstanceRow | undefined = first;
+      // Re-read and retry when the row moved between the read and the write (an attempt
+      // finishing, the scheduler advancing it): the mark applies to whatever state it is in.
+      for (let round = 0; ti && round < 5; round++) {
+        const to = targetState(ti.state, state, wholeRun);
+        if (to === null) break;
+        if (isActive(ti.state)) await stop(ti);
+        const now = this.clock.now();
+        const applied = await this.store.updateTaskInstance(
+          ti.id,
+          { states: [ti.state], try_number: ti.try_number },
+          { state: to, ended_at: now, retry_at: null },
+          now,
+        );
+        if (applied) {
+          marked.push(ti.map_index >= 0 ? `${ti.task_id}[${ti.map_index}]` : ti.task_id);
+          break;
+        }
+        ti = await this.store.getTaskInstanceById(ti.id);
+      }
+    }
+
+    const now = this.clock.now();
+    if (wholeRun) {
+      await this.store.setRunState(run.id, ['queued', 'running', 'success', 'failed'], state, {
+        ended_at: now,
+      });
+    } else if (marked.length > 0) {
+      await this.store.setRunState(run.id, ['success', 'failed'], 'queued', { ended_at: null });
+    }
+    this.onChange();
+    const after = await this.store.getRunById(run.id);
+    return { run: after ?? run, marked };
+  }
 }
 
 function checkConf(conf: Record<string, unknown>): void {
@@ -184,4 +310,22 @@ function checkConf(conf: Record<string, unknown>): void {
       'run conf must be a JSON object, e.g. --conf \'{"day":"2026-01-01"}\'',
     );
   }
+}
+
+/**
+ * The state a task instance takes when marked, or null when it is left alone: already there;
+ * marking a whole run failed sets live instances failed and unfinished ones skipped, and leaves
+ * finished ones as they ended.
+ */
+function targetState(
+  from: TaskInstanceState,
+  state: MarkState,
+  wholeRun: boolean,
+): TaskInstanceState | null {
+  if (from === state) return null;
+  if (wholeRun && state === 'failed') {
+    if (isActive(from)) return 'failed';
+    return isTerminal(from) ? null : 'skipped';
+  }
+  return state;
 }

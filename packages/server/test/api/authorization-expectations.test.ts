@@ -17,7 +17,7 @@ import { routeCases } from './route-fixtures.js';
  *
  *   viewer    dags, runs, logs, XCom, masked Variables and Connections, runners: read
  *   developer + push DAGs, trigger/clear runs, write Variables and Connections, test Connections
- *   operator  + pause DAGs, revoke attempt credentials, audit, tokens (read), runners (create/delete)
+ *   operator  + pause DAGs, mark tasks and runs success/failed, revoke attempt credentials, audit, tokens (read), runners (create/delete)
  *   admin     + reveal and grant Variables and Connections, create/revoke tokens
  *   platform  admin of the platform tenant only: tenants, cells, keys, doctor
  */
@@ -40,6 +40,7 @@ const EXPECTED: Record<string, Least> = {
   'GET /api/v1/dags/:dag_id/grid': 'viewer',
   'GET /api/v1/dags/:dag_id/runs/:run_id': 'viewer',
   'POST /api/v1/dags/:dag_id/runs/:run_id/clear': 'developer',
+  'POST /api/v1/dags/:dag_id/runs/:run_id/mark': 'operator',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks': 'viewer',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id': 'viewer',
   'GET /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/logs': 'viewer',

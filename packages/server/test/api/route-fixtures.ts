@@ -61,6 +61,7 @@ function bodyFor(key: string, t: SeededTenant): unknown {
     'PATCH /api/v1/dags/:dag_id': { is_paused: true },
     'POST /api/v1/dags/:dag_id/runs': {},
     'POST /api/v1/dags/:dag_id/runs/:run_id/clear': { task_ids: ['a'] },
+    'POST /api/v1/dags/:dag_id/runs/:run_id/mark': { state: 'success', task_ids: ['a'] },
     'POST /api/v1/dags/:dag_id/runs/:run_id/tasks/:task_id/revoke-credential': {},
     'PUT /api/v1/variables/:key': { value: 'overwritten' },
     'POST /api/v1/variables/import': { variables: [{ key: 'imported_var', value: 'v' }] },

@@ -15,7 +15,7 @@ import {
 import { checkDeclarations, checkExecutorChoices } from '../../scheduler/dags/registration.js';
 import { type ExecutorPolicy } from '../../executor/executor-policy.js';
 import type { RevocationRequest, RevocationResult } from '../../attempts/revocation.js';
-import type { RunOperations, TriggerInput } from '../../scheduler/run-operations.js';
+import type { MarkInput, RunOperations, TriggerInput } from '../../scheduler/run-operations.js';
 import type { ApiTokenStore } from '../../store/ports/api-tokens.js';
 import type { AttemptRecordStore } from '../../store/ports/attempt-records.js';
 import type { SecretGrantKind, SecretGrantStore } from '../../store/ports/secret-grants.js';
@@ -254,6 +254,20 @@ export class TenantScope {
     opts: { taskIds: string[] | null; downstream: boolean },
   ): Promise<{ run: DagRunRow; cleared: string[] }> {
     return this.deps.runs.clear(this.tenantId, dagId, runId, opts);
+  }
+
+  /**
+   * Mark success / failed (tasks with their downstream/upstream, or the whole run): a live
+   * attempt of a marked task instance is stopped and its credential revoked first.
+   */
+  markRun(
+    dagId: string,
+    runId: string,
+    input: MarkInput,
+  ): Promise<{ run: DagRunRow; marked: string[] }> {
+    return this.deps.runs.mark(this.tenantId, dagId, runId, input, async (ti) => {
+      await this.deps.revoke({ taskInstance: ti, terminate: true });
+    });
   }
 
   /** The run's task instances in the DAG's declaration (dependency) order. */
