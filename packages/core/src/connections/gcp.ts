@@ -227,7 +227,11 @@ export function analyzeGcpExtra(extra: Record<string, unknown> | string | null):
     }
   }
 
-  const project = gcpField(e, ['project', 'project_id']);
+  // `project` as the provider reads it (short name, then its legacy form) decides first; the
+  // `project_id` alias (ours, not the provider's) only fills a project left unset there. As one
+  // group, a present-but-empty `project_id` hid a legacy `extra__…__project` the provider uses
+  // (found by the Google oracle's differential test, seed 1550840677).
+  const project = gcpField(e, ['project']) ?? gcpField(e, ['project_id']);
   if (project === null) {
     fields.project = keyProject;
     checks.push({

@@ -412,3 +412,19 @@ describe('GCP connections through the generic check', () => {
     expect(checkConnectionStructure(c).ok).toBe(true);
   });
 });
+
+describe('the project_id alias never hides the provider’s own project field', () => {
+  it('an empty project_id leaves a legacy extra__…__project to decide, as the provider reads it', () => {
+    const fields = resolveGcpConnectionFields({
+      extra__google_cloud_platform__project: 'my-project',
+      project_id: '',
+      key_path: '/keys/key.json',
+    });
+    expect(fields.project).toBe('my-project');
+  });
+  it('project_id fills a project the provider’s fields leave unset', () => {
+    expect(resolveGcpConnectionFields({ project_id: 'alias-project' }).project).toBe(
+      'alias-project',
+    );
+  });
+});

@@ -170,7 +170,9 @@ def resolve_google_connection(
                 "is the Secret mounted into the task (executor task_secret_name)?",
             ) from None
         key = _parse_key(text, f"key_path {path}")
-    project_found = _field(extra, ("project", "project_id"))
+    # `project` as the provider reads it decides first; our `project_id` alias only fills a project
+    # left unset there (as packages/core/src/connections/gcp.ts).
+    project_found = _field(extra, ("project",)) or _field(extra, ("project_id",))
     if project_found is not None and not isinstance(project_found[1], str):
         raise _invalid(f"{project_found[0]} must be a string")
     key_project = key.get("project_id") if key and isinstance(key.get("project_id"), str) and key.get("project_id") else None
