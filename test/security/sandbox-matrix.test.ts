@@ -12,6 +12,7 @@ import {
 } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TASK_PYTHON_PATH } from '../../packages/server/src/executor/work-root.js';
 import {
   cli,
   REPO,
@@ -376,8 +377,10 @@ for (const m of MODES) {
       // and the trees are gone: the one in /tmp (fallback: swept as the uid) and the work dir
       expect(existsSync(`/tmp/${tag}-f1`)).toBe(false);
       const workRoot = /work root\s+(\S+)/.exec(sa.output())?.[1] ?? '';
+      // what stays in the work root is the installation's read-only SDK copies, not an attempt's
+      const shared = new Set(['node_modules', TASK_PYTHON_PATH]);
       await waitFor('the work dirs to be removed', async () =>
-        readdirSync(workRoot).filter((n) => n !== 'node_modules').length === 0 ? true : undefined,
+        readdirSync(workRoot).filter((n) => !shared.has(n)).length === 0 ? true : undefined,
       );
       expect(readdirSync(target)).toHaveLength(300);
     });
