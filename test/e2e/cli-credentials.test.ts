@@ -68,7 +68,10 @@ describe('the local admin.token stays on loopback', () => {
       const server: Server = createServer((req, res) => {
         seen.push(req.headers);
         res.writeHead(200, { 'content-type': 'application/json' });
-        res.end('{"dags":[]}');
+        // `dags list` reads the DAGs and the import errors' count
+        res.end(
+          req.url?.startsWith('/api/v1/import-errors') ? '{"import_errors":[]}' : '{"dags":[]}',
+        );
       });
       await new Promise<void>((r) => server.listen(0, ip, r));
       const url = `http://${ip}:${(server.address() as AddressInfo).port}`;
@@ -87,7 +90,8 @@ describe('the local admin.token stays on loopback', () => {
           LEOFLOW_TOKEN: 'given',
         });
         expect(given.code, given.stderr).toBe(0);
-        expect(seen.map((h) => h.authorization)).toEqual(['Bearer given']);
+        expect(seen.length).toBeGreaterThan(0);
+        expect(seen.every((h) => h.authorization === 'Bearer given')).toBe(true);
       } finally {
         await new Promise<void>((r) => server.close(() => r()));
       }

@@ -167,17 +167,19 @@ export function registerDags(program: Command): void {
       const g = globalOpts(cmd);
       const client = new ApiClient(g);
       const dags = await client.listAll<Record<string, unknown>>('/api/v1/dags', 'dags');
-      const { import_errors } = await client.request<{ import_errors: unknown[] }>(
+      const reply = await client.request<{ import_errors?: unknown }>(
         'GET',
         '/api/v1/import-errors',
       );
+      // A server from before the watched folder has no such list: the count is unknown (null).
+      const import_errors = Array.isArray(reply.import_errors) ? reply.import_errors : null;
       const format = parseOutput(g.output);
-      const res = { dags, import_errors: import_errors.length };
+      const res = { dags, import_errors: import_errors?.length ?? null };
       print(format, res, {
         rows: res.dags,
         columns: ['dag_id', 'current_version', 'is_paused', 'is_active', 'updated_at'],
       });
-      if (format === 'table' && import_errors.length > 0) {
+      if (format === 'table' && import_errors !== null && import_errors.length > 0) {
         process.stderr.write(
           `${import_errors.length} DAG file(s) do not load: see \`leoflow dags errors\`\n`,
         );
