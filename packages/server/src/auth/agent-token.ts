@@ -230,33 +230,28 @@ export class AgentTokenIssuer implements AgentTokenVerification {
    * SignJWT produced (same header and claim order, and Ed25519 is deterministic); a test holds
    * the two equal, and verification is still jose's.
    */
-  // eslint-disable-next-line @typescript-eslint/require-await -- a failure stays a rejection
-  async mint(identity: AttemptIdentity, nowMs: number, oiatSeconds?: number): Promise<string> {
+  mint(identity: AttemptIdentity, nowMs: number, oiatSeconds?: number): Promise<string> {
     const iat = Math.floor(nowMs / 1000);
-    const key = this.keys.current();
-    return signCompactJws(
-      { alg: SIGNING_ALG, kid: key.kid, typ: 'JWT' },
-      {
-        tid: identity.tenant_id,
-        dag: identity.dag_id,
-        drid: identity.dag_run_id,
-        run: identity.run_id,
-        task: identity.task_id,
-        ...(identity.map_index !== undefined && identity.map_index >= 0
-          ? { mi: identity.map_index }
-          : {}),
-        try: identity.try_number,
-        ti: identity.task_instance_id,
-        gen: identity.dispatch_gen ?? 0,
-        oiat: oiatSeconds ?? iat,
-        iss: TOKEN_ISSUER,
-        aud: AGENT_AUDIENCE,
-        sub: attemptSubject(identity),
-        iat,
-        exp: iat + this.ttlSeconds,
-      },
-      key.privateKey,
-    );
+    // Synchronous underneath; a failure (no current key) still reaches the caller as a rejection.
+    try {
+      const key = this.keys.current();
+      return Promise.resolve(
+        signCompactJws(
+          { alg: SIGNING_ALG, kid: key.kid, typ: 'JWT' },
+          {
+            ...attemptClaims(identity, iat, oiatSeconds),
+            iss: TOKEN_ISSUER,
+            aud: AGENT_AUDIENCE,
+            sub: attemptSubject(identity),
+            iat,
+            exp: iat + this.ttlSeconds,
+          },
+          key.privateKey,
+        ),
+      );
+    } catch (err) {
+      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+    }
   }
 
   /** jose's SignJWT over the same claims: the reference the fast mint is tested against. */
@@ -267,20 +262,7 @@ export class AgentTokenIssuer implements AgentTokenVerification {
   ): Promise<string> {
     const iat = Math.floor(nowMs / 1000);
     const key = this.keys.current();
-    return new SignJWT({
-      tid: identity.tenant_id,
-      dag: identity.dag_id,
-      drid: identity.dag_run_id,
-      run: identity.run_id,
-      task: identity.task_id,
-      ...(identity.map_index !== undefined && identity.map_index >= 0
-        ? { mi: identity.map_index }
-        : {}),
-      try: identity.try_number,
-      ti: identity.task_instance_id,
-      gen: identity.dispatch_gen ?? 0,
-      oiat: oiatSeconds ?? iat,
-    })
+    return new SignJWT(attemptClaims(identity, iat, oiatSeconds))
       .setProtectedHeader({ alg: SIGNING_ALG, kid: key.kid, typ: 'JWT' })
       .setIssuer(TOKEN_ISSUER)
       .setAudience(AGENT_AUDIENCE)
@@ -412,4 +394,22 @@ function claimsOf(p: Record<string, unknown>): AgentTokenClaims {
 /** Tokens are never logged; a short fingerprint is enough to correlate. */
 export function tokenFingerprint(token: string): string {
   return createHash('sha256').update(token).digest('hex').slice(0, 12);
+}
+
+/** An attempt token's own claims, in the order both mints write them (the bytes are compared). */
+function attemptClaims(identity: AttemptIdentity, iat: number, oiatSeconds: number | undefined) {
+  return {
+    tid: identity.tenant_id,
+    dag: identity.dag_id,
+    drid: identity.dag_run_id,
+    run: identity.run_id,
+    task: identity.task_id,
+    ...(identity.map_index !== undefined && identity.map_index >= 0
+      ? { mi: identity.map_index }
+      : {}),
+    try: identity.try_number,
+    ti: identity.task_instance_id,
+    gen: identity.dispatch_gen ?? 0,
+    oiat: oiatSeconds ?? iat,
+  };
 }
